@@ -1,0 +1,109 @@
+//! The vocabulary shared by every module that touches sample metadata: the four
+//! primitive kinds, one schema field, one value, and a column of values.
+const std = @import("std");
+
+/// The kinds a metadata value may have. The names are the manifest's spelling.
+pub const Kind = enum(u8) {
+    bool = 0,
+    int = 1,
+    float = 2,
+    string = 3,
+
+    pub fn name(kind: Kind) []const u8 {
+        return @tagName(kind);
+    }
+
+    pub fn fromName(text: []const u8) ?Kind {
+        return std.meta.stringToEnum(Kind, text);
+    }
+};
+
+/// One column of the metadata schema. Schemas are always sorted by name (bytewise)
+/// with unique names, the order of manifest.json, metadata.arrow and the record JSON.
+pub const Field = struct {
+    name: []const u8,
+    kind: Kind,
+};
+
+/// One metadata value. Strings are UTF-8 and borrowed from whoever owns the row.
+pub const Value = union(Kind) {
+    bool: bool,
+    int: i64,
+    float: f64,
+    string: []const u8,
+
+    /// Values compare by value: floats bit for bit after normalizing -0.0 == 0.0
+    /// is *not* done, so a stored -0.0 only matches -0.0.
+    pub fn eql(a: Value, b: Value) bool {
+        if (std.meta.activeTag(a) != std.meta.activeTag(b)) return false;
+        return switch (a) {
+            .bool => |x| x == b.bool,
+            .int => |x| x == b.int,
+            .float => |x| @as(u64, @bitCast(x)) == @as(u64, @bitCast(b.float)),
+            .string => |x| std.mem.eql(u8, x, b.string),
+        };
+    }
+};
+
+/// A column of `row_count` values of one kind, laid out like Arrow's buffers.
+pub const ColumnValues = union(Kind) {
+    /// One byte per row, 0 or 1 (not bit-packed; the Arrow codec packs and unpacks).
+    bool: []const u8,
+    int: []const i64,
+    float: []const f64,
+    /// Row i is `bytes[offsets[i]..offsets[i+1]]`; `offsets.len == row_count + 1`.
+    string: struct { offsets: []const u64, bytes: []const u8 },
+
+    pub fn rowCount(values: ColumnValues) usize {
+        return switch (values) {
+            .bool => |v| v.len,
+            .int => |v| v.len,
+            .float => |v| v.len,
+            .string => |v| v.offsets.len - 1,
+        };
+    }
+
+    pub fn get(values: ColumnValues, row: usize) Value {
+        return switch (values) {
+            .bool => |v| .{ .bool = v[row] != 0 },
+            .int => |v| .{ .int = v[row] },
+            .float => |v| .{ .float = v[row] },
+            .string => |v| .{ .string = v.bytes[@intCast(v.offsets[row])..@intCast(v.offsets[row + 1])] },
+        };
+    }
+};
+
+pub const Column = struct {
+    name: []const u8,
+    values: ColumnValues,
+};
+
+/// True when `fields` is sorted bytewise by name with no duplicates.
+pub fn isSortedUnique(fields: []const Field) bool {
+    if (fields.len < 2) return true;
+    for (fields[0 .. fields.len - 1], fields[1..]) |a, b| {
+        if (std.mem.order(u8, a.name, b.name) != .lt) return false;
+    }
+    return true;
+}
+
+test "kinds round trip through their manifest names" {
+    inline for (.{ Kind.bool, Kind.int, Kind.float, Kind.string }) |kind| {
+        try std.testing.expectEqual(kind, Kind.fromName(kind.name()).?);
+    }
+    try std.testing.expect(Kind.fromName("double") == null);
+}
+
+test "values compare by kind and value" {
+    try std.testing.expect((Value{ .int = 3 }).eql(.{ .int = 3 }));
+    try std.testing.expect(!(Value{ .int = 3 }).eql(.{ .float = 3.0 }));
+    try std.testing.expect((Value{ .string = "a" }).eql(.{ .string = "a" }));
+}
+
+test "string column rows are slices of the byte buffer" {
+    const offsets = [_]u64{ 0, 1, 1, 4 };
+    const values: ColumnValues = .{ .string = .{ .offsets = &offsets, .bytes = "abcd" } };
+    try std.testing.expectEqual(@as(usize, 3), values.rowCount());
+    try std.testing.expectEqualStrings("", values.get(1).string);
+    try std.testing.expectEqualStrings("bcd", values.get(2).string);
+}
