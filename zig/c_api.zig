@@ -1,4 +1,324 @@
+//! The C ABI of dataset_rt.h. This file only translates: it checks pointers,
+//! converts C types to Zig types, maps Zig errors to status codes and stores
+//! messages in the calling thread's last-error buffer. No logic lives here.
 const std = @import("std");
+const system = @import("system.zig");
+const lz4 = @import("lz4.zig");
+const sha256 = @import("sha256.zig");
+const shard_record = @import("shard_record.zig");
+const thread_pool = @import("thread_pool.zig");
+const cache_writer = @import("cache_writer.zig");
+const dataset_module = @import("dataset.zig");
+const sample_batch = @import("sample_batch.zig");
+const Diagnostic = @import("diagnostic.zig").Diagnostic;
+
+const abi_version: u32 = 1;
+
+const status_ok: i32 = 0;
+const status_invalid_argument: i32 = 1;
+const status_invalid_input: i32 = 2;
+const status_invalid_cache: i32 = 3;
+const status_io: i32 = 4;
+const status_out_of_memory: i32 = 5;
+const status_already_exists: i32 = 6;
+const status_wrong_process: i32 = 7;
+const status_state: i32 = 8;
+
+const allocator = std.heap.c_allocator;
+
+threadlocal var last_error: [Diagnostic.message_bytes_max + 1:0]u8 = @splat(0);
+
+fn setLastError(message: []const u8) void {
+    const len = @min(message.len, last_error.len - 1);
+    @memcpy(last_error[0..len], message[0..len]);
+    last_error[len] = 0;
+}
+
+fn failWith(status: i32, diagnostic: *const Diagnostic) i32 {
+    setLastError(diagnostic.message());
+    return status;
+}
+
+fn failMessage(status: i32, comptime format: []const u8, args: anytype) i32 {
+    var diagnostic: Diagnostic = .{};
+    diagnostic.set(format, args);
+    return failWith(status, &diagnostic);
+}
+
+fn statusOf(err: anyerror) i32 {
+    return switch (err) {
+        error.InvalidArgument => status_invalid_argument,
+        error.InvalidInput => status_invalid_input,
+        error.InvalidCache => status_invalid_cache,
+        error.Io => status_io,
+        error.OutOfMemory => status_out_of_memory,
+        error.AlreadyExists => status_already_exists,
+        error.State => status_state,
+        else => status_state,
+    };
+}
+
+fn failError(err: anyerror, diagnostic: *const Diagnostic) i32 {
+    if (err == error.OutOfMemory and diagnostic.len == 0) return failMessage(status_out_of_memory, "out of memory", .{});
+    return failWith(statusOf(err), diagnostic);
+}
+
 export fn drt_abi_version() u32 {
-    return 1;
+    return abi_version;
+}
+
+export fn drt_last_error() [*:0]const u8 {
+    return &last_error;
+}
+
+// ---- runtime ---------------------------------------------------------------
+
+const Runtime = thread_pool.ThreadPool;
+
+fn checkProcess(pool: *const Runtime) bool {
+    if (pool.ownedByThisProcess()) return true;
+    setLastError("this DatasetRT handle was created in another process (before fork()); create a new DatasetRuntime in this process");
+    return false;
+}
+
+export fn drt_runtime_create(num_workers: u32, out: ?*?*Runtime) i32 {
+    const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
+    if (num_workers < 1) return failMessage(status_invalid_argument, "num_workers must be greater than zero", .{});
+    if (num_workers > thread_pool.workers_max) return failMessage(status_invalid_argument, "num_workers must be at most {d}, got {d}", .{ thread_pool.workers_max, num_workers });
+    out_ptr.* = Runtime.create(allocator, num_workers) catch |err| return failMessage(status_state, "cannot start {d} worker threads: {s}", .{ num_workers, @errorName(err) });
+    return status_ok;
+}
+
+export fn drt_runtime_destroy(runtime: ?*Runtime) void {
+    const pool = runtime orelse return;
+    pool.destroy();
+}
+
+export fn drt_runtime_num_workers(runtime: ?*const Runtime) u32 {
+    const pool = runtime orelse return 0;
+    return pool.workerCount();
+}
+
+// ---- writer ----------------------------------------------------------------
+
+const WriterOptions = extern struct {
+    max_shard_bytes: u64,
+    batches_in_flight_max: u32,
+    compression: u32,
+    compression_ratio: f64,
+};
+
+const StageStats = extern struct { calls: u64, nanoseconds: u64, bytes: u64 };
+
+const WriterStats = extern struct {
+    samples_committed: u64,
+    payload_bytes_committed: u64,
+    shard_bytes_committed: u64,
+    ingress_wait: StageStats,
+    encode: StageStats,
+    compression: StageStats,
+    hashing: StageStats,
+    disk_write: StageStats,
+    finish_manifest: StageStats,
+    publish: StageStats,
+};
+
+export fn drt_writer_create(
+    runtime: ?*Runtime,
+    base_dir: ?[*:0]const u8,
+    source_name: ?[*:0]const u8,
+    options: ?*const WriterOptions,
+    out: ?*?*cache_writer.CacheWriter,
+) i32 {
+    const pool = runtime orelse return failMessage(status_invalid_argument, "runtime is NULL", .{});
+    if (!checkProcess(pool)) return status_wrong_process;
+    const base = base_dir orelse return failMessage(status_invalid_argument, "base_dir is NULL", .{});
+    const name = source_name orelse return failMessage(status_invalid_argument, "source_name is NULL", .{});
+    const opts = options orelse return failMessage(status_invalid_argument, "options is NULL", .{});
+    const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
+    const compression: shard_record.Compression = switch (opts.compression) {
+        0 => .none,
+        1 => .lz4,
+        else => return failMessage(status_invalid_argument, "unknown compression code {d}", .{opts.compression}),
+    };
+    var diagnostic: Diagnostic = .{};
+    out_ptr.* = cache_writer.CacheWriter.create(allocator, pool, std.mem.span(base), std.mem.span(name), .{
+        .max_shard_bytes = opts.max_shard_bytes,
+        .batches_in_flight_max = opts.batches_in_flight_max,
+        .compression = compression,
+        .compression_ratio = opts.compression_ratio,
+    }, &diagnostic) catch |err| return failError(err, &diagnostic);
+    return status_ok;
+}
+
+export fn drt_writer_push(
+    writer: ?*cache_writer.CacheWriter,
+    payloads: ?[*]const u8,
+    payloads_len: u64,
+    payload_lens: ?[*]const u64,
+    count: u64,
+    metadata_json: ?[*]const u8,
+    metadata_json_len: u64,
+) i32 {
+    const w = writer orelse return failMessage(status_invalid_argument, "writer is NULL", .{});
+    if (!checkProcess(w.pool)) return status_wrong_process;
+    if (count == 0) return status_ok;
+    const lens = payload_lens orelse return failMessage(status_invalid_argument, "payload_lens is NULL", .{});
+    const text = metadata_json orelse return failMessage(status_invalid_argument, "metadata_json is NULL", .{});
+    const payload_bytes: []const u8 = if (payloads_len == 0) &.{} else (payloads orelse return failMessage(status_invalid_argument, "payloads is NULL", .{}))[0..@intCast(payloads_len)];
+    var diagnostic: Diagnostic = .{};
+    w.push(payload_bytes, lens[0..@intCast(count)], text[0..@intCast(metadata_json_len)], &diagnostic) catch |err| return failError(err, &diagnostic);
+    return status_ok;
+}
+
+export fn drt_writer_finish(writer: ?*cache_writer.CacheWriter) i32 {
+    const w = writer orelse return failMessage(status_invalid_argument, "writer is NULL", .{});
+    if (!checkProcess(w.pool)) return status_wrong_process;
+    var diagnostic: Diagnostic = .{};
+    w.finish(&diagnostic) catch |err| return failError(err, &diagnostic);
+    return status_ok;
+}
+
+export fn drt_writer_path(writer: ?*const cache_writer.CacheWriter) ?[*:0]const u8 {
+    const w = writer orelse return null;
+    if (w.phase != .published) return null;
+    return w.target_path.ptr;
+}
+
+fn stageStats(counter: *const cache_writer.StageCounter) StageStats {
+    return .{
+        .calls = counter.calls.load(.monotonic),
+        .nanoseconds = counter.nanoseconds.load(.monotonic),
+        .bytes = counter.bytes.load(.monotonic),
+    };
+}
+
+export fn drt_writer_stats_get(writer: ?*const cache_writer.CacheWriter, out: ?*WriterStats) i32 {
+    const w = writer orelse return failMessage(status_invalid_argument, "writer is NULL", .{});
+    const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
+    const stats = &w.stats;
+    out_ptr.* = .{
+        .samples_committed = stats.samples_committed.load(.monotonic),
+        .payload_bytes_committed = stats.payload_bytes_committed.load(.monotonic),
+        .shard_bytes_committed = stats.shard_bytes_committed.load(.monotonic),
+        .ingress_wait = stageStats(&stats.ingress_wait),
+        .encode = stageStats(&stats.encode),
+        .compression = stageStats(&stats.compression),
+        .hashing = stageStats(&stats.hashing),
+        .disk_write = stageStats(&stats.disk_write),
+        .finish_manifest = stageStats(&stats.finish_manifest),
+        .publish = stageStats(&stats.publish),
+    };
+    return status_ok;
+}
+
+export fn drt_writer_destroy(writer: ?*cache_writer.CacheWriter) void {
+    const w = writer orelse return;
+    w.destroy();
+}
+
+// ---- dataset and iterators ---------------------------------------------------
+
+const ReaderOptions = extern struct {
+    seed: u64,
+    prefetch_size: u32,
+    shuffle: u32,
+    validate_cache: u32,
+};
+
+export fn drt_dataset_open(
+    runtime: ?*Runtime,
+    paths: ?[*]const ?[*:0]const u8,
+    path_count: u32,
+    options: ?*const ReaderOptions,
+    out: ?*?*dataset_module.Dataset,
+) i32 {
+    const pool = runtime orelse return failMessage(status_invalid_argument, "runtime is NULL", .{});
+    if (!checkProcess(pool)) return status_wrong_process;
+    const opts = options orelse return failMessage(status_invalid_argument, "options is NULL", .{});
+    const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
+    const path_ptrs = paths orelse return failMessage(status_invalid_argument, "paths is NULL", .{});
+    const spans = allocator.alloc([]const u8, path_count) catch return failMessage(status_out_of_memory, "out of memory", .{});
+    defer allocator.free(spans);
+    for (spans, path_ptrs[0..path_count], 0..) |*span, maybe_path, i| {
+        const path = maybe_path orelse return failMessage(status_invalid_argument, "path {d} is NULL", .{i});
+        span.* = std.mem.span(path);
+    }
+    var diagnostic: Diagnostic = .{};
+    out_ptr.* = dataset_module.Dataset.open(allocator, pool, spans, .{
+        .seed = opts.seed,
+        .prefetch_size = opts.prefetch_size,
+        .shuffle = opts.shuffle != 0,
+        .validate_cache = opts.validate_cache != 0,
+    }, &diagnostic) catch |err| return failError(err, &diagnostic);
+    return status_ok;
+}
+
+export fn drt_dataset_destroy(dataset: ?*dataset_module.Dataset) void {
+    const d = dataset orelse return;
+    d.close();
+}
+
+export fn drt_dataset_len(dataset: ?*const dataset_module.Dataset) u64 {
+    const d = dataset orelse return 0;
+    return d.len();
+}
+
+export fn drt_iterator_create(dataset: ?*dataset_module.Dataset, out: ?*?*dataset_module.Iterator) i32 {
+    const d = dataset orelse return failMessage(status_invalid_argument, "dataset is NULL", .{});
+    if (!checkProcess(d.pool)) return status_wrong_process;
+    const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
+    out_ptr.* = dataset_module.Iterator.create(d) catch return failMessage(status_out_of_memory, "out of memory", .{});
+    return status_ok;
+}
+
+export fn drt_iterator_next(iterator: ?*dataset_module.Iterator, max_samples: u32, out: ?*?*sample_batch.View) i32 {
+    const it = iterator orelse return failMessage(status_invalid_argument, "iterator is NULL", .{});
+    if (!checkProcess(it.dataset.pool)) return status_wrong_process;
+    const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
+    var diagnostic: Diagnostic = .{};
+    const batch = it.next(max_samples, &diagnostic) catch |err| return failError(err, &diagnostic);
+    out_ptr.* = if (batch) |b| b.seal() else null;
+    return status_ok;
+}
+
+export fn drt_batch_release(view: ?*sample_batch.View) void {
+    const v = view orelse return;
+    const batch = sample_batch.SampleBatch.fromView(v);
+    batch.deinit(allocator);
+    allocator.destroy(batch);
+}
+
+export fn drt_iterator_destroy(iterator: ?*dataset_module.Iterator) void {
+    const it = iterator orelse return;
+    it.destroy();
+}
+
+// ---- codec utilities ---------------------------------------------------------
+
+export fn drt_lz4_compress_bound(source_len: u64) u64 {
+    return lz4.compressBound(@intCast(source_len));
+}
+
+export fn drt_lz4_compress(source: ?[*]const u8, source_len: u64, destination: ?[*]u8, destination_len: u64, written: ?*u64) i32 {
+    const out = written orelse return failMessage(status_invalid_argument, "written is NULL", .{});
+    const src: []const u8 = if (source_len == 0) &.{} else (source orelse return failMessage(status_invalid_argument, "source is NULL", .{}))[0..@intCast(source_len)];
+    const dst = (destination orelse return failMessage(status_invalid_argument, "destination is NULL", .{}))[0..@intCast(destination_len)];
+    if (src.len > lz4.source_length_max) return failMessage(status_invalid_argument, "cannot compress {d} bytes in one lz4 block (at most {d})", .{ src.len, lz4.source_length_max });
+    if (dst.len < lz4.compressBound(src.len)) return failMessage(status_invalid_argument, "destination holds {d} bytes; compressing {d} bytes needs {d}", .{ dst.len, src.len, lz4.compressBound(src.len) });
+    out.* = lz4.compress(src, dst);
+    return status_ok;
+}
+
+export fn drt_lz4_decompress(source: ?[*]const u8, source_len: u64, destination: ?[*]u8, destination_len: u64) i32 {
+    const src: []const u8 = if (source_len == 0) &.{} else (source orelse return failMessage(status_invalid_argument, "source is NULL", .{}))[0..@intCast(source_len)];
+    const dst: []u8 = if (destination_len == 0) &.{} else (destination orelse return failMessage(status_invalid_argument, "destination is NULL", .{}))[0..@intCast(destination_len)];
+    lz4.decompress(src, dst) catch return failMessage(status_invalid_input, "corrupt lz4 block ({d} bytes, expected to decode to {d} bytes)", .{ src.len, dst.len });
+    return status_ok;
+}
+
+export fn drt_sha256(data: ?[*]const u8, len: u64, out: ?*[32]u8) void {
+    const digest_out = out orelse return;
+    const bytes: []const u8 = if (len == 0) &.{} else (data orelse return)[0..@intCast(len)];
+    digest_out.* = sha256.hash(bytes);
 }

@@ -40,7 +40,7 @@ pub const Diagnostic = struct {
 
 test "a long message is cut with an ellipsis" {
     var diagnostic: Diagnostic = .{};
-    diagnostic.set("{s}", .{"x" ** 2000});
+    diagnostic.set("{s}", .{@as([2000]u8, @splat('x'))});
     try std.testing.expectEqual(@as(usize, Diagnostic.message_bytes_max), diagnostic.message().len);
     try std.testing.expect(std.mem.endsWith(u8, diagnostic.message(), "..."));
 }

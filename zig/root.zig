@@ -5,6 +5,21 @@ comptime {
 }
 
 test {
+    _ = @import("arrow_ipc.zig");
+    _ = @import("cache_reader.zig");
+    _ = @import("cache_writer.zig");
+    _ = @import("column_builder.zig");
+    _ = @import("dataset.zig");
     _ = @import("diagnostic.zig");
+    _ = @import("durable_files.zig");
+    _ = @import("flatbuffers.zig");
+    _ = @import("index_file.zig");
+    _ = @import("lz4.zig");
+    _ = @import("manifest.zig");
+    _ = @import("metadata_json.zig");
     _ = @import("metadata_types.zig");
+    _ = @import("sample_batch.zig");
+    _ = @import("sha256.zig");
+    _ = @import("shard_record.zig");
+    _ = @import("thread_pool.zig");
 }

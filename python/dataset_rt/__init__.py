@@ -1,0 +1,51 @@
+"""DatasetRT: a correctness-first dataset cache for ML training loops.
+
+Write sources into immutable, checksummed caches with
+`DatasetRuntime.write_cache`, and read them back as a deterministic stream of
+`CachedSample` with `DatasetRuntime.cached_dataset`. The work happens in a
+native core (Zig, C ABI) loaded through ctypes.
+"""
+
+from dataset_rt.api import (
+    BytesLike,
+    CachedDataset,
+    CachedSample,
+    CacheInput,
+    CacheSource,
+    CacheSourcesDatasetError,
+    CacheSourcesDatasetResult,
+    CacheSourcesDatasetSuccess,
+    CacheWriteError,
+    CacheWriteResult,
+    CacheWriteSuccess,
+    DatasetRuntime,
+    Metadata,
+    MetadataValue,
+    ReaderConfig,
+    ShardCompression,
+    WriterConfig,
+    WriterProfilerConfig,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BytesLike",
+    "CacheInput",
+    "CacheSource",
+    "CacheSourcesDatasetError",
+    "CacheSourcesDatasetResult",
+    "CacheSourcesDatasetSuccess",
+    "CacheWriteError",
+    "CacheWriteResult",
+    "CacheWriteSuccess",
+    "CachedDataset",
+    "CachedSample",
+    "DatasetRuntime",
+    "Metadata",
+    "MetadataValue",
+    "ReaderConfig",
+    "ShardCompression",
+    "WriterConfig",
+    "WriterProfilerConfig",
+]

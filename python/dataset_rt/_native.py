@@ -1,0 +1,234 @@
+"""Every ctypes declaration of the core's C ABI (``zig/include/dataset_rt.h``).
+
+This module loads the shared library once, declares argtypes/restype for each
+function, and turns status codes into Python exceptions carrying the core's
+message. Nothing else in the package touches ctypes function pointers.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+from ctypes import POINTER, Structure, c_char_p, c_double, c_int32, c_uint8, c_uint32, c_uint64, c_void_p
+from pathlib import Path
+
+ABI_VERSION = 1
+LIBRARY_ENV = "DATASET_RT_LIBRARY"
+
+COMPRESSION_CODES = {"none": 0, "lz4": 1}
+
+OK = 0
+ERR_INVALID_ARGUMENT = 1
+ERR_INVALID_INPUT = 2
+ERR_INVALID_CACHE = 3
+ERR_IO = 4
+ERR_OUT_OF_MEMORY = 5
+ERR_ALREADY_EXISTS = 6
+ERR_WRONG_PROCESS = 7
+ERR_STATE = 8
+
+
+class NativeError(Exception):
+    """Base of the errors raised from a core status code; `status` is the code."""
+
+    status: int = ERR_STATE
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class NativeValueError(NativeError, ValueError):
+    """The core rejected an argument, a sample or a cache."""
+
+
+class NativeOSError(NativeError, OSError):
+    """The operating system refused a file operation."""
+
+
+class NativeAlreadyExistsError(NativeError, FileExistsError):
+    """The write target already exists; nothing was overwritten."""
+
+
+class NativeRuntimeError(NativeError, RuntimeError):
+    """A handle was used in the wrong state or in a forked child."""
+
+
+class NativeMemoryError(NativeError, MemoryError):
+    """The core ran out of memory."""
+
+
+_ERROR_TYPES: dict[int, type[NativeError]] = {
+    ERR_INVALID_ARGUMENT: NativeValueError,
+    ERR_INVALID_INPUT: NativeValueError,
+    ERR_INVALID_CACHE: NativeValueError,
+    ERR_IO: NativeOSError,
+    ERR_OUT_OF_MEMORY: NativeMemoryError,
+    ERR_ALREADY_EXISTS: NativeAlreadyExistsError,
+    ERR_WRONG_PROCESS: NativeRuntimeError,
+    ERR_STATE: NativeRuntimeError,
+}
+
+
+class WriterOptions(Structure):
+    _fields_ = [
+        ("max_shard_bytes", c_uint64),
+        ("batches_in_flight_max", c_uint32),
+        ("compression", c_uint32),
+        ("compression_ratio", c_double),
+    ]
+
+
+class StageStats(Structure):
+    _fields_ = [("calls", c_uint64), ("nanoseconds", c_uint64), ("bytes", c_uint64)]
+
+
+WRITER_STAGES = (
+    "ingress_wait",
+    "encode",
+    "compression",
+    "hashing",
+    "disk_write",
+    "finish_manifest",
+    "publish",
+)
+
+
+class WriterStats(Structure):
+    _fields_ = [
+        ("samples_committed", c_uint64),
+        ("payload_bytes_committed", c_uint64),
+        ("shard_bytes_committed", c_uint64),
+        *((stage, StageStats) for stage in WRITER_STAGES),
+    ]
+
+
+class ReaderOptions(Structure):
+    _fields_ = [
+        ("seed", c_uint64),
+        ("prefetch_size", c_uint32),
+        ("shuffle", c_uint32),
+        ("validate_cache", c_uint32),
+    ]
+
+
+class Batch(Structure):
+    _fields_ = [
+        ("count", c_uint64),
+        ("payloads", c_void_p),
+        ("payload_offsets", POINTER(c_uint64)),
+        ("metadata_json", c_void_p),
+        ("metadata_offsets", POINTER(c_uint64)),
+        ("cache_ids", POINTER(c_uint32)),
+        ("sample_ids", POINTER(c_uint64)),
+    ]
+
+
+def _library_path() -> Path:
+    override = os.environ.get(LIBRARY_ENV)
+    if override:
+        return Path(override)
+    if sys.platform == "win32":
+        name = "dataset_rt.dll"
+    elif sys.platform == "darwin":
+        name = "libdataset_rt.dylib"
+    else:
+        name = "libdataset_rt.so"
+    return Path(__file__).parent / "_lib" / name
+
+
+def _load() -> ctypes.CDLL:
+    path = _library_path()
+    if not path.exists():
+        raise ImportError(
+            f"the DatasetRT core library is missing: {path} "
+            f"(reinstall the package, or set {LIBRARY_ENV} to a built library)"
+        )
+    library = ctypes.CDLL(str(path))
+    library.drt_abi_version.argtypes = []
+    library.drt_abi_version.restype = c_uint32
+    found = library.drt_abi_version()
+    if found != ABI_VERSION:
+        raise ImportError(f"{path} implements C ABI version {found}; this package needs {ABI_VERSION}")
+    return library
+
+
+def _declare(library: ctypes.CDLL) -> None:
+    # One line per function of dataset_rt.h: name, argtypes, restype.
+    handle = c_void_p
+    declarations = {
+        "drt_last_error": ([], c_char_p),
+        "drt_runtime_create": ([c_uint32, POINTER(handle)], c_int32),
+        "drt_runtime_destroy": ([handle], None),
+        "drt_runtime_num_workers": ([handle], c_uint32),
+        "drt_writer_create": (
+            [handle, c_char_p, c_char_p, POINTER(WriterOptions), POINTER(handle)],
+            c_int32,
+        ),
+        "drt_writer_push": (
+            [handle, c_char_p, c_uint64, POINTER(c_uint64), c_uint64, c_char_p, c_uint64],
+            c_int32,
+        ),
+        "drt_writer_finish": ([handle], c_int32),
+        "drt_writer_path": ([handle], c_char_p),
+        "drt_writer_stats_get": ([handle, POINTER(WriterStats)], c_int32),
+        "drt_writer_destroy": ([handle], None),
+        "drt_dataset_open": (
+            [handle, POINTER(c_char_p), c_uint32, POINTER(ReaderOptions), POINTER(handle)],
+            c_int32,
+        ),
+        "drt_dataset_destroy": ([handle], None),
+        "drt_dataset_len": ([handle], c_uint64),
+        "drt_iterator_create": ([handle, POINTER(handle)], c_int32),
+        "drt_iterator_next": ([handle, c_uint32, POINTER(POINTER(Batch))], c_int32),
+        "drt_batch_release": ([POINTER(Batch)], None),
+        "drt_iterator_destroy": ([handle], None),
+        "drt_lz4_compress_bound": ([c_uint64], c_uint64),
+        "drt_lz4_compress": (
+            [c_char_p, c_uint64, POINTER(c_uint8), c_uint64, POINTER(c_uint64)],
+            c_int32,
+        ),
+        "drt_lz4_decompress": ([c_char_p, c_uint64, POINTER(c_uint8), c_uint64], c_int32),
+        "drt_sha256": ([c_char_p, c_uint64, POINTER(c_uint8 * 32)], None),
+    }
+    for name, (argtypes, restype) in declarations.items():
+        function = getattr(library, name)
+        function.argtypes = argtypes
+        function.restype = restype
+
+
+lib = _load()
+_declare(lib)
+library_path = _library_path()
+
+
+def check(status: int) -> None:
+    """Raise the exception for a non-zero status, with the core's message."""
+    if status == OK:
+        return
+    message = (lib.drt_last_error() or b"").decode("utf-8", errors="replace")
+    raise _ERROR_TYPES.get(status, NativeRuntimeError)(message or f"status {status}", status)
+
+
+def lz4_compress(data: bytes) -> bytes:
+    """Compress `data` into one LZ4 block with the core's codec."""
+    capacity = lib.drt_lz4_compress_bound(len(data))
+    out = (c_uint8 * max(capacity, 1))()
+    written = c_uint64()
+    check(lib.drt_lz4_compress(data, len(data), out, capacity, ctypes.byref(written)))
+    return bytes(out[: written.value])
+
+
+def lz4_decompress(block: bytes, uncompressed_len: int) -> bytes:
+    """Decode one LZ4 block that must expand to exactly `uncompressed_len` bytes."""
+    out = (c_uint8 * max(uncompressed_len, 1))()
+    check(lib.drt_lz4_decompress(block, len(block), out, uncompressed_len))
+    return bytes(out[:uncompressed_len])
+
+
+def sha256(data: bytes) -> bytes:
+    """SHA-256 digest computed by the core."""
+    out = (c_uint8 * 32)()
+    lib.drt_sha256(data, len(data), ctypes.byref(out))
+    return bytes(out)

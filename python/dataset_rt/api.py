@@ -1,0 +1,40 @@
+"""The public API in one module, for code written against ``dataset_rt.api``."""
+
+from dataset_rt.config import ReaderConfig, ShardCompression, WriterConfig, WriterProfilerConfig
+from dataset_rt.dataset import CachedDataset
+from dataset_rt.records import (
+    BytesLike,
+    CachedSample,
+    CacheInput,
+    CacheSource,
+    CacheSourcesDatasetError,
+    CacheSourcesDatasetResult,
+    CacheSourcesDatasetSuccess,
+    CacheWriteError,
+    CacheWriteResult,
+    CacheWriteSuccess,
+    Metadata,
+    MetadataValue,
+)
+from dataset_rt.runtime import DatasetRuntime
+
+__all__ = [
+    "BytesLike",
+    "CacheInput",
+    "CacheSource",
+    "CacheSourcesDatasetError",
+    "CacheSourcesDatasetResult",
+    "CacheSourcesDatasetSuccess",
+    "CacheWriteError",
+    "CacheWriteResult",
+    "CacheWriteSuccess",
+    "CachedDataset",
+    "CachedSample",
+    "DatasetRuntime",
+    "Metadata",
+    "MetadataValue",
+    "ReaderConfig",
+    "ShardCompression",
+    "WriterConfig",
+    "WriterProfilerConfig",
+]

@@ -1,0 +1,98 @@
+"""Configuration models: frozen pydantic models that reject unknown fields.
+
+Python validates shapes for friendly messages; the core validates again.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class ShardCompression(BaseModel):
+    """How payloads are stored in shards.
+
+    ``algo="none"`` stores raw bytes and requires ``ratio == 1.0``; ``algo="lz4"``
+    stores one LZ4 block per record and takes a positive, finite ``ratio``, an
+    advisory figure recorded in the manifest.
+    """
+
+    model_config = _FROZEN
+
+    algo: Literal["none", "lz4"] = "none"
+    """The payload codec."""
+
+    ratio: float = 1.0
+    """Expected compression ratio (advisory, recorded in the manifest)."""
+
+    @model_validator(mode="after")
+    def _ratio_fits_algo(self) -> ShardCompression:
+        if self.algo == "none" and self.ratio != 1.0:
+            raise ValueError(f"algo='none' requires ratio == 1.0, got {self.ratio!r}")
+        if self.algo == "lz4" and not (math.isfinite(self.ratio) and self.ratio > 0):
+            raise ValueError(f"algo='lz4' requires a positive finite ratio, got {self.ratio!r}")
+        return self
+
+
+class WriterProfilerConfig(BaseModel):
+    """Where to write the writer's per-stage timing profile (JSON), if at all.
+
+    The profile is also written when a write is interrupted.
+    """
+
+    model_config = _FROZEN
+
+    enabled: bool = False
+    """Whether to collect and write the profile."""
+
+    path: Path = Path("dataset_rt_profile.json")
+    """The JSON file to write."""
+
+
+class WriterConfig(BaseModel):
+    """How caches are written."""
+
+    model_config = _FROZEN
+
+    prefetch_size: PositiveInt = 64
+    """Samples handed to the core per batch is at least this; it also caps the
+    batches in flight, which bounds the writer's memory."""
+
+    max_shard_bytes: PositiveInt = 64 * 1024 * 1024
+    """A shard rotates before a record would push it past this size; a larger
+    single record gets a shard of its own."""
+
+    shard_compression: ShardCompression = Field(default_factory=ShardCompression)
+    """The payload codec."""
+
+    show_progress: bool = True
+    """Show committed samples/s and MB/s (and sources done with ETA) on stderr."""
+
+    validate_cache: bool = False
+    """In `from_cache_sources`, verify every SHA-256 of a reused cache first."""
+
+    profiler: WriterProfilerConfig = Field(default_factory=WriterProfilerConfig)
+    """Optional per-stage timing profile."""
+
+
+class ReaderConfig(BaseModel):
+    """How caches are read and sampled."""
+
+    model_config = _FROZEN
+
+    seed: int = Field(ge=0, lt=2**64)
+    """Seed of the deterministic sample stream (0 <= seed < 2**64)."""
+
+    prefetch_size: PositiveInt = 64
+    """Samples read ahead of the consumer; bounds the reader's memory."""
+
+    shuffle: bool = True
+    """Weighted sampling with replacement (True) or table order (False)."""
+
+    validate_cache: bool = False
+    """Verify every SHA-256 (metadata, index, shards) while loading."""

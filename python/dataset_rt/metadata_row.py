@@ -1,0 +1,57 @@
+"""`MetadataRow`: a sample's metadata, decoded from the core's JSON on first use."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+
+
+class MetadataRow(Mapping[str, Any]):
+    """A read-only mapping that indexes, iterates and compares like a dict.
+
+    It holds the canonical JSON text the core produced from the metadata.arrow
+    row and parses it only when the sample's metadata is first read, so loops
+    that only read payloads pay nothing for it.
+    """
+
+    __slots__ = ("_text", "_values")
+
+    def __init__(self, text: bytes) -> None:
+        self._text = text
+        self._values: dict[str, Any] | None = None
+
+    def _decoded(self) -> dict[str, Any]:
+        values = self._values
+        if values is None:
+            values = self._values = json.loads(self._text)
+        return values
+
+    def __getitem__(self, key: str) -> Any:
+        return self._decoded()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._decoded())
+
+    def __len__(self) -> int:
+        return len(self._decoded())
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._decoded()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, MetadataRow):
+            return self._decoded() == other._decoded()
+        if isinstance(other, Mapping):
+            return self._decoded() == dict(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(self._decoded())
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain dict copy of the row."""
+        return dict(self._decoded())

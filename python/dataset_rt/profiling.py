@@ -1,0 +1,70 @@
+"""The writer profile: per-source, per-stage calls, seconds and bytes as JSON.
+
+Python times the stages it runs (pulling the source, building batches); the
+core reports its own (ingress wait, encode, compression, hashing, disk write,
+finish, publish). The file is written after the write, also when interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from dataset_rt import _native
+from dataset_rt.config import WriterProfilerConfig
+
+FORMAT_VERSION = 1
+PYTHON_STAGES = ("python_next", "python_extract")
+
+
+class WriterProfile:
+    """Accumulates stage figures for the sources of one `write_cache` call."""
+
+    def __init__(self, config: WriterProfilerConfig) -> None:
+        self.enabled = config.enabled
+        self._path = config.path
+        self._sources: list[dict[str, Any]] = []
+        self._python: dict[str, list[float]] = {}
+
+    def start_source(self, name: str) -> None:
+        if not self.enabled:
+            return
+        self._python = {stage: [0, 0.0, 0] for stage in PYTHON_STAGES}
+        self._sources.append({"source_name": name, "stages": []})
+
+    def add(self, stage: str, seconds: float, byte_count: int = 0) -> None:
+        figures = self._python[stage]
+        figures[0] += 1
+        figures[1] += seconds
+        figures[2] += byte_count
+
+    def finish_source(self, native_stats: _native.WriterStats) -> None:
+        if not self.enabled or not self._sources:
+            return
+        stages = [
+            {"name": stage, "calls": int(calls), "seconds": seconds, "bytes": int(byte_count)}
+            for stage, (calls, seconds, byte_count) in self._python.items()
+        ]
+        for stage in _native.WRITER_STAGES:
+            figures = getattr(native_stats, stage)
+            stages.append(
+                {
+                    "name": stage,
+                    "calls": figures.calls,
+                    "seconds": figures.nanoseconds / 1e9,
+                    "bytes": figures.bytes,
+                }
+            )
+        self._sources[-1]["stages"] = stages
+
+    def write(self) -> None:
+        """Write the JSON atomically (temp file + rename) if profiling is enabled."""
+        if not self.enabled:
+            return
+        document = {"format_version": FORMAT_VERSION, "sources": self._sources}
+        path = self._path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(document, indent=2) + "\n")
+        os.replace(temporary, path)

@@ -1,0 +1,59 @@
+"""Writer progress on stderr: committed samples/s and MB/s, sources done and ETA."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+_REFRESH_SECONDS = 0.5
+
+
+class WriteProgress:
+    """One status line rewritten in place; silent when disabled."""
+
+    def __init__(self, enabled: bool, source_total: int, stream: TextIO | None = None) -> None:
+        self._enabled = enabled
+        self._stream = stream if stream is not None else sys.stderr
+        self._source_total = source_total
+        self._sources_done = 0
+        self._started = time.perf_counter()
+        self._source_started = self._started
+        self._source_name = ""
+        self._last_shown = 0.0
+
+    def start_source(self, name: str) -> None:
+        self._source_name = name
+        self._source_started = time.perf_counter()
+        self._last_shown = 0.0
+
+    def update(self, samples: int, payload_bytes: int, *, force: bool = False) -> None:
+        if not self._enabled:
+            return
+        now = time.perf_counter()
+        if not force and now - self._last_shown < _REFRESH_SECONDS:
+            return
+        self._last_shown = now
+        elapsed = max(now - self._source_started, 1e-9)
+        line = (
+            f"dataset_rt: writing {self._source_name}: {samples:,} samples, "
+            f"{samples / elapsed:,.0f} samples/s, {payload_bytes / elapsed / 1e6:,.1f} MB/s"
+        )
+        if self._source_total > 1:
+            line += f" | sources {self._sources_done}/{self._source_total}{self._eta(now)}"
+        self._stream.write("\r" + line + "\x1b[K")
+        self._stream.flush()
+
+    def finish_source(self, samples: int, payload_bytes: int) -> None:
+        self._sources_done += 1
+        if self._enabled:
+            self.update(samples, payload_bytes, force=True)
+            self._stream.write("\n")
+            self._stream.flush()
+
+    def _eta(self, now: float) -> str:
+        if self._sources_done == 0:
+            return ""
+        per_source = (now - self._started) / self._sources_done
+        remaining = per_source * (self._source_total - self._sources_done)
+        return f", ETA {remaining:,.0f}s"

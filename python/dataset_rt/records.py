@@ -1,0 +1,112 @@
+"""The records that cross the public API: inputs, samples and results.
+
+They are NamedTuples so that ``match`` works with positional and keyword
+patterns, exactly as with dataset-rt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeAlias
+
+if TYPE_CHECKING:
+    from dataset_rt.dataset import CachedDataset
+
+MetadataValue: TypeAlias = bool | int | float | str
+"""A primitive metadata value: stored as Arrow bool, int64, float64 or utf8."""
+
+Metadata: TypeAlias = Mapping[str, MetadataValue]
+"""One sample's metadata: column name to primitive value."""
+
+BytesLike: TypeAlias = bytes | bytearray | memoryview
+"""A payload as accepted by `CacheInput`; stored and returned as opaque bytes."""
+
+
+class CacheInput(NamedTuple):
+    """One sample yielded by a `CacheSource`: serialized payload plus metadata."""
+
+    data: BytesLike
+    """The payload bytes; DatasetRT never decodes them."""
+
+    metadata: Metadata
+    """Primitive metadata columns; the first sample fixes the schema."""
+
+
+class CachedSample(NamedTuple):
+    """One sample read back from a cache."""
+
+    data: bytes
+    """The payload bytes exactly as written."""
+
+    metadata: Mapping[str, MetadataValue]
+    """The sample's metadata row; a read-only mapping decoded on first access."""
+
+    cache_id: int
+    """Position of the sample's cache in the paths given to `cached_dataset`."""
+
+    sample_id: int
+    """Physical row of the sample inside its cache."""
+
+
+class CacheWriteSuccess(NamedTuple):
+    """A source that was written (or reused) and published."""
+
+    source_name: str
+    """The source's name, also the cache directory's name."""
+
+    path: Path
+    """The published cache directory."""
+
+
+class CacheWriteError(NamedTuple):
+    """A source that was not written; nothing of it was published."""
+
+    source_name: str
+    """The source's name, or ``<source N>`` when the name itself could not be read."""
+
+    message: str
+    """What went wrong, naming the sample and field where there is one."""
+
+
+CacheWriteResult: TypeAlias = CacheWriteSuccess | CacheWriteError
+"""The outcome of one source of `DatasetRuntime.write_cache`."""
+
+
+class CacheSourcesDatasetSuccess(NamedTuple):
+    """`from_cache_sources` loaded at least one cache."""
+
+    dataset: CachedDataset
+    """The dataset over every successfully written or reused cache, in source order."""
+
+    results: list[CacheWriteResult]
+    """One result per source, including failures."""
+
+
+class CacheSourcesDatasetError(NamedTuple):
+    """`from_cache_sources` could not load any cache."""
+
+    results: list[CacheWriteResult]
+    """One result per source, explaining each failure."""
+
+    message: str
+    """``"no caches were written: <name>: <message>; ..."``."""
+
+
+CacheSourcesDatasetResult: TypeAlias = CacheSourcesDatasetSuccess | CacheSourcesDatasetError
+"""The outcome of `DatasetRuntime.from_cache_sources`."""
+
+
+class CacheSource(Protocol):
+    """A named, synchronous source of samples.
+
+    DatasetRT pulls ``iter(source)`` on the calling thread and hands the samples
+    to its native workers in batches; sources need no threads of their own.
+    """
+
+    name: str
+    """One plain path segment; the cache is written to ``base_cache_dir / name``."""
+
+    def __iter__(self) -> Iterator[CacheInput]:
+        """Yield the source's samples in the order they should be stored."""
+        ...

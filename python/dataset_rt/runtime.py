@@ -1,0 +1,149 @@
+"""`DatasetRuntime`: the native worker pool and the operations that use it."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from dataset_rt import _native
+from dataset_rt.config import ReaderConfig, WriterConfig
+from dataset_rt.dataset import CachedDataset
+from dataset_rt.records import (
+    CacheSource,
+    CacheSourcesDatasetError,
+    CacheSourcesDatasetResult,
+    CacheSourcesDatasetSuccess,
+    CacheWriteError,
+    CacheWriteResult,
+    CacheWriteSuccess,
+)
+from dataset_rt.writing import SampleError, check_unique_targets, source_list, source_name, write_sources
+
+
+class RuntimeHandle:
+    """Owns the native pool; destroyed when the last runtime, dataset or
+    iterator holding it is gone, so no native object outlives its threads."""
+
+    def __init__(self, num_workers: int) -> None:
+        handle = ctypes.c_void_p()
+        _native.check(_native.lib.drt_runtime_create(num_workers, ctypes.byref(handle)))
+        self.value = handle
+        self.process_id = os.getpid()
+
+    def __del__(self) -> None:
+        # In a forked child the threads do not exist; the core's destroy knows that.
+        if getattr(self, "value", None):
+            _native.lib.drt_runtime_destroy(self.value)
+            self.value = None
+
+
+class DatasetRuntime:
+    """A fixed pool of native worker threads shared by every operation.
+
+    ``DatasetRuntime(num_workers=N)`` starts exactly N threads once; writing,
+    loading and reading through this runtime reuse them. The threads stop when
+    the runtime and everything created through it are garbage-collected, or
+    after `close` once those are gone.
+    """
+
+    __slots__ = ("_handle", "_num_workers")
+
+    def __init__(self, *, num_workers: int) -> None:
+        """Start `num_workers` (>= 1) native threads."""
+        if isinstance(num_workers, bool) or not isinstance(num_workers, int):
+            raise TypeError(f"num_workers must be an int, got {type(num_workers).__name__}")
+        if num_workers < 1:
+            raise ValueError("num_workers must be greater than zero")
+        self._num_workers = num_workers
+        self._handle: RuntimeHandle | None = RuntimeHandle(num_workers)
+
+    @property
+    def num_workers(self) -> int:
+        """The number of native worker threads."""
+        return self._num_workers
+
+    def close(self) -> None:
+        """Release the pool; datasets already created keep it alive until they go."""
+        self._handle = None
+
+    def __enter__(self) -> DatasetRuntime:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _live_handle(self) -> RuntimeHandle:
+        if self._handle is None:
+            raise RuntimeError("this DatasetRuntime is closed")
+        return self._handle
+
+    def write_cache(
+        self,
+        sources: CacheSource | list[CacheSource],
+        base_cache_dir: str | Path,
+        *,
+        writer_config: WriterConfig = WriterConfig(),  # noqa: B008 - frozen model
+    ) -> list[CacheWriteResult]:
+        """Write each source to ``base_cache_dir / source.name``; one result per source, in order.
+
+        A failing source becomes `CacheWriteError` and the others still run; a
+        target that already exists is never overwritten. Two sources with the
+        same name raise `ValueError` before anything is written.
+        """
+        return self._write(sources, base_cache_dir, writer_config, reuse=None)
+
+    def _write(self, sources, base_cache_dir, writer_config, reuse) -> list[CacheWriteResult]:  # noqa: ANN001
+        handle = self._live_handle()
+        if not isinstance(writer_config, WriterConfig):
+            raise TypeError(f"writer_config must be a WriterConfig, got {type(writer_config).__name__}")
+        listed = source_list(sources)
+        base = Path(os.fspath(base_cache_dir)).absolute()
+        names: list[str | CacheWriteError] = []
+        for position, source in enumerate(listed):
+            try:
+                names.append(source_name(source, position))
+            except SampleError as error:
+                names.append(CacheWriteError(f"<source {position}>", str(error)))
+        check_unique_targets((n for n in names if isinstance(n, str)), base)
+        return write_sources(handle.value, self._num_workers, listed, names, base, writer_config, reuse=reuse)
+
+    def cached_dataset(self, paths: Sequence[str | Path], *, reader_config: ReaderConfig) -> CachedDataset:
+        """Load caches in order (``cache_id`` = position) for reading.
+
+        Validates manifests, sample counts, index sizes, shard existence and
+        lengths, and with ``reader_config.validate_cache`` every SHA-256.
+        """
+        if not isinstance(reader_config, ReaderConfig):
+            raise TypeError(f"reader_config must be a ReaderConfig, got {type(reader_config).__name__}")
+        if isinstance(paths, (str, Path)):
+            raise TypeError("paths must be a sequence of cache paths, not a single path")
+        return CachedDataset._open(self._live_handle(), [Path(p) for p in paths], reader_config)
+
+    def from_cache_sources(
+        self,
+        sources: CacheSource | list[CacheSource],
+        base_cache_dir: str | Path,
+        *,
+        reader_config: ReaderConfig,
+        writer_config: WriterConfig = WriterConfig(),  # noqa: B008 - frozen model
+    ) -> CacheSourcesDatasetResult:
+        """Reuse complete caches (without iterating their sources), write the
+        missing ones, and load every success into one dataset."""
+        validate = writer_config.validate_cache
+
+        def reuse(name: str, path: Path) -> CacheWriteResult:
+            try:
+                self.cached_dataset([path], reader_config=ReaderConfig(seed=0, validate_cache=validate))
+            except (ValueError, OSError) as error:
+                return CacheWriteError(name, str(error))
+            return CacheWriteSuccess(name, path)
+
+        results = self._write(sources, base_cache_dir, writer_config, reuse=reuse)
+        paths = [result.path for result in results if isinstance(result, CacheWriteSuccess)]
+        if not paths:
+            details = "; ".join(f"{r.source_name}: {r.message}" for r in results if isinstance(r, CacheWriteError))
+            message = f"no caches were written: {details}" if details else "no cache sources were provided"
+            return CacheSourcesDatasetError(results, message)
+        return CacheSourcesDatasetSuccess(self.cached_dataset(paths, reader_config=reader_config), results)

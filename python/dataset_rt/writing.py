@@ -1,0 +1,299 @@
+"""Pulling sources and handing their samples to the core's writer in batches.
+
+Python's part is to iterate the source, check the shape of each sample (bytes
+payload, mapping with string keys) and serialize a batch: the payloads joined
+into one buffer and the metadata as one JSON array. Everything else — schema
+inference and enforcement, canonical JSON, framing, compression, hashing,
+shard rotation, publication — happens in the core.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from dataset_rt import _native
+from dataset_rt.config import WriterConfig
+from dataset_rt.profiling import WriterProfile
+from dataset_rt.progress import WriteProgress
+from dataset_rt.records import CacheSource, CacheWriteError, CacheWriteResult, CacheWriteSuccess
+
+# A batch closes at whichever bound it reaches first.
+_BATCH_SAMPLES_MIN = 256
+_BATCH_BYTES_MAX = 8 * 1024 * 1024
+
+_encode_metadata = json.JSONEncoder(
+    ensure_ascii=True, allow_nan=True, check_circular=False, separators=(",", ":")
+).encode
+
+
+class SampleError(ValueError):
+    """A sample of a source has the wrong shape; the message names it."""
+
+
+def source_list(sources: CacheSource | Sequence[CacheSource]) -> list[CacheSource]:
+    """Accept one source or a list/tuple of sources."""
+    if isinstance(sources, (list, tuple)):
+        return list(sources)
+    return [sources]  # type: ignore[list-item]
+
+
+def source_name(source: object, position: int) -> str:
+    """The source's name; `SampleError` when it has none or it is not a str."""
+    try:
+        name = source.name  # type: ignore[attr-defined]
+    except AttributeError:
+        raise SampleError(f"source {position} has no 'name' attribute") from None
+    if not isinstance(name, str):
+        raise SampleError(f"source {position} name must be a str, got {type(name).__name__}")
+    return name
+
+
+def check_unique_targets(names: Iterable[str], base_cache_dir: Path) -> None:
+    """Reject two sources that would write the same cache path, before writing anything."""
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise ValueError(f"duplicate generated cache path {base_cache_dir / name}")
+        seen.add(name)
+
+
+class NativeWriter:
+    """One native writer handle: create, push batches, finish, destroy."""
+
+    def __init__(self, runtime_handle: int, base_cache_dir: Path, name: str, config: WriterConfig, num_workers: int) -> None:
+        options = _native.WriterOptions(
+            max_shard_bytes=config.max_shard_bytes,
+            batches_in_flight_max=max(1, min(config.prefetch_size, 2 * num_workers)),
+            compression=_native.COMPRESSION_CODES[config.shard_compression.algo],
+            compression_ratio=config.shard_compression.ratio,
+        )
+        handle = ctypes.c_void_p()
+        _native.check(
+            _native.lib.drt_writer_create(
+                runtime_handle, str(base_cache_dir).encode(), name.encode(), ctypes.byref(options), ctypes.byref(handle)
+            )
+        )
+        self._handle = handle
+
+    def push(self, payloads: bytes, lengths: ctypes.Array[ctypes.c_uint64], count: int, metadata: bytes) -> None:
+        _native.check(
+            _native.lib.drt_writer_push(self._handle, payloads, len(payloads), lengths, count, metadata, len(metadata))
+        )
+
+    def finish(self) -> Path:
+        _native.check(_native.lib.drt_writer_finish(self._handle))
+        return Path(_native.lib.drt_writer_path(self._handle).decode())
+
+    def stats(self) -> _native.WriterStats:
+        stats = _native.WriterStats()
+        _native.check(_native.lib.drt_writer_stats_get(self._handle, ctypes.byref(stats)))
+        return stats
+
+    def destroy(self) -> None:
+        if self._handle:
+            _native.lib.drt_writer_destroy(self._handle)
+            self._handle = ctypes.c_void_p()
+
+
+def _payload_view(data: object, index: int) -> bytes | bytearray | memoryview:
+    if type(data) is bytes or type(data) is bytearray:
+        return data  # type: ignore[return-value]
+    if isinstance(data, (bytes, bytearray)):
+        return data
+    if isinstance(data, memoryview):
+        if not data.c_contiguous:
+            raise SampleError(f"sample {index}: payload memoryview must be C-contiguous")
+        return data
+    raise SampleError(f"sample {index}: payload must be bytes, bytearray or memoryview, got {type(data).__name__}")
+
+
+def _check_metadata_shape(metadata: object, index: int) -> dict[str, Any]:
+    if not isinstance(metadata, Mapping):
+        raise SampleError(f"sample {index}: metadata must be a mapping of str to bool/int/float/str, got {type(metadata).__name__}")
+    for key in metadata:
+        if not isinstance(key, str):
+            raise SampleError(f"sample {index}: metadata key {key!r} must be a str, got {type(key).__name__}")
+    return metadata if type(metadata) is dict else dict(metadata)
+
+
+def _unpack_sample(item: object, index: int) -> tuple[object, object]:
+    if isinstance(item, tuple) and len(item) == 2:
+        return item
+    raise SampleError(f"sample {index}: expected CacheInput(data, metadata), got {type(item).__name__}")
+
+
+def _describe_unserializable(metadatas: list[dict[str, Any]], first_index: int) -> str:
+    for offset, metadata in enumerate(metadatas):
+        for key, value in metadata.items():
+            try:
+                _encode_metadata(value)
+            except (TypeError, ValueError):
+                return (
+                    f"sample {first_index + offset}: metadata field '{key}' must be bool, int, float or str, "
+                    f"got {type(value).__name__}"
+                )
+    return f"samples {first_index}..{first_index + len(metadatas) - 1}: metadata cannot be serialized"
+
+
+class BatchBuilder:
+    """Collects samples until a batch is full, then serializes it for the core."""
+
+    def __init__(self, samples_max: int) -> None:
+        self.samples_max = samples_max
+        self.first_index = 0
+        self.payloads: list[bytes | bytearray | memoryview] = []
+        self.metadatas: list[dict[str, Any]] = []
+        self.byte_count = 0
+        self._known_keys: Any = None
+
+    def add(self, item: object, index: int) -> bool:
+        """Add one sample; True when the batch should be pushed."""
+        data, metadata = _unpack_sample(item, index)
+        payload = _payload_view(data, index)
+        # Keys identical to an already-checked sample's are all str: skip the per-key check.
+        if type(metadata) is not dict or metadata.keys() != self._known_keys:
+            metadata = _check_metadata_shape(metadata, index)
+            self._known_keys = metadata.keys()
+        self.payloads.append(payload)
+        self.metadatas.append(metadata)  # type: ignore[arg-type]
+        self.byte_count += len(payload) if not isinstance(payload, memoryview) else payload.nbytes
+        return len(self.payloads) >= self.samples_max or self.byte_count >= _BATCH_BYTES_MAX
+
+    def take(self) -> tuple[bytes, ctypes.Array[ctypes.c_uint64], int, bytes]:
+        """Serialize and reset: (joined payloads, lengths, count, metadata JSON array)."""
+        count = len(self.payloads)
+        lengths = (ctypes.c_uint64 * count)(
+            *[p.nbytes if isinstance(p, memoryview) else len(p) for p in self.payloads]
+        )
+        joined = b"".join(self.payloads)
+        try:
+            metadata = _encode_metadata(self.metadatas).encode("ascii")
+        except (TypeError, ValueError):
+            raise SampleError(_describe_unserializable(self.metadatas, self.first_index)) from None
+        self.first_index += count
+        self.payloads = []
+        self.metadatas = []
+        self.byte_count = 0
+        return joined, lengths, count, metadata
+
+
+def write_source(
+    writer: NativeWriter,
+    source: CacheSource,
+    config: WriterConfig,
+    progress: WriteProgress,
+    profile: WriterProfile,
+) -> Path:
+    """Pull every sample of `source` into `writer` and publish the cache."""
+    builder = BatchBuilder(max(config.prefetch_size, _BATCH_SAMPLES_MIN))
+    iterator = iter(source)
+    index = 0
+    timed = profile.enabled
+    clock = time.perf_counter
+    while True:
+        started = clock() if timed else 0.0
+        try:
+            item = next(iterator)
+        except StopIteration:
+            break
+        if timed:
+            profile.add("python_next", clock() - started)
+            started = clock()
+        full = builder.add(item, index)
+        index += 1
+        if full:
+            _push(writer, builder, profile, progress)
+        if timed:
+            profile.add("python_extract", clock() - started)
+    if builder.payloads:
+        _push(writer, builder, profile, progress)
+    path = writer.finish()
+    stats = writer.stats()
+    progress.finish_source(stats.samples_committed, stats.payload_bytes_committed)
+    return path
+
+
+def _push(writer: NativeWriter, builder: BatchBuilder, profile: WriterProfile, progress: WriteProgress) -> None:
+    started = time.perf_counter() if profile.enabled else 0.0
+    joined, lengths, count, metadata = builder.take()
+    if profile.enabled:
+        profile.add("python_extract", time.perf_counter() - started, len(joined))
+    writer.push(joined, lengths, count, metadata)
+    stats = writer.stats()
+    progress.update(stats.samples_committed, stats.payload_bytes_committed)
+
+
+def write_sources(
+    runtime_handle: int,
+    num_workers: int,
+    sources: list[CacheSource],
+    names: list[str | CacheWriteError],
+    base_cache_dir: Path,
+    config: WriterConfig,
+    *,
+    reuse: Any = None,
+) -> list[CacheWriteResult]:
+    """Write each source in order; failures become `CacheWriteError` results.
+
+    `reuse(name, path)` may return a result for a target that already holds a
+    cache (used by `from_cache_sources`); without it such a target is an error.
+    """
+    results: list[CacheWriteResult] = []
+    progress = WriteProgress(config.show_progress, len(sources))
+    profile = WriterProfile(config.profiler)
+    try:
+        for source, name in zip(sources, names, strict=True):
+            if isinstance(name, CacheWriteError):
+                results.append(name)
+                continue
+            results.append(_write_one(runtime_handle, num_workers, source, name, base_cache_dir, config, progress, profile, reuse))
+    finally:
+        profile.write()
+    return results
+
+
+def _write_one(
+    runtime_handle: int,
+    num_workers: int,
+    source: CacheSource,
+    name: str,
+    base_cache_dir: Path,
+    config: WriterConfig,
+    progress: WriteProgress,
+    profile: WriterProfile,
+    reuse: Any,
+) -> CacheWriteResult:
+    target = base_cache_dir / name
+    if reuse is not None and (target / "manifest.json").exists():
+        return reuse(name, target)
+    profile.start_source(name)
+    progress.start_source(name)
+    try:
+        writer = NativeWriter(runtime_handle, base_cache_dir, name, config, num_workers)
+    except _native.NativeAlreadyExistsError as error:
+        if reuse is not None:
+            return reuse(name, target)
+        return CacheWriteError(name, str(error))
+    except _native.NativeError as error:
+        return CacheWriteError(name, str(error))
+    try:
+        path = write_source(writer, source, config, progress, profile)
+        return CacheWriteSuccess(name, path)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as error:  # a failing source must not stop the others
+        return CacheWriteError(name, _describe_failure(error))
+    finally:
+        profile.finish_source(writer.stats())
+        writer.destroy()
+
+
+def _describe_failure(error: Exception) -> str:
+    if isinstance(error, (SampleError, _native.NativeError)):
+        return str(error)
+    return f"source raised {type(error).__name__}: {error}"

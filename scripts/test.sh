@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The full test suite, as CI runs it. Uses the `python` first on PATH, which must have
+# dataset_rt installed with the dev extras (ziglang, pytest, ...).
+#   1. Zig unit tests
+#   2. pytest against the installed ReleaseFast library
+#   3. pytest against a ReleaseSafe build: out-of-bounds and overflow panic there instead of
+#      being silent undefined behaviour as in ReleaseFast.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+unset DATASET_RT_LIBRARY  # phase 2 must load the installed library
+
+current_phase="setup"
+phase() {
+    current_phase="$*"
+    printf '\n==== %s ====\n' "$current_phase"
+}
+report_failure() {
+    local status=$?
+    if ((status != 0)); then
+        printf '\n==== FAILED (exit %s) in: %s ====\n' "$status" "$current_phase" >&2
+    fi
+}
+trap report_failure EXIT
+
+run_pytest() {
+    local status=0
+    python -m pytest tests -q || status=$?
+    if ((status == 5)); then
+        echo "error: pytest collected no tests (exit 5)" >&2
+    fi
+    return "$status"
+}
+
+phase "1/3 Zig unit tests (zig build test)"
+python -m ziglang build test --summary all
+
+phase "2/3 pytest against the installed ReleaseFast library"
+run_pytest
+
+phase "3/3 pytest against a ReleaseSafe library"
+safe_library=$(python scripts/build_library.py --mode ReleaseSafe --no-strip --dest zig-out/release-safe)
+echo "DATASET_RT_LIBRARY=$safe_library"
+DATASET_RT_LIBRARY="$safe_library" run_pytest
+
+phase "all phases passed"

@@ -1,0 +1,135 @@
+/*
+ * Writes a cache through the C ABI and reads every record back, using only
+ * dataset_rt.h and the shared library. Usage: abi_round_trip <base_dir>
+ * Exits 0 when every payload and metadata row matches what was written.
+ */
+#include "dataset_rt.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SAMPLE_COUNT 1000u
+#define BATCH_SAMPLES 64u
+
+static int fail(const char *what) {
+    fprintf(stderr, "%s: %s\n", what, drt_last_error());
+    return 1;
+}
+
+static size_t payload_len(uint32_t i) { return (size_t)(i * 37u) % 3000u; }
+
+static void fill_payload(uint32_t i, uint8_t *out) {
+    for (size_t k = 0; k < payload_len(i); k++) out[k] = (uint8_t)((i * 31u + k * 7u) & 0xffu);
+}
+
+static int expected_metadata(uint32_t i, char *out, size_t cap) {
+    /* Canonical form: keys sorted, floats with a '.' or exponent. */
+    return snprintf(out, cap, "{\"index\":%u,\"label\":\"l%u\",\"score\":%u.5}", i, i % 4u, i);
+}
+
+static int write_cache(drt_runtime *runtime, const char *base_dir) {
+    drt_writer_options options = {
+        .max_shard_bytes = 200000, .batches_in_flight_max = 4,
+        .compression = DRT_COMPRESSION_LZ4, .compression_ratio = 2.0,
+    };
+    drt_writer *writer = NULL;
+    if (drt_writer_create(runtime, base_dir, "c_source", &options, &writer) != DRT_OK) return fail("writer_create");
+    static uint8_t payloads[BATCH_SAMPLES * 3000u];
+    static char metadata[BATCH_SAMPLES * 96u];
+    uint64_t lens[BATCH_SAMPLES];
+    for (uint32_t first = 0; first < SAMPLE_COUNT; first += BATCH_SAMPLES) {
+        uint32_t count = SAMPLE_COUNT - first < BATCH_SAMPLES ? SAMPLE_COUNT - first : BATCH_SAMPLES;
+        size_t used = 0, text = 0;
+        metadata[text++] = '[';
+        for (uint32_t k = 0; k < count; k++) {
+            uint32_t i = first + k;
+            fill_payload(i, payloads + used);
+            lens[k] = payload_len(i);
+            used += lens[k];
+            /* Keys deliberately unsorted: the core sorts them. */
+            text += (size_t)snprintf(metadata + text, sizeof metadata - text, "%s{\"score\":%u.5,\"label\":\"l%u\",\"index\":%u}",
+                                     k ? "," : "", i, i % 4u, i);
+        }
+        metadata[text++] = ']';
+        if (drt_writer_push(writer, payloads, used, lens, count, (const uint8_t *)metadata, text) != DRT_OK) {
+            drt_writer_destroy(writer);
+            return fail("writer_push");
+        }
+    }
+    if (drt_writer_finish(writer) != DRT_OK) {
+        drt_writer_destroy(writer);
+        return fail("writer_finish");
+    }
+    printf("published %s\n", drt_writer_path(writer));
+    drt_writer_destroy(writer);
+    return 0;
+}
+
+static int read_cache(drt_runtime *runtime, const char *base_dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/c_source", base_dir);
+    const char *paths[1] = {path};
+    drt_reader_options options = {.seed = 7, .prefetch_size = 16, .shuffle = 0, .validate_cache = 1};
+    drt_dataset *dataset = NULL;
+    if (drt_dataset_open(runtime, paths, 1, &options, &dataset) != DRT_OK) return fail("dataset_open");
+    if (drt_dataset_len(dataset) != SAMPLE_COUNT) {
+        fprintf(stderr, "dataset_len %llu\n", (unsigned long long)drt_dataset_len(dataset));
+        return 1;
+    }
+    drt_iterator *iterator = NULL;
+    if (drt_iterator_create(dataset, &iterator) != DRT_OK) return fail("iterator_create");
+    static uint8_t expected[3000];
+    char expected_json[128];
+    uint32_t seen = 0;
+    for (;;) {
+        drt_batch *batch = NULL;
+        if (drt_iterator_next(iterator, 100, &batch) != DRT_OK) return fail("iterator_next");
+        if (batch == NULL) break;
+        for (uint64_t k = 0; k < batch->count; k++, seen++) {
+            uint32_t i = seen;
+            size_t len = (size_t)(batch->payload_offsets[k + 1] - batch->payload_offsets[k]);
+            fill_payload(i, expected);
+            int json_len = expected_metadata(i, expected_json, sizeof expected_json);
+            size_t got_json_len = (size_t)(batch->metadata_offsets[k + 1] - batch->metadata_offsets[k]);
+            if (batch->cache_ids[k] != 0 || batch->sample_ids[k] != i || len != payload_len(i) ||
+                memcmp(batch->payloads + batch->payload_offsets[k], expected, len) != 0 ||
+                got_json_len != (size_t)json_len ||
+                memcmp(batch->metadata_json + batch->metadata_offsets[k], expected_json, got_json_len) != 0) {
+                fprintf(stderr, "sample %u differs: %.*s\n", i, (int)got_json_len,
+                        (const char *)batch->metadata_json + batch->metadata_offsets[k]);
+                return 1;
+            }
+        }
+        drt_batch_release(batch);
+    }
+    drt_iterator_destroy(iterator);
+    drt_dataset_destroy(dataset);
+    if (seen != SAMPLE_COUNT) {
+        fprintf(stderr, "read %u samples\n", seen);
+        return 1;
+    }
+    printf("read back %u samples\n", seen);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s <base_dir>\n", argv[0]);
+        return 2;
+    }
+    if (drt_abi_version() != DRT_ABI_VERSION) {
+        fprintf(stderr, "ABI version %u, header %u\n", drt_abi_version(), DRT_ABI_VERSION);
+        return 1;
+    }
+    drt_runtime *runtime = NULL;
+    if (drt_runtime_create(0, &runtime) != DRT_ERR_INVALID_ARGUMENT) {
+        fprintf(stderr, "zero workers was accepted\n");
+        return 1;
+    }
+    if (drt_runtime_create(2, &runtime) != DRT_OK) return fail("runtime_create");
+    int rc = write_cache(runtime, argv[1]);
+    if (rc == 0) rc = read_cache(runtime, argv[1]);
+    drt_runtime_destroy(runtime);
+    return rc;
+}

@@ -1,0 +1,58 @@
+"""Shared fixtures: a runtime, generated sources and helpers to inspect a cache directory."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+from dataset_rt import CacheInput, DatasetRuntime, WriterConfig
+
+
+class ListSource:
+    """A named source over a list of (payload, metadata) pairs; counts how often it is iterated."""
+
+    def __init__(self, name: str, samples: Iterable[tuple[object, Mapping[str, object]]]) -> None:
+        self.name = name
+        self.samples = list(samples)
+        self.iterations = 0
+
+    def __iter__(self) -> Iterator[CacheInput]:
+        self.iterations += 1
+        for data, metadata in self.samples:
+            yield CacheInput(data, metadata)  # type: ignore[arg-type]
+
+
+def simple_samples(count: int, payload_bytes: int = 16) -> list[tuple[bytes, dict[str, object]]]:
+    """Distinct payloads with metadata of every kind."""
+    return [
+        (
+            bytes((i + k) % 256 for k in range(payload_bytes)),
+            {"index": i, "label": f"l{i % 3}", "score": i / 4, "flag": i % 2 == 0},
+        )
+        for i in range(count)
+    ]
+
+
+QUIET = WriterConfig(show_progress=False)
+
+
+@pytest.fixture(scope="session")
+def runtime() -> DatasetRuntime:
+    return DatasetRuntime(num_workers=2)
+
+
+def published_entries(base: Path) -> list[str]:
+    """Names under `base` other than the staging area."""
+    if not base.exists():
+        return []
+    return sorted(p.name for p in base.iterdir() if p.name != "tmp")
+
+
+def staging_dirs(base: Path) -> list[str]:
+    """Staging directories left under base/tmp (lock files are not directories)."""
+    tmp = base / "tmp"
+    if not tmp.exists():
+        return []
+    return sorted(p.name for p in tmp.iterdir() if p.is_dir())

@@ -1,0 +1,28 @@
+"""The C ABI works from C alone: a program compiled against only dataset_rt.h and
+the shared library writes a cache and reads every record back."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from dataset_rt import _native
+
+HERE = Path(__file__).parent
+HEADER_DIR = HERE.parent / "zig" / "include"
+
+
+def test_c_program_writes_and_reads_back_a_cache(tmp_path: Path) -> None:
+    library = _native.library_path.resolve()
+    program = tmp_path / "abi_round_trip"
+    compile_command = [
+        sys.executable, "-m", "ziglang", "cc", "-std=c11", "-Wall", "-Werror",
+        "-I", str(HEADER_DIR), str(HERE / "c" / "abi_round_trip.c"),
+        str(library), f"-Wl,-rpath,{library.parent}", "-o", str(program),
+    ]
+    subprocess.run(compile_command, check=True, capture_output=True, text=True)
+    result = subprocess.run([str(program), str(tmp_path / "caches")], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, f"C round trip failed:\n{result.stdout}\n{result.stderr}"
+    assert "read back 1000 samples" in result.stdout
+    assert (tmp_path / "caches" / "c_source" / "manifest.json").exists()

@@ -1,0 +1,348 @@
+//! Opens one published cache and reads its records.
+//!
+//! Opening validates everything that is O(manifest) — manifest fields, index
+//! size, metadata table shape, shard existence and lengths — and, when asked,
+//! every SHA-256. Reading a sample checks its index row against the shard, every
+//! length inside the record, the embedded JSON against the metadata.arrow row,
+//! and the LZ4 block; any mismatch is an error naming the cache and the sample.
+const std = @import("std");
+const system = @import("system.zig");
+const types = @import("metadata_types.zig");
+const metadata_json = @import("metadata_json.zig");
+const manifest = @import("manifest.zig");
+const arrow_ipc = @import("arrow_ipc.zig");
+const sha256 = @import("sha256.zig");
+const index_file = @import("index_file.zig");
+const shard_record = @import("shard_record.zig");
+const Diagnostic = @import("diagnostic.zig").Diagnostic;
+
+pub const Error = error{ InvalidCache, Io, OutOfMemory };
+
+/// Files larger than this are not plausible for a manifest and are rejected before reading.
+const manifest_bytes_max = 64 << 20;
+const hash_chunk_bytes = 4 << 20;
+
+pub const Shard = struct {
+    file: std.Io.File,
+    byte_len: u64,
+    compression: shard_record.Compression,
+};
+
+pub const Cache = struct {
+    allocator: std.mem.Allocator,
+    path: []u8,
+    parsed: manifest.Parsed,
+    index_map: ?std.Io.File.MemoryMap,
+    table: arrow_ipc.Table,
+    /// metadata.arrow columns in schema (name) order.
+    columns: []types.Column,
+    shards: []Shard,
+    shard_byte_lens: []u64,
+
+    pub fn schema(cache: *const Cache) []const types.Field {
+        return cache.parsed.manifest.metadata_schema;
+    }
+
+    pub fn sampleCount(cache: *const Cache) u64 {
+        return cache.parsed.manifest.sample_count;
+    }
+
+    fn indexBytes(cache: *const Cache) []const u8 {
+        const map = cache.index_map orelse return &.{};
+        return map.memory[0..@intCast(cache.sampleCount() * index_file.row_bytes)];
+    }
+
+    /// Opens and validates `path`. Errors are prefixed with the cache path.
+    pub fn open(allocator: std.mem.Allocator, path: []const u8, validate_hashes: bool, diagnostic: *Diagnostic) Error!*Cache {
+        const cache = openUnprefixed(allocator, path, validate_hashes, diagnostic) catch |err| {
+            diagnostic.prefix("cache {s}: ", .{path});
+            return err;
+        };
+        return cache;
+    }
+
+    fn openUnprefixed(allocator: std.mem.Allocator, path: []const u8, validate_hashes: bool, diagnostic: *Diagnostic) Error!*Cache {
+        const io = system.io();
+        var dir = std.Io.Dir.cwd().openDir(io, path, .{}) catch |err| {
+            diagnostic.set("cannot open the cache directory: {s}", .{@errorName(err)});
+            return if (err == error.FileNotFound or err == error.NotDir) error.InvalidCache else error.Io;
+        };
+        defer dir.close(io);
+
+        const cache = try allocator.create(Cache);
+        errdefer allocator.destroy(cache);
+        cache.allocator = allocator;
+        cache.path = try allocator.dupe(u8, path);
+        errdefer allocator.free(cache.path);
+
+        cache.parsed = try readManifest(allocator, dir, diagnostic);
+        errdefer cache.parsed.deinit();
+        const the_manifest = cache.parsed.manifest;
+
+        cache.index_map = try mapIndex(dir, the_manifest, validate_hashes, diagnostic);
+        errdefer if (cache.index_map) |*map| map.destroy(io);
+
+        cache.table = try readMetadataTable(allocator, dir, the_manifest, validate_hashes, diagnostic);
+        errdefer cache.table.deinit();
+        cache.columns = try orderColumns(allocator, &cache.table, the_manifest, diagnostic);
+        errdefer allocator.free(cache.columns);
+
+        try cache.openShards(dir, validate_hashes, diagnostic);
+        return cache;
+    }
+
+    pub fn close(cache: *Cache) void {
+        const io = system.io();
+        const allocator = cache.allocator;
+        for (cache.shards) |shard| shard.file.close(io);
+        allocator.free(cache.shards);
+        allocator.free(cache.shard_byte_lens);
+        allocator.free(cache.columns);
+        cache.table.deinit();
+        if (cache.index_map) |*map| map.destroy(io);
+        cache.parsed.deinit();
+        allocator.free(cache.path);
+        allocator.destroy(cache);
+    }
+
+    fn readManifest(allocator: std.mem.Allocator, dir: std.Io.Dir, diagnostic: *Diagnostic) Error!manifest.Parsed {
+        const io = system.io();
+        const text = dir.readFileAlloc(io, "manifest.json", allocator, .limited(manifest_bytes_max)) catch |err| {
+            diagnostic.set("cannot read manifest.json: {s}", .{@errorName(err)});
+            return if (err == error.OutOfMemory) error.OutOfMemory else error.InvalidCache;
+        };
+        defer allocator.free(text);
+        return manifest.parse(allocator, text, diagnostic) catch |err| {
+            if (err == error.OutOfMemory) return error.OutOfMemory;
+            diagnostic.prefix("manifest.json: ", .{});
+            return error.InvalidCache;
+        };
+    }
+
+    fn mapIndex(dir: std.Io.Dir, the_manifest: manifest.Manifest, validate_hashes: bool, diagnostic: *Diagnostic) Error!?std.Io.File.MemoryMap {
+        const io = system.io();
+        const expected = try index_file.expectedBytes(the_manifest.sample_count, diagnostic);
+        const file = dir.openFile(io, "index.bin", .{}) catch |err| {
+            diagnostic.set("cannot open index.bin: {s}", .{@errorName(err)});
+            return error.InvalidCache;
+        };
+        defer file.close(io);
+        const actual = file.length(io) catch |err| {
+            diagnostic.set("cannot stat index.bin: {s}", .{@errorName(err)});
+            return error.Io;
+        };
+        if (actual != expected) {
+            diagnostic.set("index.bin has {d} bytes, expected {d} (24 per sample for {d} samples)", .{ actual, expected, the_manifest.sample_count });
+            return error.InvalidCache;
+        }
+        if (validate_hashes) try checkFileHash(file, "index.bin", the_manifest.index_sha256, diagnostic);
+        if (expected == 0) return null;
+        return std.Io.File.MemoryMap.create(io, file, .{
+            .len = @intCast(expected),
+            .protection = .{ .read = true, .write = false },
+            .populate = false,
+        }) catch |err| {
+            diagnostic.set("cannot map index.bin: {s}", .{@errorName(err)});
+            return error.Io;
+        };
+    }
+
+    fn readMetadataTable(
+        allocator: std.mem.Allocator,
+        dir: std.Io.Dir,
+        the_manifest: manifest.Manifest,
+        validate_hashes: bool,
+        diagnostic: *Diagnostic,
+    ) Error!arrow_ipc.Table {
+        const io = system.io();
+        const bytes = dir.readFileAlloc(io, "metadata.arrow", allocator, .unlimited) catch |err| {
+            diagnostic.set("cannot read metadata.arrow: {s}", .{@errorName(err)});
+            return if (err == error.OutOfMemory) error.OutOfMemory else error.InvalidCache;
+        };
+        defer allocator.free(bytes);
+        if (validate_hashes) {
+            if (!std.mem.eql(u8, &sha256.hash(bytes), &the_manifest.metadata_sha256)) {
+                diagnostic.set("metadata.arrow: SHA-256 does not match the manifest", .{});
+                return error.InvalidCache;
+            }
+        }
+        const table = arrow_ipc.readFile(allocator, bytes, diagnostic) catch |err| {
+            if (err == error.OutOfMemory) return error.OutOfMemory;
+            diagnostic.prefix("metadata.arrow: ", .{});
+            return error.InvalidCache;
+        };
+        if (table.row_count != the_manifest.sample_count) {
+            var owned = table;
+            owned.deinit();
+            diagnostic.set("metadata.arrow has {d} rows but the manifest says {d} samples", .{ table.row_count, the_manifest.sample_count });
+            return error.InvalidCache;
+        }
+        return table;
+    }
+
+    /// The table's columns arranged in the manifest schema's order, checking
+    /// that names and kinds agree exactly.
+    fn orderColumns(allocator: std.mem.Allocator, table: *const arrow_ipc.Table, the_manifest: manifest.Manifest, diagnostic: *Diagnostic) Error![]types.Column {
+        const schema_fields = the_manifest.metadata_schema;
+        if (table.columns.len != schema_fields.len) {
+            diagnostic.set("metadata.arrow has {d} columns but the manifest schema has {d}", .{ table.columns.len, schema_fields.len });
+            return error.InvalidCache;
+        }
+        const ordered = try allocator.alloc(types.Column, schema_fields.len);
+        errdefer allocator.free(ordered);
+        for (schema_fields, ordered) |field, *slot| {
+            const column = findColumn(table.columns, field.name) orelse {
+                diagnostic.set("metadata.arrow has no column '{s}' from the manifest schema", .{field.name});
+                return error.InvalidCache;
+            };
+            const kind = std.meta.activeTag(column.values);
+            if (kind != field.kind) {
+                diagnostic.set("metadata.arrow column '{s}' is {s} but the manifest says {s}", .{ field.name, kind.name(), field.kind.name() });
+                return error.InvalidCache;
+            }
+            slot.* = column;
+        }
+        return ordered;
+    }
+
+    fn findColumn(columns: []const types.Column, name: []const u8) ?types.Column {
+        for (columns) |column| if (std.mem.eql(u8, column.name, name)) return column;
+        return null;
+    }
+
+    fn openShards(cache: *Cache, dir: std.Io.Dir, validate_hashes: bool, diagnostic: *Diagnostic) Error!void {
+        const io = system.io();
+        const allocator = cache.allocator;
+        const listed = cache.parsed.manifest.shards;
+        cache.shards = try allocator.alloc(Shard, listed.len);
+        errdefer allocator.free(cache.shards);
+        cache.shard_byte_lens = try allocator.alloc(u64, listed.len);
+        errdefer allocator.free(cache.shard_byte_lens);
+        var opened: usize = 0;
+        errdefer for (cache.shards[0..opened]) |shard| shard.file.close(io);
+        var shards_dir = dir.openDir(io, "shards", .{}) catch |err| {
+            diagnostic.set("cannot open the shards directory: {s}", .{@errorName(err)});
+            return error.InvalidCache;
+        };
+        defer shards_dir.close(io);
+        for (listed, cache.shards, cache.shard_byte_lens) |entry, *shard, *byte_len| {
+            const file = shards_dir.openFile(io, entry.name, .{}) catch |err| {
+                diagnostic.set("cannot open shards/{s}: {s}", .{ entry.name, @errorName(err) });
+                return error.InvalidCache;
+            };
+            opened += 1;
+            shard.* = .{ .file = file, .byte_len = entry.byte_len, .compression = switch (entry.compression.algo) {
+                .none => .none,
+                .lz4 => .lz4,
+            } };
+            byte_len.* = entry.byte_len;
+            const actual = file.length(io) catch |err| {
+                diagnostic.set("cannot stat shards/{s}: {s}", .{ entry.name, @errorName(err) });
+                return error.Io;
+            };
+            if (actual != entry.byte_len) {
+                diagnostic.set("shards/{s} has {d} bytes but the manifest says {d}", .{ entry.name, actual, entry.byte_len });
+                return error.InvalidCache;
+            }
+            if (validate_hashes) {
+                var name_buffer: [64]u8 = undefined;
+                const what = std.fmt.bufPrint(&name_buffer, "shards/{s}", .{entry.name}) catch "a shard";
+                try checkFileHash(file, what, entry.sha256, diagnostic);
+            }
+        }
+    }
+
+    fn checkFileHash(file: std.Io.File, what: []const u8, expected: [32]u8, diagnostic: *Diagnostic) Error!void {
+        const io = system.io();
+        var hasher = sha256.Hasher.init();
+        const buffer = std.heap.c_allocator.alloc(u8, hash_chunk_bytes) catch return error.OutOfMemory;
+        defer std.heap.c_allocator.free(buffer);
+        var offset: u64 = 0;
+        while (true) {
+            const read = file.readPositionalAll(io, buffer, offset) catch |err| {
+                diagnostic.set("cannot read {s}: {s}", .{ what, @errorName(err) });
+                return error.Io;
+            };
+            hasher.update(buffer[0..read]);
+            offset += read;
+            if (read < buffer.len) break;
+        }
+        if (!std.mem.eql(u8, &hasher.final(), &expected)) {
+            diagnostic.set("{s}: SHA-256 does not match the manifest", .{what});
+            return error.InvalidCache;
+        }
+    }
+
+    /// Reads sample `sample_id`: appends its decoded payload to `payload_out`
+    /// and its canonical metadata JSON (from the metadata.arrow row, after
+    /// checking the record's embedded copy equals it) to `metadata_out`.
+    pub fn readSample(
+        cache: *const Cache,
+        sample_id: u64,
+        scratch: *SampleScratch,
+        payload_out: *std.ArrayList(u8),
+        metadata_out: *std.ArrayList(u8),
+        diagnostic: *Diagnostic,
+    ) Error!void {
+        cache.readSampleUnprefixed(sample_id, scratch, payload_out, metadata_out, diagnostic) catch |err| {
+            diagnostic.prefix("cache {s}: sample {d}: ", .{ cache.path, sample_id });
+            return err;
+        };
+    }
+
+    fn readSampleUnprefixed(
+        cache: *const Cache,
+        sample_id: u64,
+        scratch: *SampleScratch,
+        payload_out: *std.ArrayList(u8),
+        metadata_out: *std.ArrayList(u8),
+        diagnostic: *Diagnostic,
+    ) Error!void {
+        const io = system.io();
+        const allocator = cache.allocator;
+        std.debug.assert(sample_id < cache.sampleCount());
+        const row = index_file.decodeRow(cache.indexBytes(), sample_id);
+        try index_file.checkRow(row, sample_id, cache.shard_byte_lens, diagnostic);
+        const shard = cache.shards[@intCast(row.shard_id)];
+
+        const record_len: usize = @intCast(row.record_len);
+        scratch.record.clearRetainingCapacity();
+        try scratch.record.ensureTotalCapacity(allocator, record_len);
+        const record = scratch.record.allocatedSlice()[0..record_len];
+        const read = shard.file.readPositionalAll(io, record, row.offset) catch |err| {
+            diagnostic.set("cannot read shard {d}: {s}", .{ row.shard_id, @errorName(err) });
+            return error.Io;
+        };
+        if (read != record_len) {
+            diagnostic.set("shard {d} ended after {d} of {d} record bytes", .{ row.shard_id, read, record_len });
+            return error.InvalidCache;
+        }
+        const parts = try shard_record.split(record, shard.compression, diagnostic);
+
+        try scratch.values.resize(allocator, cache.columns.len);
+        const values = scratch.values.items;
+        for (cache.columns, values) |column, *value| value.* = column.values.get(@intCast(sample_id));
+        metadata_json.verifyRecord(cache.schema(), values, parts.metadata_json, diagnostic) catch {
+            diagnostic.prefix("embedded metadata disagrees with metadata.arrow: ", .{});
+            return error.InvalidCache;
+        };
+        metadata_json.writeCanonical(allocator, cache.schema(), values, metadata_out) catch return error.OutOfMemory;
+
+        const payload_len: usize = @intCast(parts.payload_len);
+        try payload_out.ensureUnusedCapacity(allocator, payload_len);
+        const destination = payload_out.unusedCapacitySlice()[0..payload_len];
+        try shard_record.decodePayload(parts, shard.compression, destination, diagnostic);
+        payload_out.items.len += payload_len;
+    }
+
+    /// Per-reader buffers reused from sample to sample.
+    pub const SampleScratch = struct {
+        record: std.ArrayList(u8) = .empty,
+        values: std.ArrayList(types.Value) = .empty,
+
+        pub fn deinit(scratch: *SampleScratch, allocator: std.mem.Allocator) void {
+            scratch.record.deinit(allocator);
+            scratch.values.deinit(allocator);
+        }
+    };
+};

@@ -1,0 +1,721 @@
+//! Writes one source into one cache directory (format v2).
+//!
+//! The caller pushes batches of samples in source order. Each batch becomes a
+//! pool job that validates the metadata against the schema, writes the canonical
+//! record JSON, frames and compresses the records. Encoded batches are committed
+//! strictly in push order by whichever worker finished the next one: sample ids,
+//! shard rotation, shard writes, rolling SHA-256 and index rows. `finish` writes
+//! index.bin, metadata.arrow and manifest.json into the staging directory, fsyncs
+//! everything and publishes by one rename. Until then nothing is visible under
+//! the target path; `destroy` on an unfinished writer removes the staging directory.
+const std = @import("std");
+const system = @import("system.zig");
+const types = @import("metadata_types.zig");
+const metadata_json = @import("metadata_json.zig");
+const manifest = @import("manifest.zig");
+const arrow_ipc = @import("arrow_ipc.zig");
+const sha256 = @import("sha256.zig");
+const index_file = @import("index_file.zig");
+const shard_record = @import("shard_record.zig");
+const durable_files = @import("durable_files.zig");
+const column_builder = @import("column_builder.zig");
+const ColumnBuilder = column_builder.ColumnBuilder;
+const thread_pool = @import("thread_pool.zig");
+const Diagnostic = @import("diagnostic.zig").Diagnostic;
+
+pub const Error = error{ InvalidArgument, InvalidInput, Io, OutOfMemory, AlreadyExists, State };
+
+pub const Options = struct {
+    max_shard_bytes: u64,
+    batches_in_flight_max: u32,
+    compression: shard_record.Compression,
+    compression_ratio: f64,
+};
+
+/// Seconds, calls and bytes of one stage; updated from several threads.
+pub const StageCounter = struct {
+    calls: std.atomic.Value(u64) = .init(0),
+    nanoseconds: std.atomic.Value(u64) = .init(0),
+    bytes: std.atomic.Value(u64) = .init(0),
+
+    pub fn add(counter: *StageCounter, started_ns: u64, bytes: u64) void {
+        const elapsed = system.monotonicNanoseconds() -| started_ns;
+        _ = counter.calls.fetchAdd(1, .monotonic);
+        _ = counter.nanoseconds.fetchAdd(elapsed, .monotonic);
+        _ = counter.bytes.fetchAdd(bytes, .monotonic);
+    }
+};
+
+pub const Stats = struct {
+    samples_committed: std.atomic.Value(u64) = .init(0),
+    payload_bytes_committed: std.atomic.Value(u64) = .init(0),
+    shard_bytes_committed: std.atomic.Value(u64) = .init(0),
+    ingress_wait: StageCounter = .{},
+    encode: StageCounter = .{},
+    compression: StageCounter = .{},
+    hashing: StageCounter = .{},
+    disk_write: StageCounter = .{},
+    finish_manifest: StageCounter = .{},
+    publish: StageCounter = .{},
+};
+
+/// A batch as pushed, then as encoded by its pool job.
+const Batch = struct {
+    job: thread_pool.Job = .{ .run = CacheWriter.runEncode },
+    writer: *CacheWriter,
+    sequence: u64,
+    first_sample: u64,
+    count: usize,
+    payloads: []u8,
+    payload_lens: []u64,
+    metadata_text: []u8,
+    // Filled by the encode job.
+    encoded: std.ArrayList(u8) = .empty,
+    record_lens: []u64 = &.{},
+    columns: []ColumnBuilder = &.{},
+    failed: bool = false,
+    diagnostic: Diagnostic = .{},
+
+    fn destroy(batch: *Batch, allocator: std.mem.Allocator) void {
+        allocator.free(batch.payloads);
+        allocator.free(batch.payload_lens);
+        allocator.free(batch.metadata_text);
+        batch.encoded.deinit(allocator);
+        allocator.free(batch.record_lens);
+        column_builder.deinitAll(allocator, batch.columns);
+        allocator.free(batch.columns);
+        allocator.destroy(batch);
+    }
+};
+
+/// The shard being appended to by the committer.
+const OpenShard = struct {
+    file: std.Io.File,
+    byte_len: u64 = 0,
+    uncompressed_byte_len: u64 = 0,
+    hasher: sha256.Hasher,
+};
+
+pub const CacheWriter = struct {
+    allocator: std.mem.Allocator,
+    pool: *thread_pool.ThreadPool,
+    options: Options,
+    source_name: []u8,
+    target_path: [:0]u8,
+    base_dir: std.Io.Dir,
+    staging_name: []u8,
+    /// Open while the writer can still add files; closed before the rename.
+    staging_dir: ?std.Io.Dir = null,
+    shards_dir: ?std.Io.Dir = null,
+    lock_file: std.Io.File,
+    /// Inferred from the first sample, then enforced for every sample.
+    schema: []types.Field = &.{},
+
+    // Pipeline state, guarded by `mutex`.
+    mutex: std.Io.Mutex = .init,
+    changed: std.Io.Condition = .init,
+    batches_pushed: u64 = 0,
+    batches_committed: u64 = 0,
+    samples_pushed: u64 = 0,
+    encoded_waiting: std.ArrayList(*Batch) = .empty,
+    committer_active: bool = false,
+    failed: bool = false,
+    failure: Diagnostic = .{},
+    failure_error: Error = error.InvalidInput,
+    phase: enum { open, finished, published } = .open,
+
+    // Commit state, touched only by the single active committer.
+    shard: ?OpenShard = null,
+    shards: std.ArrayList(manifest.Shard) = .empty,
+    shard_names: std.ArrayList([10]u8) = .empty,
+    index_bytes: std.ArrayList(u8) = .empty,
+    columns: []ColumnBuilder = &.{},
+    sample_count: u64 = 0,
+
+    stats: Stats = .{},
+
+    pub fn create(
+        allocator: std.mem.Allocator,
+        pool: *thread_pool.ThreadPool,
+        base_dir_path: []const u8,
+        source_name: []const u8,
+        options: Options,
+        diagnostic: *Diagnostic,
+    ) Error!*CacheWriter {
+        try validateOptions(options, diagnostic);
+        if (durable_files.plainSegmentProblem(source_name)) |problem| {
+            diagnostic.set("source name '{s}' {s}; it must be one plain path segment", .{ source_name, problem });
+            return error.InvalidArgument;
+        }
+        if (std.mem.eql(u8, source_name, "tmp")) {
+            diagnostic.set("source name 'tmp' is reserved for the staging directory", .{});
+            return error.InvalidArgument;
+        }
+        const io = system.io();
+        const writer = try allocator.create(CacheWriter);
+        errdefer allocator.destroy(writer);
+        writer.* = .{
+            .allocator = allocator,
+            .pool = pool,
+            .options = options,
+            .source_name = try allocator.dupe(u8, source_name),
+            .target_path = undefined,
+            .base_dir = undefined,
+            .staging_name = &.{},
+            .lock_file = undefined,
+        };
+        errdefer allocator.free(writer.source_name);
+        writer.target_path = try std.fs.path.joinZ(allocator, &.{ base_dir_path, source_name });
+        errdefer allocator.free(writer.target_path);
+
+        std.Io.Dir.cwd().createDirPath(io, base_dir_path) catch |err| {
+            diagnostic.set("cannot create cache directory {s}: {s}", .{ base_dir_path, @errorName(err) });
+            return error.Io;
+        };
+        writer.base_dir = std.Io.Dir.cwd().openDir(io, base_dir_path, .{}) catch |err| {
+            diagnostic.set("cannot open cache directory {s}: {s}", .{ base_dir_path, @errorName(err) });
+            return error.Io;
+        };
+        errdefer writer.base_dir.close(io);
+        writer.base_dir.createDirPath(io, "tmp") catch |err| {
+            diagnostic.set("cannot create {s}/tmp: {s}", .{ base_dir_path, @errorName(err) });
+            return error.Io;
+        };
+        try writer.lockTarget(diagnostic);
+        errdefer writer.lock_file.close(io);
+        if (writer.targetExists()) {
+            diagnostic.set("cache path already exists: {s}", .{writer.target_path});
+            return error.AlreadyExists;
+        }
+        try writer.createStaging(diagnostic);
+        return writer;
+    }
+
+    fn validateOptions(options: Options, diagnostic: *Diagnostic) Error!void {
+        if (options.max_shard_bytes == 0) {
+            diagnostic.set("max_shard_bytes must be at least 1", .{});
+            return error.InvalidArgument;
+        }
+        if (options.batches_in_flight_max == 0) {
+            diagnostic.set("batches_in_flight_max must be at least 1", .{});
+            return error.InvalidArgument;
+        }
+        switch (options.compression) {
+            .none => if (options.compression_ratio != 1.0) {
+                diagnostic.set("compression 'none' requires ratio 1.0, got {d}", .{options.compression_ratio});
+                return error.InvalidArgument;
+            },
+            .lz4 => if (!std.math.isFinite(options.compression_ratio) or options.compression_ratio <= 0) {
+                diagnostic.set("lz4 compression ratio must be positive and finite, got {d}", .{options.compression_ratio});
+                return error.InvalidArgument;
+            },
+        }
+    }
+
+    /// One writer per target across threads and processes: a second writer
+    /// waits here until the first has published or given up.
+    fn lockTarget(writer: *CacheWriter, diagnostic: *Diagnostic) Error!void {
+        const io = system.io();
+        var name_buffer: [300]u8 = undefined;
+        const lock_name = std.fmt.bufPrint(&name_buffer, "tmp/{s}.lock", .{writer.source_name}) catch unreachable;
+        writer.lock_file = writer.base_dir.createFile(io, lock_name, .{ .truncate = false }) catch |err| {
+            diagnostic.set("cannot create lock file {s}: {s}", .{ lock_name, @errorName(err) });
+            return error.Io;
+        };
+        writer.lock_file.lock(io, .exclusive) catch |err| {
+            writer.lock_file.close(io);
+            diagnostic.set("cannot lock {s}: {s}", .{ lock_name, @errorName(err) });
+            return error.Io;
+        };
+    }
+
+    fn targetExists(writer: *CacheWriter) bool {
+        const io = system.io();
+        writer.base_dir.access(io, writer.source_name, .{}) catch return false;
+        return true;
+    }
+
+    fn createStaging(writer: *CacheWriter, diagnostic: *Diagnostic) Error!void {
+        const io = system.io();
+        const Counter = struct {
+            var next: std.atomic.Value(u64) = .init(0);
+        };
+        writer.staging_name = try std.fmt.allocPrint(writer.allocator, "tmp/{s}.{d}.{x}.{d}.staging", .{
+            writer.source_name,
+            system.processId(),
+            system.monotonicNanoseconds(),
+            Counter.next.fetchAdd(1, .monotonic),
+        });
+        errdefer writer.allocator.free(writer.staging_name);
+        writer.base_dir.createDir(io, writer.staging_name, .default_dir) catch |err| {
+            diagnostic.set("cannot create staging directory {s}: {s}", .{ writer.staging_name, @errorName(err) });
+            return error.Io;
+        };
+        errdefer writer.base_dir.deleteTree(io, writer.staging_name) catch {};
+        const staging_dir = writer.base_dir.openDir(io, writer.staging_name, .{}) catch |err| {
+            diagnostic.set("cannot open staging directory {s}: {s}", .{ writer.staging_name, @errorName(err) });
+            return error.Io;
+        };
+        writer.staging_dir = staging_dir;
+        errdefer writer.closeStaging();
+        staging_dir.createDir(io, "shards", .default_dir) catch |err| {
+            diagnostic.set("cannot create shards directory: {s}", .{@errorName(err)});
+            return error.Io;
+        };
+        writer.shards_dir = staging_dir.openDir(io, "shards", .{}) catch |err| {
+            diagnostic.set("cannot open shards directory: {s}", .{@errorName(err)});
+            return error.Io;
+        };
+    }
+
+    fn closeStaging(writer: *CacheWriter) void {
+        const io = system.io();
+        if (writer.shards_dir) |dir| dir.close(io);
+        if (writer.staging_dir) |dir| dir.close(io);
+        writer.shards_dir = null;
+        writer.staging_dir = null;
+    }
+
+    /// Releases everything; an unpublished cache's staging directory is removed.
+    pub fn destroy(writer: *CacheWriter) void {
+        const io = system.io();
+        const allocator = writer.allocator;
+        writer.waitForInFlight();
+        for (writer.encoded_waiting.items) |batch| batch.destroy(allocator);
+        writer.encoded_waiting.deinit(allocator);
+        if (writer.shard) |*shard| shard.file.close(io);
+        writer.closeStaging();
+        if (writer.phase != .published) writer.base_dir.deleteTree(io, writer.staging_name) catch {};
+        writer.lock_file.unlock(io);
+        writer.lock_file.close(io);
+        writer.base_dir.close(io);
+        column_builder.deinitAll(allocator, writer.columns);
+        allocator.free(writer.columns);
+        writer.shards.deinit(allocator);
+        writer.shard_names.deinit(allocator);
+        writer.index_bytes.deinit(allocator);
+        metadata_json.freeSchema(allocator, writer.schema);
+        allocator.free(writer.staging_name);
+        allocator.free(writer.target_path);
+        allocator.free(writer.source_name);
+        allocator.destroy(writer);
+    }
+
+    /// Copies one batch and queues its encoding; blocks while too many batches are in flight.
+    pub fn push(
+        writer: *CacheWriter,
+        payloads: []const u8,
+        payload_lens: []const u64,
+        metadata_text: []const u8,
+        diagnostic: *Diagnostic,
+    ) Error!void {
+        if (writer.phase != .open) {
+            diagnostic.set("the writer has already finished", .{});
+            return error.State;
+        }
+        try writer.checkFailure(diagnostic);
+        try checkPayloadLens(payloads.len, payload_lens, writer.options.compression, writer.samples_pushed, diagnostic);
+        if (payload_lens.len == 0) return;
+        if (writer.schema.len == 0) try writer.inferSchema(metadata_text, diagnostic);
+
+        const allocator = writer.allocator;
+        const batch = try allocator.create(Batch);
+        errdefer allocator.destroy(batch);
+        batch.* = .{
+            .writer = writer,
+            .sequence = undefined,
+            .first_sample = undefined,
+            .count = payload_lens.len,
+            .payloads = try allocator.dupe(u8, payloads),
+            .payload_lens = &.{},
+            .metadata_text = &.{},
+        };
+        errdefer allocator.free(batch.payloads);
+        batch.payload_lens = try allocator.dupe(u64, payload_lens);
+        errdefer allocator.free(batch.payload_lens);
+        batch.metadata_text = try allocator.dupe(u8, metadata_text);
+
+        const io = system.io();
+        const wait_started = system.monotonicNanoseconds();
+        writer.mutex.lockUncancelable(io);
+        while (writer.batches_pushed - writer.batches_committed >= writer.options.batches_in_flight_max) {
+            writer.changed.waitUncancelable(io, &writer.mutex);
+        }
+        batch.sequence = writer.batches_pushed;
+        batch.first_sample = writer.samples_pushed;
+        writer.batches_pushed += 1;
+        writer.samples_pushed += batch.count;
+        writer.mutex.unlock(io);
+        writer.stats.ingress_wait.add(wait_started, payloads.len);
+        writer.pool.submit(&batch.job);
+    }
+
+    fn checkPayloadLens(
+        payloads_len: usize,
+        payload_lens: []const u64,
+        compression: shard_record.Compression,
+        first_sample: u64,
+        diagnostic: *Diagnostic,
+    ) Error!void {
+        var total: u64 = 0;
+        for (payload_lens, 0..) |len, i| {
+            if (compression == .lz4 and len > shard_record.lz4_payload_bytes_max) {
+                diagnostic.set("sample {d}: payload of {d} bytes is too large for lz4 records (at most {d})", .{ first_sample + i, len, shard_record.lz4_payload_bytes_max });
+                return error.InvalidInput;
+            }
+            total = std.math.add(u64, total, len) catch {
+                diagnostic.set("payload lengths overflow", .{});
+                return error.InvalidArgument;
+            };
+        }
+        if (total != payloads_len) {
+            diagnostic.set("payload lengths add up to {d} bytes but {d} bytes were given", .{ total, payloads_len });
+            return error.InvalidArgument;
+        }
+    }
+
+    /// The first sample decides the schema; every later sample must match it.
+    fn inferSchema(writer: *CacheWriter, metadata_text: []const u8, diagnostic: *Diagnostic) Error!void {
+        const allocator = writer.allocator;
+        var scratch: metadata_json.Scratch = .empty;
+        defer scratch.deinit(allocator);
+        var parser = metadata_json.Parser.init(metadata_text);
+        const entries = (parser.nextObject(allocator, &scratch, diagnostic) catch |err| {
+            if (err == error.OutOfMemory) return error.OutOfMemory;
+            diagnostic.prefix("sample {d}: ", .{writer.samples_pushed});
+            return error.InvalidInput;
+        }) orelse {
+            diagnostic.set("metadata array is empty but samples were given", .{});
+            return error.InvalidArgument;
+        };
+        const schema = metadata_json.inferSchema(allocator, entries, diagnostic) catch |err| {
+            if (err == error.OutOfMemory) return error.OutOfMemory;
+            diagnostic.prefix("sample {d}: ", .{writer.samples_pushed});
+            return error.InvalidInput;
+        };
+        errdefer metadata_json.freeSchema(allocator, schema);
+        writer.columns = try column_builder.initAll(allocator, schema);
+        writer.schema = schema;
+    }
+
+    fn checkFailure(writer: *CacheWriter, diagnostic: *Diagnostic) Error!void {
+        const io = system.io();
+        writer.mutex.lockUncancelable(io);
+        defer writer.mutex.unlock(io);
+        if (writer.failed) {
+            diagnostic.* = writer.failure;
+            return writer.failure_error;
+        }
+    }
+
+    fn fail(writer: *CacheWriter, err: Error, diagnostic: *const Diagnostic) void {
+        const io = system.io();
+        writer.mutex.lockUncancelable(io);
+        defer writer.mutex.unlock(io);
+        if (writer.failed) return;
+        writer.failed = true;
+        writer.failure = diagnostic.*;
+        writer.failure_error = err;
+    }
+
+    fn waitForInFlight(writer: *CacheWriter) void {
+        const io = system.io();
+        writer.mutex.lockUncancelable(io);
+        defer writer.mutex.unlock(io);
+        while (writer.batches_committed < writer.batches_pushed) writer.changed.waitUncancelable(io, &writer.mutex);
+    }
+
+    // ---- encode (pool, in parallel) -------------------------------------
+
+    fn runEncode(job: *thread_pool.Job) void {
+        const batch: *Batch = @fieldParentPtr("job", job);
+        const writer = batch.writer;
+        const started = system.monotonicNanoseconds();
+        writer.encodeBatch(batch) catch |err| {
+            batch.failed = true;
+            if (err == error.OutOfMemory) batch.diagnostic.set("out of memory while encoding samples", .{});
+        };
+        writer.stats.encode.add(started, batch.payloads.len);
+        writer.enqueueEncoded(batch);
+    }
+
+    fn encodeBatch(writer: *CacheWriter, batch: *Batch) !void {
+        const allocator = writer.allocator;
+        const schema = writer.schema;
+        batch.record_lens = try allocator.alloc(u64, batch.count);
+        batch.columns = try column_builder.initAll(allocator, schema);
+
+        var scratch: metadata_json.Scratch = .empty;
+        defer scratch.deinit(allocator);
+        var canonical: std.ArrayList(u8) = .empty;
+        defer canonical.deinit(allocator);
+        const values = try allocator.alloc(types.Value, schema.len);
+        defer allocator.free(values);
+
+        var parser = metadata_json.Parser.init(batch.metadata_text);
+        var payload_offset: usize = 0;
+        var compression_ns: u64 = 0;
+        for (0..batch.count) |i| {
+            const sample = batch.first_sample + i;
+            const entries = (parser.nextObject(allocator, &scratch, &batch.diagnostic) catch |err| {
+                if (err == error.OutOfMemory) return error.OutOfMemory;
+                batch.diagnostic.prefix("sample {d}: ", .{sample});
+                return error.InvalidInput;
+            }) orelse {
+                batch.diagnostic.set("metadata array holds {d} objects but {d} payloads were given", .{ i, batch.count });
+                return error.InvalidInput;
+            };
+            metadata_json.matchSchema(schema, entries, values, &batch.diagnostic) catch {
+                batch.diagnostic.prefix("sample {d}: ", .{sample});
+                return error.InvalidInput;
+            };
+            canonical.clearRetainingCapacity();
+            try metadata_json.writeCanonical(allocator, schema, values, &canonical);
+            for (batch.columns, values) |*column, value| try column.append(allocator, value);
+
+            const payload_len: usize = @intCast(batch.payload_lens[i]);
+            const payload = batch.payloads[payload_offset..][0..payload_len];
+            payload_offset += payload_len;
+            try batch.encoded.ensureUnusedCapacity(allocator, shard_record.encodedBytesMax(canonical.items.len, payload_len, writer.options.compression));
+            const compress_started = system.monotonicNanoseconds();
+            batch.record_lens[i] = shard_record.appendAssumeCapacity(&batch.encoded, canonical.items, payload, writer.options.compression);
+            if (writer.options.compression == .lz4) compression_ns += system.monotonicNanoseconds() - compress_started;
+        }
+        const extra = parser.nextObject(allocator, &scratch, &batch.diagnostic) catch |err| {
+            if (err == error.OutOfMemory) return error.OutOfMemory;
+            batch.diagnostic.prefix("after sample {d}: ", .{batch.first_sample + batch.count - 1});
+            return error.InvalidInput;
+        };
+        if (extra != null) {
+            batch.diagnostic.set("metadata array holds more objects than the {d} payloads given", .{batch.count});
+            return error.InvalidInput;
+        }
+        parser.finish(&batch.diagnostic) catch return error.InvalidInput;
+        if (writer.options.compression == .lz4) {
+            _ = writer.stats.compression.calls.fetchAdd(batch.count, .monotonic);
+            _ = writer.stats.compression.nanoseconds.fetchAdd(compression_ns, .monotonic);
+            _ = writer.stats.compression.bytes.fetchAdd(batch.payloads.len, .monotonic);
+        }
+    }
+
+    // ---- commit (one committer at a time, in push order) ----------------
+
+    fn enqueueEncoded(writer: *CacheWriter, batch: *Batch) void {
+        const io = system.io();
+        writer.mutex.lockUncancelable(io);
+        writer.encoded_waiting.append(writer.allocator, batch) catch {
+            // Cannot queue it: fail the write but still account for the batch.
+            writer.mutex.unlock(io);
+            var diagnostic: Diagnostic = .{};
+            diagnostic.set("out of memory while queueing an encoded batch", .{});
+            writer.fail(error.OutOfMemory, &diagnostic);
+            writer.mutex.lockUncancelable(io);
+            batch.destroy(writer.allocator);
+            writer.batches_committed += 1;
+            writer.changed.broadcast(io);
+            writer.mutex.unlock(io);
+            return;
+        };
+        if (writer.committer_active) {
+            writer.mutex.unlock(io);
+            return;
+        }
+        writer.committer_active = true;
+        while (writer.takeNextEncoded()) |next| {
+            const already_failed = writer.failed;
+            writer.mutex.unlock(io);
+            if (next.failed) {
+                writer.fail(error.InvalidInput, &next.diagnostic);
+            } else if (!already_failed) {
+                var diagnostic: Diagnostic = .{};
+                writer.commitBatch(next, &diagnostic) catch |err| writer.fail(err, &diagnostic);
+            }
+            next.destroy(writer.allocator);
+            writer.mutex.lockUncancelable(io);
+            writer.batches_committed += 1;
+            writer.changed.broadcast(io);
+        }
+        writer.committer_active = false;
+        writer.mutex.unlock(io);
+    }
+
+    /// Removes and returns the batch whose turn it is, if it is encoded. Mutex held.
+    fn takeNextEncoded(writer: *CacheWriter) ?*Batch {
+        for (writer.encoded_waiting.items, 0..) |batch, i| {
+            if (batch.sequence == writer.batches_committed) return writer.encoded_waiting.swapRemove(i);
+        }
+        return null;
+    }
+
+    fn commitBatch(writer: *CacheWriter, batch: *Batch, diagnostic: *Diagnostic) Error!void {
+        const allocator = writer.allocator;
+        try writer.index_bytes.ensureUnusedCapacity(allocator, batch.count * index_file.row_bytes);
+        var record_start: usize = 0;
+        var run_start: usize = 0; // first byte of the run of records going to the current shard
+        var payload_bytes: u64 = 0;
+        for (batch.record_lens, batch.payload_lens) |record_len, payload_len| {
+            if (writer.shard) |shard| {
+                const would_be = shard.byte_len + (record_start - run_start) + record_len;
+                if (shard.byte_len + (record_start - run_start) > 0 and would_be > writer.options.max_shard_bytes) {
+                    try writer.appendToShard(batch.encoded.items[run_start..record_start], diagnostic);
+                    run_start = record_start;
+                    try writer.closeShard(diagnostic);
+                }
+            }
+            if (writer.shard == null) try writer.openShard(diagnostic);
+            const shard = &writer.shard.?;
+            var row: [index_file.row_bytes]u8 = undefined;
+            index_file.encodeRow(.{
+                .shard_id = writer.shards.items.len,
+                .offset = shard.byte_len + (record_start - run_start),
+                .record_len = record_len,
+            }, &row);
+            writer.index_bytes.appendSliceAssumeCapacity(&row);
+            shard.uncompressed_byte_len += payload_len;
+            payload_bytes += payload_len;
+            record_start += @intCast(record_len);
+        }
+        try writer.appendToShard(batch.encoded.items[run_start..record_start], diagnostic);
+        for (writer.columns, batch.columns) |*column, *chunk| try column.appendColumn(allocator, chunk);
+        writer.sample_count += batch.count;
+        _ = writer.stats.samples_committed.fetchAdd(batch.count, .monotonic);
+        _ = writer.stats.payload_bytes_committed.fetchAdd(payload_bytes, .monotonic);
+        _ = writer.stats.shard_bytes_committed.fetchAdd(batch.encoded.items.len, .monotonic);
+    }
+
+    fn appendToShard(writer: *CacheWriter, bytes: []const u8, diagnostic: *Diagnostic) Error!void {
+        if (bytes.len == 0) return;
+        const io = system.io();
+        const shard = &writer.shard.?;
+        const hash_started = system.monotonicNanoseconds();
+        shard.hasher.update(bytes);
+        writer.stats.hashing.add(hash_started, bytes.len);
+        const write_started = system.monotonicNanoseconds();
+        shard.file.writePositionalAll(io, bytes, shard.byte_len) catch |err| {
+            diagnostic.set("cannot write shard {d}: {s}", .{ writer.shards.items.len, @errorName(err) });
+            return error.Io;
+        };
+        writer.stats.disk_write.add(write_started, bytes.len);
+        shard.byte_len += bytes.len;
+    }
+
+    fn openShard(writer: *CacheWriter, diagnostic: *Diagnostic) Error!void {
+        const io = system.io();
+        var name: [10]u8 = undefined;
+        _ = std.fmt.bufPrint(&name, "{d:0>6}.bin", .{writer.shards.items.len}) catch unreachable;
+        const file = writer.shards_dir.?.createFile(io, &name, .{ .truncate = true, .exclusive = true }) catch |err| {
+            diagnostic.set("cannot create shard {s}: {s}", .{ name, @errorName(err) });
+            return error.Io;
+        };
+        writer.shard = .{ .file = file, .hasher = sha256.Hasher.init() };
+    }
+
+    fn closeShard(writer: *CacheWriter, diagnostic: *Diagnostic) Error!void {
+        const io = system.io();
+        var shard = writer.shard.?;
+        writer.shard = null;
+        defer shard.file.close(io);
+        const sync_started = system.monotonicNanoseconds();
+        shard.file.sync(io) catch |err| {
+            diagnostic.set("cannot fsync shard {d}: {s}", .{ writer.shards.items.len, @errorName(err) });
+            return error.Io;
+        };
+        writer.stats.disk_write.add(sync_started, 0);
+        var name: [10]u8 = undefined;
+        _ = std.fmt.bufPrint(&name, "{d:0>6}.bin", .{writer.shards.items.len}) catch unreachable;
+        try writer.shard_names.append(writer.allocator, name);
+        try writer.shards.append(writer.allocator, .{
+            .name = &.{}, // pointed at shard_names once the list stops growing
+            .uncompressed_byte_len = shard.uncompressed_byte_len,
+            .byte_len = shard.byte_len,
+            .compression = .{ .algo = switch (writer.options.compression) {
+                .none => .none,
+                .lz4 => .lz4,
+            }, .ratio = writer.options.compression_ratio },
+            .sha256 = shard.hasher.final(),
+        });
+    }
+
+    // ---- finish and publish ----------------------------------------------
+
+    pub fn finish(writer: *CacheWriter, diagnostic: *Diagnostic) Error!void {
+        if (writer.phase != .open) {
+            diagnostic.set("the writer has already finished", .{});
+            return error.State;
+        }
+        writer.waitForInFlight();
+        try writer.checkFailure(diagnostic);
+        if (writer.sample_count == 0) {
+            diagnostic.set("source '{s}' produced no samples; a cache needs at least one", .{writer.source_name});
+            return error.InvalidInput;
+        }
+        writer.phase = .finished;
+        const started = system.monotonicNanoseconds();
+        try writer.closeShard(diagnostic);
+        for (writer.shards.items, writer.shard_names.items) |*shard, *name| shard.name = name;
+        const index_digest = try writer.writeIndex(diagnostic);
+        const metadata_digest = try writer.writeMetadata(diagnostic);
+        try writer.writeManifest(index_digest, metadata_digest, diagnostic);
+        try durable_files.syncDir(writer.shards_dir.?, "shards", diagnostic);
+        try durable_files.syncDir(writer.staging_dir.?, writer.staging_name, diagnostic);
+        writer.stats.finish_manifest.add(started, writer.index_bytes.items.len);
+        try writer.publish(diagnostic);
+    }
+
+    fn writeIndex(writer: *CacheWriter, diagnostic: *Diagnostic) Error![32]u8 {
+        try durable_files.writeFileSynced(writer.staging_dir.?, "index.bin", writer.index_bytes.items, diagnostic);
+        return sha256.hash(writer.index_bytes.items);
+    }
+
+    fn writeMetadata(writer: *CacheWriter, diagnostic: *Diagnostic) Error![32]u8 {
+        const allocator = writer.allocator;
+        const columns = try allocator.alloc(types.Column, writer.schema.len);
+        defer allocator.free(columns);
+        for (columns, writer.schema, writer.columns) |*column, field, *builder| {
+            std.debug.assert(builder.rowCount() == writer.sample_count);
+            column.* = .{ .name = field.name, .values = builder.view() };
+        }
+        const bytes = arrow_ipc.writeFile(allocator, columns, writer.sample_count) catch |err| switch (err) {
+            error.OutOfMemory => return error.OutOfMemory,
+            error.TooLarge => {
+                diagnostic.set("metadata table is too large for an Arrow IPC file", .{});
+                return error.InvalidInput;
+            },
+        };
+        defer allocator.free(bytes);
+        try durable_files.writeFileSynced(writer.staging_dir.?, "metadata.arrow", bytes, diagnostic);
+        return sha256.hash(bytes);
+    }
+
+    fn writeManifest(writer: *CacheWriter, index_digest: [32]u8, metadata_digest: [32]u8, diagnostic: *Diagnostic) Error!void {
+        const text = manifest.write(writer.allocator, .{
+            .format_version = manifest.format_version_supported,
+            .source_name = writer.source_name,
+            .sample_count = writer.sample_count,
+            .metadata_schema = writer.schema,
+            .metadata_sha256 = metadata_digest,
+            .index_sha256 = index_digest,
+            .shards = writer.shards.items,
+        }) catch return error.OutOfMemory;
+        defer writer.allocator.free(text);
+        try durable_files.writeFileSynced(writer.staging_dir.?, "manifest.json", text, diagnostic);
+    }
+
+    fn publish(writer: *CacheWriter, diagnostic: *Diagnostic) Error!void {
+        const io = system.io();
+        const started = system.monotonicNanoseconds();
+        writer.closeStaging();
+        // The lock is held, so only a writer that ignores it could have created the target.
+        if (writer.targetExists()) {
+            diagnostic.set("cache path already exists: {s}", .{writer.target_path});
+            return error.AlreadyExists;
+        }
+        std.Io.Dir.rename(writer.base_dir, writer.staging_name, writer.base_dir, writer.source_name, io) catch |err| {
+            diagnostic.set("cannot publish {s}: {s}", .{ writer.target_path, @errorName(err) });
+            return error.Io;
+        };
+        writer.phase = .published;
+        try durable_files.syncDir(writer.base_dir, "the cache directory", diagnostic);
+        writer.stats.publish.add(started, 0);
+    }
+};

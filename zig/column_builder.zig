@@ -1,0 +1,122 @@
+//! A growable column of metadata values, appended row by row (or chunk by
+//! chunk) and viewed as `ColumnValues` for the Arrow writer.
+const std = @import("std");
+const types = @import("metadata_types.zig");
+
+pub const ColumnBuilder = union(types.Kind) {
+    bool: std.ArrayList(u8),
+    int: std.ArrayList(i64),
+    float: std.ArrayList(f64),
+    string: Strings,
+
+    pub const Strings = struct {
+        offsets: std.ArrayList(u64),
+        bytes: std.ArrayList(u8),
+    };
+
+    pub fn init(allocator: std.mem.Allocator, kind: types.Kind) !ColumnBuilder {
+        return switch (kind) {
+            .bool => .{ .bool = .empty },
+            .int => .{ .int = .empty },
+            .float => .{ .float = .empty },
+            .string => blk: {
+                var offsets: std.ArrayList(u64) = .empty;
+                try offsets.append(allocator, 0);
+                break :blk .{ .string = .{ .offsets = offsets, .bytes = .empty } };
+            },
+        };
+    }
+
+    pub fn deinit(builder: *ColumnBuilder, allocator: std.mem.Allocator) void {
+        switch (builder.*) {
+            .bool => |*list| list.deinit(allocator),
+            .int => |*list| list.deinit(allocator),
+            .float => |*list| list.deinit(allocator),
+            .string => |*strings| {
+                strings.offsets.deinit(allocator);
+                strings.bytes.deinit(allocator);
+            },
+        }
+    }
+
+    /// Appends one value; its kind must be the column's (checked by the caller's schema match).
+    pub fn append(builder: *ColumnBuilder, allocator: std.mem.Allocator, value: types.Value) !void {
+        std.debug.assert(std.meta.activeTag(builder.*) == std.meta.activeTag(value));
+        switch (builder.*) {
+            .bool => |*list| try list.append(allocator, @intFromBool(value.bool)),
+            .int => |*list| try list.append(allocator, value.int),
+            .float => |*list| try list.append(allocator, value.float),
+            .string => |*strings| {
+                try strings.bytes.appendSlice(allocator, value.string);
+                try strings.offsets.append(allocator, strings.bytes.items.len);
+            },
+        }
+    }
+
+    /// Appends every row of `other`, a column of the same kind.
+    pub fn appendColumn(builder: *ColumnBuilder, allocator: std.mem.Allocator, other: *const ColumnBuilder) !void {
+        std.debug.assert(std.meta.activeTag(builder.*) == std.meta.activeTag(other.*));
+        switch (builder.*) {
+            .bool => |*list| try list.appendSlice(allocator, other.bool.items),
+            .int => |*list| try list.appendSlice(allocator, other.int.items),
+            .float => |*list| try list.appendSlice(allocator, other.float.items),
+            .string => |*strings| {
+                const base = strings.bytes.items.len;
+                try strings.bytes.appendSlice(allocator, other.string.bytes.items);
+                const other_offsets = other.string.offsets.items[1..];
+                try strings.offsets.ensureUnusedCapacity(allocator, other_offsets.len);
+                for (other_offsets) |offset| strings.offsets.appendAssumeCapacity(base + offset);
+            },
+        }
+    }
+
+    pub fn rowCount(builder: *const ColumnBuilder) usize {
+        return builder.view().rowCount();
+    }
+
+    pub fn view(builder: *const ColumnBuilder) types.ColumnValues {
+        return switch (builder.*) {
+            .bool => |list| .{ .bool = list.items },
+            .int => |list| .{ .int = list.items },
+            .float => |list| .{ .float = list.items },
+            .string => |strings| .{ .string = .{ .offsets = strings.offsets.items, .bytes = strings.bytes.items } },
+        };
+    }
+};
+
+/// One empty column per field; release with `deinitAll`.
+pub fn initAll(allocator: std.mem.Allocator, fields: []const types.Field) ![]ColumnBuilder {
+    const columns = try allocator.alloc(ColumnBuilder, fields.len);
+    errdefer allocator.free(columns);
+    var ready: usize = 0;
+    errdefer deinitAll(allocator, columns[0..ready]);
+    while (ready < fields.len) : (ready += 1) columns[ready] = try ColumnBuilder.init(allocator, fields[ready].kind);
+    return columns;
+}
+
+/// Releases columns from `initAll` (or a prefix of them while it fails).
+pub fn deinitAll(allocator: std.mem.Allocator, columns: []ColumnBuilder) void {
+    for (columns) |*column| column.deinit(allocator);
+}
+
+test "columns appended row by row and chunk by chunk hold the same values" {
+    const allocator = std.testing.allocator;
+    var whole = try ColumnBuilder.init(allocator, .string);
+    defer whole.deinit(allocator);
+    var chunk = try ColumnBuilder.init(allocator, .string);
+    defer chunk.deinit(allocator);
+    try whole.append(allocator, .{ .string = "ab" });
+    try chunk.append(allocator, .{ .string = "" });
+    try chunk.append(allocator, .{ .string = "cde" });
+    try whole.appendColumn(allocator, &chunk);
+    const values = whole.view();
+    try std.testing.expectEqual(@as(usize, 3), values.rowCount());
+    try std.testing.expectEqualStrings("ab", values.get(0).string);
+    try std.testing.expectEqualStrings("", values.get(1).string);
+    try std.testing.expectEqualStrings("cde", values.get(2).string);
+
+    var ints = try ColumnBuilder.init(allocator, .int);
+    defer ints.deinit(allocator);
+    try ints.append(allocator, .{ .int = -5 });
+    try std.testing.expectEqual(@as(i64, -5), ints.view().get(0).int);
+}

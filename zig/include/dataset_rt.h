@@ -1,0 +1,170 @@
+/*
+ * DatasetRT C ABI.
+ *
+ * Conventions
+ * - Every fallible function returns an int32_t status (DRT_OK or a DRT_ERR_*
+ *   code) and, on failure, sets a thread-local message read by drt_last_error().
+ * - Handles are opaque and created/destroyed explicitly. Destroying NULL is a no-op.
+ * - Buffers handed out by the core (drt_batch, drt_buffer) stay valid until
+ *   released with their release function.
+ * - Strings are NUL-terminated UTF-8 (paths: bytes as given to the OS).
+ * - No failure ever aborts the process: a panic never crosses this boundary.
+ * - A handle created before fork() must not be used in the child; calls on it
+ *   return DRT_ERR_WRONG_PROCESS.
+ */
+#ifndef DATASET_RT_H
+#define DATASET_RT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bumped on any incompatible change of a signature or struct below. */
+#define DRT_ABI_VERSION 1u
+
+enum {
+    DRT_OK = 0,
+    DRT_ERR_INVALID_ARGUMENT = 1, /* a call-level mistake: bad option, name or pointer */
+    DRT_ERR_INVALID_INPUT = 2,    /* supplied samples or tables break a rule of the format */
+    DRT_ERR_INVALID_CACHE = 3,    /* a cache on disk is missing, truncated, corrupt or of another version */
+    DRT_ERR_IO = 4,               /* the operating system refused a file operation */
+    DRT_ERR_OUT_OF_MEMORY = 5,
+    DRT_ERR_ALREADY_EXISTS = 6,   /* the write target already exists; nothing was overwritten */
+    DRT_ERR_WRONG_PROCESS = 7,    /* the handle was created in the parent of a fork() */
+    DRT_ERR_STATE = 8             /* the call is not valid in the handle's current state */
+};
+
+enum { DRT_COMPRESSION_NONE = 0, DRT_COMPRESSION_LZ4 = 1 };
+
+/* ABI version of the loaded library; compare with DRT_ABI_VERSION. */
+uint32_t drt_abi_version(void);
+
+/* The message of the last failure on the calling thread ("" if none). */
+const char *drt_last_error(void);
+
+/* ---- Runtime: a fixed pool of native worker threads ------------------- */
+
+typedef struct drt_runtime drt_runtime;
+
+/* Starts exactly num_workers threads (1..256), reused by every operation. */
+int32_t drt_runtime_create(uint32_t num_workers, drt_runtime **out);
+/* Stops and joins the threads. Every writer/dataset of the runtime must be destroyed first. */
+void drt_runtime_destroy(drt_runtime *runtime);
+uint32_t drt_runtime_num_workers(const drt_runtime *runtime);
+
+/* ---- Writer: one source into one cache -------------------------------- */
+
+typedef struct drt_writer drt_writer;
+
+typedef struct drt_writer_options {
+    uint64_t max_shard_bytes;       /* >= 1; a shard rotates before it would exceed this */
+    uint32_t batches_in_flight_max; /* >= 1; bounds memory: pushes block beyond it */
+    uint32_t compression;           /* DRT_COMPRESSION_* */
+    double compression_ratio;       /* none: 1.0; lz4: positive and finite (advisory) */
+} drt_writer_options;
+
+typedef struct drt_stage_stats {
+    uint64_t calls;
+    uint64_t nanoseconds;
+    uint64_t bytes;
+} drt_stage_stats;
+
+typedef struct drt_writer_stats {
+    uint64_t samples_committed;
+    uint64_t payload_bytes_committed; /* uncompressed payload bytes */
+    uint64_t shard_bytes_committed;   /* bytes written to shards */
+    drt_stage_stats ingress_wait;     /* pushes blocked on the in-flight bound */
+    drt_stage_stats encode;           /* metadata validation and record framing */
+    drt_stage_stats compression;
+    drt_stage_stats hashing;
+    drt_stage_stats disk_write;
+    drt_stage_stats finish_manifest;  /* index, metadata.arrow, manifest, fsync */
+    drt_stage_stats publish;          /* atomic rename and directory fsync */
+} drt_writer_stats;
+
+/*
+ * Prepares base_dir/source_name: validates the name (one plain path segment),
+ * takes a file lock on the target (waiting while another writer holds it),
+ * fails with DRT_ERR_ALREADY_EXISTS if the target exists, and creates a staging
+ * directory of its own under base_dir/tmp.
+ */
+int32_t drt_writer_create(drt_runtime *runtime, const char *base_dir, const char *source_name,
+                          const drt_writer_options *options, drt_writer **out);
+
+/*
+ * Hands `count` samples to the core. Payload i is
+ * payloads[sum(payload_lens[0..i]) .. +payload_lens[i]]; metadata_json is a JSON
+ * array of `count` flat objects (bool, integer, float or string values). The
+ * core copies the inputs, so they may be freed when the call returns. Validation
+ * happens on the pool: a bad sample is reported by a later push or by finish.
+ */
+int32_t drt_writer_push(drt_writer *writer, const uint8_t *payloads, uint64_t payloads_len,
+                        const uint64_t *payload_lens, uint64_t count,
+                        const uint8_t *metadata_json, uint64_t metadata_json_len);
+
+/* Waits for all samples, writes index, metadata and manifest, fsyncs and publishes. */
+int32_t drt_writer_finish(drt_writer *writer);
+
+/* Path of the published cache (valid until destroy); NULL before a successful finish. */
+const char *drt_writer_path(const drt_writer *writer);
+
+int32_t drt_writer_stats_get(const drt_writer *writer, drt_writer_stats *out);
+
+/* Releases the writer. An unfinished writer is aborted: its staging directory is removed. */
+void drt_writer_destroy(drt_writer *writer);
+
+/* ---- Dataset: caches loaded for reading ------------------------------- */
+
+typedef struct drt_dataset drt_dataset;
+typedef struct drt_iterator drt_iterator;
+
+typedef struct drt_reader_options {
+    uint64_t seed;
+    uint32_t prefetch_size;  /* >= 1 */
+    uint32_t shuffle;        /* 0 or 1 */
+    uint32_t validate_cache; /* 0 or 1: verify every SHA-256 while loading */
+} drt_reader_options;
+
+/* Loads the caches in order (cache_id = position) and validates them. */
+int32_t drt_dataset_open(drt_runtime *runtime, const char *const *paths, uint32_t path_count,
+                         const drt_reader_options *options, drt_dataset **out);
+void drt_dataset_destroy(drt_dataset *dataset);
+/* Samples one iterator yields (the epoch length). */
+uint64_t drt_dataset_len(const drt_dataset *dataset);
+
+/* One batch of samples, in planned order. */
+typedef struct drt_batch {
+    uint64_t count;
+    const uint8_t *payloads;          /* sample i: payloads[payload_offsets[i] .. payload_offsets[i+1]] */
+    const uint64_t *payload_offsets;  /* count + 1 entries */
+    const uint8_t *metadata_json;     /* sample i: canonical JSON object of its metadata row */
+    const uint64_t *metadata_offsets; /* count + 1 entries */
+    const uint32_t *cache_ids;
+    const uint64_t *sample_ids;
+} drt_batch;
+
+int32_t drt_iterator_create(drt_dataset *dataset, drt_iterator **out);
+/* Next batch of at most max_samples samples; *out is NULL at the end of the epoch. */
+int32_t drt_iterator_next(drt_iterator *iterator, uint32_t max_samples, drt_batch **out);
+void drt_batch_release(drt_batch *batch);
+void drt_iterator_destroy(drt_iterator *iterator);
+
+/* ---- Codec utilities (the same code the cache uses) ------------------- */
+
+uint64_t drt_lz4_compress_bound(uint64_t source_len);
+/* Writes one LZ4 block; *written receives its length. */
+int32_t drt_lz4_compress(const uint8_t *source, uint64_t source_len, uint8_t *destination,
+                         uint64_t destination_len, uint64_t *written);
+/* Decodes one LZ4 block that must fill destination exactly. */
+int32_t drt_lz4_decompress(const uint8_t *source, uint64_t source_len, uint8_t *destination,
+                           uint64_t destination_len);
+void drt_sha256(const uint8_t *data, uint64_t len, uint8_t out[32]);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DATASET_RT_H */

@@ -1,0 +1,160 @@
+//! A fixed set of worker threads fed from one bounded job queue.
+//!
+//! The threads start once when the runtime is created and are reused by every
+//! operation; `submit` blocks while the queue is full, so a producer can never
+//! queue unbounded work. Jobs are intrusive: the caller embeds a `Job` in its own
+//! struct and recovers it with `@fieldParentPtr`.
+const std = @import("std");
+const system = @import("system.zig");
+
+pub const Job = struct {
+    run: *const fn (job: *Job) void,
+};
+
+pub const workers_max = 256;
+pub const queue_capacity = 1024;
+
+pub const ThreadPool = struct {
+    mutex: std.Io.Mutex = .init,
+    not_empty: std.Io.Condition = .init,
+    not_full: std.Io.Condition = .init,
+    queue: [queue_capacity]*Job = undefined,
+    queue_head: usize = 0,
+    queue_len: usize = 0,
+    stopping: bool = false,
+    threads: []std.Thread = &.{},
+    allocator: std.mem.Allocator,
+    /// The process that started the threads; a forked child has none of them.
+    owner_process_id: i64,
+
+    pub fn create(allocator: std.mem.Allocator, worker_count: u32) !*ThreadPool {
+        std.debug.assert(worker_count >= 1 and worker_count <= workers_max);
+        const pool = try allocator.create(ThreadPool);
+        errdefer allocator.destroy(pool);
+        pool.* = .{ .allocator = allocator, .owner_process_id = system.processId() };
+        const threads = try allocator.alloc(std.Thread, worker_count);
+        errdefer allocator.free(threads);
+        var started: usize = 0;
+        errdefer {
+            pool.stopAndJoin(threads[0..started]);
+        }
+        while (started < worker_count) : (started += 1) {
+            threads[started] = try std.Thread.spawn(.{ .stack_size = 4 << 20 }, workerLoop, .{pool});
+        }
+        pool.threads = threads;
+        return pool;
+    }
+
+    pub fn destroy(pool: *ThreadPool) void {
+        // A forked child must not join threads that only exist in the parent.
+        if (pool.ownedByThisProcess()) pool.stopAndJoin(pool.threads);
+        pool.allocator.free(pool.threads);
+        pool.allocator.destroy(pool);
+    }
+
+    pub fn workerCount(pool: *const ThreadPool) u32 {
+        return @intCast(pool.threads.len);
+    }
+
+    pub fn ownedByThisProcess(pool: *const ThreadPool) bool {
+        return pool.owner_process_id == system.processId();
+    }
+
+    /// Queues `job`; blocks while the queue is full.
+    pub fn submit(pool: *ThreadPool, job: *Job) void {
+        const io = system.io();
+        pool.mutex.lockUncancelable(io);
+        defer pool.mutex.unlock(io);
+        std.debug.assert(!pool.stopping);
+        while (pool.queue_len == queue_capacity) pool.not_full.waitUncancelable(io, &pool.mutex);
+        pool.queue[(pool.queue_head + pool.queue_len) % queue_capacity] = job;
+        pool.queue_len += 1;
+        pool.not_empty.signal(io);
+    }
+
+    fn stopAndJoin(pool: *ThreadPool, threads: []std.Thread) void {
+        const io = system.io();
+        pool.mutex.lockUncancelable(io);
+        pool.stopping = true;
+        pool.not_empty.broadcast(io);
+        pool.mutex.unlock(io);
+        for (threads) |thread| thread.join();
+    }
+
+    fn workerLoop(pool: *ThreadPool) void {
+        const io = system.io();
+        while (true) {
+            pool.mutex.lockUncancelable(io);
+            while (pool.queue_len == 0 and !pool.stopping) pool.not_empty.waitUncancelable(io, &pool.mutex);
+            if (pool.queue_len == 0) {
+                pool.mutex.unlock(io);
+                return;
+            }
+            const job = pool.queue[pool.queue_head];
+            pool.queue_head = (pool.queue_head + 1) % queue_capacity;
+            pool.queue_len -= 1;
+            pool.not_full.signal(io);
+            pool.mutex.unlock(io);
+            job.run(job);
+        }
+    }
+};
+
+/// Counts outstanding jobs so a caller can wait for all of its own work.
+pub const WaitGroup = struct {
+    mutex: std.Io.Mutex = .init,
+    done: std.Io.Condition = .init,
+    pending: usize = 0,
+
+    pub fn add(group: *WaitGroup, count: usize) void {
+        const io = system.io();
+        group.mutex.lockUncancelable(io);
+        defer group.mutex.unlock(io);
+        group.pending += count;
+    }
+
+    pub fn finish(group: *WaitGroup) void {
+        const io = system.io();
+        group.mutex.lockUncancelable(io);
+        defer group.mutex.unlock(io);
+        std.debug.assert(group.pending > 0);
+        group.pending -= 1;
+        if (group.pending == 0) group.done.broadcast(io);
+    }
+
+    pub fn wait(group: *WaitGroup) void {
+        const io = system.io();
+        group.mutex.lockUncancelable(io);
+        defer group.mutex.unlock(io);
+        while (group.pending > 0) group.done.waitUncancelable(io, &group.mutex);
+    }
+};
+
+const TestJob = struct {
+    job: Job = .{ .run = run },
+    counter: *std.atomic.Value(u64),
+    group: *WaitGroup,
+
+    fn run(job: *Job) void {
+        const self: *TestJob = @fieldParentPtr("job", job);
+        _ = self.counter.fetchAdd(1, .monotonic);
+        self.group.finish();
+    }
+};
+
+test "every submitted job runs exactly once, also past the queue capacity" {
+    const pool = try ThreadPool.create(std.testing.allocator, 3);
+    defer pool.destroy();
+    var counter: std.atomic.Value(u64) = .init(0);
+    var group: WaitGroup = .{};
+    const jobs = try std.testing.allocator.alloc(TestJob, queue_capacity * 4);
+    defer std.testing.allocator.free(jobs);
+    group.add(jobs.len);
+    for (jobs) |*job| {
+        job.* = .{ .counter = &counter, .group = &group };
+        pool.submit(&job.job);
+    }
+    group.wait();
+    try std.testing.expectEqual(@as(u64, jobs.len), counter.load(.monotonic));
+    try std.testing.expectEqual(@as(u32, 3), pool.workerCount());
+}
