@@ -128,7 +128,8 @@ const Rows = struct {
 
 pub const WriteError = error{ OutOfMemory, TooLarge };
 
-/// Serializes columns (all of equal row count, sorted by name) as a complete Arrow IPC file.
+/// Serializes columns (all of equal row count, in the given order; metadata.arrow
+/// passes them sorted by name) as a complete Arrow IPC file.
 /// The caller owns the returned bytes. Columns are written non-nullable; a utf8 column
 /// whose bytes exceed int32 offsets is split across several record batches, and
 /// `error.TooLarge` means a single string (or the metadata) cannot be represented.
@@ -178,9 +179,8 @@ fn writeFileWithBatchLimit(
 }
 
 fn assertColumnsWritable(columns: []const Column, row_count: u64) void {
-    for (columns, 0..) |column, index| {
+    for (columns) |column| {
         assert(column.values.rowCount() == row_count);
-        if (index > 0) assert(std.mem.order(u8, columns[index - 1].name, column.name) == .lt);
         switch (column.values) {
             .string => |strings| {
                 assert(strings.offsets.len == row_count + 1);

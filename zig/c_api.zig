@@ -10,6 +10,8 @@ const thread_pool = @import("thread_pool.zig");
 const cache_writer = @import("cache_writer.zig");
 const dataset_module = @import("dataset.zig");
 const sample_batch = @import("sample_batch.zig");
+const metadata_table = @import("metadata_table.zig");
+const read_pipeline = @import("read_pipeline.zig");
 const Diagnostic = @import("diagnostic.zig").Diagnostic;
 
 const abi_version: u32 = 1;
@@ -259,9 +261,104 @@ export fn drt_dataset_destroy(dataset: ?*dataset_module.Dataset) void {
     d.close();
 }
 
-export fn drt_dataset_len(dataset: ?*const dataset_module.Dataset) u64 {
+export fn drt_dataset_len(dataset: ?*dataset_module.Dataset) u64 {
     const d = dataset orelse return 0;
     return d.len();
+}
+
+export fn drt_dataset_set_epoch_len(dataset: ?*dataset_module.Dataset, epoch_len: u64) i32 {
+    const d = dataset orelse return failMessage(status_invalid_argument, "dataset is NULL", .{});
+    var diagnostic: Diagnostic = .{};
+    d.setEpochLen(epoch_len, &diagnostic) catch |err| return failError(err, &diagnostic);
+    return status_ok;
+}
+
+/// Core-owned bytes handed to the caller; mirrors `drt_buffer`.
+const Buffer = extern struct { data: [*]const u8, len: u64 };
+
+export fn drt_dataset_metadata_arrow(dataset: ?*dataset_module.Dataset, out: ?*?*Buffer) i32 {
+    const d = dataset orelse return failMessage(status_invalid_argument, "dataset is NULL", .{});
+    const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
+    const table = d.acquireTable();
+    defer table.release();
+    const bytes = metadata_table.exportArrow(allocator, d, table) catch return failMessage(status_out_of_memory, "out of memory while exporting the metadata table", .{});
+    return handOut(bytes, out_ptr);
+}
+
+export fn drt_dataset_schema_json(dataset: ?*dataset_module.Dataset, out: ?*?*Buffer) i32 {
+    const d = dataset orelse return failMessage(status_invalid_argument, "dataset is NULL", .{});
+    const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
+    const SchemaField = struct { name: []const u8, kind: []const u8 };
+    const fields = allocator.alloc(SchemaField, d.schema().len) catch return failMessage(status_out_of_memory, "out of memory", .{});
+    defer allocator.free(fields);
+    for (fields, d.schema()) |*out_field, field| out_field.* = .{ .name = field.name, .kind = field.kind.name() };
+    const text = std.json.Stringify.valueAlloc(allocator, fields, .{}) catch return failMessage(status_out_of_memory, "out of memory", .{});
+    return handOut(text, out_ptr);
+}
+
+fn handOut(bytes: []u8, out: *?*Buffer) i32 {
+    const buffer = allocator.create(Buffer) catch {
+        allocator.free(bytes);
+        return failMessage(status_out_of_memory, "out of memory", .{});
+    };
+    buffer.* = .{ .data = bytes.ptr, .len = bytes.len };
+    out.* = buffer;
+    return status_ok;
+}
+
+export fn drt_buffer_release(buffer: ?*Buffer) void {
+    const b = buffer orelse return;
+    allocator.free(b.data[0..@intCast(b.len)]);
+    allocator.destroy(b);
+}
+
+const IntegerColumn = extern struct {
+    values: ?[*]const u64,
+    validity: ?[*]const u8,
+    validity_offset: u64,
+    is_signed: u32,
+    reserved: u32,
+};
+
+const FloatColumn = extern struct {
+    values: ?[*]const f64,
+    validity: ?[*]const u8,
+    validity_offset: u64,
+};
+
+export fn drt_dataset_set_table(
+    dataset: ?*dataset_module.Dataset,
+    columns_json: ?[*:0]const u8,
+    row_count: u64,
+    cache_ids: ?*const IntegerColumn,
+    sample_ids: ?*const IntegerColumn,
+    weights: ?*const FloatColumn,
+) i32 {
+    const d = dataset orelse return failMessage(status_invalid_argument, "dataset is NULL", .{});
+    const text = columns_json orelse return failMessage(status_invalid_argument, "columns_json is NULL", .{});
+    const cache_column = cache_ids orelse return failMessage(status_invalid_argument, "cache_ids is NULL", .{});
+    const sample_column = sample_ids orelse return failMessage(status_invalid_argument, "sample_ids is NULL", .{});
+    const weight_column = weights orelse return failMessage(status_invalid_argument, "weights is NULL", .{});
+    const parsed = std.json.parseFromSlice([]const [2][]const u8, allocator, std.mem.span(text), .{}) catch
+        return failMessage(status_invalid_argument, "columns_json must be a JSON array of [name, arrow_type] pairs", .{});
+    defer parsed.deinit();
+    const columns = allocator.alloc(metadata_table.ColumnType, parsed.value.len) catch return failMessage(status_out_of_memory, "out of memory", .{});
+    defer allocator.free(columns);
+    for (columns, parsed.value) |*column, pair| column.* = .{ .name = pair[0], .arrow_type = pair[1] };
+    var diagnostic: Diagnostic = .{};
+    const table = metadata_table.buildTable(allocator, d, .{
+        .columns = columns,
+        .row_count = row_count,
+        .cache_ids = integerColumn(cache_column),
+        .sample_ids = integerColumn(sample_column),
+        .weights = .{ .values = weight_column.values, .validity = weight_column.validity, .validity_offset = weight_column.validity_offset },
+    }, &diagnostic) catch |err| return failError(err, &diagnostic);
+    d.replaceTable(table);
+    return status_ok;
+}
+
+fn integerColumn(column: *const IntegerColumn) metadata_table.IntegerColumn {
+    return .{ .values = column.values, .validity = column.validity, .validity_offset = column.validity_offset, .signed = column.is_signed != 0 };
 }
 
 export fn drt_iterator_create(dataset: ?*dataset_module.Dataset, out: ?*?*dataset_module.Iterator) i32 {
@@ -272,21 +369,24 @@ export fn drt_iterator_create(dataset: ?*dataset_module.Dataset, out: ?*?*datase
     return status_ok;
 }
 
-export fn drt_iterator_next(iterator: ?*dataset_module.Iterator, max_samples: u32, out: ?*?*sample_batch.View) i32 {
+export fn drt_iterator_next(iterator: ?*dataset_module.Iterator, out: ?*?*sample_batch.View) i32 {
     const it = iterator orelse return failMessage(status_invalid_argument, "iterator is NULL", .{});
     if (!checkProcess(it.dataset.pool)) return status_wrong_process;
     const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
     var diagnostic: Diagnostic = .{};
-    const batch = it.next(max_samples, &diagnostic) catch |err| return failError(err, &diagnostic);
+    const batch = it.next(&diagnostic) catch |err| return failError(err, &diagnostic);
     out_ptr.* = if (batch) |b| b.seal() else null;
     return status_ok;
 }
 
+export fn drt_iterator_bytes_held(iterator: ?*const dataset_module.Iterator) u64 {
+    const it = iterator orelse return 0;
+    return it.bytesHeld();
+}
+
 export fn drt_batch_release(view: ?*sample_batch.View) void {
     const v = view orelse return;
-    const batch = sample_batch.SampleBatch.fromView(v);
-    batch.deinit(allocator);
-    allocator.destroy(batch);
+    read_pipeline.Pipeline.releaseBatch(allocator, sample_batch.SampleBatch.fromView(v));
 }
 
 export fn drt_iterator_destroy(iterator: ?*dataset_module.Iterator) void {

@@ -1,14 +1,21 @@
-//! Caches loaded together for reading, and iterators over them.
+//! Caches loaded together for reading, their active table and stream state.
 //!
 //! cache_id is the position of a cache in the list given to `open`; sample_id
-//! is the physical row inside that cache.
+//! is the physical row inside that cache. The dataset owns the stream position:
+//! each new iterator takes the next `epoch_len` positions; installing a new
+//! table resets the position to 0 and keeps an explicit epoch length.
 const std = @import("std");
+const system = @import("system.zig");
+const types = @import("metadata_types.zig");
+const sampler = @import("sampler.zig");
 const Cache = @import("cache_reader.zig").Cache;
-const SampleBatch = @import("sample_batch.zig").SampleBatch;
+const active_table = @import("active_table.zig");
+const ActiveTable = active_table.ActiveTable;
+const read_pipeline = @import("read_pipeline.zig");
 const thread_pool = @import("thread_pool.zig");
 const Diagnostic = @import("diagnostic.zig").Diagnostic;
 
-pub const Error = error{ InvalidArgument, InvalidCache, Io, OutOfMemory };
+pub const Error = error{ InvalidArgument, InvalidInput, InvalidCache, Io, OutOfMemory };
 
 pub const Options = struct {
     seed: u64,
@@ -23,10 +30,18 @@ pub const Dataset = struct {
     allocator: std.mem.Allocator,
     pool: *thread_pool.ThreadPool,
     options: Options,
+    key: sampler.Key,
     caches: []*Cache,
     /// Samples before cache i, so a global row maps to (cache_id, sample_id).
     cache_starts: []u64,
     sample_count: u64,
+
+    // Stream state, guarded by `mutex`.
+    mutex: std.Io.Mutex = .init,
+    table: *ActiveTable,
+    position: u64 = 0,
+    /// Set by `setEpochLen`; otherwise an epoch is the active table's row count.
+    epoch_len: ?u64 = null,
 
     pub fn open(
         allocator: std.mem.Allocator,
@@ -35,27 +50,18 @@ pub const Dataset = struct {
         options: Options,
         diagnostic: *Diagnostic,
     ) Error!*Dataset {
-        if (paths.len == 0) {
-            diagnostic.set("at least one cache path is required", .{});
-            return error.InvalidArgument;
-        }
-        if (paths.len > caches_max) {
-            diagnostic.set("{d} caches given; at most {d} are supported", .{ paths.len, caches_max });
-            return error.InvalidArgument;
-        }
-        if (options.prefetch_size == 0) {
-            diagnostic.set("prefetch_size must be at least 1", .{});
-            return error.InvalidArgument;
-        }
+        try validateOptions(paths.len, options, diagnostic);
         const dataset = try allocator.create(Dataset);
         errdefer allocator.destroy(dataset);
         dataset.* = .{
             .allocator = allocator,
             .pool = pool,
             .options = options,
+            .key = sampler.Key.fromSeed(options.seed),
             .caches = try allocator.alloc(*Cache, paths.len),
             .cache_starts = &.{},
             .sample_count = 0,
+            .table = undefined,
         };
         errdefer allocator.free(dataset.caches);
         dataset.cache_starts = try allocator.alloc(u64, paths.len);
@@ -67,91 +73,147 @@ pub const Dataset = struct {
             dataset.caches[opened] = cache;
             dataset.cache_starts[opened] = dataset.sample_count;
             opened += 1;
-            dataset.sample_count += cache.sampleCount();
+            dataset.sample_count = std.math.add(u64, dataset.sample_count, cache.sampleCount()) catch {
+                diagnostic.set("the caches hold more than 2^64 samples", .{});
+                return error.InvalidCache;
+            };
+            try checkSameSchema(dataset.caches[0], cache, diagnostic);
         }
         if (dataset.sample_count == 0) {
             diagnostic.set("the caches hold no samples", .{});
             return error.InvalidCache;
         }
+        dataset.table = try ActiveTable.createDefault(allocator, dataset.cache_starts, dataset.sample_count);
         return dataset;
     }
 
+    fn validateOptions(path_count: usize, options: Options, diagnostic: *Diagnostic) Error!void {
+        if (path_count == 0) {
+            diagnostic.set("at least one cache path is required", .{});
+            return error.InvalidArgument;
+        }
+        if (path_count > caches_max) {
+            diagnostic.set("{d} caches given; at most {d} are supported", .{ path_count, caches_max });
+            return error.InvalidArgument;
+        }
+        if (options.prefetch_size == 0) {
+            diagnostic.set("prefetch_size must be at least 1", .{});
+            return error.InvalidArgument;
+        }
+    }
+
+    fn checkSameSchema(first: *const Cache, other: *const Cache, diagnostic: *Diagnostic) Error!void {
+        const expected = first.schema();
+        const actual = other.schema();
+        const same = expected.len == actual.len and for (expected, actual) |a, b| {
+            if (a.kind != b.kind or !std.mem.eql(u8, a.name, b.name)) break false;
+        } else true;
+        if (!same) {
+            diagnostic.set("all caches must share the same metadata schema: {s} differs from {s}", .{ other.path, first.path });
+            return error.InvalidCache;
+        }
+    }
+
+    /// Waits for nothing: iterators hold their own table reference and the
+    /// caller (the binding) keeps the dataset alive while iterators exist.
     pub fn close(dataset: *Dataset) void {
+        dataset.table.release();
         for (dataset.caches) |cache| cache.close();
         dataset.allocator.free(dataset.caches);
         dataset.allocator.free(dataset.cache_starts);
         dataset.allocator.destroy(dataset);
     }
 
-    pub fn len(dataset: *const Dataset) u64 {
-        return dataset.sample_count;
+    pub fn schema(dataset: *const Dataset) []const types.Field {
+        return dataset.caches[0].schema();
     }
 
-    pub fn locate(dataset: *const Dataset, row: u64) Location {
-        std.debug.assert(row < dataset.sample_count);
-        return locateIn(dataset.cache_starts, row);
+    /// Samples the next iterator will yield.
+    pub fn len(dataset: *Dataset) u64 {
+        const io = system.io();
+        dataset.mutex.lockUncancelable(io);
+        defer dataset.mutex.unlock(io);
+        return dataset.epoch_len orelse dataset.table.row_count;
+    }
+
+    pub fn setEpochLen(dataset: *Dataset, epoch_len: u64, diagnostic: *Diagnostic) Error!void {
+        if (epoch_len < 1) {
+            diagnostic.set("epoch_len must be at least 1", .{});
+            return error.InvalidArgument;
+        }
+        const io = system.io();
+        dataset.mutex.lockUncancelable(io);
+        defer dataset.mutex.unlock(io);
+        dataset.epoch_len = epoch_len;
+    }
+
+    /// Installs `table` (already validated and built) and resets the stream.
+    pub fn replaceTable(dataset: *Dataset, table: *ActiveTable) void {
+        const io = system.io();
+        dataset.mutex.lockUncancelable(io);
+        const old = dataset.table;
+        dataset.table = table;
+        dataset.position = 0;
+        dataset.mutex.unlock(io);
+        old.release();
+    }
+
+    /// A reference to the current table; release it when done.
+    pub fn acquireTable(dataset: *Dataset) *ActiveTable {
+        const io = system.io();
+        dataset.mutex.lockUncancelable(io);
+        defer dataset.mutex.unlock(io);
+        return dataset.table.acquire();
+    }
+
+    /// Takes the next epoch of the stream: the snapshot an iterator reads.
+    pub fn takeEpoch(dataset: *Dataset) read_pipeline.Plan {
+        const io = system.io();
+        dataset.mutex.lockUncancelable(io);
+        defer dataset.mutex.unlock(io);
+        const count = dataset.epoch_len orelse dataset.table.row_count;
+        const plan: read_pipeline.Plan = .{
+            .caches = dataset.caches,
+            .table = dataset.table.acquire(),
+            .shuffle = dataset.options.shuffle,
+            .key = dataset.key,
+            .start = dataset.position,
+            .count = count,
+        };
+        // The stream position wraps after 2^64 draws, far beyond any training run.
+        dataset.position +%= count;
+        return plan;
     }
 };
 
-/// Walks the dataset once in physical order (cache by cache, row by row).
+/// An iterator over one epoch, read by the pool.
 pub const Iterator = struct {
     dataset: *Dataset,
-    position: u64 = 0,
-    end: u64,
-    scratch: Cache.SampleScratch,
+    pipeline: *read_pipeline.Pipeline,
 
     pub fn create(dataset: *Dataset) Error!*Iterator {
-        const iterator = try dataset.allocator.create(Iterator);
+        const allocator = dataset.allocator;
+        const iterator = try allocator.create(Iterator);
+        errdefer allocator.destroy(iterator);
+        const plan = dataset.takeEpoch();
+        errdefer plan.table.release();
         iterator.* = .{
             .dataset = dataset,
-            .end = dataset.len(),
-            .scratch = .{},
+            .pipeline = try read_pipeline.Pipeline.create(allocator, dataset.pool, plan, dataset.options.prefetch_size),
         };
         return iterator;
     }
 
     pub fn destroy(iterator: *Iterator) void {
-        const allocator = iterator.dataset.allocator;
-        iterator.scratch.deinit(allocator);
-        allocator.destroy(iterator);
+        iterator.pipeline.destroy();
+        iterator.dataset.allocator.destroy(iterator);
     }
 
-    /// The next batch of at most `samples_max` samples, or null at the end.
-    pub fn next(iterator: *Iterator, samples_max: u32, diagnostic: *Diagnostic) Error!?*SampleBatch {
-        if (iterator.position == iterator.end) return null;
-        const allocator = iterator.dataset.allocator;
-        const count: usize = @intCast(@min(@as(u64, @max(samples_max, 1)), iterator.end - iterator.position));
-        const batch = try allocator.create(SampleBatch);
-        errdefer allocator.destroy(batch);
-        batch.* = try SampleBatch.init(allocator, count);
-        errdefer batch.deinit(allocator);
-        for (0..count) |_| {
-            const location = iterator.dataset.locate(iterator.position);
-            const cache = iterator.dataset.caches[location.cache_id];
-            try cache.readSample(location.sample_id, &iterator.scratch, &batch.payloads, &batch.metadata_json, diagnostic);
-            try batch.closeSample(allocator, location.cache_id, location.sample_id);
-            iterator.position += 1;
-        }
-        return batch;
+    pub fn next(iterator: *Iterator, diagnostic: *Diagnostic) Error!?*@import("sample_batch.zig").SampleBatch {
+        return iterator.pipeline.next(diagnostic);
+    }
+
+    pub fn bytesHeld(iterator: *const Iterator) u64 {
+        return iterator.pipeline.bytes_held.load(.monotonic);
     }
 };
-
-pub const Location = struct { cache_id: u32, sample_id: u64 };
-
-fn locateIn(cache_starts: []const u64, row: u64) Location {
-    // The last cache whose start is <= row.
-    var low: usize = 0;
-    var high: usize = cache_starts.len;
-    while (high - low > 1) {
-        const middle = low + (high - low) / 2;
-        if (cache_starts[middle] <= row) low = middle else high = middle;
-    }
-    return .{ .cache_id = @intCast(low), .sample_id = row - cache_starts[low] };
-}
-
-test "global rows map to the cache that holds them, skipping empty caches" {
-    const starts = [_]u64{ 0, 3, 3, 10 };
-    try std.testing.expectEqual(Location{ .cache_id = 0, .sample_id = 2 }, locateIn(&starts, 2));
-    try std.testing.expectEqual(Location{ .cache_id = 2, .sample_id = 0 }, locateIn(&starts, 3));
-    try std.testing.expectEqual(Location{ .cache_id = 3, .sample_id = 5 }, locateIn(&starts, 15));
-}

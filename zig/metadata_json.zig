@@ -787,7 +787,7 @@ fn tokenEquals(token: Token, expected: Value) bool {
         .int => |integer| token == .number and !token.number.is_float and
             parseInt64(token.number.text) == integer,
         .float => |float| token == .number and token.number.is_float and
-            floatBitsEqual(std.fmt.parseFloat(f64, token.number.text) catch return false, float),
+            finiteFloatEquals(token.number.text, float),
         .string => |string| token == .string and if (token.string.escaped)
             unescapedEquals(token.string.body, string)
         else
@@ -795,9 +795,12 @@ fn tokenEquals(token: Token, expected: Value) bool {
     };
 }
 
-/// Floats are equal when their bits are, as `Value.eql` has it: -0.0 differs from 0.0.
-fn floatBitsEqual(a: f64, b: f64) bool {
-    return @as(u64, @bitCast(a)) == @as(u64, @bitCast(b));
+/// Whether the number `text` is finite and equal to `expected` bit for bit, as
+/// `Value.eql` has it (-0.0 differs from 0.0). Metadata floats are finite, so `1e999`
+/// matches nothing, not even an infinity in a damaged table.
+fn finiteFloatEquals(text: []const u8, expected: f64) bool {
+    const float = std.fmt.parseFloat(f64, text) catch return false;
+    return std.math.isFinite(float) and @as(u64, @bitCast(float)) == @as(u64, @bitCast(expected));
 }
 
 /// Bytes kept of a value quoted in a message.
@@ -1523,6 +1526,19 @@ test "verifyRecord accepts any key order, spacing, escapes and float spelling" {
             return err;
         };
     }
+}
+
+test "verifyRecord never matches a non-finite float" {
+    const schema = [_]Field{.{ .name = "x", .kind = .float }};
+    var diagnostic: Diagnostic = .{};
+    try testing.expectError(
+        error.MetadataMismatch,
+        verifyRecord(&schema, &.{.{ .float = std.math.inf(f64) }}, "{\"x\":1e999}", &diagnostic),
+    );
+    try testing.expectEqualStrings(
+        "record metadata field 'x' does not match metadata.arrow: the record has 1e999, the table has inf",
+        diagnostic.message(),
+    );
 }
 
 test "verifyRecord names the first field that differs" {

@@ -5,6 +5,7 @@ comptime {
 }
 
 test {
+    _ = @import("active_table.zig");
     _ = @import("arrow_ipc.zig");
     _ = @import("cache_reader.zig");
     _ = @import("cache_writer.zig");
@@ -17,8 +18,11 @@ test {
     _ = @import("lz4.zig");
     _ = @import("manifest.zig");
     _ = @import("metadata_json.zig");
+    _ = @import("metadata_table.zig");
     _ = @import("metadata_types.zig");
+    _ = @import("read_pipeline.zig");
     _ = @import("sample_batch.zig");
+    _ = @import("sampler.zig");
     _ = @import("sha256.zig");
     _ = @import("shard_record.zig");
     _ = @import("thread_pool.zig");

@@ -125,6 +125,24 @@ class Batch(Structure):
     ]
 
 
+class Buffer(Structure):
+    _fields_ = [("data", c_void_p), ("len", c_uint64)]
+
+
+class IntColumn(Structure):
+    _fields_ = [
+        ("values", c_void_p),
+        ("validity", c_void_p),
+        ("validity_offset", c_uint64),
+        ("is_signed", c_uint32),
+        ("reserved", c_uint32),
+    ]
+
+
+class FloatColumn(Structure):
+    _fields_ = [("values", c_void_p), ("validity", c_void_p), ("validity_offset", c_uint64)]
+
+
 def _library_path() -> Path:
     override = os.environ.get(LIBRARY_ENV)
     if override:
@@ -180,9 +198,18 @@ def _declare(library: ctypes.CDLL) -> None:
         ),
         "drt_dataset_destroy": ([handle], None),
         "drt_dataset_len": ([handle], c_uint64),
+        "drt_dataset_set_epoch_len": ([handle, c_uint64], c_int32),
+        "drt_buffer_release": ([POINTER(Buffer)], None),
+        "drt_dataset_schema_json": ([handle, POINTER(POINTER(Buffer))], c_int32),
+        "drt_dataset_metadata_arrow": ([handle, POINTER(POINTER(Buffer))], c_int32),
+        "drt_dataset_set_table": (
+            [handle, c_char_p, c_uint64, POINTER(IntColumn), POINTER(IntColumn), POINTER(FloatColumn)],
+            c_int32,
+        ),
         "drt_iterator_create": ([handle, POINTER(handle)], c_int32),
-        "drt_iterator_next": ([handle, c_uint32, POINTER(POINTER(Batch))], c_int32),
+        "drt_iterator_next": ([handle, POINTER(POINTER(Batch))], c_int32),
         "drt_batch_release": ([POINTER(Batch)], None),
+        "drt_iterator_bytes_held": ([handle], c_uint64),
         "drt_iterator_destroy": ([handle], None),
         "drt_lz4_compress_bound": ([c_uint64], c_uint64),
         "drt_lz4_compress": (
@@ -209,6 +236,17 @@ def check(status: int) -> None:
         return
     message = (lib.drt_last_error() or b"").decode("utf-8", errors="replace")
     raise _ERROR_TYPES.get(status, NativeRuntimeError)(message or f"status {status}", status)
+
+
+def take_buffer(function: object, handle: object) -> bytes:
+    """Call a ``drt_*(handle, drt_buffer **out)`` function and return a copy of the bytes."""
+    pointer = POINTER(Buffer)()
+    check(function(handle, ctypes.byref(pointer)))  # type: ignore[operator]
+    try:
+        buffer = pointer.contents
+        return ctypes.string_at(buffer.data, buffer.len) if buffer.len else b""
+    finally:
+        lib.drt_buffer_release(pointer)
 
 
 def lz4_compress(data: bytes) -> bytes:

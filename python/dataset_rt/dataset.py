@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import ctypes
+import io
+import json
+from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
 
 from dataset_rt import _native
 from dataset_rt.config import ReaderConfig
@@ -15,8 +20,8 @@ from dataset_rt.records import CachedSample
 if TYPE_CHECKING:
     from dataset_rt.runtime import RuntimeHandle
 
-# Samples per ctypes call; large enough to amortize the call, small enough to stay responsive.
-_BATCH_SAMPLES = 256
+IDENTITY_COLUMNS = ("cache_id", "sample_id")
+WEIGHT_COLUMN = "weight"
 
 
 class _DatasetHandle:
@@ -34,7 +39,9 @@ class _DatasetHandle:
         array = (ctypes.c_char_p * len(encoded))(*encoded)
         handle = ctypes.c_void_p()
         _native.check(
-            _native.lib.drt_dataset_open(runtime.value, array, len(encoded), ctypes.byref(options), ctypes.byref(handle))
+            _native.lib.drt_dataset_open(
+                runtime.value, array, len(encoded), ctypes.byref(options), ctypes.byref(handle)
+            )
         )
         self.value = handle
 
@@ -42,6 +49,128 @@ class _DatasetHandle:
         if getattr(self, "value", None):
             _native.lib.drt_dataset_destroy(self.value)
             self.value = None
+
+
+class SampleIterator(Iterator[CachedSample]):
+    """One epoch of samples in planned order.
+
+    Created by ``iter(dataset)``: it snapshots the dataset's active table,
+    weights and epoch length, and the core starts reading ahead at once.
+    Dropping or closing it mid-epoch stops the read-ahead and frees its memory.
+    """
+
+    def __init__(self, dataset: _DatasetHandle) -> None:
+        self._dataset = dataset  # keeps the native dataset (and runtime) alive
+        handle = ctypes.c_void_p()
+        _native.check(_native.lib.drt_iterator_create(dataset.value, ctypes.byref(handle)))
+        self._handle: ctypes.c_void_p | None = handle
+        self._ready: deque[CachedSample] = deque()
+        self._batch = ctypes.POINTER(_native.Batch)()
+
+    def __next__(self) -> CachedSample:
+        ready = self._ready
+        if not ready:
+            if self._handle is None or not self._fill():
+                raise StopIteration
+        return ready.popleft()
+
+    def _fill(self) -> bool:
+        batch = self._batch
+        _native.check(_native.lib.drt_iterator_next(self._handle, ctypes.byref(batch)))
+        if not batch:
+            self.close()
+            return False
+        try:
+            self._ready.extend(_unpack(batch.contents))
+        finally:
+            _native.lib.drt_batch_release(batch)
+        return True
+
+    def bytes_held(self) -> int:
+        """Bytes of samples the core has read ahead and still holds for this iterator."""
+        if self._handle is None:
+            return 0
+        return int(_native.lib.drt_iterator_bytes_held(self._handle))
+
+    def close(self) -> None:
+        """Stop reading ahead and release the native iterator."""
+        if self._handle is not None:
+            _native.lib.drt_iterator_destroy(self._handle)
+            self._handle = None
+
+    def __del__(self) -> None:
+        self.close()
+
+
+def _unpack(batch: _native.Batch) -> list[CachedSample]:
+    count = batch.count
+    payload_offsets = batch.payload_offsets[: count + 1]
+    metadata_offsets = batch.metadata_offsets[: count + 1]
+    cache_ids = batch.cache_ids[:count]
+    sample_ids = batch.sample_ids[:count]
+    payload_end = payload_offsets[count]
+    payloads = ctypes.string_at(batch.payloads, payload_end) if payload_end else b""
+    metadata = ctypes.string_at(batch.metadata_json, metadata_offsets[count])
+    return [
+        CachedSample(
+            payloads[payload_offsets[i] : payload_offsets[i + 1]],
+            MetadataRow(metadata[metadata_offsets[i] : metadata_offsets[i + 1]]),
+            cache_ids[i],
+            sample_ids[i],
+        )
+        for i in range(count)
+    ]
+
+
+_ARROW_TYPE_NAMES: dict[Any, str] = {
+    pl.Int8: "int8",
+    pl.Int16: "int16",
+    pl.Int32: "int32",
+    pl.Int64: "int64",
+    pl.UInt8: "uint8",
+    pl.UInt16: "uint16",
+    pl.UInt32: "uint32",
+    pl.UInt64: "uint64",
+    pl.Float32: "float32",
+    pl.Float64: "float64",
+    pl.Boolean: "bool",
+    pl.String: "utf8",
+}
+
+
+def _arrow_type_name(dtype: pl.DataType) -> str:
+    return _ARROW_TYPE_NAMES.get(dtype.base_type(), str(dtype))
+
+
+def _integer_column(frame: pl.DataFrame, name: str) -> tuple[_native.IntColumn, Any]:
+    """The column's buffers widened to 64 bits; the array is returned to keep them alive."""
+    series = frame.get_column(name) if name in frame.columns else None
+    if series is None or not series.dtype.is_integer():
+        return _native.IntColumn(), None
+    signed = series.dtype.is_signed_integer()
+    array = series.cast(pl.Int64 if signed else pl.UInt64).rechunk().to_arrow()
+    validity, values = array.buffers()[:2]
+    column = _native.IntColumn(
+        values=values.address + array.offset * 8,
+        validity=validity.address if validity is not None else None,
+        validity_offset=array.offset,
+        is_signed=int(signed),
+    )
+    return column, array
+
+
+def _float_column(frame: pl.DataFrame, name: str) -> tuple[_native.FloatColumn, Any]:
+    series = frame.get_column(name) if name in frame.columns else None
+    if series is None or not series.dtype.is_numeric():
+        return _native.FloatColumn(), None
+    array = series.cast(pl.Float64).rechunk().to_arrow()
+    validity, values = array.buffers()[:2]
+    column = _native.FloatColumn(
+        values=values.address + array.offset * 8,
+        validity=validity.address if validity is not None else None,
+        validity_offset=array.offset,
+    )
+    return column, array
 
 
 class CachedDataset:
@@ -65,49 +194,87 @@ class CachedDataset:
         dataset.cache_paths = paths
         dataset.reader_config = config
         dataset._handle = _DatasetHandle(runtime, paths, config)
+        dataset._extra_columns = None
+        dataset._stored_names = None
         return dataset
 
     def __len__(self) -> int:
-        """Samples one iteration yields (the epoch length)."""
+        """Samples the next iteration yields (the epoch length)."""
         return int(_native.lib.drt_dataset_len(self._handle.value))
 
-    def __iter__(self) -> Iterator[CachedSample]:
-        """Iterate one epoch of samples in the planned order."""
-        return _iterate(self._handle)
+    def __iter__(self) -> SampleIterator:
+        """Start the next epoch of the sample stream (see `ReaderConfig.shuffle`)."""
+        return SampleIterator(self._handle)
 
+    def set_epoch_len(self, epoch_len: int) -> None:
+        """Make every following iterator yield `epoch_len` (>= 1) samples.
 
-def _iterate(dataset: _DatasetHandle) -> Iterator[CachedSample]:
-    iterator = ctypes.c_void_p()
-    _native.check(_native.lib.drt_iterator_create(dataset.value, ctypes.byref(iterator)))
-    batch_pointer = ctypes.POINTER(_native.Batch)()
-    try:
-        while True:
-            _native.check(_native.lib.drt_iterator_next(iterator, _BATCH_SAMPLES, ctypes.byref(batch_pointer)))
-            if not batch_pointer:
-                return
-            try:
-                samples = _unpack(batch_pointer.contents)
-            finally:
-                _native.lib.drt_batch_release(batch_pointer)
-            yield from samples
-    finally:
-        _native.lib.drt_iterator_destroy(iterator)
+        Iterators continue the stream: with epoch_len 2 over rows 1..5 and
+        shuffle=False, successive iterators yield ``1 2``, ``3 4``, ``5 1``.
+        """
+        if isinstance(epoch_len, bool) or not isinstance(epoch_len, int):
+            raise TypeError(f"epoch_len must be an int, got {type(epoch_len).__name__}")
+        if epoch_len < 1:
+            raise ValueError("epoch_len must be at least 1")
+        _native.check(_native.lib.drt_dataset_set_epoch_len(self._handle.value, epoch_len))
 
+    def _stored_column_names(self) -> list[str]:
+        if self._stored_names is None:
+            schema = json.loads(_native.take_buffer(_native.lib.drt_dataset_schema_json, self._handle.value))
+            self._stored_names = [field["name"] for field in schema]
+        return self._stored_names
 
-def _unpack(batch: _native.Batch) -> list[CachedSample]:
-    count = batch.count
-    payload_offsets = batch.payload_offsets[: count + 1]
-    metadata_offsets = batch.metadata_offsets[: count + 1]
-    cache_ids = batch.cache_ids[:count]
-    sample_ids = batch.sample_ids[:count]
-    payloads = ctypes.string_at(batch.payloads, payload_offsets[count]) if payload_offsets[count] else b""
-    metadata = ctypes.string_at(batch.metadata_json, metadata_offsets[count])
-    return [
-        CachedSample(
-            payloads[payload_offsets[i] : payload_offsets[i + 1]],
-            MetadataRow(metadata[metadata_offsets[i] : metadata_offsets[i + 1]]),
-            cache_ids[i],
-            sample_ids[i],
+    def get_metadata(self) -> pl.DataFrame:
+        """The active table: ``cache_id | sample_id | <stored columns> | weight | <extra columns>``.
+
+        A copy: editing it changes nothing until it is passed to `update_metadata`.
+        """
+        data = _native.take_buffer(_native.lib.drt_dataset_metadata_arrow, self._handle.value)
+        frame = pl.read_ipc(io.BytesIO(data))
+        frame = frame.with_columns(pl.col(IDENTITY_COLUMNS).cast(pl.UInt64))
+        if self._extra_columns is not None:
+            frame = pl.concat([frame, self._extra_columns], how="horizontal")
+        return frame
+
+    def update_metadata(self, metadata: pl.DataFrame) -> None:
+        """Replace the active table (rows, order, weights) from a frame like `get_metadata`'s.
+
+        Rows may be filtered, reordered and duplicated; extra columns are kept.
+        The core validates the frame (identities known, stored columns with
+        their types, weights positive and finite) before anything changes, then
+        resets the stream position; the epoch length is kept.
+        """
+        if not isinstance(metadata, pl.DataFrame):
+            raise TypeError(f"metadata must be a polars DataFrame, got {type(metadata).__name__}")
+        columns = json.dumps([[name, _arrow_type_name(dtype)] for name, dtype in metadata.schema.items()])
+        cache_ids, cache_array = _integer_column(metadata, "cache_id")
+        sample_ids, sample_array = _integer_column(metadata, "sample_id")
+        weights, weight_array = _float_column(metadata, WEIGHT_COLUMN)
+        _native.check(
+            _native.lib.drt_dataset_set_table(
+                self._handle.value,
+                columns.encode(),
+                metadata.height,
+                ctypes.byref(cache_ids),
+                ctypes.byref(sample_ids),
+                ctypes.byref(weights),
+            )
         )
-        for i in range(count)
-    ]
+        del cache_array, sample_array, weight_array
+        known = {*IDENTITY_COLUMNS, WEIGHT_COLUMN, *self._stored_column_names()}
+        extras = [name for name in metadata.columns if name not in known]
+        self._extra_columns = metadata.select(extras) if extras else None
+
+    samples_metadata = get_metadata
+    set_samples_metadata = update_metadata
+
+    def to_torch_iterable_dataset(self) -> Any:
+        """A sized `torch.utils.data.IterableDataset` yielding this dataset's `CachedSample`s.
+
+        With ``DataLoader(num_workers=0)`` it yields exactly the dataset's
+        stream. DataLoader worker processes are refused with a clear error:
+        use ``DatasetRuntime(num_workers=N)`` for parallel reads instead.
+        """
+        from dataset_rt.torch_adapter import make_torch_iterable_dataset
+
+        return make_torch_iterable_dataset(self)

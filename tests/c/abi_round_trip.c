@@ -84,7 +84,7 @@ static int read_cache(drt_runtime *runtime, const char *base_dir) {
     uint32_t seen = 0;
     for (;;) {
         drt_batch *batch = NULL;
-        if (drt_iterator_next(iterator, 100, &batch) != DRT_OK) return fail("iterator_next");
+        if (drt_iterator_next(iterator, &batch) != DRT_OK) return fail("iterator_next");
         if (batch == NULL) break;
         for (uint64_t k = 0; k < batch->count; k++, seen++) {
             uint32_t i = seen;

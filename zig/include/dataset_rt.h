@@ -128,12 +128,56 @@ typedef struct drt_reader_options {
     uint32_t validate_cache; /* 0 or 1: verify every SHA-256 while loading */
 } drt_reader_options;
 
-/* Loads the caches in order (cache_id = position) and validates them. */
+/* Loads the caches in order (cache_id = position) and validates them. All caches
+ * must share one metadata schema. */
 int32_t drt_dataset_open(drt_runtime *runtime, const char *const *paths, uint32_t path_count,
                          const drt_reader_options *options, drt_dataset **out);
+/* Every iterator of the dataset must be destroyed first. */
 void drt_dataset_destroy(drt_dataset *dataset);
-/* Samples one iterator yields (the epoch length). */
-uint64_t drt_dataset_len(const drt_dataset *dataset);
+/* Samples the next iterator yields: the epoch length (default: the active rows). */
+uint64_t drt_dataset_len(drt_dataset *dataset);
+/* Sets the epoch length (>= 1); kept when the table is replaced. */
+int32_t drt_dataset_set_epoch_len(drt_dataset *dataset, uint64_t epoch_len);
+
+/* Core-owned bytes; release with drt_buffer_release. */
+typedef struct drt_buffer {
+    const uint8_t *data;
+    uint64_t len;
+} drt_buffer;
+void drt_buffer_release(drt_buffer *buffer);
+
+/* The stored metadata schema as JSON: [{"name": ..., "kind": "bool"|"int"|"float"|"string"}, ...]. */
+int32_t drt_dataset_schema_json(drt_dataset *dataset, drt_buffer **out);
+
+/* The active table as an Arrow IPC file:
+ * cache_id int64 | sample_id int64 | <stored columns by name> | weight float64. */
+int32_t drt_dataset_metadata_arrow(drt_dataset *dataset, drt_buffer **out);
+
+/* An Arrow integer column widened to 64 bits, with its optional validity bitmap. */
+typedef struct drt_int_column {
+    const uint64_t *values;
+    const uint8_t *validity; /* NULL: no nulls */
+    uint64_t validity_offset; /* in bits */
+    uint32_t is_signed;      /* values are int64 (1) or uint64 (0) */
+    uint32_t reserved;
+} drt_int_column;
+
+typedef struct drt_float_column {
+    const double *values;
+    const uint8_t *validity;
+    uint64_t validity_offset;
+} drt_float_column;
+
+/*
+ * Replaces the active table. columns_json lists every column of the caller's
+ * frame as a JSON array of [name, arrow_type] pairs (arrow_type: "int64",
+ * "uint32", "float64", "bool", "utf8", "large_utf8", ...). The core checks the
+ * columns, identities and weights, builds the sampler, then swaps the table and
+ * resets the stream position; on any error nothing changes.
+ */
+int32_t drt_dataset_set_table(drt_dataset *dataset, const char *columns_json, uint64_t row_count,
+                              const drt_int_column *cache_ids, const drt_int_column *sample_ids,
+                              const drt_float_column *weights);
 
 /* One batch of samples, in planned order. */
 typedef struct drt_batch {
@@ -146,10 +190,16 @@ typedef struct drt_batch {
     const uint64_t *sample_ids;
 } drt_batch;
 
+/* Snapshots the active table, weights and epoch length, takes the next epoch of
+ * the stream and starts reading ahead (at most min(num_workers, prefetch_size)
+ * reads in flight). */
 int32_t drt_iterator_create(drt_dataset *dataset, drt_iterator **out);
-/* Next batch of at most max_samples samples; *out is NULL at the end of the epoch. */
-int32_t drt_iterator_next(drt_iterator *iterator, uint32_t max_samples, drt_batch **out);
+/* Next batch in planned order; *out is NULL at the end of the epoch. */
+int32_t drt_iterator_next(drt_iterator *iterator, drt_batch **out);
 void drt_batch_release(drt_batch *batch);
+/* Bytes of samples read ahead and held by the iterator (not yet handed out). */
+uint64_t drt_iterator_bytes_held(const drt_iterator *iterator);
+/* Cancels read-ahead, waits for running reads and frees the iterator. */
 void drt_iterator_destroy(drt_iterator *iterator);
 
 /* ---- Codec utilities (the same code the cache uses) ------------------- */

@@ -1,0 +1,117 @@
+//! The active table: which samples a dataset draws from, in which order, with
+//! which weights. It is immutable once built and shared by reference count, so
+//! an iterator keeps the table it was created with while `update_metadata`
+//! installs a new one.
+const std = @import("std");
+const sampler = @import("sampler.zig");
+const Diagnostic = @import("diagnostic.zig").Diagnostic;
+
+pub const Location = struct { cache_id: u32, sample_id: u64 };
+
+pub const ActiveTable = struct {
+    allocator: std.mem.Allocator,
+    references: std.atomic.Value(u32) = .init(1),
+    row_count: u64,
+    /// Row i's sample; null means the default table: every sample of every
+    /// cache in physical order, found through `cache_starts`.
+    locations: ?[]Location = null,
+    /// Null means every weight is 1.0 (the default, not materialized).
+    weights: ?[]f64 = null,
+    /// Built only for shuffled datasets with materialized weights.
+    alias: ?sampler.AliasTable = null,
+    cache_starts: []const u64,
+
+    /// The default table over all samples; `cache_starts` must outlive it.
+    pub fn createDefault(allocator: std.mem.Allocator, cache_starts: []const u64, sample_count: u64) !*ActiveTable {
+        std.debug.assert(sample_count >= 1);
+        const table = try allocator.create(ActiveTable);
+        table.* = .{ .allocator = allocator, .row_count = sample_count, .cache_starts = cache_starts };
+        return table;
+    }
+
+    /// A table from validated rows and weights; takes ownership of both slices.
+    pub fn createExplicit(
+        allocator: std.mem.Allocator,
+        cache_starts: []const u64,
+        locations: []Location,
+        weights: []f64,
+        shuffle: bool,
+    ) !*ActiveTable {
+        std.debug.assert(locations.len == weights.len and locations.len >= 1);
+        const table = try allocator.create(ActiveTable);
+        errdefer allocator.destroy(table);
+        table.* = .{
+            .allocator = allocator,
+            .row_count = locations.len,
+            .locations = locations,
+            .weights = weights,
+            .cache_starts = cache_starts,
+        };
+        if (shuffle) table.alias = try sampler.AliasTable.build(allocator, weights);
+        return table;
+    }
+
+    pub fn acquire(table: *ActiveTable) *ActiveTable {
+        _ = table.references.fetchAdd(1, .monotonic);
+        return table;
+    }
+
+    pub fn release(table: *ActiveTable) void {
+        if (table.references.fetchSub(1, .acq_rel) != 1) return;
+        const allocator = table.allocator;
+        if (table.alias) |*alias| alias.deinit(allocator);
+        if (table.locations) |locations| allocator.free(locations);
+        if (table.weights) |weights| allocator.free(weights);
+        allocator.destroy(table);
+    }
+
+    pub fn location(table: *const ActiveTable, row: u64) Location {
+        std.debug.assert(row < table.row_count);
+        if (table.locations) |locations| return locations[@intCast(row)];
+        return locateDefault(table.cache_starts, row);
+    }
+
+    pub fn weight(table: *const ActiveTable, row: u64) f64 {
+        const weights = table.weights orelse return 1.0;
+        return weights[@intCast(row)];
+    }
+
+    /// The row drawn at stream `position`: the cyclic cursor when not shuffled,
+    /// else a weighted draw (see docs/determinism.md).
+    pub fn plannedRow(table: *const ActiveTable, shuffle: bool, key: sampler.Key, position: u64) u64 {
+        if (!shuffle) return sampler.cyclicRow(table.row_count, position);
+        if (table.alias) |*alias| return alias.draw(key, position);
+        const uniform = sampler.AliasTable.uniform(table.row_count);
+        return uniform.draw(key, position);
+    }
+};
+
+/// The cache holding global row `row` of the default table: the last cache whose
+/// first row is <= row (empty caches share their start with the next cache).
+pub fn locateDefault(cache_starts: []const u64, row: u64) Location {
+    var low: usize = 0;
+    var high: usize = cache_starts.len;
+    while (high - low > 1) {
+        const middle = low + (high - low) / 2;
+        if (cache_starts[middle] <= row) low = middle else high = middle;
+    }
+    return .{ .cache_id = @intCast(low), .sample_id = row - cache_starts[low] };
+}
+
+test "global rows map to the cache that holds them, skipping empty caches" {
+    const starts = [_]u64{ 0, 3, 3, 10 };
+    try std.testing.expectEqual(Location{ .cache_id = 0, .sample_id = 2 }, locateDefault(&starts, 2));
+    try std.testing.expectEqual(Location{ .cache_id = 2, .sample_id = 0 }, locateDefault(&starts, 3));
+    try std.testing.expectEqual(Location{ .cache_id = 3, .sample_id = 5 }, locateDefault(&starts, 15));
+}
+
+test "an unshuffled default table walks rows cyclically in physical order" {
+    const starts = [_]u64{ 0, 2 };
+    const table = try ActiveTable.createDefault(std.testing.allocator, &starts, 5);
+    defer table.release();
+    const key = sampler.Key.fromSeed(1);
+    var rows: [7]u64 = undefined;
+    for (&rows, 0..) |*row, position| row.* = table.plannedRow(false, key, position);
+    try std.testing.expectEqualSlices(u64, &.{ 0, 1, 2, 3, 4, 0, 1 }, &rows);
+    try std.testing.expectEqual(Location{ .cache_id = 1, .sample_id = 1 }, table.location(3));
+}

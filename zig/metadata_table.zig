@@ -1,0 +1,192 @@
+//! The dataset's metadata table as users see it: exported as Arrow
+//! (`cache_id | sample_id | <stored columns> | weight`) and replaced from
+//! identity and weight columns, after validating everything.
+const std = @import("std");
+const types = @import("metadata_types.zig");
+const arrow_ipc = @import("arrow_ipc.zig");
+const ColumnBuilder = @import("column_builder.zig").ColumnBuilder;
+const column_builder = @import("column_builder.zig");
+const active_table = @import("active_table.zig");
+const ActiveTable = active_table.ActiveTable;
+const Dataset = @import("dataset.zig").Dataset;
+const Diagnostic = @import("diagnostic.zig").Diagnostic;
+
+pub const Error = error{ InvalidInput, OutOfMemory };
+
+/// Arrow IPC file bytes of `table`'s rows in table order. Caller frees.
+pub fn exportArrow(allocator: std.mem.Allocator, dataset: *const Dataset, table: *const ActiveTable) Error![]u8 {
+    const row_count: usize = @intCast(table.row_count);
+    const cache_ids = try allocator.alloc(i64, row_count);
+    defer allocator.free(cache_ids);
+    const sample_ids = try allocator.alloc(i64, row_count);
+    defer allocator.free(sample_ids);
+    const weights = try allocator.alloc(f64, row_count);
+    defer allocator.free(weights);
+    const schema = dataset.schema();
+    const stored = try column_builder.initAll(allocator, schema);
+    defer {
+        column_builder.deinitAll(allocator, stored);
+        allocator.free(stored);
+    }
+    for (0..row_count) |row| {
+        const location = table.location(row);
+        cache_ids[row] = location.cache_id;
+        sample_ids[row] = @intCast(location.sample_id);
+        weights[row] = table.weight(row);
+        const cache = dataset.caches[location.cache_id];
+        for (stored, 0..) |*column, field_index| {
+            try column.append(allocator, cache.columns[field_index].values.get(@intCast(location.sample_id)));
+        }
+    }
+    const columns = try allocator.alloc(types.Column, schema.len + 3);
+    defer allocator.free(columns);
+    columns[0] = .{ .name = "cache_id", .values = .{ .int = cache_ids } };
+    columns[1] = .{ .name = "sample_id", .values = .{ .int = sample_ids } };
+    for (schema, stored, columns[2..][0..schema.len]) |field, *builder, *column| {
+        column.* = .{ .name = field.name, .values = builder.view() };
+    }
+    columns[schema.len + 2] = .{ .name = "weight", .values = .{ .float = weights } };
+    return arrow_ipc.writeFile(allocator, columns, table.row_count) catch |err| switch (err) {
+        error.OutOfMemory => error.OutOfMemory,
+        error.TooLarge => error.OutOfMemory,
+    };
+}
+
+/// One integer column as Arrow buffers: values (64-bit) and an optional validity bitmap.
+pub const IntegerColumn = struct {
+    values: ?[*]const u64,
+    validity: ?[*]const u8,
+    validity_offset: u64,
+    signed: bool,
+};
+
+pub const FloatColumn = struct {
+    values: ?[*]const f64,
+    validity: ?[*]const u8,
+    validity_offset: u64,
+};
+
+/// What `update_metadata` hands to the core: the frame's column names and
+/// Arrow types, and the buffers of the identity and weight columns.
+pub const Update = struct {
+    /// (name, Arrow type name) of every column of the frame.
+    columns: []const ColumnType,
+    row_count: u64,
+    cache_ids: IntegerColumn,
+    sample_ids: IntegerColumn,
+    weights: FloatColumn,
+};
+
+pub const ColumnType = struct { name: []const u8, arrow_type: []const u8 };
+
+const integer_types = [_][]const u8{ "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64" };
+const numeric_types = integer_types ++ [_][]const u8{ "float32", "float64" };
+
+fn arrowTypeOf(kind: types.Kind) []const u8 {
+    return switch (kind) {
+        .bool => "bool",
+        .int => "int64",
+        .float => "float64",
+        .string => "utf8",
+    };
+}
+
+fn findColumn(columns: []const ColumnType, name: []const u8) ?ColumnType {
+    for (columns) |column| if (std.mem.eql(u8, column.name, name)) return column;
+    return null;
+}
+
+fn isOneOf(name: []const u8, comptime names: []const []const u8) bool {
+    inline for (names) |candidate| if (std.mem.eql(u8, name, candidate)) return true;
+    return false;
+}
+
+fn isValid(validity: ?[*]const u8, offset: u64, row: u64) bool {
+    const bitmap = validity orelse return true;
+    const bit = offset + row;
+    return (bitmap[@intCast(bit / 8)] >> @intCast(bit % 8)) & 1 == 1;
+}
+
+/// Checks the frame's shape: required columns present with acceptable types,
+/// stored columns with their original types.
+pub fn checkColumns(dataset: *const Dataset, update: Update, diagnostic: *Diagnostic) Error!void {
+    if (update.row_count == 0) {
+        diagnostic.set("metadata table must include at least one sample", .{});
+        return error.InvalidInput;
+    }
+    inline for (.{ "cache_id", "sample_id", "weight" }) |required| {
+        const column = findColumn(update.columns, required) orelse {
+            diagnostic.set("samples metadata missing '{s}' column", .{required});
+            return error.InvalidInput;
+        };
+        const acceptable = comptime if (std.mem.eql(u8, required, "weight")) &numeric_types else &integer_types;
+        if (!isOneOf(column.arrow_type, acceptable)) {
+            const expected = if (std.mem.eql(u8, required, "weight")) "a numeric" else "an integer";
+            diagnostic.set("samples metadata column '{s}' must have {s} Arrow type, got {s}", .{ required, expected, column.arrow_type });
+            return error.InvalidInput;
+        }
+    }
+    for (dataset.schema()) |field| {
+        const column = findColumn(update.columns, field.name) orelse {
+            diagnostic.set("samples metadata missing '{s}' column", .{field.name});
+            return error.InvalidInput;
+        };
+        const expected = arrowTypeOf(field.kind);
+        const same = std.mem.eql(u8, column.arrow_type, expected) or
+            (field.kind == .string and std.mem.eql(u8, column.arrow_type, "large_utf8"));
+        if (!same) {
+            diagnostic.set("samples metadata column '{s}' must have Arrow type {s}, got {s}", .{ field.name, expected, column.arrow_type });
+            return error.InvalidInput;
+        }
+    }
+}
+
+/// Validates every row and builds the new active table.
+pub fn buildTable(allocator: std.mem.Allocator, dataset: *const Dataset, update: Update, diagnostic: *Diagnostic) Error!*ActiveTable {
+    try checkColumns(dataset, update, diagnostic);
+    const cache_ids = update.cache_ids.values orelse return missingBuffer("cache_id", diagnostic);
+    const sample_ids = update.sample_ids.values orelse return missingBuffer("sample_id", diagnostic);
+    const weight_values = update.weights.values orelse return missingBuffer("weight", diagnostic);
+    const row_count: usize = @intCast(update.row_count);
+    const locations = try allocator.alloc(active_table.Location, row_count);
+    errdefer allocator.free(locations);
+    const weights = try allocator.alloc(f64, row_count);
+    errdefer allocator.free(weights);
+    for (0..row_count) |row| {
+        const cache_id = try identityValue("cache_id", update.cache_ids, cache_ids[row], row, diagnostic);
+        const sample_id = try identityValue("sample_id", update.sample_ids, sample_ids[row], row, diagnostic);
+        if (cache_id >= dataset.caches.len or sample_id >= dataset.caches[@intCast(cache_id)].sampleCount()) {
+            diagnostic.set("unknown samples metadata row identity (cache_id={d}, sample_id={d}) in row {d}", .{ cache_id, sample_id, row });
+            return error.InvalidInput;
+        }
+        locations[row] = .{ .cache_id = @intCast(cache_id), .sample_id = sample_id };
+        if (!isValid(update.weights.validity, update.weights.validity_offset, row)) {
+            diagnostic.set("samples metadata column 'weight' must be non-null (row {d})", .{row});
+            return error.InvalidInput;
+        }
+        const weight = weight_values[row];
+        if (!(std.math.isFinite(weight) and weight > 0)) {
+            diagnostic.set("samples metadata weights must be positive and finite, got {d} in row {d}", .{ weight, row });
+            return error.InvalidInput;
+        }
+        weights[row] = weight;
+    }
+    return ActiveTable.createExplicit(allocator, dataset.cache_starts, locations, weights, dataset.options.shuffle) catch return error.OutOfMemory;
+}
+
+fn missingBuffer(name: []const u8, diagnostic: *Diagnostic) Error {
+    diagnostic.set("samples metadata column '{s}' has no value buffer", .{name});
+    return error.InvalidInput;
+}
+
+fn identityValue(name: []const u8, column: IntegerColumn, raw: u64, row: usize, diagnostic: *Diagnostic) Error!u64 {
+    if (!isValid(column.validity, column.validity_offset, row)) {
+        diagnostic.set("samples metadata column '{s}' must be non-null (row {d})", .{ name, row });
+        return error.InvalidInput;
+    }
+    if (column.signed and @as(i64, @bitCast(raw)) < 0) {
+        diagnostic.set("samples metadata column '{s}' must be non-negative, got {d} in row {d}", .{ name, @as(i64, @bitCast(raw)), row });
+        return error.InvalidInput;
+    }
+    return raw;
+}

@@ -1,0 +1,200 @@
+//! One iterator's read pipeline: planner -> bounded reads on the pool ->
+//! reorder buffer -> batches for the caller.
+//!
+//! The planned samples are cut into chunks. At most `window` chunks are in
+//! flight at once (window = min(num_workers, prefetch_size)); each is one pool
+//! job that reads its samples into a batch of its own. `next` hands out chunks
+//! strictly in planned order, whatever order the workers finish in, and only
+//! then submits the next chunk: a consumer that stops calling `next` stops all
+//! reading, so memory stays bounded by the window.
+const std = @import("std");
+const system = @import("system.zig");
+const sampler = @import("sampler.zig");
+const thread_pool = @import("thread_pool.zig");
+const ActiveTable = @import("active_table.zig").ActiveTable;
+const Cache = @import("cache_reader.zig").Cache;
+const SampleBatch = @import("sample_batch.zig").SampleBatch;
+const Diagnostic = @import("diagnostic.zig").Diagnostic;
+
+pub const Error = error{ InvalidCache, Io, OutOfMemory };
+
+/// Chunks never exceed this many samples, so one chunk stays a modest allocation.
+pub const chunk_samples_max = 1024;
+
+/// What an iterator reads: fixed at creation (the snapshot).
+pub const Plan = struct {
+    caches: []const *Cache,
+    table: *ActiveTable,
+    shuffle: bool,
+    key: sampler.Key,
+    /// Stream positions start .. start + count.
+    start: u64,
+    count: u64,
+};
+
+const Chunk = struct {
+    job: thread_pool.Job = .{ .run = Pipeline.runChunk },
+    pipeline: *Pipeline,
+    state: enum { idle, running, done } = .idle,
+    /// Planned indexes first .. first + count (relative to the plan's start).
+    first: u64 = 0,
+    count: u32 = 0,
+    batch: ?*SampleBatch = null,
+    failure: ?Error = null,
+    diagnostic: Diagnostic = .{},
+};
+
+pub const Pipeline = struct {
+    allocator: std.mem.Allocator,
+    pool: *thread_pool.ThreadPool,
+    plan: Plan,
+    chunk_samples: u32,
+    chunks: []Chunk,
+    /// Planned index of the next chunk to submit / to hand out.
+    next_submit: u64 = 0,
+    next_deliver: u64 = 0,
+    mutex: std.Io.Mutex = .init,
+    finished: std.Io.Condition = .init,
+    cancelled: std.atomic.Value(bool) = .init(false),
+    /// Payload and metadata bytes of batches the pipeline holds (in flight or
+    /// read but not yet handed out): the memory a stalled consumer pins.
+    bytes_held: std.atomic.Value(u64) = .init(0),
+
+    pub fn create(
+        allocator: std.mem.Allocator,
+        pool: *thread_pool.ThreadPool,
+        plan: Plan,
+        prefetch_size: u32,
+    ) Error!*Pipeline {
+        std.debug.assert(prefetch_size >= 1);
+        const window: u32 = @max(1, @min(pool.workerCount(), prefetch_size));
+        const chunk_samples: u32 = std.math.clamp(prefetch_size / window, 1, chunk_samples_max);
+        const pipeline = try allocator.create(Pipeline);
+        errdefer allocator.destroy(pipeline);
+        pipeline.* = .{
+            .allocator = allocator,
+            .pool = pool,
+            .plan = plan,
+            .chunk_samples = chunk_samples,
+            .chunks = try allocator.alloc(Chunk, window),
+        };
+        for (pipeline.chunks) |*chunk| chunk.* = .{ .pipeline = pipeline };
+        pipeline.submitAvailable();
+        return pipeline;
+    }
+
+    /// Cancels outstanding reads, waits for running jobs and frees everything.
+    /// The plan's table reference is released too.
+    pub fn destroy(pipeline: *Pipeline) void {
+        const io = system.io();
+        pipeline.cancelled.store(true, .release);
+        pipeline.mutex.lockUncancelable(io);
+        for (pipeline.chunks) |*chunk| {
+            while (chunk.state == .running) pipeline.finished.waitUncancelable(io, &pipeline.mutex);
+        }
+        pipeline.mutex.unlock(io);
+        for (pipeline.chunks) |*chunk| pipeline.dropBatch(chunk);
+        pipeline.plan.table.release();
+        pipeline.allocator.free(pipeline.chunks);
+        pipeline.allocator.destroy(pipeline);
+    }
+
+    /// The next batch in planned order, or null at the end of the plan.
+    /// The caller owns the batch (free with `releaseBatch`).
+    pub fn next(pipeline: *Pipeline, diagnostic: *Diagnostic) Error!?*SampleBatch {
+        if (pipeline.next_deliver >= pipeline.plan.count) return null;
+        const io = system.io();
+        const chunk = pipeline.chunkFor(pipeline.next_deliver);
+        pipeline.mutex.lockUncancelable(io);
+        while (chunk.state == .running) pipeline.finished.waitUncancelable(io, &pipeline.mutex);
+        pipeline.mutex.unlock(io);
+        std.debug.assert(chunk.state == .done and chunk.first == pipeline.next_deliver);
+        if (chunk.failure) |failure| {
+            diagnostic.* = chunk.diagnostic;
+            return failure;
+        }
+        const batch = chunk.batch.?;
+        chunk.batch = null;
+        chunk.state = .idle;
+        _ = pipeline.bytes_held.fetchSub(batchBytes(batch), .monotonic);
+        pipeline.next_deliver += chunk.count;
+        pipeline.submitAvailable();
+        return batch;
+    }
+
+    pub fn releaseBatch(allocator: std.mem.Allocator, batch: *SampleBatch) void {
+        batch.deinit(allocator);
+        allocator.destroy(batch);
+    }
+
+    fn chunkFor(pipeline: *Pipeline, first: u64) *Chunk {
+        const index = (first / pipeline.chunk_samples) % pipeline.chunks.len;
+        return &pipeline.chunks[@intCast(index)];
+    }
+
+    /// Fills every idle slot of the window with the next chunks of the plan.
+    fn submitAvailable(pipeline: *Pipeline) void {
+        // A slot is free once the chunk that used it before has been handed out;
+        // decided from the consumer's own counters, never from a worker's state.
+        const window_samples = pipeline.chunks.len * pipeline.chunk_samples;
+        while (pipeline.next_submit < pipeline.plan.count and pipeline.next_submit < pipeline.next_deliver + window_samples) {
+            const chunk = pipeline.chunkFor(pipeline.next_submit);
+            std.debug.assert(chunk.state == .idle);
+            chunk.first = pipeline.next_submit;
+            chunk.count = @intCast(@min(pipeline.chunk_samples, pipeline.plan.count - pipeline.next_submit));
+            chunk.failure = null;
+            chunk.diagnostic = .{};
+            chunk.state = .running;
+            pipeline.next_submit += chunk.count;
+            pipeline.pool.submit(&chunk.job);
+        }
+    }
+
+    fn runChunk(job: *thread_pool.Job) void {
+        const chunk: *Chunk = @fieldParentPtr("job", job);
+        const pipeline = chunk.pipeline;
+        if (!pipeline.cancelled.load(.acquire)) {
+            pipeline.readChunk(chunk) catch |err| {
+                chunk.failure = err;
+                if (err == error.OutOfMemory and chunk.diagnostic.len == 0) chunk.diagnostic.set("out of memory while reading samples", .{});
+            };
+        }
+        const io = system.io();
+        pipeline.mutex.lockUncancelable(io);
+        chunk.state = .done;
+        pipeline.finished.broadcast(io);
+        pipeline.mutex.unlock(io);
+    }
+
+    fn readChunk(pipeline: *Pipeline, chunk: *Chunk) Error!void {
+        const allocator = pipeline.allocator;
+        const plan = &pipeline.plan;
+        const batch = try allocator.create(SampleBatch);
+        errdefer allocator.destroy(batch);
+        batch.* = try SampleBatch.init(allocator, chunk.count);
+        errdefer batch.deinit(allocator);
+        var scratch: Cache.SampleScratch = .{};
+        defer scratch.deinit(allocator);
+        for (0..chunk.count) |offset| {
+            if (pipeline.cancelled.load(.monotonic)) break;
+            const row = plan.table.plannedRow(plan.shuffle, plan.key, plan.start + chunk.first + offset);
+            const location = plan.table.location(row);
+            const cache = plan.caches[location.cache_id];
+            try cache.readSample(location.sample_id, &scratch, &batch.payloads, &batch.metadata_json, &chunk.diagnostic);
+            try batch.closeSample(allocator, location.cache_id, location.sample_id);
+        }
+        chunk.batch = batch;
+        _ = pipeline.bytes_held.fetchAdd(batchBytes(batch), .monotonic);
+    }
+
+    fn dropBatch(pipeline: *Pipeline, chunk: *Chunk) void {
+        const batch = chunk.batch orelse return;
+        _ = pipeline.bytes_held.fetchSub(batchBytes(batch), .monotonic);
+        releaseBatch(pipeline.allocator, batch);
+        chunk.batch = null;
+    }
+
+    fn batchBytes(batch: *const SampleBatch) u64 {
+        return batch.payloads.items.len + batch.metadata_json.items.len;
+    }
+};
