@@ -322,10 +322,7 @@ pub const Cache = struct {
         try scratch.values.resize(allocator, cache.columns.len);
         const values = scratch.values.items;
         for (cache.columns, values) |column, *value| value.* = column.values.get(@intCast(sample_id));
-        metadata_json.verifyRecord(cache.schema(), values, parts.metadata_json, diagnostic) catch {
-            diagnostic.prefix("embedded metadata disagrees with metadata.arrow: ", .{});
-            return error.InvalidCache;
-        };
+        metadata_json.verifyRecord(cache.schema(), values, parts.metadata_json, diagnostic) catch return error.InvalidCache;
         metadata_json.writeCanonical(allocator, cache.schema(), values, metadata_out) catch return error.OutOfMemory;
 
         const payload_len: usize = @intCast(parts.payload_len);

@@ -66,13 +66,10 @@ pub const Dataset = struct {
         errdefer allocator.free(dataset.caches);
         dataset.cache_starts = try allocator.alloc(u64, paths.len);
         errdefer allocator.free(dataset.cache_starts);
-        var opened: usize = 0;
-        errdefer for (dataset.caches[0..opened]) |cache| cache.close();
-        for (paths) |path| {
-            const cache = try Cache.open(allocator, path, options.validate_cache, diagnostic);
-            dataset.caches[opened] = cache;
-            dataset.cache_starts[opened] = dataset.sample_count;
-            opened += 1;
+        try openCaches(allocator, pool, paths, options.validate_cache, dataset.caches, diagnostic);
+        errdefer for (dataset.caches) |cache| cache.close();
+        for (dataset.caches, dataset.cache_starts) |cache, *start| {
+            start.* = dataset.sample_count;
             dataset.sample_count = std.math.add(u64, dataset.sample_count, cache.sampleCount()) catch {
                 diagnostic.set("the caches hold more than 2^64 samples", .{});
                 return error.InvalidCache;
@@ -86,6 +83,62 @@ pub const Dataset = struct {
         dataset.table = try ActiveTable.createDefault(allocator, dataset.cache_starts, dataset.sample_count);
         return dataset;
     }
+
+    /// Opens every cache on the pool, at most `workerCount` at a time. On any
+    /// failure every opened cache is closed and the first failure (in path
+    /// order) is reported, so a dataset is never half-valid.
+    fn openCaches(
+        allocator: std.mem.Allocator,
+        pool: *thread_pool.ThreadPool,
+        paths: []const []const u8,
+        validate_hashes: bool,
+        caches_out: []*Cache,
+        diagnostic: *Diagnostic,
+    ) Error!void {
+        const jobs = try allocator.alloc(OpenJob, paths.len);
+        defer allocator.free(jobs);
+        for (jobs, paths) |*job, path| job.* = .{ .path = path, .validate_hashes = validate_hashes, .allocator = allocator };
+        var wave_start: usize = 0;
+        while (wave_start < jobs.len) {
+            const wave = jobs[wave_start..@min(jobs.len, wave_start + pool.workerCount())];
+            var group: thread_pool.WaitGroup = .{};
+            group.add(wave.len);
+            for (wave) |*job| {
+                job.group = &group;
+                pool.submit(&job.job);
+            }
+            group.wait();
+            wave_start += wave.len;
+        }
+        for (jobs) |*job| {
+            if (job.failure) |failure| {
+                for (jobs) |*other| if (other.cache) |cache| cache.close();
+                diagnostic.* = job.diagnostic;
+                return failure;
+            }
+        }
+        for (jobs, caches_out) |job, *cache| cache.* = job.cache.?;
+    }
+
+    const OpenJob = struct {
+        job: thread_pool.Job = .{ .run = run },
+        allocator: std.mem.Allocator,
+        path: []const u8,
+        validate_hashes: bool,
+        group: *thread_pool.WaitGroup = undefined,
+        cache: ?*Cache = null,
+        failure: ?Error = null,
+        diagnostic: Diagnostic = .{},
+
+        fn run(job: *thread_pool.Job) void {
+            const open_job: *OpenJob = @fieldParentPtr("job", job);
+            open_job.cache = Cache.open(open_job.allocator, open_job.path, open_job.validate_hashes, &open_job.diagnostic) catch |err| blk: {
+                open_job.failure = err;
+                break :blk null;
+            };
+            open_job.group.finish();
+        }
+    };
 
     fn validateOptions(path_count: usize, options: Options, diagnostic: *Diagnostic) Error!void {
         if (path_count == 0) {

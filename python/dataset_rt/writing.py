@@ -26,8 +26,10 @@ from dataset_rt.records import CacheSource, CacheWriteError, CacheWriteResult, C
 _BATCH_SAMPLES_MIN = 256
 _BATCH_BYTES_MAX = 8 * 1024 * 1024
 
+# Raw UTF-8 (not \u escapes) so that a lone surrogate reaches the core as invalid
+# UTF-8 and is rejected there, instead of being paired up by the JSON escape rules.
 _encode_metadata = json.JSONEncoder(
-    ensure_ascii=True, allow_nan=True, check_circular=False, separators=(",", ":")
+    ensure_ascii=False, allow_nan=True, check_circular=False, separators=(",", ":")
 ).encode
 
 
@@ -172,7 +174,7 @@ class BatchBuilder:
         )
         joined = b"".join(self.payloads)
         try:
-            metadata = _encode_metadata(self.metadatas).encode("ascii")
+            metadata = _encode_metadata(self.metadatas).encode("utf-8", "surrogatepass")
         except (TypeError, ValueError):
             raise SampleError(_describe_unserializable(self.metadatas, self.first_index)) from None
         self.first_index += count
