@@ -18,9 +18,15 @@ class MetadataRow(Mapping[str, Any]):
 
     __slots__ = ("_text", "_values")
 
-    def __init__(self, text: bytes) -> None:
-        self._text = text
-        self._values: dict[str, Any] | None = None
+    def __init__(self, source: bytes | Mapping[str, Any]) -> None:
+        # The binding passes the core's JSON; libraries that rebuild mappings as
+        # type(m)(dict) (torch's default_convert does) pass a mapping.
+        if isinstance(source, (bytes, bytearray, str)):
+            self._text = source
+            self._values: dict[str, Any] | None = None
+        else:
+            self._text = b""
+            self._values = dict(source)
 
     def _decoded(self) -> dict[str, Any]:
         values = self._values

@@ -20,7 +20,7 @@ from dataset_rt import _native
 from dataset_rt.config import WriterConfig
 from dataset_rt.profiling import WriterProfile
 from dataset_rt.progress import WriteProgress
-from dataset_rt.records import CacheSource, CacheWriteError, CacheWriteResult, CacheWriteSuccess
+from dataset_rt.records import CacheInput, CacheSource, CacheWriteError, CacheWriteResult, CacheWriteSuccess
 
 # A batch closes at whichever bound it reaches first.
 _BATCH_SAMPLES_MIN = 256
@@ -102,31 +102,32 @@ class NativeWriter:
             self._handle = ctypes.c_void_p()
 
 
-def _payload_view(data: object, index: int) -> bytes | bytearray | memoryview:
-    if type(data) is bytes or type(data) is bytearray:
-        return data  # type: ignore[return-value]
-    if isinstance(data, (bytes, bytearray)):
+def _payload_bytes(data: object, index: int) -> bytes:
+    """The payload as immutable bytes, copied now so later edits of a reused buffer cannot leak in."""
+    if isinstance(data, bytes):
         return data
+    if isinstance(data, bytearray):
+        return bytes(data)
     if isinstance(data, memoryview):
         if not data.c_contiguous:
             raise SampleError(f"sample {index}: payload memoryview must be C-contiguous")
-        return data
-    raise SampleError(f"sample {index}: payload must be bytes, bytearray or memoryview, got {type(data).__name__}")
+        return data.tobytes()
+    raise SampleError(
+        f"sample {index}: payload must be bytes, bytearray or memoryview, got {type(data).__name__}"
+    )
 
 
-def _check_metadata_shape(metadata: object, index: int) -> dict[str, Any]:
+def _metadata_copy(metadata: object, index: int) -> dict[str, Any]:
+    """A private copy of the metadata mapping after checking every key is a str."""
     if not isinstance(metadata, Mapping):
-        raise SampleError(f"sample {index}: metadata must be a mapping of str to bool/int/float/str, got {type(metadata).__name__}")
+        raise SampleError(
+            f"sample {index}: metadata must be a mapping of str to bool/int/float/str, "
+            f"got {type(metadata).__name__}"
+        )
     for key in metadata:
         if not isinstance(key, str):
             raise SampleError(f"sample {index}: metadata key {key!r} must be a str, got {type(key).__name__}")
-    return metadata if type(metadata) is dict else dict(metadata)
-
-
-def _unpack_sample(item: object, index: int) -> tuple[object, object]:
-    if isinstance(item, tuple) and len(item) == 2:
-        return item
-    raise SampleError(f"sample {index}: expected CacheInput(data, metadata), got {type(item).__name__}")
+    return dict(metadata)
 
 
 def _describe_unserializable(metadatas: list[dict[str, Any]], first_index: int) -> str:
@@ -142,46 +143,17 @@ def _describe_unserializable(metadatas: list[dict[str, Any]], first_index: int) 
     return f"samples {first_index}..{first_index + len(metadatas) - 1}: metadata cannot be serialized"
 
 
-class BatchBuilder:
-    """Collects samples until a batch is full, then serializes it for the core."""
-
-    def __init__(self, samples_max: int) -> None:
-        self.samples_max = samples_max
-        self.first_index = 0
-        self.payloads: list[bytes | bytearray | memoryview] = []
-        self.metadatas: list[dict[str, Any]] = []
-        self.byte_count = 0
-        self._known_keys: Any = None
-
-    def add(self, item: object, index: int) -> bool:
-        """Add one sample; True when the batch should be pushed."""
-        data, metadata = _unpack_sample(item, index)
-        payload = _payload_view(data, index)
-        # Keys identical to an already-checked sample's are all str: skip the per-key check.
-        if type(metadata) is not dict or metadata.keys() != self._known_keys:
-            metadata = _check_metadata_shape(metadata, index)
-            self._known_keys = metadata.keys()
-        self.payloads.append(payload)
-        self.metadatas.append(metadata)  # type: ignore[arg-type]
-        self.byte_count += len(payload) if not isinstance(payload, memoryview) else payload.nbytes
-        return len(self.payloads) >= self.samples_max or self.byte_count >= _BATCH_BYTES_MAX
-
-    def take(self) -> tuple[bytes, ctypes.Array[ctypes.c_uint64], int, bytes]:
-        """Serialize and reset: (joined payloads, lengths, count, metadata JSON array)."""
-        count = len(self.payloads)
-        lengths = (ctypes.c_uint64 * count)(
-            *[p.nbytes if isinstance(p, memoryview) else len(p) for p in self.payloads]
-        )
-        joined = b"".join(self.payloads)
-        try:
-            metadata = _encode_metadata(self.metadatas).encode("utf-8", "surrogatepass")
-        except (TypeError, ValueError):
-            raise SampleError(_describe_unserializable(self.metadatas, self.first_index)) from None
-        self.first_index += count
-        self.payloads = []
-        self.metadatas = []
-        self.byte_count = 0
-        return joined, lengths, count, metadata
+def _serialize(
+    payloads: list[bytes], metadatas: list[dict[str, Any]], first_index: int
+) -> tuple[bytes, ctypes.Array[ctypes.c_uint64], int, bytes]:
+    """One batch for the core: (joined payloads, lengths, count, metadata JSON array)."""
+    count = len(payloads)
+    lengths = (ctypes.c_uint64 * count)(*map(len, payloads))
+    try:
+        metadata = _encode_metadata(metadatas).encode("utf-8", "surrogatepass")
+    except (TypeError, ValueError):
+        raise SampleError(_describe_unserializable(metadatas, first_index)) from None
+    return b"".join(payloads), lengths, count, metadata
 
 
 def write_source(
@@ -191,40 +163,65 @@ def write_source(
     progress: WriteProgress,
     profile: WriterProfile,
 ) -> Path:
-    """Pull every sample of `source` into `writer` and publish the cache."""
-    builder = BatchBuilder(max(config.prefetch_size, _BATCH_SAMPLES_MIN))
-    iterator = iter(source)
-    index = 0
+    """Pull every sample of `source` into `writer` and publish the cache.
+
+    The loop is the writer's Python hot path: per sample it checks the shape and
+    takes private copies (the source may reuse its dict or buffer); everything
+    else happens per batch.
+    """
+    samples_max = max(config.prefetch_size, _BATCH_SAMPLES_MIN)
     timed = profile.enabled
     clock = time.perf_counter
-    while True:
-        started = clock() if timed else 0.0
-        try:
-            item = next(iterator)
-        except StopIteration:
-            break
+    payloads: list[bytes] = []
+    metadatas: list[dict[str, Any]] = []
+    batch_bytes = 0
+    first_index = 0
+    index = 0
+    # Keys equal to an already-checked sample's are all str: the per-key check is skipped.
+    known_keys: frozenset[str] = frozenset()
+    iterator = iter(source)
+    started = clock() if timed else 0.0
+    for item in iterator:
         if timed:
             profile.add("python_next", clock() - started)
             started = clock()
-        full = builder.add(item, index)
+        if type(item) is not CacheInput and not (isinstance(item, tuple) and len(item) == 2):
+            raise SampleError(f"sample {index}: expected CacheInput(data, metadata), got {type(item).__name__}")
+        data, metadata = item
+        payload = data if type(data) is bytes else _payload_bytes(data, index)
+        if type(metadata) is dict and metadata.keys() == known_keys:
+            metadata = metadata.copy()
+        else:
+            metadata = _metadata_copy(metadata, index)
+            known_keys = frozenset(metadata)
+        payloads.append(payload)
+        metadatas.append(metadata)
+        batch_bytes += len(payload)
         index += 1
-        if full:
-            _push(writer, builder, profile, progress)
+        if len(payloads) >= samples_max or batch_bytes >= _BATCH_BYTES_MAX:
+            _push(writer, _serialize(payloads, metadatas, first_index), profile, progress)
+            first_index = index
+            payloads, metadatas, batch_bytes = [], [], 0
         if timed:
             profile.add("python_extract", clock() - started)
-    if builder.payloads:
-        _push(writer, builder, profile, progress)
+            started = clock()
+    if payloads:
+        _push(writer, _serialize(payloads, metadatas, first_index), profile, progress)
     path = writer.finish()
     stats = writer.stats()
     progress.finish_source(stats.samples_committed, stats.payload_bytes_committed)
     return path
 
 
-def _push(writer: NativeWriter, builder: BatchBuilder, profile: WriterProfile, progress: WriteProgress) -> None:
-    started = time.perf_counter() if profile.enabled else 0.0
-    joined, lengths, count, metadata = builder.take()
+def _push(
+    writer: NativeWriter,
+    batch: tuple[bytes, ctypes.Array[ctypes.c_uint64], int, bytes],
+    profile: WriterProfile,
+    progress: WriteProgress,
+) -> None:
+    joined, lengths, count, metadata = batch
     if profile.enabled:
-        profile.add("python_extract", time.perf_counter() - started, len(joined))
+        profile.add("python_extract", 0.0, len(joined))
     writer.push(joined, lengths, count, metadata)
     stats = writer.stats()
     progress.update(stats.samples_committed, stats.payload_bytes_committed)

@@ -1,0 +1,177 @@
+"""A slow or stalled consumer keeps the reader's memory bounded (SPEC 6).
+
+The cache is ~125 MiB; an iterator may hold only its prefetch window of it.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import QUIET
+from dataset_rt import CachedDataset, CacheInput, DatasetRuntime, ReaderConfig
+
+SAMPLE_BYTES = 64 * 1024
+SAMPLES = 2000
+CACHE_BYTES = SAMPLE_BYTES * SAMPLES
+MIB = 1024 * 1024
+# Far below the cache size, far above any prefetch window used here.
+RSS_GROWTH_MAX = 32 * MIB
+
+
+def payload(i: int) -> bytes:
+    return i.to_bytes(8, "little") * (SAMPLE_BYTES // 8)
+
+
+class BigSource:
+    name = "big"
+
+    def __iter__(self):  # noqa: ANN204
+        for i in range(SAMPLES):
+            yield CacheInput(payload(i), {"i": i})
+
+
+def rss() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS in /proc/self/status")
+
+
+def window_bound(prefetch_size: int) -> int:
+    """Prefetch window x sample size, with a factor 2 and one sample of slack for framing."""
+    return 2 * prefetch_size * SAMPLE_BYTES + SAMPLE_BYTES
+
+
+@pytest.fixture(scope="module")
+def big_cache(tmp_path_factory: pytest.TempPathFactory, runtime: DatasetRuntime) -> Path:
+    base = tmp_path_factory.mktemp("memory")
+    [result] = runtime.write_cache(BigSource(), base, writer_config=QUIET)
+    return result.path
+
+
+@pytest.fixture(scope="module")
+def pool() -> DatasetRuntime:
+    return DatasetRuntime(num_workers=2)
+
+
+def load(
+    pool: DatasetRuntime, path: Path, *, prefetch_size: int, shuffle: bool = False
+) -> CachedDataset:
+    return pool.cached_dataset(
+        [path], reader_config=ReaderConfig(seed=1, prefetch_size=prefetch_size, shuffle=shuffle)
+    )
+
+
+def wait_for_read_ahead(iterator, minimum: int = 1, timeout: float = 2.0) -> int:  # noqa: ANN001
+    """Wait until the iterator holds at least `minimum` bytes read ahead; return what it holds."""
+    deadline = time.monotonic() + timeout
+    while iterator.bytes_held() < minimum and time.monotonic() < deadline:
+        time.sleep(0.002)
+    return iterator.bytes_held()
+
+
+@pytest.mark.parametrize("prefetch_size", [1, 8])
+@pytest.mark.parametrize("shuffle", [False, True], ids=["ordered", "shuffled"])
+def test_stalled_consumer_holds_only_the_prefetch_window(
+    pool: DatasetRuntime, big_cache: Path, prefetch_size: int, shuffle: bool
+) -> None:
+    ds = load(pool, big_cache, prefetch_size=prefetch_size, shuffle=shuffle)
+    gc.collect()
+    before = rss()
+    iterator = iter(ds)
+    first = next(iterator)
+    assert first.data == payload(first.sample_id)
+    time.sleep(0.5)
+    held = iterator.bytes_held()
+    growth = rss() - before
+    print(
+        f"\nprefetch={prefetch_size} shuffle={shuffle}: held {held} B after stall, "
+        f"RSS +{growth / MIB:.1f} MiB"
+    )
+    assert 0 < held <= window_bound(prefetch_size)
+    assert growth < RSS_GROWTH_MAX
+
+    # Consuming resumes the stream where it stopped, still within the window.
+    held_max = held
+    count = 1
+    previous = first.sample_id
+    for sample in iterator:
+        count += 1
+        if not shuffle:
+            assert sample.sample_id == previous + 1
+        previous = sample.sample_id
+        if count % 97 == 0:
+            assert sample.data == payload(sample.sample_id)
+            held_max = max(held_max, iterator.bytes_held())
+    assert count == SAMPLES
+    assert held_max <= window_bound(prefetch_size)
+    assert rss() - before < RSS_GROWTH_MAX
+
+
+def test_several_stalled_iterators_are_each_bounded(pool: DatasetRuntime, big_cache: Path) -> None:
+    ds = load(pool, big_cache, prefetch_size=8)
+    gc.collect()
+    before = rss()
+    iterators = [iter(ds) for _ in range(4)]
+    heads = [next(it).sample_id for it in iterators]
+    assert heads == [0, 0, 0, 0]  # default epoch: the whole table, cursor wraps each time
+    time.sleep(0.5)
+    for it in iterators:
+        assert it.bytes_held() <= window_bound(8)
+    assert rss() - before < RSS_GROWTH_MAX
+    for it in iterators:
+        it.close()
+
+
+def test_closed_iterator_holds_nothing_and_reads_no_more(
+    pool: DatasetRuntime, big_cache: Path
+) -> None:
+    ds = load(pool, big_cache, prefetch_size=8)
+    iterator = iter(ds)
+    next(iterator)
+    assert wait_for_read_ahead(iterator) > 0
+    iterator.close()
+    assert iterator.bytes_held() == 0
+    iterator.close()  # idempotent
+    # Samples already handed to Python may still come out; nothing more is read.
+    rest = [s.sample_id for s in iterator]
+    assert rest == list(range(1, 1 + len(rest)))
+    assert len(rest) <= 8
+    assert iterator.bytes_held() == 0
+
+
+@pytest.mark.parametrize("how", ["close", "del"])
+def test_abandoned_iterators_release_their_memory(
+    pool: DatasetRuntime, big_cache: Path, how: str
+) -> None:
+    ds = load(pool, big_cache, prefetch_size=8)
+    ds.set_epoch_len(SAMPLES)
+    gc.collect()
+    before = rss()
+    abandoned = 150  # ~75 MiB if each kept its 8 x 64 KiB window
+    held_total = 0
+    for _ in range(abandoned):
+        iterator = iter(ds)
+        next(iterator)
+        held_total += wait_for_read_ahead(iterator, minimum=4 * SAMPLE_BYTES, timeout=1.0)
+        if how == "close":
+            iterator.close()
+        del iterator
+    gc.collect()
+    growth = rss() - before
+    print(
+        f"\n{abandoned} iterators abandoned by {how}: {held_total / MIB:.1f} MiB had been "
+        f"read ahead, RSS +{growth / MIB:.1f} MiB"
+    )
+    assert held_total > RSS_GROWTH_MAX  # they really had read ahead that much in total
+    assert growth < RSS_GROWTH_MAX
+    # The pool is not stuck on abandoned reads: the next epoch continues the stream.
+    ds.set_epoch_len(10)
+    samples = list(ds)
+    assert [s.sample_id for s in samples] == list(range(10))
+    assert all(s.data == payload(s.sample_id) for s in samples)

@@ -1,0 +1,165 @@
+"""Iterators used from several Python threads at once (SPEC 3, 6).
+
+ctypes releases the GIL during native calls, so these really run concurrently
+in the core. Every thread must get its full, correct epoch.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from conftest import QUIET, ListSource
+from dataset_rt import DatasetRuntime, ReaderConfig
+
+JOIN_TIMEOUT = 60.0
+
+
+def samples(count: int, salt: int) -> list[tuple[bytes, dict[str, object]]]:
+    return [
+        (bytes([salt, i % 256]) * (500 + (i * 37) % 1500), {"i": i, "salt": salt})
+        for i in range(count)
+    ]
+
+
+SOURCES = {"alpha": samples(300, 1), "beta": samples(200, 2)}
+
+
+@pytest.fixture(scope="module")
+def caches(tmp_path_factory: pytest.TempPathFactory, runtime: DatasetRuntime) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("threads")
+    results = runtime.write_cache(
+        [ListSource(n, s) for n, s in SOURCES.items()], base, writer_config=QUIET
+    )
+    return {r.source_name: r.path for r in results}
+
+
+def run_threads(targets: list[Callable[[], object]]) -> list[object]:
+    """Run each target in its own thread, all started together.
+
+    Returns the targets' results, or raises the first error of any thread.
+    """
+    barrier = threading.Barrier(len(targets))
+    results: list[object] = [None] * len(targets)
+    errors: list[BaseException] = []
+
+    def body(k: int) -> None:
+        try:
+            barrier.wait()
+            results[k] = targets[k]()
+        except BaseException as error:  # noqa: BLE001 - reported to the main thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=body, args=(k,), daemon=True) for k in range(len(targets))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(JOIN_TIMEOUT)
+    assert not any(t.is_alive() for t in threads), "a reader thread hung"
+    if errors:
+        raise errors[0]
+    return results
+
+
+def records(iterable) -> list[tuple[int, int, bytes]]:  # noqa: ANN001
+    return [(s.cache_id, s.sample_id, s.data) for s in iterable]
+
+
+def check_correct(name: str, epoch: list[tuple[int, int, bytes]]) -> None:
+    for _, sample_id, data in epoch:
+        assert data == SOURCES[name][sample_id][0]
+
+
+def test_four_threads_each_read_a_full_epoch_of_one_dataset(caches: dict[str, Path]) -> None:
+    pool = DatasetRuntime(num_workers=2)
+    ds = pool.cached_dataset(
+        [caches["alpha"]], reader_config=ReaderConfig(seed=0, shuffle=False, prefetch_size=4)
+    )
+    expected = [(0, i, data) for i, (data, _) in enumerate(SOURCES["alpha"])]
+    # Each thread creates its own iterator; the default epoch is the whole table
+    # and the cursor wraps exactly, so every epoch is the same.
+    results = run_threads([lambda: records(iter(ds)) for _ in range(4)])
+    for epoch in results:
+        assert epoch == expected
+
+
+def test_threads_get_consecutive_shuffled_epochs(caches: dict[str, Path]) -> None:
+    pool = DatasetRuntime(num_workers=3)
+    config = ReaderConfig(seed=42, prefetch_size=8)
+    twin = pool.cached_dataset([caches["alpha"]], reader_config=config)
+    twin.set_epoch_len(150)
+    expected = [records(twin) for _ in range(4)]
+    ds = pool.cached_dataset([caches["alpha"]], reader_config=config)
+    ds.set_epoch_len(150)
+    iterators = [iter(ds) for _ in range(4)]  # epochs 0..3, in creation order
+    results = run_threads([lambda it=it: records(it) for it in iterators])
+    assert results == expected
+    for epoch in results:
+        check_correct("alpha", epoch)
+
+
+def test_racing_iterator_creation_hands_out_each_epoch_once(caches: dict[str, Path]) -> None:
+    pool = DatasetRuntime(num_workers=2)
+    config = ReaderConfig(seed=7, prefetch_size=16)
+    per_thread, threads = 4, 6
+    twin = pool.cached_dataset([caches["beta"]], reader_config=config)
+    twin.set_epoch_len(40)
+    expected = [tuple(records(twin)) for _ in range(per_thread * threads)]
+    ds = pool.cached_dataset([caches["beta"]], reader_config=config)
+    ds.set_epoch_len(40)
+    results = run_threads(
+        [lambda: [tuple(records(iter(ds))) for _ in range(per_thread)] for _ in range(threads)]
+    )
+    got = [epoch for epochs in results for epoch in epochs]
+    assert sorted(got) == sorted(expected)
+
+
+def test_threads_read_two_datasets_at_once(caches: dict[str, Path]) -> None:
+    pool = DatasetRuntime(num_workers=2)
+    first = pool.cached_dataset(
+        [caches["alpha"]], reader_config=ReaderConfig(seed=0, shuffle=False, prefetch_size=3)
+    )
+    second = pool.cached_dataset(
+        [caches["beta"], caches["alpha"]],
+        reader_config=ReaderConfig(seed=0, shuffle=False, prefetch_size=64),
+    )
+    expected_first = [(0, i, d) for i, (d, _) in enumerate(SOURCES["alpha"])]
+    expected_second = [(0, i, d) for i, (d, _) in enumerate(SOURCES["beta"])] + [
+        (1, i, d) for i, (d, _) in enumerate(SOURCES["alpha"])
+    ]
+    targets = [lambda: records(iter(first)), lambda: records(iter(second))] * 2
+    results = run_threads(targets)
+    assert results == [expected_first, expected_second] * 2
+
+
+def test_table_updates_during_concurrent_reads_leave_snapshots_intact(
+    caches: dict[str, Path],
+) -> None:
+    pool = DatasetRuntime(num_workers=2)
+    ds = pool.cached_dataset(
+        [caches["alpha"]], reader_config=ReaderConfig(seed=0, shuffle=False, prefetch_size=2)
+    )
+    full = ds.get_metadata()
+    expected = [(0, i, d) for i, (d, _) in enumerate(SOURCES["alpha"])]
+    iterators = [iter(ds) for _ in range(3)]
+
+    def churn() -> int:
+        for k in range(60):
+            ds.update_metadata(
+                full.filter(pl.col("sample_id") % 7 == k % 7).with_columns(weight=pl.lit(k + 1.0))
+            )
+            ds.get_metadata()
+            ds.set_epoch_len(1 + k % 5)
+        return k
+
+    results = run_threads([lambda it=it: records(it) for it in iterators] + [churn])
+    for epoch in results[:3]:
+        assert epoch == expected
+    # The last update stands: rows with sample_id % 7 == 59 % 7, epoch length 1 + 59 % 5.
+    rows = [i for i in range(300) if i % 7 == 59 % 7]
+    assert len(ds) == 5
+    assert [s.sample_id for s in ds] == rows[:5]
