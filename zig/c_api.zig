@@ -12,6 +12,7 @@ const dataset_module = @import("dataset.zig");
 const sample_batch = @import("sample_batch.zig");
 const metadata_table = @import("metadata_table.zig");
 const read_pipeline = @import("read_pipeline.zig");
+const sampler = @import("sampler.zig");
 const Diagnostic = @import("diagnostic.zig").Diagnostic;
 
 const abi_version: u32 = 1;
@@ -93,7 +94,7 @@ export fn drt_runtime_create(num_workers: u32, out: ?*?*Runtime) i32 {
 
 export fn drt_runtime_destroy(runtime: ?*Runtime) void {
     const pool = runtime orelse return;
-    pool.destroy();
+    pool.release();
 }
 
 export fn drt_runtime_num_workers(runtime: ?*const Runtime) u32 {
@@ -125,17 +126,25 @@ const WriterStats = extern struct {
     publish: StageStats,
 };
 
+fn byteString(pointer: ?[*]const u8, len: u64) ?[]const u8 {
+    if (len == 0) return "";
+    const bytes = pointer orelse return null;
+    return bytes[0..@intCast(len)];
+}
+
 export fn drt_writer_create(
     runtime: ?*Runtime,
-    base_dir: ?[*:0]const u8,
-    source_name: ?[*:0]const u8,
+    base_dir: ?[*]const u8,
+    base_dir_len: u64,
+    source_name: ?[*]const u8,
+    source_name_len: u64,
     options: ?*const WriterOptions,
     out: ?*?*cache_writer.CacheWriter,
 ) i32 {
     const pool = runtime orelse return failMessage(status_invalid_argument, "runtime is NULL", .{});
     if (!checkProcess(pool)) return status_wrong_process;
-    const base = base_dir orelse return failMessage(status_invalid_argument, "base_dir is NULL", .{});
-    const name = source_name orelse return failMessage(status_invalid_argument, "source_name is NULL", .{});
+    const base = byteString(base_dir, base_dir_len) orelse return failMessage(status_invalid_argument, "base_dir is NULL", .{});
+    const name = byteString(source_name, source_name_len) orelse return failMessage(status_invalid_argument, "source_name is NULL", .{});
     const opts = options orelse return failMessage(status_invalid_argument, "options is NULL", .{});
     const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
     const compression: shard_record.Compression = switch (opts.compression) {
@@ -144,7 +153,7 @@ export fn drt_writer_create(
         else => return failMessage(status_invalid_argument, "unknown compression code {d}", .{opts.compression}),
     };
     var diagnostic: Diagnostic = .{};
-    out_ptr.* = cache_writer.CacheWriter.create(allocator, pool, std.mem.span(base), std.mem.span(name), .{
+    out_ptr.* = cache_writer.CacheWriter.create(allocator, pool, base, name, .{
         .max_shard_bytes = opts.max_shard_bytes,
         .batches_in_flight_max = opts.batches_in_flight_max,
         .compression = compression,
@@ -198,6 +207,7 @@ fn stageStats(counter: *const cache_writer.StageCounter) StageStats {
 export fn drt_writer_stats_get(writer: ?*const cache_writer.CacheWriter, out: ?*WriterStats) i32 {
     const w = writer orelse return failMessage(status_invalid_argument, "writer is NULL", .{});
     const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
+    if (!checkProcess(w.pool)) return status_wrong_process;
     const stats = &w.stats;
     out_ptr.* = .{
         .samples_committed = stats.samples_committed.load(.monotonic),
@@ -216,6 +226,8 @@ export fn drt_writer_stats_get(writer: ?*const cache_writer.CacheWriter, out: ?*
 
 export fn drt_writer_destroy(writer: ?*cache_writer.CacheWriter) void {
     const w = writer orelse return;
+    // A forked child must not wait on the parent's threads nor delete its staging files.
+    if (!w.pool.ownedByThisProcess()) return;
     w.destroy();
 }
 
@@ -230,7 +242,8 @@ const ReaderOptions = extern struct {
 
 export fn drt_dataset_open(
     runtime: ?*Runtime,
-    paths: ?[*]const ?[*:0]const u8,
+    paths: ?[*]const ?[*]const u8,
+    path_lens: ?[*]const u64,
     path_count: u32,
     options: ?*const ReaderOptions,
     out: ?*?*dataset_module.Dataset,
@@ -240,11 +253,11 @@ export fn drt_dataset_open(
     const opts = options orelse return failMessage(status_invalid_argument, "options is NULL", .{});
     const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
     const path_ptrs = paths orelse return failMessage(status_invalid_argument, "paths is NULL", .{});
+    const lens = path_lens orelse return failMessage(status_invalid_argument, "path_lens is NULL", .{});
     const spans = allocator.alloc([]const u8, path_count) catch return failMessage(status_out_of_memory, "out of memory", .{});
     defer allocator.free(spans);
-    for (spans, path_ptrs[0..path_count], 0..) |*span, maybe_path, i| {
-        const path = maybe_path orelse return failMessage(status_invalid_argument, "path {d} is NULL", .{i});
-        span.* = std.mem.span(path);
+    for (spans, path_ptrs[0..path_count], lens[0..path_count], 0..) |*span, pointer, len, i| {
+        span.* = byteString(pointer, len) orelse return failMessage(status_invalid_argument, "path {d} is NULL", .{i});
     }
     var diagnostic: Diagnostic = .{};
     out_ptr.* = dataset_module.Dataset.open(allocator, pool, spans, .{
@@ -258,16 +271,19 @@ export fn drt_dataset_open(
 
 export fn drt_dataset_destroy(dataset: ?*dataset_module.Dataset) void {
     const d = dataset orelse return;
-    d.close();
+    if (!d.pool.ownedByThisProcess()) return; // leaked in a forked child: see drt_writer_destroy
+    d.release();
 }
 
 export fn drt_dataset_len(dataset: ?*dataset_module.Dataset) u64 {
     const d = dataset orelse return 0;
+    if (!checkProcess(d.pool)) return 0;
     return d.len();
 }
 
 export fn drt_dataset_set_epoch_len(dataset: ?*dataset_module.Dataset, epoch_len: u64) i32 {
     const d = dataset orelse return failMessage(status_invalid_argument, "dataset is NULL", .{});
+    if (!checkProcess(d.pool)) return status_wrong_process;
     var diagnostic: Diagnostic = .{};
     d.setEpochLen(epoch_len, &diagnostic) catch |err| return failError(err, &diagnostic);
     return status_ok;
@@ -278,6 +294,7 @@ const Buffer = extern struct { data: [*]const u8, len: u64 };
 
 export fn drt_dataset_metadata_arrow(dataset: ?*dataset_module.Dataset, out: ?*?*Buffer) i32 {
     const d = dataset orelse return failMessage(status_invalid_argument, "dataset is NULL", .{});
+    if (!checkProcess(d.pool)) return status_wrong_process;
     const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
     const table = d.acquireTable();
     defer table.release();
@@ -287,6 +304,7 @@ export fn drt_dataset_metadata_arrow(dataset: ?*dataset_module.Dataset, out: ?*?
 
 export fn drt_dataset_schema_json(dataset: ?*dataset_module.Dataset, out: ?*?*Buffer) i32 {
     const d = dataset orelse return failMessage(status_invalid_argument, "dataset is NULL", .{});
+    if (!checkProcess(d.pool)) return status_wrong_process;
     const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
     const SchemaField = struct { name: []const u8, kind: []const u8 };
     const fields = allocator.alloc(SchemaField, d.schema().len) catch return failMessage(status_out_of_memory, "out of memory", .{});
@@ -335,6 +353,7 @@ export fn drt_dataset_set_table(
     weights: ?*const FloatColumn,
 ) i32 {
     const d = dataset orelse return failMessage(status_invalid_argument, "dataset is NULL", .{});
+    if (!checkProcess(d.pool)) return status_wrong_process;
     const text = columns_json orelse return failMessage(status_invalid_argument, "columns_json is NULL", .{});
     const cache_column = cache_ids orelse return failMessage(status_invalid_argument, "cache_ids is NULL", .{});
     const sample_column = sample_ids orelse return failMessage(status_invalid_argument, "sample_ids is NULL", .{});
@@ -381,6 +400,7 @@ export fn drt_iterator_next(iterator: ?*dataset_module.Iterator, out: ?*?*sample
 
 export fn drt_iterator_bytes_held(iterator: ?*const dataset_module.Iterator) u64 {
     const it = iterator orelse return 0;
+    if (!checkProcess(it.dataset.pool)) return 0;
     return it.bytesHeld();
 }
 
@@ -391,6 +411,7 @@ export fn drt_batch_release(view: ?*sample_batch.View) void {
 
 export fn drt_iterator_destroy(iterator: ?*dataset_module.Iterator) void {
     const it = iterator orelse return;
+    if (!it.dataset.pool.ownedByThisProcess()) return; // leaked in a forked child: see drt_writer_destroy
     it.destroy();
 }
 
@@ -414,6 +435,17 @@ export fn drt_lz4_decompress(source: ?[*]const u8, source_len: u64, destination:
     const src: []const u8 = if (source_len == 0) &.{} else (source orelse return failMessage(status_invalid_argument, "source is NULL", .{}))[0..@intCast(source_len)];
     const dst: []u8 = if (destination_len == 0) &.{} else (destination orelse return failMessage(status_invalid_argument, "destination is NULL", .{}))[0..@intCast(destination_len)];
     lz4.decompress(src, dst) catch return failMessage(status_invalid_input, "corrupt lz4 block ({d} bytes, expected to decode to {d} bytes)", .{ src.len, dst.len });
+    return status_ok;
+}
+
+export fn drt_sampler_draws(weights: ?[*]const f64, n: u64, seed: u64, start: u64, count: u64, rows_out: ?[*]u64) i32 {
+    const weight_values = (weights orelse return failMessage(status_invalid_argument, "weights is NULL", .{}))[0..@intCast(n)];
+    const rows: []u64 = if (count == 0) &.{} else (rows_out orelse return failMessage(status_invalid_argument, "rows_out is NULL", .{}))[0..@intCast(count)];
+    if (!sampler.weightsValid(weight_values)) return failMessage(status_invalid_argument, "weights must be positive and finite (1 to 2^53 of them)", .{});
+    if (count != 0 and count - 1 > std.math.maxInt(u64) - start) return failMessage(status_invalid_argument, "positions pass 2^64 - 1", .{});
+    var table = sampler.AliasTable.build(allocator, weight_values) catch return failMessage(status_out_of_memory, "out of memory", .{});
+    defer table.deinit(allocator);
+    table.drawRange(sampler.Key.fromSeed(seed), start, rows);
     return status_ok;
 }
 

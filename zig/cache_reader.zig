@@ -88,15 +88,89 @@ pub const Cache = struct {
         errdefer allocator.free(cache.columns);
 
         try cache.openShards(dir, validate_hashes, diagnostic);
+        errdefer cache.closeShards();
+        if (validate_hashes) try cache.checkRecordLayout(diagnostic);
         return cache;
+    }
+
+    fn closeShards(cache: *Cache) void {
+        const io = system.io();
+        for (cache.shards) |shard| shard.file.close(io);
+        cache.allocator.free(cache.shards);
+        cache.allocator.free(cache.shard_byte_lens);
+    }
+
+    /// Full validation beyond the hashes: every index row points inside its
+    /// shard, records lie back to back, and each shard's decoded payload bytes
+    /// add up to its manifest `uncompressed_byte_len`. Reads each record's
+    /// header (O(samples) small reads), so only with validate_cache.
+    fn checkRecordLayout(cache: *Cache, diagnostic: *Diagnostic) Error!void {
+        const io = system.io();
+        const listed = cache.parsed.manifest.shards;
+        const payload_totals = try cache.allocator.alloc(u64, listed.len);
+        defer cache.allocator.free(payload_totals);
+        @memset(payload_totals, 0);
+        const index_bytes = cache.indexBytes();
+        for (0..@intCast(cache.sampleCount())) |sample_index| {
+            const sample_id: u64 = sample_index;
+            const row = index_file.decodeRow(index_bytes, sample_id);
+            try index_file.checkRow(row, sample_id, cache.shard_byte_lens, diagnostic);
+            try index_file.checkContiguous(index_bytes, cache.sampleCount(), sample_id, row, cache.shard_byte_lens, diagnostic);
+            const shard = cache.shards[@intCast(row.shard_id)];
+            var header: [shard_record.header_bytes + shard_record.lz4_prefix_bytes]u8 = undefined;
+            const head_len: usize = @intCast(@min(row.record_len, header.len));
+            const read = shard.file.readPositionalAll(io, header[0..head_len], row.offset) catch |err| {
+                diagnostic.set("cannot read shard {d}: {s}", .{ row.shard_id, @errorName(err) });
+                return error.Io;
+            };
+            if (read != head_len or head_len < shard_record.header_bytes) {
+                diagnostic.set("index.bin row {d}: record of {d} bytes is shorter than its header", .{ sample_id, row.record_len });
+                return error.InvalidCache;
+            }
+            const payload_len = try payloadLen(shard, row, header[0..head_len], diagnostic);
+            payload_totals[@intCast(row.shard_id)] += payload_len;
+        }
+        for (listed, payload_totals) |entry, total| {
+            if (total != entry.uncompressed_byte_len) {
+                diagnostic.set("shards/{s}: payloads add up to {d} bytes but the manifest says uncompressed_byte_len {d}", .{ entry.name, total, entry.uncompressed_byte_len });
+                return error.InvalidCache;
+            }
+        }
+    }
+
+    fn payloadLen(shard: Shard, row: index_file.Row, head: []const u8, diagnostic: *Diagnostic) Error!u64 {
+        const io = system.io();
+        const metadata_len = std.mem.readInt(u64, head[0..shard_record.header_bytes], .little);
+        if (metadata_len > row.record_len - shard_record.header_bytes) {
+            diagnostic.set("record metadata length {d} exceeds the record ({d} bytes)", .{ metadata_len, row.record_len });
+            return error.InvalidCache;
+        }
+        const stored_len = row.record_len - shard_record.header_bytes - metadata_len;
+        switch (shard.compression) {
+            .none => return stored_len,
+            .lz4 => {
+                if (stored_len < shard_record.lz4_prefix_bytes) {
+                    diagnostic.set("lz4 record has no room for its 4-byte length prefix", .{});
+                    return error.InvalidCache;
+                }
+                var prefix: [shard_record.lz4_prefix_bytes]u8 = undefined;
+                const read = shard.file.readPositionalAll(io, &prefix, row.offset + shard_record.header_bytes + metadata_len) catch |err| {
+                    diagnostic.set("cannot read shard {d}: {s}", .{ row.shard_id, @errorName(err) });
+                    return error.Io;
+                };
+                if (read != prefix.len) {
+                    diagnostic.set("shard {d} ended inside a record", .{row.shard_id});
+                    return error.InvalidCache;
+                }
+                return std.mem.readInt(u32, &prefix, .little);
+            },
+        }
     }
 
     pub fn close(cache: *Cache) void {
         const io = system.io();
         const allocator = cache.allocator;
-        for (cache.shards) |shard| shard.file.close(io);
-        allocator.free(cache.shards);
-        allocator.free(cache.shard_byte_lens);
+        cache.closeShards();
         allocator.free(cache.columns);
         cache.table.deinit();
         if (cache.index_map) |*map| map.destroy(io);
@@ -285,7 +359,13 @@ pub const Cache = struct {
         diagnostic: *Diagnostic,
     ) Error!void {
         cache.readSampleUnprefixed(sample_id, scratch, payload_out, metadata_out, diagnostic) catch |err| {
-            diagnostic.prefix("cache {s}: sample {d}: ", .{ cache.path, sample_id });
+            const row = index_file.decodeRow(cache.indexBytes(), sample_id);
+            if (row.shard_id < cache.shards.len) {
+                const name = cache.parsed.manifest.shards[@intCast(row.shard_id)].name;
+                diagnostic.prefix("cache {s}: shards/{s}: sample {d} at offset {d}: ", .{ cache.path, name, sample_id, row.offset });
+            } else {
+                diagnostic.prefix("cache {s}: index.bin: sample {d}: ", .{ cache.path, sample_id });
+            }
             return err;
         };
     }
@@ -303,6 +383,7 @@ pub const Cache = struct {
         std.debug.assert(sample_id < cache.sampleCount());
         const row = index_file.decodeRow(cache.indexBytes(), sample_id);
         try index_file.checkRow(row, sample_id, cache.shard_byte_lens, diagnostic);
+        try index_file.checkContiguous(cache.indexBytes(), cache.sampleCount(), sample_id, row, cache.shard_byte_lens, diagnostic);
         const shard = cache.shards[@intCast(row.shard_id)];
 
         const record_len: usize = @intCast(row.record_len);

@@ -108,6 +108,7 @@ pub const CacheWriter = struct {
     staging_dir: ?std.Io.Dir = null,
     shards_dir: ?std.Io.Dir = null,
     lock_file: std.Io.File,
+    lock_name: []u8 = &.{},
     /// Inferred from the first sample, then enforced for every sample.
     schema: []types.Field = &.{},
 
@@ -143,6 +144,10 @@ pub const CacheWriter = struct {
         diagnostic: *Diagnostic,
     ) Error!*CacheWriter {
         try validateOptions(options, diagnostic);
+        if (base_dir_path.len == 0 or std.mem.indexOfScalar(u8, base_dir_path, 0) != null) {
+            diagnostic.set("base cache directory '{s}' must be a non-empty path without NUL bytes", .{base_dir_path});
+            return error.InvalidArgument;
+        }
         if (durable_files.plainSegmentProblem(source_name)) |problem| {
             diagnostic.set("source name '{s}' {s}; it must be one plain path segment", .{ source_name, problem });
             return error.InvalidArgument;
@@ -168,26 +173,27 @@ pub const CacheWriter = struct {
         writer.target_path = try std.fs.path.joinZ(allocator, &.{ base_dir_path, source_name });
         errdefer allocator.free(writer.target_path);
 
-        std.Io.Dir.cwd().createDirPath(io, base_dir_path) catch |err| {
-            diagnostic.set("cannot create cache directory {s}: {s}", .{ base_dir_path, @errorName(err) });
-            return error.Io;
-        };
+        try durable_files.createDirectories(base_dir_path, diagnostic);
         writer.base_dir = std.Io.Dir.cwd().openDir(io, base_dir_path, .{}) catch |err| {
             diagnostic.set("cannot open cache directory {s}: {s}", .{ base_dir_path, @errorName(err) });
             return error.Io;
         };
         errdefer writer.base_dir.close(io);
-        writer.base_dir.createDirPath(io, "tmp") catch |err| {
-            diagnostic.set("cannot create {s}/tmp: {s}", .{ base_dir_path, @errorName(err) });
-            return error.Io;
+        writer.base_dir.createDir(io, "tmp", .default_dir) catch |err| switch (err) {
+            error.PathAlreadyExists => {},
+            else => {
+                diagnostic.set("cannot create {s}/tmp: {s}", .{ base_dir_path, @errorName(err) });
+                return error.Io;
+            },
         };
         try writer.lockTarget(diagnostic);
-        errdefer writer.lock_file.close(io);
+        errdefer writer.releaseLock();
         if (writer.targetExists()) {
             diagnostic.set("cache path already exists: {s}", .{writer.target_path});
             return error.AlreadyExists;
         }
         try writer.createStaging(diagnostic);
+        _ = pool.acquire(); // released by destroy
         return writer;
     }
 
@@ -213,20 +219,48 @@ pub const CacheWriter = struct {
     }
 
     /// One writer per target across threads and processes: a second writer
-    /// waits here until the first has published or given up.
+    /// waits here until the first has published or given up. The holder deletes
+    /// the lock file before unlocking, so a waiter that wakes up on a deleted
+    /// file retries on the current one.
     fn lockTarget(writer: *CacheWriter, diagnostic: *Diagnostic) Error!void {
         const io = system.io();
-        var name_buffer: [300]u8 = undefined;
-        const lock_name = std.fmt.bufPrint(&name_buffer, "tmp/{s}.lock", .{writer.source_name}) catch unreachable;
-        writer.lock_file = writer.base_dir.createFile(io, lock_name, .{ .truncate = false }) catch |err| {
-            diagnostic.set("cannot create lock file {s}: {s}", .{ lock_name, @errorName(err) });
-            return error.Io;
-        };
-        writer.lock_file.lock(io, .exclusive) catch |err| {
-            writer.lock_file.close(io);
-            diagnostic.set("cannot lock {s}: {s}", .{ lock_name, @errorName(err) });
-            return error.Io;
-        };
+        writer.lock_name = try std.fmt.allocPrint(writer.allocator, "tmp/{s}.lock", .{writer.source_name});
+        errdefer writer.allocator.free(writer.lock_name);
+        for (0..lock_attempts_max) |_| {
+            const file = writer.base_dir.createFile(io, writer.lock_name, .{ .truncate = false }) catch |err| {
+                diagnostic.set("cannot create lock file {s}: {s}", .{ writer.lock_name, @errorName(err) });
+                return error.Io;
+            };
+            file.lock(io, .exclusive) catch |err| {
+                file.close(io);
+                diagnostic.set("cannot lock {s}: {s}", .{ writer.lock_name, @errorName(err) });
+                return error.Io;
+            };
+            if (writer.isCurrentLockFile(file)) {
+                writer.lock_file = file;
+                return;
+            }
+            file.close(io);
+        }
+        diagnostic.set("could not take the lock {s} after {d} attempts", .{ writer.lock_name, lock_attempts_max });
+        return error.Io;
+    }
+
+    const lock_attempts_max = 1000;
+
+    fn isCurrentLockFile(writer: *CacheWriter, file: std.Io.File) bool {
+        const io = system.io();
+        const held = file.stat(io) catch return false;
+        const current = writer.base_dir.statFile(io, writer.lock_name, .{}) catch return false;
+        return held.inode == current.inode;
+    }
+
+    fn releaseLock(writer: *CacheWriter) void {
+        const io = system.io();
+        writer.base_dir.deleteFile(io, writer.lock_name) catch {};
+        writer.lock_file.unlock(io);
+        writer.lock_file.close(io);
+        writer.allocator.free(writer.lock_name);
     }
 
     fn targetExists(writer: *CacheWriter) bool {
@@ -240,8 +274,7 @@ pub const CacheWriter = struct {
         const Counter = struct {
             var next: std.atomic.Value(u64) = .init(0);
         };
-        writer.staging_name = try std.fmt.allocPrint(writer.allocator, "tmp/{s}.{d}.{x}.{d}.staging", .{
-            writer.source_name,
+        writer.staging_name = try std.fmt.allocPrint(writer.allocator, "tmp/{d}.{x}.{d}.staging", .{
             system.processId(),
             system.monotonicNanoseconds(),
             Counter.next.fetchAdd(1, .monotonic),
@@ -286,8 +319,7 @@ pub const CacheWriter = struct {
         if (writer.shard) |*shard| shard.file.close(io);
         writer.closeStaging();
         if (writer.phase != .published) writer.base_dir.deleteTree(io, writer.staging_name) catch {};
-        writer.lock_file.unlock(io);
-        writer.lock_file.close(io);
+        writer.releaseLock();
         writer.base_dir.close(io);
         column_builder.deinitAll(allocator, writer.columns);
         allocator.free(writer.columns);
@@ -298,7 +330,9 @@ pub const CacheWriter = struct {
         allocator.free(writer.staging_name);
         allocator.free(writer.target_path);
         allocator.free(writer.source_name);
+        const pool = writer.pool;
         allocator.destroy(writer);
+        pool.release();
     }
 
     /// Copies one batch and queues its encoding; blocks while too many batches are in flight.

@@ -36,6 +36,9 @@ pub const Dataset = struct {
     cache_starts: []u64,
     sample_count: u64,
 
+    /// The binding's handle and every iterator hold one reference.
+    references: std.atomic.Value(u32) = .init(1),
+
     // Stream state, guarded by `mutex`.
     mutex: std.Io.Mutex = .init,
     table: *ActiveTable,
@@ -50,7 +53,7 @@ pub const Dataset = struct {
         options: Options,
         diagnostic: *Diagnostic,
     ) Error!*Dataset {
-        try validateOptions(paths.len, options, diagnostic);
+        try validateOptions(paths, options, diagnostic);
         const dataset = try allocator.create(Dataset);
         errdefer allocator.destroy(dataset);
         dataset.* = .{
@@ -81,6 +84,7 @@ pub const Dataset = struct {
             return error.InvalidCache;
         }
         dataset.table = try ActiveTable.createDefault(allocator, dataset.cache_starts, dataset.sample_count);
+        _ = pool.acquire(); // released with the dataset's last reference
         return dataset;
     }
 
@@ -140,7 +144,8 @@ pub const Dataset = struct {
         }
     };
 
-    fn validateOptions(path_count: usize, options: Options, diagnostic: *Diagnostic) Error!void {
+    fn validateOptions(paths: []const []const u8, options: Options, diagnostic: *Diagnostic) Error!void {
+        const path_count = paths.len;
         if (path_count == 0) {
             diagnostic.set("at least one cache path is required", .{});
             return error.InvalidArgument;
@@ -148,6 +153,12 @@ pub const Dataset = struct {
         if (path_count > caches_max) {
             diagnostic.set("{d} caches given; at most {d} are supported", .{ path_count, caches_max });
             return error.InvalidArgument;
+        }
+        for (paths) |path| {
+            if (path.len == 0 or std.mem.indexOfScalar(u8, path, 0) != null) {
+                diagnostic.set("cache path '{s}' must be a non-empty path without NUL bytes", .{path});
+                return error.InvalidArgument;
+            }
         }
         if (options.prefetch_size == 0) {
             diagnostic.set("prefetch_size must be at least 1", .{});
@@ -167,14 +178,21 @@ pub const Dataset = struct {
         }
     }
 
-    /// Waits for nothing: iterators hold their own table reference and the
-    /// caller (the binding) keeps the dataset alive while iterators exist.
-    pub fn close(dataset: *Dataset) void {
+    pub fn acquire(dataset: *Dataset) *Dataset {
+        _ = dataset.references.fetchAdd(1, .monotonic);
+        return dataset;
+    }
+
+    /// Drops one reference; the last one closes the caches and frees the dataset.
+    pub fn release(dataset: *Dataset) void {
+        if (dataset.references.fetchSub(1, .acq_rel) != 1) return;
+        const pool = dataset.pool;
         dataset.table.release();
         for (dataset.caches) |cache| cache.close();
         dataset.allocator.free(dataset.caches);
         dataset.allocator.free(dataset.cache_starts);
         dataset.allocator.destroy(dataset);
+        pool.release();
     }
 
     pub fn schema(dataset: *const Dataset) []const types.Field {
@@ -254,12 +272,15 @@ pub const Iterator = struct {
             .dataset = dataset,
             .pipeline = try read_pipeline.Pipeline.create(allocator, dataset.pool, plan, dataset.options.prefetch_size),
         };
+        _ = dataset.acquire();
         return iterator;
     }
 
     pub fn destroy(iterator: *Iterator) void {
+        const dataset = iterator.dataset;
         iterator.pipeline.destroy();
-        iterator.dataset.allocator.destroy(iterator);
+        dataset.allocator.destroy(iterator);
+        dataset.release();
     }
 
     pub fn next(iterator: *Iterator, diagnostic: *Diagnostic) Error!?*@import("sample_batch.zig").SampleBatch {

@@ -6,6 +6,8 @@ const Diagnostic = @import("diagnostic.zig").Diagnostic;
 
 pub const Error = error{Io};
 
+pub const segment_bytes_max = 250;
+
 /// Creates (or truncates) `name` in `dir`, writes `bytes` and fsyncs the file.
 pub fn writeFileSynced(dir: std.Io.Dir, name: []const u8, bytes: []const u8, diagnostic: *Diagnostic) Error!void {
     const io = system.io();
@@ -38,13 +40,32 @@ pub fn syncDir(dir: std.Io.Dir, what: []const u8, diagnostic: *Diagnostic) Error
     };
 }
 
+/// `mkdir -p`, walking forward from the first component so that it always
+/// terminates (std's createDirPath retries parents and can spin on paths like
+/// /proc/x where mkdir keeps failing with FileNotFound).
+pub fn createDirectories(path: []const u8, diagnostic: *Diagnostic) Error!void {
+    const io = system.io();
+    var components = std.fs.path.componentIterator(path);
+    var component = components.first();
+    while (component) |current| : (component = components.next()) {
+        std.Io.Dir.cwd().createDir(io, current.path, .default_dir) catch |err| switch (err) {
+            error.PathAlreadyExists => {},
+            else => {
+                diagnostic.set("cannot create directory {s}: {s}", .{ current.path, @errorName(err) });
+                return error.Io;
+            },
+        };
+    }
+}
+
 /// Why `name` is not one plain path segment, or null when it is.
 pub fn plainSegmentProblem(name: []const u8) ?[]const u8 {
     if (name.len == 0) return "is empty";
     if (std.mem.eql(u8, name, ".") or std.mem.eql(u8, name, "..")) return "is a relative directory reference";
     if (std.mem.indexOfAny(u8, name, "/\\") != null) return "contains a path separator";
     if (std.mem.indexOfScalar(u8, name, 0) != null) return "contains a NUL byte";
-    if (name.len > 255) return "is longer than 255 bytes";
+    // The lock file tmp/<name>.lock must fit the usual 255-byte file name limit.
+    if (name.len > segment_bytes_max) return "is longer than 250 bytes";
     return null;
 }
 
@@ -54,6 +75,20 @@ test "only plain path segments are accepted as names" {
     for ([_][]const u8{ "", ".", "..", "a/b", "a\\b", "/abs", "a\x00b" }) |bad| {
         try std.testing.expect(plainSegmentProblem(bad) != null);
     }
+}
+
+test "creating directories terminates and reports a path that cannot be created" {
+    var diagnostic: Diagnostic = .{};
+    try std.testing.expectError(error.Io, createDirectories("/proc/dataset_rt_cannot_exist/x", &diagnostic));
+    var tmp = std.testing.tmpDir(.{});
+    defer tmp.cleanup();
+    var buffer: [std.fs.max_path_bytes]u8 = undefined;
+    const root_len = try tmp.dir.realPath(system.io(), &buffer);
+    const nested = try std.fmt.allocPrint(std.testing.allocator, "{s}/a/b/c", .{buffer[0..root_len]});
+    defer std.testing.allocator.free(nested);
+    try createDirectories(nested, &diagnostic);
+    try createDirectories(nested, &diagnostic);
+    try tmp.dir.access(system.io(), "a/b/c", .{});
 }
 
 test "a synced file holds what was written" {

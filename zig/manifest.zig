@@ -15,6 +15,7 @@ const Kind = metadata_types.Kind;
 /// The only format version this implementation reads and writes.
 pub const format_version_supported: u32 = 2;
 
+/// The shard payload codec; the manifest spells it by tag name.
 pub const Algo = enum { none, lz4 };
 
 /// How a shard's payloads are stored. `ratio` is the writer's configured compression
@@ -24,6 +25,7 @@ pub const Compression = struct {
     ratio: f64,
 };
 
+/// One shard file's entry.
 pub const Shard = struct {
     /// "NNNNNN.bin": the shard's position in `shards`, zero-padded to six digits.
     name: []const u8,
@@ -33,6 +35,7 @@ pub const Shard = struct {
     sha256: [32]u8,
 };
 
+/// Everything manifest.json records, in its key order.
 pub const Manifest = struct {
     format_version: u32,
     source_name: []const u8,
@@ -112,12 +115,14 @@ pub const Parsed = struct {
     manifest: Manifest,
     arena: std.heap.ArenaAllocator,
 
+    /// Frees everything `manifest` points into.
     pub fn deinit(parsed: *Parsed) void {
         parsed.arena.deinit();
         parsed.* = undefined;
     }
 };
 
+/// How `parse` fails; every error but OutOfMemory comes with a message.
 pub const ParseError = error{ UnsupportedFormatVersion, InvalidManifest, OutOfMemory };
 
 /// Parses and validates manifest.json. Returns `error.UnsupportedFormatVersion` for any
@@ -365,8 +370,8 @@ fn compressionProblem(compression: Compression) ?[]const u8 {
     };
 }
 
-/// "999999999999.bin" is far past any real shard count; six digits are the minimum.
-const shard_name_bytes_max = 32;
+/// Room for any name `shardName` writes ("18446744073709551615.bin" is 24 bytes).
+pub const shard_name_bytes_max = 32;
 
 /// The name of the shard at `index`: its index zero-padded to six digits, then ".bin".
 pub fn shardName(buffer: *[shard_name_bytes_max]u8, index: u64) []const u8 {

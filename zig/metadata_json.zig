@@ -41,6 +41,7 @@ pub const Scratch = struct {
 
     pub const empty: Scratch = .{ .entries = .empty, .strings = .empty, .escaped = .empty };
 
+    /// Frees the buffers; entries handed out from this scratch become invalid.
     pub fn deinit(scratch: *Scratch, allocator: std.mem.Allocator) void {
         scratch.entries.deinit(allocator);
         scratch.strings.deinit(allocator);
@@ -76,8 +77,10 @@ pub const Parser = struct {
 
     const State = enum { before_array, in_array, done };
 
+    /// InvalidMetadata always comes with a message in the diagnostic.
     pub const Error = error{ InvalidMetadata, OutOfMemory };
 
+    /// A parser over the whole batch text, which must outlive every entry it returns.
     pub fn init(text: []const u8) Parser {
         return .{ .cursor = .{ .text = text }, .state = .before_array, .object_count = 0 };
     }

@@ -22,8 +22,8 @@ const SipHash128 = std.crypto.auth.siphash.SipHash128(2, 4);
 /// Domain separation for the key: changing the algorithm means changing this string.
 const key_domain = "dataset_rt/sampler/v1";
 
-/// Largest row count the table supports: every count up to it is exact in binary64,
-/// so `n` and the sum of n normalized weights (each <= 1.0) are computed exactly enough.
+/// Largest row count the table supports: up to it, `n` converts to binary64 exactly and
+/// n equal weights (each 1.0 once normalized) sum to exactly n.
 pub const row_count_max: u64 = 1 << 53;
 
 /// Bits of `b` compared against a threshold, and the threshold of a certain column.
@@ -34,8 +34,8 @@ const threshold_one: u64 = 1 << threshold_bits;
 pub const Key = struct {
     bytes: [SipHash128.key_length]u8,
 
-    /// Hashes the seed so that no two seeds give related streams (SipHash keys that
-    /// differ in one bit are fine for SipHash, but a hashed key is cheap insurance).
+    /// Hashes the seed so that no two seeds give related keys, even neighbours such as
+    /// 0 and 1 that differ in one bit.
     pub fn fromSeed(seed: u64) Key {
         var message: [key_domain.len + 8]u8 = undefined;
         @memcpy(message[0..key_domain.len], key_domain);
@@ -84,25 +84,32 @@ pub fn weightsValid(weights: []const f64) bool {
     return true;
 }
 
+/// One column of an alias table. Its two words sit side by side, so a draw makes one
+/// memory access into the table.
+pub const Entry = struct {
+    /// floor(prob * 2^53): the column keeps its own row when (b >> 11) is below it.
+    threshold: u64,
+    /// The row drawn when the column does not keep its own.
+    alias: u64,
+};
+
 /// A Vose alias table over rows 0..row_count-1.
 ///
-/// A uniform table (every weight equal) stores nothing: `thresholds` and `aliases` are
-/// empty and `draw` returns the column itself, which is exactly what the materialized
-/// table of equal weights holds (threshold 2^53, alias = itself) — see `build`.
+/// A uniform table (every weight equal) stores nothing: `entries` is empty and `draw`
+/// returns the column itself, which is exactly what the materialized table of equal
+/// weights holds (threshold 2^53, alias = itself) — see `build`.
 pub const AliasTable = struct {
     row_count: u64,
-    /// floor(prob[i] * 2^53); `row_count` entries, or none for a uniform table.
-    thresholds: []u64,
-    /// Row drawn when column i rejects; `row_count` entries, or none for a uniform table.
-    aliases: []u64,
+    /// `row_count` entries, or none for a uniform table.
+    entries: []Entry,
 
     /// The table of `row_count` equally weighted rows, without allocating.
     pub fn uniform(row_count: u64) AliasTable {
         assert(row_count >= 1 and row_count <= row_count_max);
-        return .{ .row_count = row_count, .thresholds = &.{}, .aliases = &.{} };
+        return .{ .row_count = row_count, .entries = &.{} };
     }
 
-    /// Builds the table of `weights` (row order). The caller validated them (`weightsValid`).
+    /// Builds the table of `weights` (row order); the caller validated them (`weightsValid`).
     /// When every weight is the same value the result is `uniform`: the general
     /// construction yields the identity table exactly in that case (every normalized
     /// weight is 1.0, the total is exactly n, every scaled value exactly 1.0), so skipping
@@ -115,30 +122,21 @@ pub const AliasTable = struct {
 
     fn buildMaterialized(allocator: std.mem.Allocator, weights: []const f64) error{OutOfMemory}!AliasTable {
         assert(weightsValid(weights));
-        const row_count = weights.len;
-        const thresholds = try allocator.alloc(u64, row_count);
-        errdefer allocator.free(thresholds);
-        const aliases = try allocator.alloc(u64, row_count);
-        errdefer allocator.free(aliases);
-        // Both stacks share one buffer: `small` grows up from index 0 and `large` down
-        // from the end. Every row sits in at most one stack, so they never meet.
-        const stacks = try allocator.alloc(u64, row_count);
-        defer allocator.free(stacks);
+        const entries = try allocator.alloc(Entry, weights.len);
+        errdefer allocator.free(entries);
+        const scaled = try allocator.alloc(f64, weights.len);
+        defer allocator.free(scaled);
 
-        // `thresholds` holds the binary64 scaled weights (bit patterns) until the end,
-        // when each becomes prob[i] and is converted in place.
-        const scaled: []f64 = @ptrCast(thresholds);
         scaleWeights(weights, scaled);
-        pairColumns(scaled, aliases, stacks);
-        for (thresholds, scaled) |*threshold, probability| {
-            threshold.* = thresholdOf(probability);
+        pairColumns(scaled, entries);
+        for (entries, scaled) |*entry, probability| {
+            entry.threshold = thresholdOf(probability);
         }
-        return .{ .row_count = row_count, .thresholds = thresholds, .aliases = aliases };
+        return .{ .row_count = weights.len, .entries = entries };
     }
 
     pub fn deinit(table: *AliasTable, allocator: std.mem.Allocator) void {
-        allocator.free(table.thresholds);
-        allocator.free(table.aliases);
+        allocator.free(table.entries);
         table.* = undefined;
     }
 
@@ -146,21 +144,18 @@ pub const AliasTable = struct {
     pub fn draw(table: *const AliasTable, key: Key, position: u64) u64 {
         const pair = uniformPair(key, position);
         const column = columnOf(pair.a, table.row_count);
-        if (table.thresholds.len == 0) return column;
-        assert(table.thresholds.len == table.row_count);
-        assert(table.aliases.len == table.row_count);
-        const row = if ((pair.b >> (64 - threshold_bits)) < table.thresholds[column])
-            column
-        else
-            table.aliases[column];
+        if (table.entries.len == 0) return column;
+        assert(table.entries.len == table.row_count);
+        const entry = table.entries[column];
+        const row = if ((pair.b >> (64 - threshold_bits)) < entry.threshold) column else entry.alias;
         assert(row < table.row_count);
         return row;
     }
 
     /// Writes the rows of positions `start_position ..` into `rows`, one per slot.
-    /// The caller ensures the positions do not pass maxInt(u64).
+    /// The caller ensures the last position, start_position + rows.len - 1, fits a u64.
     pub fn drawRange(table: *const AliasTable, key: Key, start_position: u64, rows: []u64) void {
-        assert(rows.len <= std.math.maxInt(u64) - start_position);
+        assert(rows.len == 0 or rows.len - 1 <= std.math.maxInt(u64) - start_position);
         for (rows, 0..) |*row, offset| {
             row.* = table.draw(key, start_position + offset);
         }
@@ -196,51 +191,62 @@ fn scaleWeights(weights: []const f64, scaled: []f64) void {
     }
 }
 
-/// Vose's pairing. On return `scaled[i]` holds prob[i] in [0, 1] and `aliases[i]` the
-/// alias of column i. `stacks` is scratch space of the same length.
-fn pairColumns(scaled: []f64, aliases: []u64, stacks: []u64) void {
-    const row_count = scaled.len;
-    assert(aliases.len == row_count and stacks.len == row_count);
-    var small_count: usize = 0; // stacks[0..small_count], top at the highest index
-    var large_count: usize = 0; // stacks[row_count - large_count ..], top at the lowest index
-
-    for (scaled, 0..) |value, index| {
-        if (value < 1.0) {
-            stacks[small_count] = index;
-            small_count += 1;
-        } else {
-            large_count += 1;
-            stacks[row_count - large_count] = index;
-        }
+/// Vose's pairing. On return `scaled[i]` holds prob[i] in [0, 1] and `entries[i].alias`
+/// the alias of column i.
+fn pairColumns(scaled: []f64, entries: []Entry) void {
+    assert(entries.len == scaled.len);
+    var small: RowStack = .{};
+    var large: RowStack = .{};
+    for (scaled, 0..) |value, row| {
+        if (value < 1.0) small.push(entries, row) else large.push(entries, row);
     }
-    while (small_count > 0 and large_count > 0) {
-        assert(small_count + large_count <= row_count);
-        small_count -= 1;
-        const small = stacks[small_count];
-        const large = stacks[row_count - large_count];
-        large_count -= 1;
-
-        aliases[small] = large; // prob[small] = scaled[small], kept in place
-        // scaled[large] >= 1.0, so the rounded sum is >= 1.0 and the difference >= 0.0.
-        scaled[large] = (scaled[large] + scaled[small]) - 1.0;
-        assert(scaled[large] >= 0.0);
-        if (scaled[large] < 1.0) {
-            stacks[small_count] = large;
-            small_count += 1;
-        } else {
-            large_count += 1;
-            stacks[row_count - large_count] = large;
-        }
+    // Each pairing settles one column for good, so there are fewer than n of them.
+    var pairings: u64 = 0;
+    while (!small.isEmpty() and !large.isEmpty()) : (pairings += 1) {
+        assert(pairings < scaled.len);
+        const small_row = small.pop(entries);
+        const large_row = large.pop(entries);
+        entries[small_row].alias = large_row; // prob[small_row] = scaled[small_row], kept
+        // scaled[large_row] >= 1.0, so the rounded sum is >= 1.0 and the difference >= 0.0.
+        scaled[large_row] = (scaled[large_row] + scaled[small_row]) - 1.0;
+        assert(scaled[large_row] >= 0.0);
+        if (scaled[large_row] < 1.0) small.push(entries, large_row) else large.push(entries, large_row);
     }
     // Rounding can leave rows in either stack; each one is its own certain column.
-    for (stacks[0..small_count]) |index| finishColumn(scaled, aliases, index);
-    for (stacks[row_count - large_count ..]) |index| finishColumn(scaled, aliases, index);
+    while (!small.isEmpty()) finishColumn(scaled, entries, small.pop(entries));
+    while (!large.isEmpty()) finishColumn(scaled, entries, large.pop(entries));
 }
 
-fn finishColumn(scaled: []f64, aliases: []u64, index: u64) void {
-    scaled[index] = 1.0;
-    aliases[index] = index;
+fn finishColumn(scaled: []f64, entries: []Entry, row: u64) void {
+    scaled[row] = 1.0;
+    entries[row].alias = row;
 }
+
+/// A LIFO stack of rows threaded through their `alias` fields: a row waiting in a stack
+/// has no alias yet, so its field holds the row below it. It needs no memory of its own.
+const RowStack = struct {
+    top: u64 = bottom,
+
+    /// Below the last row; never a row, since row counts are at most 2^53.
+    const bottom: u64 = std.math.maxInt(u64);
+
+    fn isEmpty(stack: RowStack) bool {
+        return stack.top == bottom;
+    }
+
+    fn push(stack: *RowStack, entries: []Entry, row: u64) void {
+        assert(row < entries.len);
+        entries[row].alias = stack.top;
+        stack.top = row;
+    }
+
+    fn pop(stack: *RowStack, entries: []Entry) u64 {
+        assert(!stack.isEmpty());
+        const row = stack.top;
+        stack.top = entries[row].alias;
+        return row;
+    }
+};
 
 /// floor(probability * 2^53), clamped to [0, 2^53]. The product is exact (a power-of-two
 /// scaling of a value in [0, 1]); only the conversion to an integer truncates.
@@ -303,8 +309,7 @@ test "the same inputs give the same draws, and windows of positions agree with o
     defer first.deinit(testing.allocator);
     var second = try AliasTable.build(testing.allocator, &weights);
     defer second.deinit(testing.allocator);
-    try testing.expectEqualSlices(u64, first.thresholds, second.thresholds);
-    try testing.expectEqualSlices(u64, first.aliases, second.aliases);
+    try testing.expectEqualSlices(Entry, first.entries, second.entries);
 
     const key = Key.fromSeed(7);
     var whole: [100]u64 = undefined;
@@ -318,16 +323,44 @@ test "the same inputs give the same draws, and windows of positions agree with o
     try testing.expectEqual(whole.len, start);
     try testing.expectEqualSlices(u64, &whole, &windows);
     for (whole, 0..) |row, offset| try testing.expectEqual(row, first.draw(key, 1000 + offset));
+
+    // The last positions of the stream are reachable too.
+    var last: [4]u64 = undefined;
+    first.drawRange(key, std.math.maxInt(u64) - 3, &last);
+    try testing.expectEqual(first.draw(key, std.math.maxInt(u64)), last[3]);
 }
 
 test "the draws of the worked example in docs/determinism.md" {
     var table = try AliasTable.build(testing.allocator, &.{ 1, 2, 3 });
     defer table.deinit(testing.allocator);
-    try testing.expectEqualSlices(u64, &.{ 4503599627370496, 9007199254740992, 9007199254740992 }, table.thresholds);
-    try testing.expectEqualSlices(u64, &.{ 2, 1, 2 }, table.aliases);
+    try testing.expectEqualSlices(Entry, &.{
+        .{ .threshold = 1 << 52, .alias = 2 },
+        .{ .threshold = 1 << 53, .alias = 1 },
+        .{ .threshold = 1 << 53, .alias = 2 },
+    }, table.entries);
     var rows: [10]u64 = undefined;
     table.drawRange(Key.fromSeed(42), 0, &rows);
     try testing.expectEqualSlices(u64, &.{ 2, 1, 0, 1, 2, 1, 2, 2, 1, 2 }, &rows);
+}
+
+test "a row that rounding leaves in a stack becomes a certain column" {
+    // Row 0 ends in `small` with scaled 0.9999999999999993 (0.3 + 0.1 + 0.1 is not 0.5).
+    var small_left = try AliasTable.build(testing.allocator, &.{ 0.3, 0.1, 0.1 });
+    defer small_left.deinit(testing.allocator);
+    try testing.expectEqualSlices(Entry, &.{
+        .{ .threshold = 1 << 53, .alias = 0 },
+        .{ .threshold = 5404319552844594, .alias = 0 },
+        .{ .threshold = 5404319552844594, .alias = 0 },
+    }, small_left.entries);
+    // Row 3 ends in `small` with scaled 0.9999999999999996.
+    var large_drained = try AliasTable.build(testing.allocator, &.{ 1.1, 0.7, 0.9, 3.0 });
+    defer large_drained.deinit(testing.allocator);
+    try testing.expectEqualSlices(Entry, &.{
+        .{ .threshold = 6952925740501819, .alias = 3 },
+        .{ .threshold = 4424589107592066, .alias = 3 },
+        .{ .threshold = 5688757424046942, .alias = 3 },
+        .{ .threshold = 1 << 53, .alias = 3 },
+    }, large_drained.entries);
 }
 
 test "different seeds give different streams" {
@@ -459,10 +492,10 @@ test "100000 random weights: valid rows and matching frequencies" {
     const mass = try testing.allocator.alloc(f64, row_count);
     defer testing.allocator.free(mass);
     @memset(mass, 0.0);
-    for (table.thresholds, table.aliases, 0..) |threshold, alias, column| {
-        const keep = @as(f64, @floatFromInt(threshold)) / @as(f64, @floatFromInt(threshold_one));
+    for (table.entries, 0..) |entry, column| {
+        const keep = @as(f64, @floatFromInt(entry.threshold)) / @as(f64, @floatFromInt(threshold_one));
         mass[column] += keep;
-        mass[alias] += 1.0 - keep;
+        mass[entry.alias] += 1.0 - keep;
     }
     // Rows differ from their exact share by a few ulps, except the row left in a stack at
     // the end, which absorbs the rounding drift of all n pairings (about 1e-9 here).
@@ -484,13 +517,12 @@ test "equal weights give the identity table, materialized or not" {
 
             var table = try AliasTable.buildMaterialized(testing.allocator, weights);
             defer table.deinit(testing.allocator);
-            for (table.thresholds, table.aliases, 0..) |threshold, alias, index| {
-                try testing.expectEqual(threshold_one, threshold);
-                try testing.expectEqual(@as(u64, index), alias);
+            for (table.entries, 0..) |entry, index| {
+                try testing.expectEqual(Entry{ .threshold = threshold_one, .alias = index }, entry);
             }
             var built = try AliasTable.build(testing.allocator, weights);
             defer built.deinit(testing.allocator);
-            try testing.expectEqual(@as(usize, 0), built.thresholds.len);
+            try testing.expectEqual(@as(usize, 0), built.entries.len);
 
             const uniform_table = AliasTable.uniform(row_count);
             for (0..200) |position| {

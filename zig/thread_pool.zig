@@ -26,6 +26,10 @@ pub const ThreadPool = struct {
     allocator: std.mem.Allocator,
     /// The process that started the threads; a forked child has none of them.
     owner_process_id: i64,
+    /// The runtime handle and every writer and dataset using the pool hold one
+    /// reference; the threads stop when the last is released, whatever order
+    /// the binding's finalizers run in.
+    references: std.atomic.Value(u32) = .init(1),
 
     pub fn create(allocator: std.mem.Allocator, worker_count: u32) !*ThreadPool {
         std.debug.assert(worker_count >= 1 and worker_count <= workers_max);
@@ -45,7 +49,17 @@ pub const ThreadPool = struct {
         return pool;
     }
 
-    pub fn destroy(pool: *ThreadPool) void {
+    pub fn acquire(pool: *ThreadPool) *ThreadPool {
+        _ = pool.references.fetchAdd(1, .monotonic);
+        return pool;
+    }
+
+    /// Drops one reference; the last one stops the threads and frees the pool.
+    pub fn release(pool: *ThreadPool) void {
+        if (pool.references.fetchSub(1, .acq_rel) == 1) pool.destroy();
+    }
+
+    fn destroy(pool: *ThreadPool) void {
         // A forked child must not join threads that only exist in the parent.
         if (pool.ownedByThisProcess()) pool.stopAndJoin(pool.threads);
         pool.allocator.free(pool.threads);
@@ -144,7 +158,7 @@ const TestJob = struct {
 
 test "every submitted job runs exactly once, also past the queue capacity" {
     const pool = try ThreadPool.create(std.testing.allocator, 3);
-    defer pool.destroy();
+    defer pool.release();
     var counter: std.atomic.Value(u64) = .init(0);
     var group: WaitGroup = .{};
     const jobs = try std.testing.allocator.alloc(TestJob, queue_capacity * 4);

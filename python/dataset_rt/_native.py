@@ -7,6 +7,7 @@ message. Nothing else in the package touches ctypes function pointers.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import os
 import sys
@@ -181,7 +182,7 @@ def _declare(library: ctypes.CDLL) -> None:
         "drt_runtime_destroy": ([handle], None),
         "drt_runtime_num_workers": ([handle], c_uint32),
         "drt_writer_create": (
-            [handle, c_char_p, c_char_p, POINTER(WriterOptions), POINTER(handle)],
+            [handle, c_char_p, c_uint64, c_char_p, c_uint64, POINTER(WriterOptions), POINTER(handle)],
             c_int32,
         ),
         "drt_writer_push": (
@@ -193,7 +194,7 @@ def _declare(library: ctypes.CDLL) -> None:
         "drt_writer_stats_get": ([handle, POINTER(WriterStats)], c_int32),
         "drt_writer_destroy": ([handle], None),
         "drt_dataset_open": (
-            [handle, POINTER(c_char_p), c_uint32, POINTER(ReaderOptions), POINTER(handle)],
+            [handle, POINTER(c_char_p), POINTER(c_uint64), c_uint32, POINTER(ReaderOptions), POINTER(handle)],
             c_int32,
         ),
         "drt_dataset_destroy": ([handle], None),
@@ -217,6 +218,10 @@ def _declare(library: ctypes.CDLL) -> None:
             c_int32,
         ),
         "drt_lz4_decompress": ([c_char_p, c_uint64, POINTER(c_uint8), c_uint64], c_int32),
+        "drt_sampler_draws": (
+            [POINTER(c_double), c_uint64, c_uint64, c_uint64, c_uint64, POINTER(c_uint64)],
+            c_int32,
+        ),
         "drt_sha256": ([c_char_p, c_uint64, POINTER(c_uint8 * 32)], None),
     }
     for name, (argtypes, restype) in declarations.items():
@@ -228,6 +233,28 @@ def _declare(library: ctypes.CDLL) -> None:
 lib = _load()
 _declare(lib)
 library_path = _library_path()
+
+U32_MAX = 2**32 - 1
+U64_MAX = 2**64 - 1
+
+
+class _Shutdown:
+    """Set when the interpreter exits: handle finalizers then leave native objects
+    to the OS, since module teardown may finalize them in any order."""
+
+    started = False
+
+
+def _mark_shutdown() -> None:
+    _Shutdown.started = True
+
+
+atexit.register(_mark_shutdown)
+
+
+def shutting_down() -> bool:
+    """True once the interpreter has started exiting."""
+    return _Shutdown.started
 
 
 def check(status: int) -> None:

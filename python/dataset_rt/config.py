@@ -9,9 +9,12 @@ import math
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
+# Widths of the C ABI fields these values travel in.
+_U32_MAX = 2**32 - 1
+_U64_MAX = 2**64 - 1
 
 
 class ShardCompression(BaseModel):
@@ -59,11 +62,11 @@ class WriterConfig(BaseModel):
 
     model_config = _FROZEN
 
-    prefetch_size: PositiveInt = 64
+    prefetch_size: int = Field(default=64, gt=0, le=_U32_MAX)
     """Samples handed to the core per batch is at least this; it also caps the
     batches in flight, which bounds the writer's memory."""
 
-    max_shard_bytes: PositiveInt = 64 * 1024 * 1024
+    max_shard_bytes: int = Field(default=64 * 1024 * 1024, gt=0, le=_U64_MAX)
     """A shard rotates before a record would push it past this size; a larger
     single record gets a shard of its own."""
 
@@ -88,7 +91,7 @@ class ReaderConfig(BaseModel):
     seed: int = Field(ge=0, lt=2**64)
     """Seed of the deterministic sample stream (0 <= seed < 2**64)."""
 
-    prefetch_size: PositiveInt = 64
+    prefetch_size: int = Field(default=64, gt=0, le=_U32_MAX)
     """Samples read ahead of the consumer; bounds the reader's memory."""
 
     shuffle: bool = True

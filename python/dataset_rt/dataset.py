@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import io
 import json
+import os
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,18 +36,19 @@ class _DatasetHandle:
             shuffle=int(config.shuffle),
             validate_cache=int(config.validate_cache),
         )
-        encoded = [str(path).encode() for path in paths]
+        encoded = [os.fsencode(path) for path in paths]
         array = (ctypes.c_char_p * len(encoded))(*encoded)
+        lengths = (ctypes.c_uint64 * len(encoded))(*map(len, encoded))
         handle = ctypes.c_void_p()
         _native.check(
             _native.lib.drt_dataset_open(
-                runtime.value, array, len(encoded), ctypes.byref(options), ctypes.byref(handle)
+                runtime.value, array, lengths, len(encoded), ctypes.byref(options), ctypes.byref(handle)
             )
         )
         self.value = handle
 
     def __del__(self) -> None:
-        if getattr(self, "value", None):
+        if getattr(self, "value", None) and not _native.shutting_down():
             _native.lib.drt_dataset_destroy(self.value)
             self.value = None
 
@@ -60,10 +62,11 @@ class SampleIterator(Iterator[CachedSample]):
     """
 
     def __init__(self, dataset: _DatasetHandle) -> None:
+        self._handle: ctypes.c_void_p | None = None
         self._dataset = dataset  # keeps the native dataset (and runtime) alive
         handle = ctypes.c_void_p()
         _native.check(_native.lib.drt_iterator_create(dataset.value, ctypes.byref(handle)))
-        self._handle: ctypes.c_void_p | None = handle
+        self._handle = handle
         self._ready: deque[CachedSample] = deque()
         self._batch = ctypes.POINTER(_native.Batch)()
 
@@ -99,7 +102,8 @@ class SampleIterator(Iterator[CachedSample]):
             self._handle = None
 
     def __del__(self) -> None:
-        self.close()
+        if not _native.shutting_down():
+            self.close()
 
 
 def _unpack(batch: _native.Batch) -> list[CachedSample]:
@@ -216,6 +220,8 @@ class CachedDataset:
             raise TypeError(f"epoch_len must be an int, got {type(epoch_len).__name__}")
         if epoch_len < 1:
             raise ValueError("epoch_len must be at least 1")
+        if epoch_len > _native.U64_MAX:
+            raise ValueError(f"epoch_len must be below 2**64, got {epoch_len}")
         _native.check(_native.lib.drt_dataset_set_epoch_len(self._handle.value, epoch_len))
 
     def _stored_column_names(self) -> list[str]:

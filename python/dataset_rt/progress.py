@@ -44,6 +44,15 @@ class WriteProgress:
         self._stream.write("\r" + line + "\x1b[K")
         self._stream.flush()
 
+    @property
+    def sources_done(self) -> int:
+        """Sources finished so far, written or not."""
+        return self._sources_done
+
+    def skip_source(self) -> None:
+        """Count a source that was reused or failed; it prints no figures."""
+        self._sources_done += 1
+
     def finish_source(self, samples: int, payload_bytes: int) -> None:
         self._sources_done += 1
         if self._enabled:

@@ -22,6 +22,10 @@ from dataset_rt.records import (
 from dataset_rt.writing import SampleError, check_unique_targets, source_list, source_name, write_sources
 
 
+MAX_WORKERS = 256
+"""The core's limit on native worker threads per runtime."""
+
+
 class RuntimeHandle:
     """Owns the native pool; destroyed when the last runtime, dataset or
     iterator holding it is gone, so no native object outlives its threads."""
@@ -34,7 +38,7 @@ class RuntimeHandle:
 
     def __del__(self) -> None:
         # In a forked child the threads do not exist; the core's destroy knows that.
-        if getattr(self, "value", None):
+        if getattr(self, "value", None) and not _native.shutting_down():
             _native.lib.drt_runtime_destroy(self.value)
             self.value = None
 
@@ -56,6 +60,8 @@ class DatasetRuntime:
             raise TypeError(f"num_workers must be an int, got {type(num_workers).__name__}")
         if num_workers < 1:
             raise ValueError("num_workers must be greater than zero")
+        if num_workers > MAX_WORKERS:
+            raise ValueError(f"num_workers must be at most {MAX_WORKERS}, got {num_workers}")
         self._num_workers = num_workers
         self._handle: RuntimeHandle | None = RuntimeHandle(num_workers)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -75,9 +76,17 @@ class NativeWriter:
             compression_ratio=config.shard_compression.ratio,
         )
         handle = ctypes.c_void_p()
+        base = os.fsencode(base_cache_dir)
+        encoded_name = name.encode("utf-8", "surrogateescape")
         _native.check(
             _native.lib.drt_writer_create(
-                runtime_handle, str(base_cache_dir).encode(), name.encode(), ctypes.byref(options), ctypes.byref(handle)
+                runtime_handle,
+                base,
+                len(base),
+                encoded_name,
+                len(encoded_name),
+                ctypes.byref(options),
+                ctypes.byref(handle),
             )
         )
         self._handle = handle
@@ -97,7 +106,7 @@ class NativeWriter:
         return stats
 
     def destroy(self) -> None:
-        if self._handle:
+        if self._handle and not _native.shutting_down():
             _native.lib.drt_writer_destroy(self._handle)
             self._handle = ctypes.c_void_p()
 
@@ -198,12 +207,14 @@ def write_source(
         metadatas.append(metadata)
         batch_bytes += len(payload)
         index += 1
+        pushing_seconds = 0.0
         if len(payloads) >= samples_max or batch_bytes >= _BATCH_BYTES_MAX:
-            _push(writer, _serialize(payloads, metadatas, first_index), profile, progress)
+            pushing_seconds = _push(writer, _serialize(payloads, metadatas, first_index), profile, progress)
             first_index = index
             payloads, metadatas, batch_bytes = [], [], 0
         if timed:
-            profile.add("python_extract", clock() - started)
+            # The native push (and any wait for capacity) is the core's ingress_wait, not Python's.
+            profile.add("python_extract", clock() - started - pushing_seconds)
             started = clock()
     if payloads:
         _push(writer, _serialize(payloads, metadatas, first_index), profile, progress)
@@ -218,13 +229,17 @@ def _push(
     batch: tuple[bytes, ctypes.Array[ctypes.c_uint64], int, bytes],
     profile: WriterProfile,
     progress: WriteProgress,
-) -> None:
+) -> float:
+    """Hand one batch to the core; returns the seconds the call took when profiling."""
     joined, lengths, count, metadata = batch
-    if profile.enabled:
-        profile.add("python_extract", 0.0, len(joined))
+    started = time.perf_counter() if profile.enabled else 0.0
     writer.push(joined, lengths, count, metadata)
+    seconds = time.perf_counter() - started if profile.enabled else 0.0
+    if profile.enabled:
+        profile.add_bytes("python_extract", len(joined))
     stats = writer.stats()
     progress.update(stats.samples_committed, stats.payload_bytes_committed)
+    return seconds
 
 
 def write_sources(
@@ -248,9 +263,14 @@ def write_sources(
     try:
         for source, name in zip(sources, names, strict=True):
             if isinstance(name, CacheWriteError):
+                progress.skip_source()
                 results.append(name)
                 continue
-            results.append(_write_one(runtime_handle, num_workers, source, name, base_cache_dir, config, progress, profile, reuse))
+            done_before = progress.sources_done
+            result = _write_one(runtime_handle, num_workers, source, name, base_cache_dir, config, progress, profile, reuse)
+            if progress.sources_done == done_before:  # reused or failed: still one source done
+                progress.skip_source()
+            results.append(result)
     finally:
         profile.write()
     return results

@@ -34,7 +34,7 @@ static int write_cache(drt_runtime *runtime, const char *base_dir) {
         .compression = DRT_COMPRESSION_LZ4, .compression_ratio = 2.0,
     };
     drt_writer *writer = NULL;
-    if (drt_writer_create(runtime, base_dir, "c_source", &options, &writer) != DRT_OK) return fail("writer_create");
+    if (drt_writer_create(runtime, base_dir, strlen(base_dir), "c_source", strlen("c_source"), &options, &writer) != DRT_OK) return fail("writer_create");
     static uint8_t payloads[BATCH_SAMPLES * 3000u];
     static char metadata[BATCH_SAMPLES * 96u];
     uint64_t lens[BATCH_SAMPLES];
@@ -70,9 +70,10 @@ static int read_cache(drt_runtime *runtime, const char *base_dir) {
     char path[4096];
     snprintf(path, sizeof path, "%s/c_source", base_dir);
     const char *paths[1] = {path};
+    const uint64_t path_lens[1] = {strlen(path)};
     drt_reader_options options = {.seed = 7, .prefetch_size = 16, .shuffle = 0, .validate_cache = 1};
     drt_dataset *dataset = NULL;
-    if (drt_dataset_open(runtime, paths, 1, &options, &dataset) != DRT_OK) return fail("dataset_open");
+    if (drt_dataset_open(runtime, paths, path_lens, 1, &options, &dataset) != DRT_OK) return fail("dataset_open");
     if (drt_dataset_len(dataset) != SAMPLE_COUNT) {
         fprintf(stderr, "dataset_len %llu\n", (unsigned long long)drt_dataset_len(dataset));
         return 1;

@@ -7,10 +7,12 @@
  * - Handles are opaque and created/destroyed explicitly. Destroying NULL is a no-op.
  * - Buffers handed out by the core (drt_batch, drt_buffer) stay valid until
  *   released with their release function.
- * - Strings are NUL-terminated UTF-8 (paths: bytes as given to the OS).
+ * - Names and paths are passed as pointer + byte length (bytes as given to the
+ *   OS), so an embedded NUL is seen and rejected instead of cutting the string.
  * - No failure ever aborts the process: a panic never crosses this boundary.
- * - A handle created before fork() must not be used in the child; calls on it
- *   return DRT_ERR_WRONG_PROCESS.
+ * - A handle created before fork() belongs to the parent: in the child, calls
+ *   on it return DRT_ERR_WRONG_PROCESS (getters return 0) and destroy
+ *   functions leak it instead of touching the parent's threads or files.
  */
 #ifndef DATASET_RT_H
 #define DATASET_RT_H
@@ -91,7 +93,8 @@ typedef struct drt_writer_stats {
  * fails with DRT_ERR_ALREADY_EXISTS if the target exists, and creates a staging
  * directory of its own under base_dir/tmp.
  */
-int32_t drt_writer_create(drt_runtime *runtime, const char *base_dir, const char *source_name,
+int32_t drt_writer_create(drt_runtime *runtime, const char *base_dir, uint64_t base_dir_len,
+                          const char *source_name, uint64_t source_name_len,
                           const drt_writer_options *options, drt_writer **out);
 
 /*
@@ -130,8 +133,8 @@ typedef struct drt_reader_options {
 
 /* Loads the caches in order (cache_id = position) and validates them. All caches
  * must share one metadata schema. */
-int32_t drt_dataset_open(drt_runtime *runtime, const char *const *paths, uint32_t path_count,
-                         const drt_reader_options *options, drt_dataset **out);
+int32_t drt_dataset_open(drt_runtime *runtime, const char *const *paths, const uint64_t *path_lens,
+                         uint32_t path_count, const drt_reader_options *options, drt_dataset **out);
 /* Every iterator of the dataset must be destroyed first. */
 void drt_dataset_destroy(drt_dataset *dataset);
 /* Samples the next iterator yields: the epoch length (default: the active rows). */
@@ -211,6 +214,10 @@ int32_t drt_lz4_compress(const uint8_t *source, uint64_t source_len, uint8_t *de
 /* Decodes one LZ4 block that must fill destination exactly. */
 int32_t drt_lz4_decompress(const uint8_t *source, uint64_t source_len, uint8_t *destination,
                            uint64_t destination_len);
+/* Rows drawn at stream positions start .. start+count-1 by the shuffled sampler for
+ * `weights` (in row order) and `seed` (see docs/determinism.md). */
+int32_t drt_sampler_draws(const double *weights, uint64_t n, uint64_t seed, uint64_t start,
+                          uint64_t count, uint64_t *rows_out);
 void drt_sha256(const uint8_t *data, uint64_t len, uint8_t out[32]);
 
 #ifdef __cplusplus

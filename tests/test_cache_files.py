@@ -1,0 +1,292 @@
+"""The on-disk format v2, checked byte by byte with independent readers
+(json, hashlib, struct, pyarrow, the reference lz4)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import struct
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.ipc
+import pytest
+from conftest import ListSource
+
+from dataset_rt import CacheWriteSuccess, DatasetRuntime, ShardCompression, WriterConfig
+
+HEX64 = re.compile(r"[0-9a-f]{64}")
+MANIFEST_KEYS = {
+    "format_version",
+    "source_name",
+    "sample_count",
+    "metadata_schema",
+    "metadata_sha256",
+    "index_sha256",
+    "shards",
+}
+SHARD_KEYS = {"name", "uncompressed_byte_len", "byte_len", "compression", "sha256"}
+KIND_OF = {bool: "bool", int: "int", float: "float", str: "string"}
+ARROW_TYPE_OF = {"bool": pa.bool_(), "int": pa.int64(), "float": pa.float64(), "string": pa.string()}
+
+FLOATS = [100.0, 1e21, -0.0, 5e-324, 1e300, 0.1 + 0.2, -2.5, 1e-7, 123456789.125, 2.0**53, 3.0]
+STRINGS = ["plain", 'quote " and \\ backslash', "\x00\x01\x1f\x7f", "tab\tnew\nline", "é😀\u2028", "", "{\"k\":1}", "z"]
+
+
+def make_samples() -> list[tuple[bytes, dict[str, Any]]]:
+    samples = []
+    for i in range(40):
+        payload = (bytes([i]) * (i * 37 % 300)) + (b"repeat-me " * (i % 5)) + i.to_bytes(2, "little")
+        metadata = {
+            "zeta": STRINGS[i % len(STRINGS)],
+            "alpha": i * 7 - 100,
+            "Beta": FLOATS[i % len(FLOATS)],
+            "é": i % 3 == 0,
+            "a b": -(2**63) if i % 2 else 2**63 - 1,
+            "": f"empty-name-{i}",
+        }
+        samples.append((payload, metadata))
+    return samples
+
+
+SAMPLES = make_samples()
+SCHEMA = sorted((name, KIND_OF[type(value)]) for name, value in SAMPLES[0][1].items())
+SOURCE_NAME = "files é😀"
+
+
+@pytest.fixture(scope="module", params=["none", "lz4"])
+def cache(request: pytest.FixtureRequest, runtime: DatasetRuntime, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp(f"files_{request.param}")
+    ratio = 1.0 if request.param == "none" else 2.5
+    config = WriterConfig(
+        show_progress=False, max_shard_bytes=3000, shard_compression=ShardCompression(algo=request.param, ratio=ratio)
+    )
+    results = runtime.write_cache(ListSource(SOURCE_NAME, SAMPLES), base, writer_config=config)
+    assert results == [CacheWriteSuccess(SOURCE_NAME, base / SOURCE_NAME)], f"write failed: {results}"
+    return base / SOURCE_NAME
+
+
+def algo_of(cache: Path) -> str:
+    return "lz4" if "lz4" in cache.parent.name else "none"
+
+
+def manifest_of(cache: Path) -> dict[str, Any]:
+    return json.loads((cache / "manifest.json").read_bytes().decode("utf-8"))
+
+
+def index_rows(cache: Path) -> list[tuple[int, int, int]]:
+    data = (cache / "index.bin").read_bytes()
+    return [struct.unpack_from("<QQQ", data, offset) for offset in range(0, len(data), 24)]
+
+
+def records(cache: Path) -> list[tuple[int, bytes, bytes]]:
+    """(shard_id, embedded metadata JSON bytes, stored payload) per sample, from index.bin."""
+    shards = sorted((cache / "shards").iterdir())
+    contents = [p.read_bytes() for p in shards]
+    out = []
+    for sample_id, (shard_id, offset, record_len) in enumerate(index_rows(cache)):
+        record = contents[shard_id][offset : offset + record_len]
+        assert len(record) == record_len, f"sample {sample_id}: record runs past the end of shard {shard_id}"
+        (meta_len,) = struct.unpack_from("<Q", record, 0)
+        assert 8 + meta_len <= record_len, f"sample {sample_id}: meta_len {meta_len} exceeds record_len {record_len}"
+        out.append((shard_id, record[8 : 8 + meta_len], record[8 + meta_len :]))
+    return out
+
+
+def same_value(got: object, expected: object) -> bool:
+    if type(got) is not type(expected):
+        return False
+    if isinstance(expected, float):
+        return struct.pack("<d", got) == struct.pack("<d", expected)  # type: ignore[arg-type]
+    return got == expected
+
+
+def significant_digits(number_token: str) -> str:
+    mantissa = number_token.lower().split("e")[0].lstrip("-")
+    return mantissa.replace(".", "").strip("0") or "0"
+
+
+def whitespace_outside_strings(text: str) -> list[int]:
+    positions, in_string, escaped = [], False, False
+    for position, char in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in " \t\r\n":
+            positions.append(position)
+    return positions
+
+
+# ---- manifest.json ---------------------------------------------------------------
+
+
+def test_manifest_has_exactly_the_v2_fields_with_their_values(cache: Path) -> None:
+    manifest = manifest_of(cache)
+    assert set(manifest) == MANIFEST_KEYS, f"manifest keys {sorted(manifest)} != v2 keys {sorted(MANIFEST_KEYS)}"
+    assert manifest["format_version"] == 2 and type(manifest["format_version"]) is int, "format_version is not 2"
+    assert manifest["source_name"] == SOURCE_NAME, f"source_name {manifest['source_name']!r}"
+    assert manifest["sample_count"] == len(SAMPLES), f"sample_count {manifest['sample_count']}"
+
+
+def test_manifest_metadata_schema_is_sorted_by_name_with_kinds(cache: Path) -> None:
+    schema = manifest_of(cache)["metadata_schema"]
+    assert all(set(field) == {"name", "kind"} for field in schema), f"schema entries have other keys: {schema}"
+    assert [(f["name"], f["kind"]) for f in schema] == SCHEMA, f"metadata_schema {schema} != sorted {SCHEMA}"
+
+
+def test_manifest_hashes_are_lowercase_hex_sha256_of_the_files(cache: Path) -> None:
+    manifest = manifest_of(cache)
+    for key, file in (("metadata_sha256", "metadata.arrow"), ("index_sha256", "index.bin")):
+        assert HEX64.fullmatch(manifest[key]), f"{key} {manifest[key]!r} is not 64 lowercase hex digits"
+        actual = hashlib.sha256((cache / file).read_bytes()).hexdigest()
+        assert manifest[key] == actual, f"{key} {manifest[key]} != sha256({file}) {actual}"
+    for shard in manifest["shards"]:
+        assert HEX64.fullmatch(shard["sha256"]), f"shard {shard['name']} sha256 {shard['sha256']!r} is not lowercase hex"
+        actual = hashlib.sha256((cache / "shards" / shard["name"]).read_bytes()).hexdigest()
+        assert shard["sha256"] == actual, f"shard {shard['name']} sha256 {shard['sha256']} != {actual}"
+
+
+def test_manifest_shards_are_numbered_files_with_sizes_and_compression(cache: Path) -> None:
+    manifest = manifest_of(cache)
+    shards = manifest["shards"]
+    assert len(shards) >= 2, f"max_shard_bytes=3000 should give several shards, got {len(shards)}"
+    names = [s["name"] for s in shards]
+    assert names == [f"{i:06d}.bin" for i in range(len(shards))], f"shard names {names}"
+    on_disk = sorted(p.name for p in (cache / "shards").iterdir())
+    assert on_disk == names, f"shards/ holds {on_disk}, manifest lists {names}"
+    algo = algo_of(cache)
+    expected_compression = {"algo": algo, "ratio": 1.0 if algo == "none" else 2.5}
+    payload_per_shard = [0] * len(shards)
+    for (shard_id, _, _), (payload, _) in zip(index_rows(cache), SAMPLES, strict=True):
+        payload_per_shard[shard_id] += len(payload)
+    for shard, payload_bytes in zip(shards, payload_per_shard, strict=True):
+        assert set(shard) == SHARD_KEYS, f"shard {shard['name']} keys {sorted(shard)}"
+        size = (cache / "shards" / shard["name"]).stat().st_size
+        assert shard["byte_len"] == size, f"shard {shard['name']} byte_len {shard['byte_len']} != file size {size}"
+        assert shard["uncompressed_byte_len"] == payload_bytes, (
+            f"shard {shard['name']} uncompressed_byte_len {shard['uncompressed_byte_len']} != "
+            f"sum of its payload lengths {payload_bytes}"
+        )
+        assert shard["compression"] == expected_compression, f"shard {shard['name']} compression {shard['compression']}"
+        assert type(shard["compression"]["ratio"]) is float, "compression ratio is not written as a JSON float"
+
+
+def test_manifest_is_the_only_other_file_next_to_the_data(cache: Path) -> None:
+    entries = sorted(p.name for p in cache.iterdir())
+    assert entries == ["index.bin", "manifest.json", "metadata.arrow", "shards"], f"cache directory holds {entries}"
+
+
+# ---- index.bin and shard records ----------------------------------------------------
+
+
+def test_index_has_24_bytes_per_sample_and_records_tile_each_shard(cache: Path) -> None:
+    size = (cache / "index.bin").stat().st_size
+    assert size == 24 * len(SAMPLES), f"index.bin has {size} bytes for {len(SAMPLES)} samples"
+    manifest = manifest_of(cache)
+    fill = {i: 0 for i in range(len(manifest["shards"]))}
+    for sample_id, (shard_id, offset, record_len) in enumerate(index_rows(cache)):
+        assert shard_id in fill, f"sample {sample_id} names shard {shard_id} which the manifest does not list"
+        assert offset == fill[shard_id], f"sample {sample_id} at offset {offset}, previous record ends at {fill[shard_id]}"
+        assert all(fill[later] == 0 for later in fill if later > shard_id), f"sample {sample_id} goes back to shard {shard_id}"
+        fill[shard_id] += record_len
+    for shard in manifest["shards"]:
+        shard_id = int(shard["name"][:6])
+        assert fill[shard_id] == shard["byte_len"], f"records of {shard['name']} cover {fill[shard_id]} of {shard['byte_len']} bytes"
+
+
+def test_records_hold_the_payload_raw_or_as_a_reference_decodable_lz4_block(cache: Path) -> None:
+    for sample_id, ((_, _, stored), (payload, _)) in enumerate(zip(records(cache), SAMPLES, strict=True)):
+        if algo_of(cache) == "none":
+            assert stored == payload, f"sample {sample_id}: raw stored payload differs from the written payload"
+        else:
+            lz4_block = pytest.importorskip("lz4.block")
+            assert len(stored) >= 4, f"sample {sample_id}: lz4 payload has no u32 length prefix"
+            (length,) = struct.unpack_from("<I", stored, 0)
+            assert length == len(payload), f"sample {sample_id}: u32 prefix {length} != payload length {len(payload)}"
+            decoded = lz4_block.decompress(stored[4:], uncompressed_size=length)
+            assert decoded == payload, f"sample {sample_id}: the reference lz4 decodes the block to different bytes"
+
+
+def test_embedded_metadata_is_compact_json_with_sorted_keys_and_exact_values(cache: Path) -> None:
+    for sample_id, ((_, text_bytes, _), (_, metadata)) in enumerate(zip(records(cache), SAMPLES, strict=True)):
+        text = text_bytes.decode("utf-8")
+        assert not whitespace_outside_strings(text), f"sample {sample_id}: JSON is not compact: {text!r}"
+        float_tokens: list[str] = []
+        int_tokens: list[str] = []
+        keys: list[list[str]] = []
+
+        def parse_float(token: str, float_tokens: list[str] = float_tokens) -> float:
+            float_tokens.append(token)
+            return float(token)
+
+        def parse_int(token: str, int_tokens: list[str] = int_tokens) -> int:
+            int_tokens.append(token)
+            return int(token)
+
+        def pairs(items: list[tuple[str, Any]], keys: list[list[str]] = keys) -> dict[str, Any]:
+            keys.append([k for k, _ in items])
+            return dict(items)
+
+        parsed = json.loads(text, parse_float=parse_float, parse_int=parse_int, object_pairs_hook=pairs)
+        assert keys == [sorted(metadata)], f"sample {sample_id}: keys {keys} are not the sorted names {sorted(metadata)}"
+        for key, value in metadata.items():
+            assert same_value(parsed[key], value), f"sample {sample_id}: field {key!r} is {parsed[key]!r}, wrote {value!r}"
+        assert len(float_tokens) == 1, f"sample {sample_id}: float field written as {int_tokens} (an int token)"
+        token = float_tokens[0]
+        value = metadata["Beta"]
+        assert "." in token or "e" in token.lower(), f"sample {sample_id}: float {value!r} written as {token!r}"
+        assert significant_digits(token) == significant_digits(repr(value)), (
+            f"sample {sample_id}: float {value!r} written as {token!r}, not in shortest round-trip form"
+        )
+        if value == 100.0:
+            assert token == "100.0", f"100.0 written as {token!r}"
+        if value == 1e21:
+            assert token == "1e+21", f"1e21 written as {token!r}"
+
+
+# ---- metadata.arrow -------------------------------------------------------------------
+
+
+def test_metadata_arrow_is_an_ipc_file_with_sorted_non_null_columns_of_the_four_types(cache: Path) -> None:
+    raw = (cache / "metadata.arrow").read_bytes()
+    assert raw[:6] == b"ARROW1" and raw[-6:] == b"ARROW1", "metadata.arrow lacks the Arrow IPC file magic"
+    table = pyarrow.ipc.open_file(cache / "metadata.arrow").read_all()
+    assert table.column_names == [name for name, _ in SCHEMA], f"columns {table.column_names} are not sorted by name"
+    assert table.num_rows == len(SAMPLES), f"metadata.arrow has {table.num_rows} rows"
+    for (name, kind), field in zip(SCHEMA, table.schema, strict=True):
+        assert field.type == ARROW_TYPE_OF[kind], f"column {name!r} has Arrow type {field.type}, expected {ARROW_TYPE_OF[kind]}"
+        assert not field.nullable, f"column {name!r} is declared nullable"
+        assert table.column(name).null_count == 0, f"column {name!r} has nulls"
+
+
+def test_metadata_arrow_rows_hold_the_written_values(cache: Path) -> None:
+    rows = pyarrow.ipc.open_file(cache / "metadata.arrow").read_all().to_pylist()
+    for sample_id, (row, (_, metadata)) in enumerate(zip(rows, SAMPLES, strict=True)):
+        assert set(row) == set(metadata), f"row {sample_id} columns {sorted(row)}"
+        for key, value in metadata.items():
+            assert same_value(row[key], value), f"row {sample_id} column {key!r} is {row[key]!r}, wrote {value!r}"
+
+
+def test_metadata_arrow_is_readable_by_polars(cache: Path) -> None:
+    polars = pytest.importorskip("polars")
+    frame = polars.read_ipc(cache / "metadata.arrow")
+    assert frame.columns == [name for name, _ in SCHEMA], f"polars sees columns {frame.columns}"
+    assert frame.height == len(SAMPLES), f"polars sees {frame.height} rows"
+    assert frame["alpha"].to_list() == [m["alpha"] for _, m in SAMPLES], "polars reads different int values"
+
+
+def test_a_single_sample_cache_has_one_shard_and_one_index_row(runtime: DatasetRuntime, tmp_path: Path) -> None:
+    results = runtime.write_cache(ListSource("one", [(b"", {"x": 1})]), tmp_path, writer_config=WriterConfig(show_progress=False))
+    assert results == [CacheWriteSuccess("one", tmp_path / "one")], f"write failed: {results}"
+    manifest = manifest_of(tmp_path / "one")
+    assert manifest["sample_count"] == 1 and len(manifest["shards"]) == 1, f"manifest {manifest}"
+    assert index_rows(tmp_path / "one") == [(0, 0, 8 + len(b'{"x":1}'))], f"index rows {index_rows(tmp_path / 'one')}"
+    assert (tmp_path / "one" / "shards" / "000000.bin").read_bytes() == struct.pack("<Q", 7) + b'{"x":1}', "record bytes"

@@ -1,0 +1,397 @@
+"""Corrupted caches (SPEC sections 3 and 8): damage is detected, or harmless —
+never different data returned silently. Errors name the cache path and the file.
+
+Every example works on a fresh `shutil.copytree` of a small pristine cache.
+
+What cannot be detected without checksums is exempt, and only that:
+- with ``validate_cache=False`` the bytes of a stored payload (raw bytes, or the
+  LZ4 block after its length prefix) are not covered by anything but the shard
+  SHA-256, so a flipped payload byte may change that one sample's payload;
+- manifest.json has no checksum of its own: a flip that leaves its JSON meaning
+  unchanged (whitespace), or changes only ``source_name`` (caches may be renamed)
+  or the advisory lz4 ``ratio``, may go unnoticed even with ``validate_cache=True``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import ListSource
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dataset_rt import CacheWriteSuccess, DatasetRuntime, ReaderConfig, ShardCompression, WriterConfig
+
+ALGOS = ("none", "lz4")
+FILE_REFERENCE = re.compile(r"manifest\.json|index\.bin|metadata\.arrow|shards?[/ ]")
+
+SAMPLES = [
+    (bytes([i]) * (5 + 3 * i) + b"hello hello hello", {"i": i, "f": i / 3, "s": "x" * i + '"q"', "b": i % 2 == 0})
+    for i in range(8)
+]
+
+
+@pytest.fixture(scope="module")
+def pristine(runtime: DatasetRuntime, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    caches = {}
+    for algo in ALGOS:
+        base = tmp_path_factory.mktemp(f"pristine_{algo}")
+        config = WriterConfig(
+            show_progress=False, max_shard_bytes=180, shard_compression=ShardCompression(algo=algo, ratio=1.0)
+        )
+        results = runtime.write_cache(ListSource("c", SAMPLES), base, writer_config=config)
+        assert results == [CacheWriteSuccess("c", base / "c")], f"pristine write failed: {results}"
+        assert len(list((base / "c" / "shards").iterdir())) >= 3, "the pristine cache should have several shards"
+        caches[algo] = base / "c"
+    return caches
+
+
+def files_of(cache: Path) -> list[str]:
+    return sorted(str(p.relative_to(cache)) for p in cache.rglob("*") if p.is_file())
+
+
+def fresh_copy(cache: Path, factory: pytest.TempPathFactory) -> Path:
+    target = factory.mktemp("corrupt") / "copy"
+    shutil.copytree(cache, target)
+    return target
+
+
+def flip(path: Path, position: int, mask: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[position] ^= mask
+    path.write_bytes(bytes(data))
+
+
+def load(runtime: DatasetRuntime, cache: Path, validate: bool) -> list[Any]:
+    dataset = runtime.cached_dataset([cache], reader_config=ReaderConfig(seed=0, shuffle=False, validate_cache=validate))
+    return list(dataset)
+
+
+def same_value(got: object, expected: object) -> bool:
+    if type(got) is not type(expected):
+        return False
+    if isinstance(expected, float):
+        return struct.pack("<d", got) == struct.pack("<d", expected)  # type: ignore[arg-type]
+    return got == expected
+
+
+def assert_original(samples: list[Any], what: str, payload_may_differ: int | None = None) -> None:
+    """The samples are exactly SAMPLES (except the one payload that no check can cover)."""
+    assert len(samples) == len(SAMPLES), f"{what}: read {len(samples)} samples, wrote {len(SAMPLES)}"
+    for sample_id, (sample, (payload, metadata)) in enumerate(zip(samples, SAMPLES, strict=True)):
+        assert (sample.cache_id, sample.sample_id) == (0, sample_id), f"{what}: sample {sample_id} has identity {sample[2:]}"
+        got = dict(sample.metadata)
+        assert set(got) == set(metadata) and all(same_value(got[k], v) for k, v in metadata.items()), (
+            f"{what}: sample {sample_id} metadata silently became {got!r} (was {metadata!r})"
+        )
+        if sample_id == payload_may_differ:
+            assert len(sample.data) == len(payload), f"{what}: sample {sample_id} payload length silently changed"
+        else:
+            assert sample.data == payload, (
+                f"{what}: sample {sample_id} payload silently changed "
+                f"({len(sample.data)} bytes read, {len(payload)} written)"
+            )
+
+
+def assert_names_cache_and_file(error: BaseException, cache: Path, what: str, file: str | None = None) -> None:
+    """The message names the cache path and `file` ("" = any file of the cache, None = path only)."""
+    message = str(error)
+    assert str(cache) in message, f"{what}: error does not name the cache path {cache}: {message!r}"
+    if file is None:
+        return
+    if file == "":
+        assert FILE_REFERENCE.search(message), f"{what}: error names no file of the cache: {message!r}"
+    else:
+        assert file in message, f"{what}: error does not name {file}: {message!r}"
+
+
+def payload_region_owner(cache: Path, file: str, position: int, algo: str) -> int | None:
+    """The sample whose stored payload bytes (not framing) hold `position` of shard `file`, if any."""
+    if not file.startswith("shards/"):
+        return None
+    shard_id = int(Path(file).stem)
+    index = (cache / "index.bin").read_bytes()
+    shard = (cache / file).read_bytes()
+    for sample_id in range(len(index) // 24):
+        row_shard, offset, record_len = struct.unpack_from("<QQQ", index, 24 * sample_id)
+        if row_shard != shard_id:
+            continue
+        (meta_len,) = struct.unpack_from("<Q", shard, offset)
+        start = offset + 8 + meta_len + (4 if algo == "lz4" else 0)
+        if start <= position < offset + record_len:
+            return sample_id
+    return None
+
+
+def manifest_change_is_undetectable(original: bytes, corrupted: bytes, algo: str) -> bool:
+    """True when the corrupted manifest means the same except for source_name / the advisory lz4 ratio."""
+    try:
+        before = json.loads(original.decode("utf-8"))
+        after = json.loads(corrupted.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return False
+    if not isinstance(after, dict):
+        return False
+    for document in (before, after):
+        document.pop("source_name", None)
+        if algo == "lz4":
+            for shard in document.get("shards", []) if isinstance(document.get("shards"), list) else []:
+                if isinstance(shard, dict) and isinstance(shard.get("compression"), dict):
+                    ratio = shard["compression"].get("ratio")
+                    if isinstance(ratio, float) and ratio > 0 and ratio != float("inf"):
+                        shard["compression"]["ratio"] = "advisory"
+    return before == after and json.dumps(before) == json.dumps(after)
+
+
+def framing_positions(cache: Path, file: str, algo: str) -> list[int]:
+    """Byte positions of a shard that hold record framing: meta_len, the JSON copy, the lz4 length prefix."""
+    if not file.startswith("shards/"):
+        return []
+    shard_id = int(Path(file).stem)
+    index = (cache / "index.bin").read_bytes()
+    shard = (cache / file).read_bytes()
+    positions: list[int] = []
+    for sample_id in range(len(index) // 24):
+        row_shard, offset, _ = struct.unpack_from("<QQQ", index, 24 * sample_id)
+        if row_shard == shard_id:
+            (meta_len,) = struct.unpack_from("<Q", shard, offset)
+            positions.extend(range(offset, offset + 8 + meta_len + (4 if algo == "lz4" else 0)))
+    return positions
+
+
+CORRUPTION = settings(
+    max_examples=150,
+    deadline=None,
+    derandomize=True,  # the same examples on every CI run; deterministic tests below pin the known weak spots
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+@CORRUPTION
+@given(algo=st.sampled_from(ALGOS), data=st.data())
+def test_a_flipped_byte_anywhere_is_detected_with_validation_and_detected_or_harmless_without(
+    runtime: DatasetRuntime, pristine: dict[str, Path], tmp_path_factory: pytest.TempPathFactory, algo: str, data: st.DataObject
+) -> None:
+    source = pristine[algo]
+    file = data.draw(st.sampled_from(files_of(source)), label="file")
+    size = (source / file).stat().st_size
+    framing = framing_positions(source, file, algo)
+    anywhere = st.integers(0, size - 1)
+    position = data.draw(st.one_of(anywhere, st.sampled_from(framing)) if framing else anywhere, label="position")
+    mask = data.draw(st.integers(1, 255), label="mask")
+    what = f"{algo} cache, {file} byte {position} ^ {mask:#04x}"
+
+    cache = fresh_copy(source, tmp_path_factory)
+    flip(cache / file, position, mask)
+
+    # validate_cache=True: every SHA-256 is checked while loading.
+    try:
+        samples = load(runtime, cache, validate=True)
+    except (ValueError, OSError) as error:
+        assert_names_cache_and_file(error, cache, f"{what} (validate_cache=True)", "" if file == "manifest.json" else file)
+    else:
+        undetectable = file == "manifest.json" and manifest_change_is_undetectable(
+            (source / file).read_bytes(), (cache / file).read_bytes(), algo
+        )
+        assert undetectable, f"{what}: validate_cache=True loaded the corrupted cache without an error"
+        assert_original(samples, f"{what} (validate_cache=True)")
+
+    # validate_cache=False: structural checks only; whatever is returned must be the original data.
+    try:
+        samples = load(runtime, cache, validate=False)
+    except (ValueError, OSError) as error:
+        # Which file a read-time error must name is pinned by test_read_time_record_errors_name_the_shard.
+        assert_names_cache_and_file(error, cache, f"{what} (validate_cache=False)")
+    else:
+        assert_original(samples, f"{what} (validate_cache=False)", payload_region_owner(source, file, position, algo))
+
+
+# ---- deterministic damage ----------------------------------------------------------------
+
+
+def expect_failure(runtime: DatasetRuntime, cache: Path, what: str, file: str | None, validate: bool = False) -> str:
+    with pytest.raises((ValueError, OSError)) as raised:
+        load(runtime, cache, validate)
+    assert_names_cache_and_file(raised.value, cache, what, file)
+    return str(raised.value)
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_every_file_truncated_to_any_shorter_length_is_detected(
+    runtime: DatasetRuntime, pristine: dict[str, Path], tmp_path_factory: pytest.TempPathFactory, algo: str
+) -> None:
+    source = pristine[algo]
+    for file in files_of(source):
+        content = (source / file).read_bytes()
+        meaningful = len(content.rstrip()) if file == "manifest.json" else len(content)
+        for length in sorted({0, 1, 8, 23, meaningful // 2, meaningful - 1} & set(range(meaningful))):
+            cache = fresh_copy(source, tmp_path_factory)
+            (cache / file).write_bytes(content[:length])
+            expect_failure(runtime, cache, f"{algo}: {file} truncated to {length} bytes", file)
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+@pytest.mark.parametrize("file", ["manifest.json", "index.bin", "metadata.arrow", "shards/000000.bin", "shards/000002.bin"])
+def test_a_missing_file_is_detected_naming_it(
+    runtime: DatasetRuntime, pristine: dict[str, Path], tmp_path_factory: pytest.TempPathFactory, algo: str, file: str
+) -> None:
+    cache = fresh_copy(pristine[algo], tmp_path_factory)
+    (cache / file).unlink()
+    for validate in (False, True):
+        expect_failure(runtime, cache, f"{algo}: {file} missing", file, validate)
+
+
+def test_a_missing_shards_directory_is_detected(
+    runtime: DatasetRuntime, pristine: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    cache = fresh_copy(pristine["none"], tmp_path_factory)
+    shutil.rmtree(cache / "shards")
+    expect_failure(runtime, cache, "shards/ missing", "shard")
+
+
+def test_a_missing_cache_directory_is_an_error_naming_it(runtime: DatasetRuntime, tmp_path: Path) -> None:
+    expect_failure(runtime, tmp_path / "nowhere", "missing cache directory", None)
+
+
+def first_record_of_shard(cache: Path, shard_id: int) -> tuple[int, int, int]:
+    """(sample_id, offset, record_len) of the first record stored in shard `shard_id`."""
+    index = (cache / "index.bin").read_bytes()
+    for sample_id in range(len(index) // 24):
+        row_shard, offset, record_len = struct.unpack_from("<QQQ", index, 24 * sample_id)
+        if row_shard == shard_id:
+            return sample_id, offset, record_len
+    raise AssertionError(f"no record in shard {shard_id}")
+
+
+@pytest.mark.parametrize(
+    ("algo", "damage"),
+    [("none", "meta_len"), ("lz4", "meta_len"), ("lz4", "lz4_prefix"), ("lz4", "lz4_block")],
+)
+def test_read_time_record_errors_name_the_shard(
+    runtime: DatasetRuntime, pristine: dict[str, Path], tmp_path_factory: pytest.TempPathFactory, algo: str, damage: str
+) -> None:
+    cache = fresh_copy(pristine[algo], tmp_path_factory)
+    sample_id, offset, record_len = first_record_of_shard(cache, 2)
+    shard = cache / "shards" / "000002.bin"
+    data = bytearray(shard.read_bytes())
+    (meta_len,) = struct.unpack_from("<Q", data, offset)
+    if damage == "meta_len":
+        struct.pack_into("<Q", data, offset, record_len)  # longer than the record
+    elif damage == "lz4_prefix":
+        prefix_at = offset + 8 + meta_len
+        struct.pack_into("<I", data, prefix_at, struct.unpack_from("<I", data, prefix_at)[0] + 1)
+    else:
+        data[offset + 8 + meta_len + 4] = 0xF0  # token claiming 15+ literals, then garbage
+        data[offset + 8 + meta_len + 5] = 0xFF
+    shard.write_bytes(bytes(data))
+    with pytest.raises(ValueError) as raised:
+        load(runtime, cache, validate=False)
+    message = str(raised.value)
+    assert str(cache) in message, f"{damage}: error does not name the cache: {message!r}"
+    assert f"sample {sample_id}" in message, f"{damage}: error does not name sample {sample_id}: {message!r}"
+    assert "000002.bin" in message or "shard 2" in message, f"{damage}: error does not name the shard file: {message!r}"
+
+
+@pytest.mark.parametrize("version", [3, 1, 0, "2", 2.5, None])
+def test_a_manifest_of_another_format_version_is_refused_naming_the_version(
+    runtime: DatasetRuntime, pristine: dict[str, Path], tmp_path_factory: pytest.TempPathFactory, version: object
+) -> None:
+    cache = fresh_copy(pristine["none"], tmp_path_factory)
+    manifest = json.loads((cache / "manifest.json").read_text())
+    manifest["format_version"] = version
+    (cache / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    message = expect_failure(runtime, cache, f"format_version {version!r}", "manifest.json")
+    assert "version" in message, f"format_version {version!r}: message does not mention the version: {message!r}"
+    if version == 3:
+        assert "3" in message, f"message does not say which version was found: {message!r}"
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+@pytest.mark.parametrize("shard", ["000000.bin", "000002.bin"])
+def test_a_garbage_byte_appended_to_a_shard_is_detected_naming_the_shard(
+    runtime: DatasetRuntime, pristine: dict[str, Path], tmp_path_factory: pytest.TempPathFactory, algo: str, shard: str
+) -> None:
+    cache = fresh_copy(pristine[algo], tmp_path_factory)
+    with open(cache / "shards" / shard, "ab") as handle:
+        handle.write(b"\x00")
+    for validate in (False, True):
+        expect_failure(runtime, cache, f"{algo}: byte appended to {shard}", shard, validate)
+
+
+def test_an_unlisted_extra_shard_does_not_change_what_is_read(
+    runtime: DatasetRuntime, pristine: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    cache = fresh_copy(pristine["none"], tmp_path_factory)
+    (cache / "shards" / "999999.bin").write_bytes(b"garbage")
+    assert_original(load(runtime, cache, validate=True), "unlisted extra shard")
+
+
+@pytest.mark.parametrize("delta", [-1, 1])
+def test_an_index_record_length_off_by_one_is_detected_without_validation(
+    runtime: DatasetRuntime, pristine: dict[str, Path], tmp_path_factory: pytest.TempPathFactory, delta: int
+) -> None:
+    # Row 0's record is followed by row 1's in the same shard, so a longer length stays inside the shard.
+    cache = fresh_copy(pristine["none"], tmp_path_factory)
+    index = bytearray((cache / "index.bin").read_bytes())
+    shard_id, offset, record_len = struct.unpack_from("<QQQ", index, 0)
+    assert struct.unpack_from("<Q", index, 24)[0] == shard_id, "rows 0 and 1 should share a shard"
+    struct.pack_into("<QQQ", index, 0, shard_id, offset, record_len + delta)
+    (cache / "index.bin").write_bytes(bytes(index))
+    try:
+        samples = load(runtime, cache, validate=False)
+    except (ValueError, OSError) as error:
+        assert_names_cache_and_file(error, cache, f"record_len {delta:+d}", "")
+    else:
+        assert_original(samples, f"index row 0 record_len {delta:+d} (validate_cache=False)")
+
+
+def test_swapped_index_rows_are_detected_by_the_embedded_metadata_check(
+    runtime: DatasetRuntime, pristine: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    cache = fresh_copy(pristine["none"], tmp_path_factory)
+    index = bytearray((cache / "index.bin").read_bytes())
+    index[0:24], index[24:48] = index[24:48], index[0:24]
+    (cache / "index.bin").write_bytes(bytes(index))
+    expect_failure(runtime, cache, "index rows 0 and 1 swapped", "")
+
+
+def test_a_metadata_table_from_another_cache_with_the_same_schema_is_detected(
+    runtime: DatasetRuntime, pristine: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    other_base = tmp_path_factory.mktemp("other")
+    shuffled = [(payload, {**metadata, "i": metadata["i"] + 100}) for payload, metadata in SAMPLES]
+    results = runtime.write_cache(ListSource("c", shuffled), other_base, writer_config=WriterConfig(show_progress=False))
+    assert isinstance(results[0], CacheWriteSuccess), f"write failed: {results}"
+    cache = fresh_copy(pristine["none"], tmp_path_factory)
+    shutil.copyfile(other_base / "c" / "metadata.arrow", cache / "metadata.arrow")
+    expect_failure(runtime, cache, "foreign metadata.arrow (validate_cache=False)", "metadata.arrow")
+    expect_failure(runtime, cache, "foreign metadata.arrow (validate_cache=True)", "metadata.arrow", validate=True)
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_a_wrong_uncompressed_byte_len_is_detected_with_validation(
+    runtime: DatasetRuntime, pristine: dict[str, Path], tmp_path_factory: pytest.TempPathFactory, algo: str
+) -> None:
+    cache = fresh_copy(pristine[algo], tmp_path_factory)
+    manifest = json.loads((cache / "manifest.json").read_text())
+    manifest["shards"][0]["uncompressed_byte_len"] += 1
+    (cache / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    expect_failure(runtime, cache, f"{algo}: uncompressed_byte_len + 1 (validate_cache=True)", "", validate=True)
+
+
+@pytest.mark.parametrize("key", ["sample_count", "metadata_schema", "shards", "metadata_sha256", "index_sha256", "format_version"])
+def test_a_manifest_missing_a_field_is_refused_naming_it(
+    runtime: DatasetRuntime, pristine: dict[str, Path], tmp_path_factory: pytest.TempPathFactory, key: str
+) -> None:
+    cache = fresh_copy(pristine["none"], tmp_path_factory)
+    manifest = json.loads((cache / "manifest.json").read_text())
+    del manifest[key]
+    (cache / "manifest.json").write_text(json.dumps(manifest))
+    message = expect_failure(runtime, cache, f"manifest without {key}", "manifest.json")
+    assert key in message, f"manifest without {key}: message does not name the field: {message!r}"
