@@ -17,12 +17,25 @@ def test_c_program_writes_and_reads_back_a_cache(tmp_path: Path) -> None:
     library = _native.library_path.resolve()
     program = tmp_path / "abi_round_trip"
     compile_command = [
-        sys.executable, "-m", "ziglang", "cc", "-std=c11", "-Wall", "-Werror",
-        "-I", str(HEADER_DIR), str(HERE / "c" / "abi_round_trip.c"),
-        str(library), f"-Wl,-rpath,{library.parent}", "-o", str(program),
+        sys.executable,
+        "-m",
+        "ziglang",
+        "cc",
+        "-std=c11",
+        "-Wall",
+        "-Werror",
+        "-I",
+        str(HEADER_DIR),
+        str(HERE / "c" / "abi_round_trip.c"),
+        str(library),
+        f"-Wl,-rpath,{library.parent}",
+        "-o",
+        str(program),
     ]
     subprocess.run(compile_command, check=True, capture_output=True, text=True)
-    result = subprocess.run([str(program), str(tmp_path / "caches")], capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [str(program), str(tmp_path / "caches")], capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, f"C round trip failed:\n{result.stdout}\n{result.stderr}"
     assert "read back 1000 samples" in result.stdout
     assert (tmp_path / "caches" / "c_source" / "manifest.json").exists()

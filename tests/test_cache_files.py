@@ -13,8 +13,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.ipc
 import pytest
-from conftest import ListSource
 
+from conftest import ListSource
 from dataset_rt import CacheWriteSuccess, DatasetRuntime, ShardCompression, WriterConfig
 
 HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -29,16 +29,32 @@ MANIFEST_KEYS = {
 }
 SHARD_KEYS = {"name", "uncompressed_byte_len", "byte_len", "compression", "sha256"}
 KIND_OF = {bool: "bool", int: "int", float: "float", str: "string"}
-ARROW_TYPE_OF = {"bool": pa.bool_(), "int": pa.int64(), "float": pa.float64(), "string": pa.string()}
+ARROW_TYPE_OF = {
+    "bool": pa.bool_(),
+    "int": pa.int64(),
+    "float": pa.float64(),
+    "string": pa.string(),
+}
 
 FLOATS = [100.0, 1e21, -0.0, 5e-324, 1e300, 0.1 + 0.2, -2.5, 1e-7, 123456789.125, 2.0**53, 3.0]
-STRINGS = ["plain", 'quote " and \\ backslash', "\x00\x01\x1f\x7f", "tab\tnew\nline", "é😀\u2028", "", "{\"k\":1}", "z"]
+STRINGS = [
+    "plain",
+    'quote " and \\ backslash',
+    "\x00\x01\x1f\x7f",
+    "tab\tnew\nline",
+    "é😀\u2028",
+    "",
+    '{"k":1}',
+    "z",
+]
 
 
 def make_samples() -> list[tuple[bytes, dict[str, Any]]]:
     samples = []
     for i in range(40):
-        payload = (bytes([i]) * (i * 37 % 300)) + (b"repeat-me " * (i % 5)) + i.to_bytes(2, "little")
+        payload = (
+            (bytes([i]) * (i * 37 % 300)) + (b"repeat-me " * (i % 5)) + i.to_bytes(2, "little")
+        )
         metadata = {
             "zeta": STRINGS[i % len(STRINGS)],
             "alpha": i * 7 - 100,
@@ -57,14 +73,22 @@ SOURCE_NAME = "files é😀"
 
 
 @pytest.fixture(scope="module", params=["none", "lz4"])
-def cache(request: pytest.FixtureRequest, runtime: DatasetRuntime, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def cache(
+    request: pytest.FixtureRequest,
+    runtime: DatasetRuntime,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Path:
     base = tmp_path_factory.mktemp(f"files_{request.param}")
     ratio = 1.0 if request.param == "none" else 2.5
     config = WriterConfig(
-        show_progress=False, max_shard_bytes=3000, shard_compression=ShardCompression(algo=request.param, ratio=ratio)
+        show_progress=False,
+        max_shard_bytes=3000,
+        shard_compression=ShardCompression(algo=request.param, ratio=ratio),
     )
     results = runtime.write_cache(ListSource(SOURCE_NAME, SAMPLES), base, writer_config=config)
-    assert results == [CacheWriteSuccess(SOURCE_NAME, base / SOURCE_NAME)], f"write failed: {results}"
+    assert results == [CacheWriteSuccess(SOURCE_NAME, base / SOURCE_NAME)], (
+        f"write failed: {results}"
+    )
     return base / SOURCE_NAME
 
 
@@ -88,9 +112,13 @@ def records(cache: Path) -> list[tuple[int, bytes, bytes]]:
     out = []
     for sample_id, (shard_id, offset, record_len) in enumerate(index_rows(cache)):
         record = contents[shard_id][offset : offset + record_len]
-        assert len(record) == record_len, f"sample {sample_id}: record runs past the end of shard {shard_id}"
+        assert len(record) == record_len, (
+            f"sample {sample_id}: record runs past the end of shard {shard_id}"
+        )
         (meta_len,) = struct.unpack_from("<Q", record, 0)
-        assert 8 + meta_len <= record_len, f"sample {sample_id}: meta_len {meta_len} exceeds record_len {record_len}"
+        assert 8 + meta_len <= record_len, (
+            f"sample {sample_id}: meta_len {meta_len} exceeds record_len {record_len}"
+        )
         out.append((shard_id, record[8 : 8 + meta_len], record[8 + meta_len :]))
     return out
 
@@ -130,28 +158,42 @@ def whitespace_outside_strings(text: str) -> list[int]:
 
 def test_manifest_has_exactly_the_v2_fields_with_their_values(cache: Path) -> None:
     manifest = manifest_of(cache)
-    assert set(manifest) == MANIFEST_KEYS, f"manifest keys {sorted(manifest)} != v2 keys {sorted(MANIFEST_KEYS)}"
-    assert manifest["format_version"] == 2 and type(manifest["format_version"]) is int, "format_version is not 2"
+    assert set(manifest) == MANIFEST_KEYS, (
+        f"manifest keys {sorted(manifest)} != v2 keys {sorted(MANIFEST_KEYS)}"
+    )
+    assert manifest["format_version"] == 2 and type(manifest["format_version"]) is int, (
+        "format_version is not 2"
+    )
     assert manifest["source_name"] == SOURCE_NAME, f"source_name {manifest['source_name']!r}"
     assert manifest["sample_count"] == len(SAMPLES), f"sample_count {manifest['sample_count']}"
 
 
 def test_manifest_metadata_schema_is_sorted_by_name_with_kinds(cache: Path) -> None:
     schema = manifest_of(cache)["metadata_schema"]
-    assert all(set(field) == {"name", "kind"} for field in schema), f"schema entries have other keys: {schema}"
-    assert [(f["name"], f["kind"]) for f in schema] == SCHEMA, f"metadata_schema {schema} != sorted {SCHEMA}"
+    assert all(set(field) == {"name", "kind"} for field in schema), (
+        f"schema entries have other keys: {schema}"
+    )
+    assert [(f["name"], f["kind"]) for f in schema] == SCHEMA, (
+        f"metadata_schema {schema} != sorted {SCHEMA}"
+    )
 
 
 def test_manifest_hashes_are_lowercase_hex_sha256_of_the_files(cache: Path) -> None:
     manifest = manifest_of(cache)
     for key, file in (("metadata_sha256", "metadata.arrow"), ("index_sha256", "index.bin")):
-        assert HEX64.fullmatch(manifest[key]), f"{key} {manifest[key]!r} is not 64 lowercase hex digits"
+        assert HEX64.fullmatch(manifest[key]), (
+            f"{key} {manifest[key]!r} is not 64 lowercase hex digits"
+        )
         actual = hashlib.sha256((cache / file).read_bytes()).hexdigest()
         assert manifest[key] == actual, f"{key} {manifest[key]} != sha256({file}) {actual}"
     for shard in manifest["shards"]:
-        assert HEX64.fullmatch(shard["sha256"]), f"shard {shard['name']} sha256 {shard['sha256']!r} is not lowercase hex"
+        assert HEX64.fullmatch(shard["sha256"]), (
+            f"shard {shard['name']} sha256 {shard['sha256']!r} is not lowercase hex"
+        )
         actual = hashlib.sha256((cache / "shards" / shard["name"]).read_bytes()).hexdigest()
-        assert shard["sha256"] == actual, f"shard {shard['name']} sha256 {shard['sha256']} != {actual}"
+        assert shard["sha256"] == actual, (
+            f"shard {shard['name']} sha256 {shard['sha256']} != {actual}"
+        )
 
 
 def test_manifest_shards_are_numbered_files_with_sizes_and_compression(cache: Path) -> None:
@@ -170,18 +212,26 @@ def test_manifest_shards_are_numbered_files_with_sizes_and_compression(cache: Pa
     for shard, payload_bytes in zip(shards, payload_per_shard, strict=True):
         assert set(shard) == SHARD_KEYS, f"shard {shard['name']} keys {sorted(shard)}"
         size = (cache / "shards" / shard["name"]).stat().st_size
-        assert shard["byte_len"] == size, f"shard {shard['name']} byte_len {shard['byte_len']} != file size {size}"
+        assert shard["byte_len"] == size, (
+            f"shard {shard['name']} byte_len {shard['byte_len']} != file size {size}"
+        )
         assert shard["uncompressed_byte_len"] == payload_bytes, (
             f"shard {shard['name']} uncompressed_byte_len {shard['uncompressed_byte_len']} != "
             f"sum of its payload lengths {payload_bytes}"
         )
-        assert shard["compression"] == expected_compression, f"shard {shard['name']} compression {shard['compression']}"
-        assert type(shard["compression"]["ratio"]) is float, "compression ratio is not written as a JSON float"
+        assert shard["compression"] == expected_compression, (
+            f"shard {shard['name']} compression {shard['compression']}"
+        )
+        assert type(shard["compression"]["ratio"]) is float, (
+            "compression ratio is not written as a JSON float"
+        )
 
 
 def test_manifest_is_the_only_other_file_next_to_the_data(cache: Path) -> None:
     entries = sorted(p.name for p in cache.iterdir())
-    assert entries == ["index.bin", "manifest.json", "metadata.arrow", "shards"], f"cache directory holds {entries}"
+    assert entries == ["index.bin", "manifest.json", "metadata.arrow", "shards"], (
+        f"cache directory holds {entries}"
+    )
 
 
 # ---- index.bin and shard records ----------------------------------------------------
@@ -193,32 +243,52 @@ def test_index_has_24_bytes_per_sample_and_records_tile_each_shard(cache: Path) 
     manifest = manifest_of(cache)
     fill = {i: 0 for i in range(len(manifest["shards"]))}
     for sample_id, (shard_id, offset, record_len) in enumerate(index_rows(cache)):
-        assert shard_id in fill, f"sample {sample_id} names shard {shard_id} which the manifest does not list"
-        assert offset == fill[shard_id], f"sample {sample_id} at offset {offset}, previous record ends at {fill[shard_id]}"
-        assert all(fill[later] == 0 for later in fill if later > shard_id), f"sample {sample_id} goes back to shard {shard_id}"
+        assert shard_id in fill, (
+            f"sample {sample_id} names shard {shard_id} which the manifest does not list"
+        )
+        assert offset == fill[shard_id], (
+            f"sample {sample_id} at offset {offset}, previous record ends at {fill[shard_id]}"
+        )
+        assert all(fill[later] == 0 for later in fill if later > shard_id), (
+            f"sample {sample_id} goes back to shard {shard_id}"
+        )
         fill[shard_id] += record_len
     for shard in manifest["shards"]:
         shard_id = int(shard["name"][:6])
-        assert fill[shard_id] == shard["byte_len"], f"records of {shard['name']} cover {fill[shard_id]} of {shard['byte_len']} bytes"
+        assert fill[shard_id] == shard["byte_len"], (
+            f"records of {shard['name']} cover {fill[shard_id]} of {shard['byte_len']} bytes"
+        )
 
 
 def test_records_hold_the_payload_raw_or_as_a_reference_decodable_lz4_block(cache: Path) -> None:
-    for sample_id, ((_, _, stored), (payload, _)) in enumerate(zip(records(cache), SAMPLES, strict=True)):
+    for sample_id, ((_, _, stored), (payload, _)) in enumerate(
+        zip(records(cache), SAMPLES, strict=True)
+    ):
         if algo_of(cache) == "none":
-            assert stored == payload, f"sample {sample_id}: raw stored payload differs from the written payload"
+            assert stored == payload, (
+                f"sample {sample_id}: raw stored payload differs from the written payload"
+            )
         else:
             lz4_block = pytest.importorskip("lz4.block")
             assert len(stored) >= 4, f"sample {sample_id}: lz4 payload has no u32 length prefix"
             (length,) = struct.unpack_from("<I", stored, 0)
-            assert length == len(payload), f"sample {sample_id}: u32 prefix {length} != payload length {len(payload)}"
+            assert length == len(payload), (
+                f"sample {sample_id}: u32 prefix {length} != payload length {len(payload)}"
+            )
             decoded = lz4_block.decompress(stored[4:], uncompressed_size=length)
-            assert decoded == payload, f"sample {sample_id}: the reference lz4 decodes the block to different bytes"
+            assert decoded == payload, (
+                f"sample {sample_id}: the reference lz4 decodes the block to different bytes"
+            )
 
 
 def test_embedded_metadata_is_compact_json_with_sorted_keys_and_exact_values(cache: Path) -> None:
-    for sample_id, ((_, text_bytes, _), (_, metadata)) in enumerate(zip(records(cache), SAMPLES, strict=True)):
+    for sample_id, ((_, text_bytes, _), (_, metadata)) in enumerate(
+        zip(records(cache), SAMPLES, strict=True)
+    ):
         text = text_bytes.decode("utf-8")
-        assert not whitespace_outside_strings(text), f"sample {sample_id}: JSON is not compact: {text!r}"
+        assert not whitespace_outside_strings(text), (
+            f"sample {sample_id}: JSON is not compact: {text!r}"
+        )
         float_tokens: list[str] = []
         int_tokens: list[str] = []
         keys: list[list[str]] = []
@@ -235,16 +305,27 @@ def test_embedded_metadata_is_compact_json_with_sorted_keys_and_exact_values(cac
             keys.append([k for k, _ in items])
             return dict(items)
 
-        parsed = json.loads(text, parse_float=parse_float, parse_int=parse_int, object_pairs_hook=pairs)
-        assert keys == [sorted(metadata)], f"sample {sample_id}: keys {keys} are not the sorted names {sorted(metadata)}"
+        parsed = json.loads(
+            text, parse_float=parse_float, parse_int=parse_int, object_pairs_hook=pairs
+        )
+        assert keys == [sorted(metadata)], (
+            f"sample {sample_id}: keys {keys} are not the sorted names {sorted(metadata)}"
+        )
         for key, value in metadata.items():
-            assert same_value(parsed[key], value), f"sample {sample_id}: field {key!r} is {parsed[key]!r}, wrote {value!r}"
-        assert len(float_tokens) == 1, f"sample {sample_id}: float field written as {int_tokens} (an int token)"
+            assert same_value(parsed[key], value), (
+                f"sample {sample_id}: field {key!r} is {parsed[key]!r}, wrote {value!r}"
+            )
+        assert len(float_tokens) == 1, (
+            f"sample {sample_id}: float field written as {int_tokens} (an int token)"
+        )
         token = float_tokens[0]
         value = metadata["Beta"]
-        assert "." in token or "e" in token.lower(), f"sample {sample_id}: float {value!r} written as {token!r}"
+        assert "." in token or "e" in token.lower(), (
+            f"sample {sample_id}: float {value!r} written as {token!r}"
+        )
         assert significant_digits(token) == significant_digits(repr(value)), (
-            f"sample {sample_id}: float {value!r} written as {token!r}, not in shortest round-trip form"
+            f"sample {sample_id}: float {value!r} written as {token!r}, "
+            "not in shortest round-trip form"
         )
         if value == 100.0:
             assert token == "100.0", f"100.0 written as {token!r}"
@@ -255,14 +336,22 @@ def test_embedded_metadata_is_compact_json_with_sorted_keys_and_exact_values(cac
 # ---- metadata.arrow -------------------------------------------------------------------
 
 
-def test_metadata_arrow_is_an_ipc_file_with_sorted_non_null_columns_of_the_four_types(cache: Path) -> None:
+def test_metadata_arrow_is_an_ipc_file_with_sorted_non_null_columns_of_the_four_types(
+    cache: Path,
+) -> None:
     raw = (cache / "metadata.arrow").read_bytes()
-    assert raw[:6] == b"ARROW1" and raw[-6:] == b"ARROW1", "metadata.arrow lacks the Arrow IPC file magic"
+    assert raw[:6] == b"ARROW1" and raw[-6:] == b"ARROW1", (
+        "metadata.arrow lacks the Arrow IPC file magic"
+    )
     table = pyarrow.ipc.open_file(cache / "metadata.arrow").read_all()
-    assert table.column_names == [name for name, _ in SCHEMA], f"columns {table.column_names} are not sorted by name"
+    assert table.column_names == [name for name, _ in SCHEMA], (
+        f"columns {table.column_names} are not sorted by name"
+    )
     assert table.num_rows == len(SAMPLES), f"metadata.arrow has {table.num_rows} rows"
     for (name, kind), field in zip(SCHEMA, table.schema, strict=True):
-        assert field.type == ARROW_TYPE_OF[kind], f"column {name!r} has Arrow type {field.type}, expected {ARROW_TYPE_OF[kind]}"
+        assert field.type == ARROW_TYPE_OF[kind], (
+            f"column {name!r} has Arrow type {field.type}, expected {ARROW_TYPE_OF[kind]}"
+        )
         assert not field.nullable, f"column {name!r} is declared nullable"
         assert table.column(name).null_count == 0, f"column {name!r} has nulls"
 
@@ -272,7 +361,9 @@ def test_metadata_arrow_rows_hold_the_written_values(cache: Path) -> None:
     for sample_id, (row, (_, metadata)) in enumerate(zip(rows, SAMPLES, strict=True)):
         assert set(row) == set(metadata), f"row {sample_id} columns {sorted(row)}"
         for key, value in metadata.items():
-            assert same_value(row[key], value), f"row {sample_id} column {key!r} is {row[key]!r}, wrote {value!r}"
+            assert same_value(row[key], value), (
+                f"row {sample_id} column {key!r} is {row[key]!r}, wrote {value!r}"
+            )
 
 
 def test_metadata_arrow_is_readable_by_polars(cache: Path) -> None:
@@ -280,13 +371,25 @@ def test_metadata_arrow_is_readable_by_polars(cache: Path) -> None:
     frame = polars.read_ipc(cache / "metadata.arrow")
     assert frame.columns == [name for name, _ in SCHEMA], f"polars sees columns {frame.columns}"
     assert frame.height == len(SAMPLES), f"polars sees {frame.height} rows"
-    assert frame["alpha"].to_list() == [m["alpha"] for _, m in SAMPLES], "polars reads different int values"
+    assert frame["alpha"].to_list() == [m["alpha"] for _, m in SAMPLES], (
+        "polars reads different int values"
+    )
 
 
-def test_a_single_sample_cache_has_one_shard_and_one_index_row(runtime: DatasetRuntime, tmp_path: Path) -> None:
-    results = runtime.write_cache(ListSource("one", [(b"", {"x": 1})]), tmp_path, writer_config=WriterConfig(show_progress=False))
+def test_a_single_sample_cache_has_one_shard_and_one_index_row(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    results = runtime.write_cache(
+        ListSource("one", [(b"", {"x": 1})]),
+        tmp_path,
+        writer_config=WriterConfig(show_progress=False),
+    )
     assert results == [CacheWriteSuccess("one", tmp_path / "one")], f"write failed: {results}"
     manifest = manifest_of(tmp_path / "one")
     assert manifest["sample_count"] == 1 and len(manifest["shards"]) == 1, f"manifest {manifest}"
-    assert index_rows(tmp_path / "one") == [(0, 0, 8 + len(b'{"x":1}'))], f"index rows {index_rows(tmp_path / 'one')}"
-    assert (tmp_path / "one" / "shards" / "000000.bin").read_bytes() == struct.pack("<Q", 7) + b'{"x":1}', "record bytes"
+    assert index_rows(tmp_path / "one") == [(0, 0, 8 + len(b'{"x":1}'))], (
+        f"index rows {index_rows(tmp_path / 'one')}"
+    )
+    assert (tmp_path / "one" / "shards" / "000000.bin").read_bytes() == struct.pack(
+        "<Q", 7
+    ) + b'{"x":1}', "record bytes"

@@ -22,17 +22,26 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ListSource
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dataset_rt import CacheWriteSuccess, DatasetRuntime, ReaderConfig, ShardCompression, WriterConfig
+from conftest import ListSource
+from dataset_rt import (
+    CacheWriteSuccess,
+    DatasetRuntime,
+    ReaderConfig,
+    ShardCompression,
+    WriterConfig,
+)
 
 ALGOS = ("none", "lz4")
 FILE_REFERENCE = re.compile(r"manifest\.json|index\.bin|metadata\.arrow|shards?[/ ]")
 
 SAMPLES = [
-    (bytes([i]) * (5 + 3 * i) + b"hello hello hello", {"i": i, "f": i / 3, "s": "x" * i + '"q"', "b": i % 2 == 0})
+    (
+        bytes([i]) * (5 + 3 * i) + b"hello hello hello",
+        {"i": i, "f": i / 3, "s": "x" * i + '"q"', "b": i % 2 == 0},
+    )
     for i in range(8)
 ]
 
@@ -43,11 +52,15 @@ def pristine(runtime: DatasetRuntime, tmp_path_factory: pytest.TempPathFactory) 
     for algo in ALGOS:
         base = tmp_path_factory.mktemp(f"pristine_{algo}")
         config = WriterConfig(
-            show_progress=False, max_shard_bytes=180, shard_compression=ShardCompression(algo=algo, ratio=1.0)
+            show_progress=False,
+            max_shard_bytes=180,
+            shard_compression=ShardCompression(algo=algo, ratio=1.0),
         )
         results = runtime.write_cache(ListSource("c", SAMPLES), base, writer_config=config)
         assert results == [CacheWriteSuccess("c", base / "c")], f"pristine write failed: {results}"
-        assert len(list((base / "c" / "shards").iterdir())) >= 3, "the pristine cache should have several shards"
+        assert len(list((base / "c" / "shards").iterdir())) >= 3, (
+            "the pristine cache should have several shards"
+        )
         caches[algo] = base / "c"
     return caches
 
@@ -69,7 +82,9 @@ def flip(path: Path, position: int, mask: int) -> None:
 
 
 def load(runtime: DatasetRuntime, cache: Path, validate: bool) -> list[Any]:
-    dataset = runtime.cached_dataset([cache], reader_config=ReaderConfig(seed=0, shuffle=False, validate_cache=validate))
+    dataset = runtime.cached_dataset(
+        [cache], reader_config=ReaderConfig(seed=0, shuffle=False, validate_cache=validate)
+    )
     return list(dataset)
 
 
@@ -83,15 +98,21 @@ def same_value(got: object, expected: object) -> bool:
 
 def assert_original(samples: list[Any], what: str, payload_may_differ: int | None = None) -> None:
     """The samples are exactly SAMPLES (except the one payload that no check can cover)."""
-    assert len(samples) == len(SAMPLES), f"{what}: read {len(samples)} samples, wrote {len(SAMPLES)}"
+    assert len(samples) == len(SAMPLES), (
+        f"{what}: read {len(samples)} samples, wrote {len(SAMPLES)}"
+    )
     for sample_id, (sample, (payload, metadata)) in enumerate(zip(samples, SAMPLES, strict=True)):
-        assert (sample.cache_id, sample.sample_id) == (0, sample_id), f"{what}: sample {sample_id} has identity {sample[2:]}"
-        got = dict(sample.metadata)
-        assert set(got) == set(metadata) and all(same_value(got[k], v) for k, v in metadata.items()), (
-            f"{what}: sample {sample_id} metadata silently became {got!r} (was {metadata!r})"
+        assert (sample.cache_id, sample.sample_id) == (0, sample_id), (
+            f"{what}: sample {sample_id} has identity {sample[2:]}"
         )
+        got = dict(sample.metadata)
+        assert set(got) == set(metadata) and all(
+            same_value(got[k], v) for k, v in metadata.items()
+        ), f"{what}: sample {sample_id} metadata silently became {got!r} (was {metadata!r})"
         if sample_id == payload_may_differ:
-            assert len(sample.data) == len(payload), f"{what}: sample {sample_id} payload length silently changed"
+            assert len(sample.data) == len(payload), (
+                f"{what}: sample {sample_id} payload length silently changed"
+            )
         else:
             assert sample.data == payload, (
                 f"{what}: sample {sample_id} payload silently changed "
@@ -99,20 +120,24 @@ def assert_original(samples: list[Any], what: str, payload_may_differ: int | Non
             )
 
 
-def assert_names_cache_and_file(error: BaseException, cache: Path, what: str, file: str | None = None) -> None:
-    """The message names the cache path and `file` ("" = any file of the cache, None = path only)."""
+def assert_names_cache_and_file(
+    error: BaseException, cache: Path, what: str, file: str | None = None
+) -> None:
+    """The message names the cache path and `file` ("" = any cache file, None = path only)."""
     message = str(error)
     assert str(cache) in message, f"{what}: error does not name the cache path {cache}: {message!r}"
     if file is None:
         return
     if file == "":
-        assert FILE_REFERENCE.search(message), f"{what}: error names no file of the cache: {message!r}"
+        assert FILE_REFERENCE.search(message), (
+            f"{what}: error names no file of the cache: {message!r}"
+        )
     else:
         assert file in message, f"{what}: error does not name {file}: {message!r}"
 
 
 def payload_region_owner(cache: Path, file: str, position: int, algo: str) -> int | None:
-    """The sample whose stored payload bytes (not framing) hold `position` of shard `file`, if any."""
+    """The sample whose stored payload bytes (not framing) hold `position` of shard `file`."""
     if not file.startswith("shards/"):
         return None
     shard_id = int(Path(file).stem)
@@ -130,7 +155,7 @@ def payload_region_owner(cache: Path, file: str, position: int, algo: str) -> in
 
 
 def manifest_change_is_undetectable(original: bytes, corrupted: bytes, algo: str) -> bool:
-    """True when the corrupted manifest means the same except for source_name / the advisory lz4 ratio."""
+    """True when the corrupted manifest means the same but for source_name / the lz4 ratio."""
     try:
         before = json.loads(original.decode("utf-8"))
         after = json.loads(corrupted.decode("utf-8"))
@@ -141,7 +166,9 @@ def manifest_change_is_undetectable(original: bytes, corrupted: bytes, algo: str
     for document in (before, after):
         document.pop("source_name", None)
         if algo == "lz4":
-            for shard in document.get("shards", []) if isinstance(document.get("shards"), list) else []:
+            for shard in (
+                document.get("shards", []) if isinstance(document.get("shards"), list) else []
+            ):
                 if isinstance(shard, dict) and isinstance(shard.get("compression"), dict):
                     ratio = shard["compression"].get("ratio")
                     if isinstance(ratio, float) and ratio > 0 and ratio != float("inf"):
@@ -150,7 +177,7 @@ def manifest_change_is_undetectable(original: bytes, corrupted: bytes, algo: str
 
 
 def framing_positions(cache: Path, file: str, algo: str) -> list[int]:
-    """Byte positions of a shard that hold record framing: meta_len, the JSON copy, the lz4 length prefix."""
+    """Positions of a shard holding record framing: meta_len, JSON copy, lz4 length prefix."""
     if not file.startswith("shards/"):
         return []
     shard_id = int(Path(file).stem)
@@ -168,7 +195,8 @@ def framing_positions(cache: Path, file: str, algo: str) -> list[int]:
 CORRUPTION = settings(
     max_examples=150,
     deadline=None,
-    derandomize=True,  # the same examples on every CI run; deterministic tests below pin the known weak spots
+    # The same examples on every CI run; deterministic tests below pin the known weak spots.
+    derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 
@@ -176,14 +204,20 @@ CORRUPTION = settings(
 @CORRUPTION
 @given(algo=st.sampled_from(ALGOS), data=st.data())
 def test_a_flipped_byte_anywhere_is_detected_with_validation_and_detected_or_harmless_without(
-    runtime: DatasetRuntime, pristine: dict[str, Path], tmp_path_factory: pytest.TempPathFactory, algo: str, data: st.DataObject
+    runtime: DatasetRuntime,
+    pristine: dict[str, Path],
+    tmp_path_factory: pytest.TempPathFactory,
+    algo: str,
+    data: st.DataObject,
 ) -> None:
     source = pristine[algo]
     file = data.draw(st.sampled_from(files_of(source)), label="file")
     size = (source / file).stat().st_size
     framing = framing_positions(source, file, algo)
     anywhere = st.integers(0, size - 1)
-    position = data.draw(st.one_of(anywhere, st.sampled_from(framing)) if framing else anywhere, label="position")
+    position = data.draw(
+        st.one_of(anywhere, st.sampled_from(framing)) if framing else anywhere, label="position"
+    )
     mask = data.draw(st.integers(1, 255), label="mask")
     what = f"{algo} cache, {file} byte {position} ^ {mask:#04x}"
 
@@ -194,28 +228,39 @@ def test_a_flipped_byte_anywhere_is_detected_with_validation_and_detected_or_har
     try:
         samples = load(runtime, cache, validate=True)
     except (ValueError, OSError) as error:
-        assert_names_cache_and_file(error, cache, f"{what} (validate_cache=True)", "" if file == "manifest.json" else file)
+        assert_names_cache_and_file(
+            error, cache, f"{what} (validate_cache=True)", "" if file == "manifest.json" else file
+        )
     else:
         undetectable = file == "manifest.json" and manifest_change_is_undetectable(
             (source / file).read_bytes(), (cache / file).read_bytes(), algo
         )
-        assert undetectable, f"{what}: validate_cache=True loaded the corrupted cache without an error"
+        assert undetectable, (
+            f"{what}: validate_cache=True loaded the corrupted cache without an error"
+        )
         assert_original(samples, f"{what} (validate_cache=True)")
 
     # validate_cache=False: structural checks only; whatever is returned must be the original data.
     try:
         samples = load(runtime, cache, validate=False)
     except (ValueError, OSError) as error:
-        # Which file a read-time error must name is pinned by test_read_time_record_errors_name_the_shard.
+        # The file a read-time error must name is pinned by
+        # test_read_time_record_errors_name_the_shard.
         assert_names_cache_and_file(error, cache, f"{what} (validate_cache=False)")
     else:
-        assert_original(samples, f"{what} (validate_cache=False)", payload_region_owner(source, file, position, algo))
+        assert_original(
+            samples,
+            f"{what} (validate_cache=False)",
+            payload_region_owner(source, file, position, algo),
+        )
 
 
 # ---- deterministic damage ----------------------------------------------------------------
 
 
-def expect_failure(runtime: DatasetRuntime, cache: Path, what: str, file: str | None, validate: bool = False) -> str:
+def expect_failure(
+    runtime: DatasetRuntime, cache: Path, what: str, file: str | None, validate: bool = False
+) -> str:
     with pytest.raises((ValueError, OSError)) as raised:
         load(runtime, cache, validate)
     assert_names_cache_and_file(raised.value, cache, what, file)
@@ -224,22 +269,34 @@ def expect_failure(runtime: DatasetRuntime, cache: Path, what: str, file: str | 
 
 @pytest.mark.parametrize("algo", ALGOS)
 def test_every_file_truncated_to_any_shorter_length_is_detected(
-    runtime: DatasetRuntime, pristine: dict[str, Path], tmp_path_factory: pytest.TempPathFactory, algo: str
+    runtime: DatasetRuntime,
+    pristine: dict[str, Path],
+    tmp_path_factory: pytest.TempPathFactory,
+    algo: str,
 ) -> None:
     source = pristine[algo]
     for file in files_of(source):
         content = (source / file).read_bytes()
         meaningful = len(content.rstrip()) if file == "manifest.json" else len(content)
-        for length in sorted({0, 1, 8, 23, meaningful // 2, meaningful - 1} & set(range(meaningful))):
+        for length in sorted(
+            {0, 1, 8, 23, meaningful // 2, meaningful - 1} & set(range(meaningful))
+        ):
             cache = fresh_copy(source, tmp_path_factory)
             (cache / file).write_bytes(content[:length])
             expect_failure(runtime, cache, f"{algo}: {file} truncated to {length} bytes", file)
 
 
 @pytest.mark.parametrize("algo", ALGOS)
-@pytest.mark.parametrize("file", ["manifest.json", "index.bin", "metadata.arrow", "shards/000000.bin", "shards/000002.bin"])
+@pytest.mark.parametrize(
+    "file",
+    ["manifest.json", "index.bin", "metadata.arrow", "shards/000000.bin", "shards/000002.bin"],
+)
 def test_a_missing_file_is_detected_naming_it(
-    runtime: DatasetRuntime, pristine: dict[str, Path], tmp_path_factory: pytest.TempPathFactory, algo: str, file: str
+    runtime: DatasetRuntime,
+    pristine: dict[str, Path],
+    tmp_path_factory: pytest.TempPathFactory,
+    algo: str,
+    file: str,
 ) -> None:
     cache = fresh_copy(pristine[algo], tmp_path_factory)
     (cache / file).unlink()
@@ -255,7 +312,9 @@ def test_a_missing_shards_directory_is_detected(
     expect_failure(runtime, cache, "shards/ missing", "shard")
 
 
-def test_a_missing_cache_directory_is_an_error_naming_it(runtime: DatasetRuntime, tmp_path: Path) -> None:
+def test_a_missing_cache_directory_is_an_error_naming_it(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
     expect_failure(runtime, tmp_path / "nowhere", "missing cache directory", None)
 
 
@@ -274,7 +333,11 @@ def first_record_of_shard(cache: Path, shard_id: int) -> tuple[int, int, int]:
     [("none", "meta_len"), ("lz4", "meta_len"), ("lz4", "lz4_prefix"), ("lz4", "lz4_block")],
 )
 def test_read_time_record_errors_name_the_shard(
-    runtime: DatasetRuntime, pristine: dict[str, Path], tmp_path_factory: pytest.TempPathFactory, algo: str, damage: str
+    runtime: DatasetRuntime,
+    pristine: dict[str, Path],
+    tmp_path_factory: pytest.TempPathFactory,
+    algo: str,
+    damage: str,
 ) -> None:
     cache = fresh_copy(pristine[algo], tmp_path_factory)
     sample_id, offset, record_len = first_record_of_shard(cache, 2)
@@ -294,20 +357,29 @@ def test_read_time_record_errors_name_the_shard(
         load(runtime, cache, validate=False)
     message = str(raised.value)
     assert str(cache) in message, f"{damage}: error does not name the cache: {message!r}"
-    assert f"sample {sample_id}" in message, f"{damage}: error does not name sample {sample_id}: {message!r}"
-    assert "000002.bin" in message or "shard 2" in message, f"{damage}: error does not name the shard file: {message!r}"
+    assert f"sample {sample_id}" in message, (
+        f"{damage}: error does not name sample {sample_id}: {message!r}"
+    )
+    assert "000002.bin" in message or "shard 2" in message, (
+        f"{damage}: error does not name the shard file: {message!r}"
+    )
 
 
 @pytest.mark.parametrize("version", [3, 1, 0, "2", 2.5, None])
 def test_a_manifest_of_another_format_version_is_refused_naming_the_version(
-    runtime: DatasetRuntime, pristine: dict[str, Path], tmp_path_factory: pytest.TempPathFactory, version: object
+    runtime: DatasetRuntime,
+    pristine: dict[str, Path],
+    tmp_path_factory: pytest.TempPathFactory,
+    version: object,
 ) -> None:
     cache = fresh_copy(pristine["none"], tmp_path_factory)
     manifest = json.loads((cache / "manifest.json").read_text())
     manifest["format_version"] = version
     (cache / "manifest.json").write_text(json.dumps(manifest, indent=2))
     message = expect_failure(runtime, cache, f"format_version {version!r}", "manifest.json")
-    assert "version" in message, f"format_version {version!r}: message does not mention the version: {message!r}"
+    assert "version" in message, (
+        f"format_version {version!r}: message does not mention the version: {message!r}"
+    )
     if version == 3:
         assert "3" in message, f"message does not say which version was found: {message!r}"
 
@@ -315,7 +387,11 @@ def test_a_manifest_of_another_format_version_is_refused_naming_the_version(
 @pytest.mark.parametrize("algo", ALGOS)
 @pytest.mark.parametrize("shard", ["000000.bin", "000002.bin"])
 def test_a_garbage_byte_appended_to_a_shard_is_detected_naming_the_shard(
-    runtime: DatasetRuntime, pristine: dict[str, Path], tmp_path_factory: pytest.TempPathFactory, algo: str, shard: str
+    runtime: DatasetRuntime,
+    pristine: dict[str, Path],
+    tmp_path_factory: pytest.TempPathFactory,
+    algo: str,
+    shard: str,
 ) -> None:
     cache = fresh_copy(pristine[algo], tmp_path_factory)
     with open(cache / "shards" / shard, "ab") as handle:
@@ -334,9 +410,12 @@ def test_an_unlisted_extra_shard_does_not_change_what_is_read(
 
 @pytest.mark.parametrize("delta", [-1, 1])
 def test_an_index_record_length_off_by_one_is_detected_without_validation(
-    runtime: DatasetRuntime, pristine: dict[str, Path], tmp_path_factory: pytest.TempPathFactory, delta: int
+    runtime: DatasetRuntime,
+    pristine: dict[str, Path],
+    tmp_path_factory: pytest.TempPathFactory,
+    delta: int,
 ) -> None:
-    # Row 0's record is followed by row 1's in the same shard, so a longer length stays inside the shard.
+    # Row 0's record is followed by row 1's in the same shard: a longer length stays inside it.
     cache = fresh_copy(pristine["none"], tmp_path_factory)
     index = bytearray((cache / "index.bin").read_bytes())
     shard_id, offset, record_len = struct.unpack_from("<QQQ", index, 0)
@@ -366,28 +445,60 @@ def test_a_metadata_table_from_another_cache_with_the_same_schema_is_detected(
 ) -> None:
     other_base = tmp_path_factory.mktemp("other")
     shuffled = [(payload, {**metadata, "i": metadata["i"] + 100}) for payload, metadata in SAMPLES]
-    results = runtime.write_cache(ListSource("c", shuffled), other_base, writer_config=WriterConfig(show_progress=False))
+    results = runtime.write_cache(
+        ListSource("c", shuffled), other_base, writer_config=WriterConfig(show_progress=False)
+    )
     assert isinstance(results[0], CacheWriteSuccess), f"write failed: {results}"
     cache = fresh_copy(pristine["none"], tmp_path_factory)
     shutil.copyfile(other_base / "c" / "metadata.arrow", cache / "metadata.arrow")
-    expect_failure(runtime, cache, "foreign metadata.arrow (validate_cache=False)", "metadata.arrow")
-    expect_failure(runtime, cache, "foreign metadata.arrow (validate_cache=True)", "metadata.arrow", validate=True)
+    expect_failure(
+        runtime, cache, "foreign metadata.arrow (validate_cache=False)", "metadata.arrow"
+    )
+    expect_failure(
+        runtime,
+        cache,
+        "foreign metadata.arrow (validate_cache=True)",
+        "metadata.arrow",
+        validate=True,
+    )
 
 
 @pytest.mark.parametrize("algo", ALGOS)
 def test_a_wrong_uncompressed_byte_len_is_detected_with_validation(
-    runtime: DatasetRuntime, pristine: dict[str, Path], tmp_path_factory: pytest.TempPathFactory, algo: str
+    runtime: DatasetRuntime,
+    pristine: dict[str, Path],
+    tmp_path_factory: pytest.TempPathFactory,
+    algo: str,
 ) -> None:
     cache = fresh_copy(pristine[algo], tmp_path_factory)
     manifest = json.loads((cache / "manifest.json").read_text())
     manifest["shards"][0]["uncompressed_byte_len"] += 1
     (cache / "manifest.json").write_text(json.dumps(manifest, indent=2))
-    expect_failure(runtime, cache, f"{algo}: uncompressed_byte_len + 1 (validate_cache=True)", "", validate=True)
+    expect_failure(
+        runtime,
+        cache,
+        f"{algo}: uncompressed_byte_len + 1 (validate_cache=True)",
+        "",
+        validate=True,
+    )
 
 
-@pytest.mark.parametrize("key", ["sample_count", "metadata_schema", "shards", "metadata_sha256", "index_sha256", "format_version"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "sample_count",
+        "metadata_schema",
+        "shards",
+        "metadata_sha256",
+        "index_sha256",
+        "format_version",
+    ],
+)
 def test_a_manifest_missing_a_field_is_refused_naming_it(
-    runtime: DatasetRuntime, pristine: dict[str, Path], tmp_path_factory: pytest.TempPathFactory, key: str
+    runtime: DatasetRuntime,
+    pristine: dict[str, Path],
+    tmp_path_factory: pytest.TempPathFactory,
+    key: str,
 ) -> None:
     cache = fresh_copy(pristine["none"], tmp_path_factory)
     manifest = json.loads((cache / "manifest.json").read_text())

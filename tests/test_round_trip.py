@@ -10,10 +10,10 @@ import struct
 from pathlib import Path
 
 import pytest
-from conftest import QUIET, ListSource, simple_samples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import QUIET, ListSource, simple_samples
 from dataset_rt import (
     CachedSample,
     CacheWriteSuccess,
@@ -30,24 +30,61 @@ I64_MIN, I64_MAX = -(2**63), 2**63 - 1
 HYPOTHESIS = settings(
     max_examples=100,
     deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large],
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.data_too_large,
+    ],
 )
 
 # ---- strategies ---------------------------------------------------------------
 
 unicode_text = st.text(st.characters(exclude_categories=("Cs",)), max_size=12)
 tricky_strings = st.sampled_from(
-    ["", '"', "\\", '\\"', "\x00", "\x1f\x7f", "\n\r\t\b\f", "\u2028\u2029", "é", "😀", "\ufeff", "'; --", "{}[],:"]
+    [
+        "",
+        '"',
+        "\\",
+        '\\"',
+        "\x00",
+        "\x1f\x7f",
+        "\n\r\t\b\f",
+        "\u2028\u2029",
+        "é",
+        "😀",
+        "\ufeff",
+        "'; --",
+        "{}[],:",
+    ]
 )
-field_names = st.one_of(unicode_text, st.sampled_from(["", "a", "A", "é", "😀", " ", "\x00", '"', "weight", "cache_id"]))
+field_names = st.one_of(
+    unicode_text, st.sampled_from(["", "a", "A", "é", "😀", " ", "\x00", '"', "weight", "cache_id"])
+)
 KINDS = ("bool", "int", "float", "str")
 
 VALUES = {
     "bool": st.booleans(),
-    "int": st.one_of(st.integers(I64_MIN, I64_MAX), st.sampled_from([0, -1, 1, I64_MIN, I64_MAX, 2**53 + 1])),
+    "int": st.one_of(
+        st.integers(I64_MIN, I64_MAX), st.sampled_from([0, -1, 1, I64_MIN, I64_MAX, 2**53 + 1])
+    ),
     "float": st.one_of(
         st.floats(allow_nan=False, allow_infinity=False),
-        st.sampled_from([0.0, -0.0, 1e300, -1e300, 5e-324, -5e-324, 100.0, 1e21, 1e16, 0.1, 2.0**53, 1.7976931348623157e308]),
+        st.sampled_from(
+            [
+                0.0,
+                -0.0,
+                1e300,
+                -1e300,
+                5e-324,
+                -5e-324,
+                100.0,
+                1e21,
+                1e16,
+                0.1,
+                2.0**53,
+                1.7976931348623157e308,
+            ]
+        ),
     ),
     "str": st.one_of(st.text(st.characters(exclude_categories=("Cs",))), tricky_strings),
 }
@@ -96,15 +133,23 @@ def same_value(got: object, expected: object) -> bool:
     return got == expected
 
 
-def assert_sample_equals(sample: CachedSample, payload: bytes, metadata: dict, cache_id: int, sample_id: int) -> None:
+def assert_sample_equals(
+    sample: CachedSample, payload: bytes, metadata: dict, cache_id: int, sample_id: int
+) -> None:
     where = f"cache {cache_id} sample {sample_id}"
-    assert isinstance(sample, CachedSample), f"{where}: got {type(sample).__name__}, not CachedSample"
-    assert type(sample.data) is bytes, f"{where}: payload is {type(sample.data).__name__}, not bytes"
+    assert isinstance(sample, CachedSample), (
+        f"{where}: got {type(sample).__name__}, not CachedSample"
+    )
+    assert type(sample.data) is bytes, (
+        f"{where}: payload is {type(sample.data).__name__}, not bytes"
+    )
     assert sample.data == bytes(payload), (
         f"{where}: payload differs ({len(sample.data)} bytes read, {len(payload)} written)"
     )
     assert sample.cache_id == cache_id, f"{where}: cache_id {sample.cache_id}"
-    assert sample.sample_id == sample_id, f"{where}: sample_id {sample.sample_id}, expected {sample_id}"
+    assert sample.sample_id == sample_id, (
+        f"{where}: sample_id {sample.sample_id}, expected {sample_id}"
+    )
     got = dict(sample.metadata)
     assert sample.metadata == metadata, f"{where}: metadata {got!r} != written {metadata!r}"
     assert set(got) == set(metadata), f"{where}: metadata keys {sorted(got)} != {sorted(metadata)}"
@@ -118,7 +163,9 @@ def assert_sample_equals(sample: CachedSample, payload: bytes, metadata: dict, c
 def read_all(runtime: DatasetRuntime, paths: list[Path]) -> list[CachedSample]:
     dataset = runtime.cached_dataset(paths, reader_config=IN_ORDER)
     samples = list(dataset)
-    assert len(samples) == len(dataset), f"one epoch yielded {len(samples)} samples but len(dataset) is {len(dataset)}"
+    assert len(samples) == len(dataset), (
+        f"one epoch yielded {len(samples)} samples but len(dataset) is {len(dataset)}"
+    )
     return samples
 
 
@@ -135,21 +182,29 @@ def assert_rotation_rule(cache: Path, limit: int) -> None:
         if fill > 0 and fill + record_len > limit:
             expected_shard, fill = expected_shard + 1, 0
         assert (shard_id, offset) == (expected_shard, fill), (
-            f"{cache.name}: sample {sample_id} ({record_len}-byte record) is at shard {shard_id} offset {offset}, "
-            f"rotation rule with max_shard_bytes={limit} puts it at shard {expected_shard} offset {fill}"
+            f"{cache.name}: sample {sample_id} ({record_len}-byte record) is at "
+            f"shard {shard_id} offset {offset}, rotation rule with max_shard_bytes={limit} "
+            f"puts it at shard {expected_shard} offset {fill}"
         )
         fill += record_len
     manifest = json.loads((cache / "manifest.json").read_text())
     shard_files = sorted(p.name for p in (cache / "shards").iterdir())
     assert len(manifest["shards"]) == expected_shard + 1, (
-        f"{cache.name}: manifest lists {len(manifest['shards'])} shards, rotation rule gives {expected_shard + 1}"
+        f"{cache.name}: manifest lists {len(manifest['shards'])} shards, "
+        f"rotation rule gives {expected_shard + 1}"
     )
-    assert shard_files == [f"{i:06d}.bin" for i in range(expected_shard + 1)], f"{cache.name}: shard files {shard_files}"
+    assert shard_files == [f"{i:06d}.bin" for i in range(expected_shard + 1)], (
+        f"{cache.name}: shard files {shard_files}"
+    )
 
 
-def write_ok(runtime: DatasetRuntime, sources: list[ListSource], base: Path, config: WriterConfig) -> list[Path]:
+def write_ok(
+    runtime: DatasetRuntime, sources: list[ListSource], base: Path, config: WriterConfig
+) -> list[Path]:
     results = runtime.write_cache(sources, base, writer_config=config)
-    assert results == [CacheWriteSuccess(s.name, base / s.name) for s in sources], f"write failed: {results}"
+    assert results == [CacheWriteSuccess(s.name, base / s.name) for s in sources], (
+        f"write failed: {results}"
+    )
     return [base / s.name for s in sources]
 
 
@@ -159,7 +214,11 @@ def write_ok(runtime: DatasetRuntime, sources: list[ListSource], base: Path, con
 @HYPOTHESIS
 @given(samples=sources_samples(), compression=compressions, limit=max_shard_bytes)
 def test_arbitrary_payloads_and_metadata_read_back_exactly(
-    runtime: DatasetRuntime, tmp_path_factory: pytest.TempPathFactory, samples, compression, limit: int
+    runtime: DatasetRuntime,
+    tmp_path_factory: pytest.TempPathFactory,
+    samples,
+    compression,
+    limit: int,
 ) -> None:
     base = tmp_path_factory.mktemp("round_trip")
     config = WriterConfig(show_progress=False, shard_compression=compression, max_shard_bytes=limit)
@@ -171,9 +230,15 @@ def test_arbitrary_payloads_and_metadata_read_back_exactly(
     assert_rotation_rule(cache, limit)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(
-    groups=schemas.flatmap(lambda schema: st.lists(sources_samples(5, schema), min_size=1, max_size=4)),
+    groups=schemas.flatmap(
+        lambda schema: st.lists(sources_samples(5, schema), min_size=1, max_size=4)
+    ),
     compression=compressions,
 )
 def test_several_sources_in_one_call_give_results_in_order_and_reading_gives_cache_id_by_position(
@@ -182,21 +247,29 @@ def test_several_sources_in_one_call_give_results_in_order_and_reading_gives_cac
     # Caches read together share one metadata table, hence one schema.
     base = tmp_path_factory.mktemp("multi")
     sources = [ListSource(f"source_{i}", samples) for i, samples in enumerate(groups)]
-    paths = write_ok(runtime, sources, base, WriterConfig(show_progress=False, shard_compression=compression))
-    order = list(reversed(range(len(paths))))  # read them in reverse to decouple cache_id from write order
+    paths = write_ok(
+        runtime, sources, base, WriterConfig(show_progress=False, shard_compression=compression)
+    )
+    order = list(
+        reversed(range(len(paths)))
+    )  # read them in reverse to decouple cache_id from write order
     got = read_all(runtime, [paths[i] for i in order])
     expected = [
         (payload, metadata, cache_id, sample_id)
         for cache_id, source_index in enumerate(order)
         for sample_id, (payload, metadata) in enumerate(groups[source_index])
     ]
-    assert len(got) == len(expected), f"read {len(got)} samples from {len(paths)} caches, expected {len(expected)}"
+    assert len(got) == len(expected), (
+        f"read {len(got)} samples from {len(paths)} caches, expected {len(expected)}"
+    )
     for sample, (payload, metadata, cache_id, sample_id) in zip(got, expected, strict=True):
         assert_sample_equals(sample, payload, metadata, cache_id, sample_id)
 
 
 @pytest.mark.parametrize("algo", ["none", "lz4"])
-def test_multi_mebibyte_payloads_read_back_exactly(runtime: DatasetRuntime, tmp_path: Path, algo: str) -> None:
+def test_multi_mebibyte_payloads_read_back_exactly(
+    runtime: DatasetRuntime, tmp_path: Path, algo: str
+) -> None:
     samples = [
         (os.urandom(3 * MiB), {"i": 0, "kind": "random"}),
         ((b"0123456789abcdef" * (4 * MiB // 16)), {"i": 1, "kind": "repetitive"}),
@@ -207,17 +280,23 @@ def test_multi_mebibyte_payloads_read_back_exactly(runtime: DatasetRuntime, tmp_
     compression = ShardCompression(algo=algo, ratio=1.0 if algo == "none" else 3.0)
     for limit in (64 * MiB, 1 * MiB):
         base = tmp_path / f"limit_{limit}"
-        config = WriterConfig(show_progress=False, shard_compression=compression, max_shard_bytes=limit)
+        config = WriterConfig(
+            show_progress=False, shard_compression=compression, max_shard_bytes=limit
+        )
         (cache,) = write_ok(runtime, [ListSource("big", samples)], base, config)
         got = read_all(runtime, [cache])
-        assert len(got) == len(samples), f"max_shard_bytes={limit}: read {len(got)} of {len(samples)} samples"
+        assert len(got) == len(samples), (
+            f"max_shard_bytes={limit}: read {len(got)} of {len(samples)} samples"
+        )
         for sample_id, (sample, (payload, metadata)) in enumerate(zip(got, samples, strict=True)):
             assert_sample_equals(sample, payload, metadata, 0, sample_id)
         assert_rotation_rule(cache, limit)
 
 
 @pytest.mark.parametrize("algo", ["none", "lz4"])
-def test_max_shard_bytes_of_one_puts_every_record_in_its_own_shard(runtime: DatasetRuntime, tmp_path: Path, algo: str) -> None:
+def test_max_shard_bytes_of_one_puts_every_record_in_its_own_shard(
+    runtime: DatasetRuntime, tmp_path: Path, algo: str
+) -> None:
     samples = simple_samples(7)
     compression = ShardCompression(algo=algo, ratio=1.0)
     (cache,) = write_ok(
@@ -227,28 +306,51 @@ def test_max_shard_bytes_of_one_puts_every_record_in_its_own_shard(runtime: Data
         WriterConfig(show_progress=False, max_shard_bytes=1, shard_compression=compression),
     )
     manifest = json.loads((cache / "manifest.json").read_text())
-    assert len(manifest["shards"]) == 7, f"7 records with max_shard_bytes=1 gave {len(manifest['shards'])} shards"
-    assert [(s, o) for s, o, _ in index_rows(cache)] == [(i, 0) for i in range(7)], "records do not each start a shard"
-    for sample_id, (sample, (payload, metadata)) in enumerate(zip(read_all(runtime, [cache]), samples, strict=True)):
+    assert len(manifest["shards"]) == 7, (
+        f"7 records with max_shard_bytes=1 gave {len(manifest['shards'])} shards"
+    )
+    assert [(s, o) for s, o, _ in index_rows(cache)] == [(i, 0) for i in range(7)], (
+        "records do not each start a shard"
+    )
+    for sample_id, (sample, (payload, metadata)) in enumerate(
+        zip(read_all(runtime, [cache]), samples, strict=True)
+    ):
         assert_sample_equals(sample, payload, metadata, 0, sample_id)
 
 
-def test_a_record_exactly_filling_max_shard_bytes_stays_and_one_more_byte_rotates(runtime: DatasetRuntime, tmp_path: Path) -> None:
+def test_a_record_exactly_filling_max_shard_bytes_stays_and_one_more_byte_rotates(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
     samples = [(b"x" * 10, {"k": i}) for i in range(6)]
     (probe,) = write_ok(runtime, [ListSource("probe", samples)], tmp_path / "probe", QUIET)
     record_len = index_rows(probe)[0][2]
-    assert all(r[2] == record_len for r in index_rows(probe)), "records of equal content have different lengths"
-    for limit, per_shard in ((2 * record_len, 2), (2 * record_len - 1, 1), (3 * record_len, 3), (3 * record_len + 1, 3)):
+    assert all(r[2] == record_len for r in index_rows(probe)), (
+        "records of equal content have different lengths"
+    )
+    for limit, per_shard in (
+        (2 * record_len, 2),
+        (2 * record_len - 1, 1),
+        (3 * record_len, 3),
+        (3 * record_len + 1, 3),
+    ):
         base = tmp_path / f"limit_{limit}"
-        (cache,) = write_ok(runtime, [ListSource("c", samples)], base, WriterConfig(show_progress=False, max_shard_bytes=limit))
+        (cache,) = write_ok(
+            runtime,
+            [ListSource("c", samples)],
+            base,
+            WriterConfig(show_progress=False, max_shard_bytes=limit),
+        )
         shards = [s for s, _, _ in index_rows(cache)]
         assert shards == [i // per_shard for i in range(6)], (
-            f"{record_len}-byte records with max_shard_bytes={limit}: shard ids {shards}, expected {per_shard} per shard"
+            f"{record_len}-byte records with max_shard_bytes={limit}: shard ids {shards}, "
+            f"expected {per_shard} per shard"
         )
         assert_rotation_rule(cache, limit)
 
 
-def test_bytearray_and_memoryview_payloads_read_back_as_bytes(runtime: DatasetRuntime, tmp_path: Path) -> None:
+def test_bytearray_and_memoryview_payloads_read_back_as_bytes(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
     raw = bytes(range(256)) * 4
     samples = [
         (bytearray(raw), {"k": "bytearray"}),
@@ -257,11 +359,15 @@ def test_bytearray_and_memoryview_payloads_read_back_as_bytes(runtime: DatasetRu
         (raw, {"k": "bytes"}),
     ]
     (cache,) = write_ok(runtime, [ListSource("views", samples)], tmp_path, QUIET)
-    for sample_id, (sample, (payload, metadata)) in enumerate(zip(read_all(runtime, [cache]), samples, strict=True)):
+    for sample_id, (sample, (payload, metadata)) in enumerate(
+        zip(read_all(runtime, [cache]), samples, strict=True)
+    ):
         assert_sample_equals(sample, bytes(payload), metadata, 0, sample_id)
 
 
-def test_batches_larger_than_the_writer_batch_keep_sample_ids_in_source_order(runtime: DatasetRuntime, tmp_path: Path) -> None:
+def test_batches_larger_than_the_writer_batch_keep_sample_ids_in_source_order(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
     samples = [(i.to_bytes(4, "little") * (i % 7), {"i": i, "half": i / 2}) for i in range(2000)]
     (cache,) = write_ok(
         runtime,
@@ -276,10 +382,28 @@ def test_batches_larger_than_the_writer_batch_keep_sample_ids_in_source_order(ru
     assert_rotation_rule(cache, 5000)
 
 
-def test_float_metadata_keeps_sign_of_zero_extremes_and_float_type(runtime: DatasetRuntime, tmp_path: Path) -> None:
-    values = [-0.0, 0.0, 1e300, 5e-324, -5e-324, 100.0, 1e21, 1e-7, 2.0**63, 1.7976931348623157e308, 0.1 + 0.2]
+def test_float_metadata_keeps_sign_of_zero_extremes_and_float_type(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    values = [
+        -0.0,
+        0.0,
+        1e300,
+        5e-324,
+        -5e-324,
+        100.0,
+        1e21,
+        1e-7,
+        2.0**63,
+        1.7976931348623157e308,
+        0.1 + 0.2,
+    ]
     samples = [(b"", {"x": v, "n": i}) for i, v in enumerate(values)]
     (cache,) = write_ok(runtime, [ListSource("floats", samples)], tmp_path, QUIET)
-    for sample_id, (sample, (payload, metadata)) in enumerate(zip(read_all(runtime, [cache]), samples, strict=True)):
+    for sample_id, (sample, (payload, metadata)) in enumerate(
+        zip(read_all(runtime, [cache]), samples, strict=True)
+    ):
         assert_sample_equals(sample, payload, metadata, 0, sample_id)
-        assert math.copysign(1.0, sample.metadata["x"]) == math.copysign(1.0, metadata["x"]), f"sign of {metadata['x']!r} lost"
+        assert math.copysign(1.0, sample.metadata["x"]) == math.copysign(1.0, metadata["x"]), (
+            f"sign of {metadata['x']!r} lost"
+        )

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pydantic
 import pytest
-from conftest import QUIET, ListSource, published_entries, simple_samples, staging_dirs
 
+from conftest import QUIET, ListSource, published_entries, simple_samples, staging_dirs
 from dataset_rt import (
     CacheInput,
     CacheWriteError,
@@ -32,12 +32,16 @@ def good_rows(count: int) -> list[tuple[bytes, dict[str, object]]]:
 
 
 def assert_clean(base: Path) -> None:
-    assert published_entries(base) == [], f"something was published under {base}: {published_entries(base)}"
-    assert staging_dirs(base) == [], f"staging directories left in {base / 'tmp'}: {staging_dirs(base)}"
+    assert published_entries(base) == [], (
+        f"something was published under {base}: {published_entries(base)}"
+    )
+    assert staging_dirs(base) == [], (
+        f"staging directories left in {base / 'tmp'}: {staging_dirs(base)}"
+    )
 
 
 class RawSource:
-    """Yields its items exactly as given (a 2-tuple is a valid CacheInput shape), to feed malformed items."""
+    """Yields its items as given (a 2-tuple is a valid CacheInput shape): feeds malformed items."""
 
     def __init__(self, name: str, items: list) -> None:
         self.name = name
@@ -96,7 +100,13 @@ BAD_SAMPLES = [
 
 
 # These break the schema fixed by an earlier sample, so they cannot come first.
-NEEDS_EARLIER_SAMPLE = {"int then float", "str then int", "int then bool", "missing key", "extra key"}
+NEEDS_EARLIER_SAMPLE = {
+    "int then float",
+    "str then int",
+    "int then bool",
+    "missing key",
+    "extra key",
+}
 BAD_SAMPLE_CASES = [
     pytest.param(bad, fragments, position, id=f"{ident}-at-{position}")
     for ident, bad, fragments in BAD_SAMPLES
@@ -127,13 +137,17 @@ def test_non_finite_float_metadata_is_rejected_naming_field_and_sample(
     assert_mentions(message, f"sample {position}", "'f'", fragment)
 
 
-def test_a_schema_change_in_a_later_batch_names_the_sample(runtime: DatasetRuntime, tmp_path: Path) -> None:
+def test_a_schema_change_in_a_later_batch_names_the_sample(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
     samples = [(b"p", {"a": i, "s": "x"}) for i in range(1000)] + [(b"p", {"a": 0.5, "s": "x"})]
     message = write_one_bad(runtime, tmp_path / "caches", samples)
     assert_mentions(message, "sample 1000", "'a'", "int", "float")
 
 
-def test_empty_metadata_mapping_as_the_first_sample_is_rejected(runtime: DatasetRuntime, tmp_path: Path) -> None:
+def test_empty_metadata_mapping_as_the_first_sample_is_rejected(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
     message = write_one_bad(runtime, tmp_path / "caches", [(b"x", {}), (b"y", {})])
     assert_mentions(message, "sample 0", "metadata")
 
@@ -149,33 +163,70 @@ def test_an_empty_source_is_a_cache_write_error(runtime: DatasetRuntime, tmp_pat
 @pytest.mark.parametrize(
     "name",
     ["a/b", "/abs", "a\\b", "..", ".", "", "tmp", "../escape", "x" * 300, "nul\x00byte"],
-    ids=["slash", "absolute", "backslash", "dotdot", "dot", "empty", "tmp", "dotdot-slash", "too-long", "nul"],
+    ids=[
+        "slash",
+        "absolute",
+        "backslash",
+        "dotdot",
+        "dot",
+        "empty",
+        "tmp",
+        "dotdot-slash",
+        "too-long",
+        "nul",
+    ],
 )
 def test_a_source_name_that_is_not_one_plain_segment_is_a_cache_write_error(
     runtime: DatasetRuntime, tmp_path: Path, name: str
 ) -> None:
     base = tmp_path / "caches"
+    good = ListSource("good", good_rows(2))
     source = ListSource(name, good_rows(2))
-    results = runtime.write_cache(source, base, writer_config=QUIET)
-    assert len(results) == 1 and isinstance(results[0], CacheWriteError), f"name {name!r} was accepted: {results}"
-    assert results[0].source_name == name, f"error names {results[0].source_name!r}"
-    assert "name" in results[0].message, f"message {results[0].message!r} does not say the name is the problem"
-    assert_clean(base)
-    assert sorted(p.name for p in tmp_path.iterdir()) in ([], ["caches"]), f"wrote outside base: {list(tmp_path.iterdir())}"
+    results = runtime.write_cache([good, source], base, writer_config=QUIET)
+    assert results[0] == CacheWriteSuccess("good", base / "good"), (
+        f"the valid source next to it failed: {results[0]}"
+    )
+    assert len(results) == 2 and isinstance(results[1], CacheWriteError), (
+        f"name {name!r} was accepted: {results}"
+    )
+    # Labelled by its name or, as dataset-rt does for unusable names, by its position.
+    assert results[1].source_name in (name, "source[1]"), (
+        f"error is labelled {results[1].source_name!r}"
+    )
+    message = results[1].message
+    assert "source name" in message, f"message {message!r} does not say the name is the problem"
+    assert "segment" in message or "reserved" in message, (
+        f"message {message!r} does not say what is wrong with the name"
+    )
+    assert published_entries(base) == ["good"], f"published {published_entries(base)}"
+    assert staging_dirs(base) == [], f"staging directories left: {staging_dirs(base)}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["caches"], (
+        f"wrote outside base: {list(tmp_path.iterdir())}"
+    )
     assert source.iterations == 0, f"the source with invalid name {name!r} was iterated"
 
 
-def test_a_source_without_a_str_name_is_a_cache_write_error(runtime: DatasetRuntime, tmp_path: Path) -> None:
+def test_a_source_without_a_str_name_is_a_cache_write_error(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
     class NoName:
         def __iter__(self) -> Iterator[CacheInput]:
             yield CacheInput(b"x", GOOD)
 
     source = ListSource("placeholder", good_rows(1))
     source.name = 42  # type: ignore[assignment]
-    results = runtime.write_cache([NoName(), source, ListSource("ok", good_rows(1))], tmp_path, writer_config=QUIET)  # type: ignore[list-item]
-    assert isinstance(results[0], CacheWriteError) and "name" in results[0].message, f"no-name source: {results[0]}"
-    assert isinstance(results[1], CacheWriteError) and "name" in results[1].message, f"int-name source: {results[1]}"
-    assert results[2] == CacheWriteSuccess("ok", tmp_path / "ok"), f"the valid source did not succeed: {results[2]}"
+    results = runtime.write_cache(
+        [NoName(), source, ListSource("ok", good_rows(1))], tmp_path, writer_config=QUIET
+    )  # type: ignore[list-item]
+    assert isinstance(results[0], CacheWriteError) and "name" in results[0].message, (
+        f"no-name source: {results[0]}"
+    )
+    assert isinstance(results[1], CacheWriteError) and "name" in results[1].message, (
+        f"int-name source: {results[1]}"
+    )
+    assert results[2] == CacheWriteSuccess("ok", tmp_path / "ok"), (
+        f"the valid source did not succeed: {results[2]}"
+    )
 
 
 # ---- failing sources, isolation ---------------------------------------------------------
@@ -205,67 +256,103 @@ def test_a_source_raising_midway_is_an_error_and_the_other_sources_still_succeed
         ListSource("last", good_rows(6)),
     ]
     results = runtime.write_cache(sources, tmp_path, writer_config=QUIET)  # type: ignore[arg-type]
-    assert [r.source_name for r in results] == ["first", "broken", "last"], f"results out of order: {results}"
+    assert [r.source_name for r in results] == ["first", "broken", "last"], (
+        f"results out of order: {results}"
+    )
     assert results[0] == CacheWriteSuccess("first", tmp_path / "first"), f"first: {results[0]}"
     assert isinstance(results[1], CacheWriteError), f"broken source succeeded: {results[1]}"
     assert_mentions(results[1].message, "ValueError", "the source broke here")
     assert results[2] == CacheWriteSuccess("last", tmp_path / "last"), f"last: {results[2]}"
-    assert published_entries(tmp_path) == ["first", "last"], f"published {published_entries(tmp_path)}"
+    assert published_entries(tmp_path) == ["first", "last"], (
+        f"published {published_entries(tmp_path)}"
+    )
     assert staging_dirs(tmp_path) == [], f"staging left: {staging_dirs(tmp_path)}"
     for name, count in (("first", 5), ("last", 6)):
-        got = list(runtime.cached_dataset([tmp_path / name], reader_config=ReaderConfig(seed=0, shuffle=False)))
+        got = list(
+            runtime.cached_dataset(
+                [tmp_path / name], reader_config=ReaderConfig(seed=0, shuffle=False)
+            )
+        )
         assert len(got) == count, f"{name} reads back {len(got)} samples, wrote {count}"
 
 
-def test_a_bad_sample_in_one_source_does_not_affect_the_next(runtime: DatasetRuntime, tmp_path: Path) -> None:
+def test_a_bad_sample_in_one_source_does_not_affect_the_next(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
     sources = [ListSource("bad", [*good_rows(3), ("str", GOOD)]), ListSource("good", good_rows(3))]
     results = runtime.write_cache(sources, tmp_path, writer_config=QUIET)
-    assert isinstance(results[0], CacheWriteError) and results[0].source_name == "bad", f"bad: {results[0]}"
+    assert isinstance(results[0], CacheWriteError) and results[0].source_name == "bad", (
+        f"bad: {results[0]}"
+    )
     assert results[1] == CacheWriteSuccess("good", tmp_path / "good"), f"good: {results[1]}"
 
 
-def test_duplicate_names_raise_value_error_before_anything_is_written(runtime: DatasetRuntime, tmp_path: Path) -> None:
-    sources = [ListSource("a", good_rows(2)), ListSource("b", good_rows(2)), ListSource("a", good_rows(2))]
+def test_duplicate_names_raise_value_error_before_anything_is_written(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    sources = [
+        ListSource("a", good_rows(2)),
+        ListSource("b", good_rows(2)),
+        ListSource("a", good_rows(2)),
+    ]
     with pytest.raises(ValueError, match="duplicate generated cache path") as raised:
         runtime.write_cache(sources, tmp_path / "caches", writer_config=QUIET)
     assert "a" in str(raised.value), f"message {raised.value} does not name the duplicate"
     assert_clean(tmp_path / "caches")
-    assert [s.iterations for s in sources] == [0, 0, 0], f"sources were iterated: {[s.iterations for s in sources]}"
+    assert [s.iterations for s in sources] == [0, 0, 0], (
+        f"sources were iterated: {[s.iterations for s in sources]}"
+    )
 
 
 def tree_digest(path: Path) -> dict[str, str]:
     return {
-        str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+        str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
+        if p.is_file()
+        else "dir"
         for p in sorted(path.rglob("*"))
     }
 
 
-def test_an_existing_cache_is_never_overwritten_nor_its_source_iterated(runtime: DatasetRuntime, tmp_path: Path) -> None:
+def test_an_existing_cache_is_never_overwritten_nor_its_source_iterated(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
     first = runtime.write_cache(ListSource("a", simple_samples(20)), tmp_path, writer_config=QUIET)
     assert first == [CacheWriteSuccess("a", tmp_path / "a")], f"first write failed: {first}"
     before = tree_digest(tmp_path / "a")
     again = ListSource("a", simple_samples(5, payload_bytes=3))
     other = ListSource("other", simple_samples(2))
     results = runtime.write_cache([again, other], tmp_path, writer_config=QUIET)
-    assert results[0] == CacheWriteError("a", f"cache path already exists: {tmp_path / 'a'}"), f"got {results[0]}"
-    assert results[1] == CacheWriteSuccess("other", tmp_path / "other"), f"the other source: {results[1]}"
+    assert results[0] == CacheWriteError("a", f"cache path already exists: {tmp_path / 'a'}"), (
+        f"got {results[0]}"
+    )
+    assert results[1] == CacheWriteSuccess("other", tmp_path / "other"), (
+        f"the other source: {results[1]}"
+    )
     assert again.iterations == 0, "the source of an existing cache was iterated"
     assert tree_digest(tmp_path / "a") == before, "the existing cache changed"
     assert staging_dirs(tmp_path) == [], f"staging left: {staging_dirs(tmp_path)}"
 
 
-def test_an_existing_non_cache_directory_at_the_target_is_left_alone(runtime: DatasetRuntime, tmp_path: Path) -> None:
+def test_an_existing_non_cache_directory_at_the_target_is_left_alone(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "precious.txt").write_text("keep me")
     source = ListSource("a", good_rows(3))
     results = runtime.write_cache(source, tmp_path, writer_config=QUIET)
-    assert isinstance(results[0], CacheWriteError), f"a non-cache directory was written over: {results}"
+    assert isinstance(results[0], CacheWriteError), (
+        f"a non-cache directory was written over: {results}"
+    )
     assert_mentions(results[0].message, "already exists")
     assert (tmp_path / "a" / "precious.txt").read_text() == "keep me", "the user's file was touched"
-    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["precious.txt"], "files were added to the directory"
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["precious.txt"], (
+        "files were added to the directory"
+    )
 
 
-@pytest.mark.parametrize("error", [KeyboardInterrupt, SystemExit], ids=["KeyboardInterrupt", "SystemExit"])
+@pytest.mark.parametrize(
+    "error", [KeyboardInterrupt, SystemExit], ids=["KeyboardInterrupt", "SystemExit"]
+)
 @pytest.mark.parametrize("good", [0, 300])
 def test_keyboard_interrupt_and_system_exit_propagate_and_leave_nothing(
     runtime: DatasetRuntime, tmp_path: Path, error: type[BaseException], good: int
@@ -279,16 +366,24 @@ def test_keyboard_interrupt_and_system_exit_propagate_and_leave_nothing(
     assert never.iterations == 0, "a source after the interrupted one was still written"
     # The target's lock was released: the same name can be written now.
     retry = runtime.write_cache(ListSource("interrupted", good_rows(2)), base, writer_config=QUIET)
-    assert retry == [CacheWriteSuccess("interrupted", base / "interrupted")], f"rewrite after interrupt: {retry}"
+    assert retry == [CacheWriteSuccess("interrupted", base / "interrupted")], (
+        f"rewrite after interrupt: {retry}"
+    )
 
 
-def test_an_interrupt_after_a_published_source_keeps_that_cache(runtime: DatasetRuntime, tmp_path: Path) -> None:
+def test_an_interrupt_after_a_published_source_keeps_that_cache(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
     sources = [ListSource("done", good_rows(4)), RaisingSource("cut", 50, KeyboardInterrupt())]
     with pytest.raises(KeyboardInterrupt):
         runtime.write_cache(sources, tmp_path, writer_config=QUIET)  # type: ignore[arg-type]
     assert published_entries(tmp_path) == ["done"], f"published {published_entries(tmp_path)}"
     assert staging_dirs(tmp_path) == [], f"staging left: {staging_dirs(tmp_path)}"
-    got = list(runtime.cached_dataset([tmp_path / "done"], reader_config=ReaderConfig(seed=0, shuffle=False)))
+    got = list(
+        runtime.cached_dataset(
+            [tmp_path / "done"], reader_config=ReaderConfig(seed=0, shuffle=False)
+        )
+    )
     assert len(got) == 4, f"the published cache reads back {len(got)} of 4 samples"
 
 
@@ -302,7 +397,9 @@ def test_writer_config_rejects_unknown_fields() -> None:
         ReaderConfig(seed=0, nonsense=True)  # type: ignore[call-arg]
 
 
-@pytest.mark.parametrize("kwargs", [{"max_shard_bytes": 0}, {"prefetch_size": 0}, {"max_shard_bytes": -1}])
+@pytest.mark.parametrize(
+    "kwargs", [{"max_shard_bytes": 0}, {"prefetch_size": 0}, {"max_shard_bytes": -1}]
+)
 def test_writer_config_rejects_non_positive_sizes(kwargs: dict) -> None:
     with pytest.raises(pydantic.ValidationError):
         WriterConfig(**kwargs)

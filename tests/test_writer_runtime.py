@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import QUIET, ListSource, published_entries, simple_samples, staging_dirs
 
+from conftest import QUIET, ListSource, published_entries, simple_samples, staging_dirs
 from dataset_rt import (
     CacheInput,
     CacheWriteSuccess,
@@ -55,7 +55,11 @@ class InterruptingSource:
 def test_progress_shows_samples_per_second_and_megabytes_per_second(
     runtime: DatasetRuntime, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    results = runtime.write_cache(ListSource("one", simple_samples(50)), tmp_path, writer_config=WriterConfig(show_progress=True))
+    results = runtime.write_cache(
+        ListSource("one", simple_samples(50)),
+        tmp_path,
+        writer_config=WriterConfig(show_progress=True),
+    )
     assert results == [CacheWriteSuccess("one", tmp_path / "one")], f"write failed: {results}"
     err = capsys.readouterr().err
     assert "samples/s" in err, f"progress on stderr lacks samples/s: {err!r}"
@@ -77,9 +81,13 @@ def test_progress_for_several_sources_shows_sources_done_of_total_and_an_eta(
     assert "ETA" in err, f"no ETA in multi-source progress: {err!r}"
 
 
-def test_no_progress_output_when_disabled(runtime: DatasetRuntime, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+def test_no_progress_output_when_disabled(
+    runtime: DatasetRuntime, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     sources = [ListSource(f"s{i}", simple_samples(20)) for i in range(3)]
-    results = runtime.write_cache(sources, tmp_path, writer_config=WriterConfig(show_progress=False))
+    results = runtime.write_cache(
+        sources, tmp_path, writer_config=WriterConfig(show_progress=False)
+    )
     assert all(isinstance(r, CacheWriteSuccess) for r in results), f"write failed: {results}"
     out, err = capfd.readouterr()
     assert out == "", f"stdout not empty with show_progress=False: {out!r}"
@@ -92,44 +100,74 @@ def test_no_progress_output_when_disabled(runtime: DatasetRuntime, tmp_path: Pat
 def check_profile(path: Path, names: list[str]) -> dict:
     assert path.exists(), f"profile {path} was not written"
     document = json.loads(path.read_text())
-    assert document.get("format_version") == 1, f"profile format_version {document.get('format_version')!r}"
+    assert document.get("format_version") == 1, (
+        f"profile format_version {document.get('format_version')!r}"
+    )
     sources = document.get("sources")
     assert isinstance(sources, list), f"profile 'sources' is {type(sources).__name__}"
-    assert [s.get("source_name") for s in sources] == names, f"profile sources {[s.get('source_name') for s in sources]}"
+    assert [s.get("source_name") for s in sources] == names, (
+        f"profile sources {[s.get('source_name') for s in sources]}"
+    )
     for source in sources:
         stages = source.get("stages")
-        assert isinstance(stages, list), f"{source['source_name']}: stages is {type(stages).__name__}"
+        assert isinstance(stages, list), (
+            f"{source['source_name']}: stages is {type(stages).__name__}"
+        )
         stage_names = [stage.get("name") for stage in stages]
         missing = REQUIRED_STAGES - set(stage_names)
         assert not missing, f"{source['source_name']}: profile lacks stages {sorted(missing)}"
-        assert len(stage_names) == len(set(stage_names)), f"{source['source_name']}: repeated stages {stage_names}"
+        assert len(stage_names) == len(set(stage_names)), (
+            f"{source['source_name']}: repeated stages {stage_names}"
+        )
         for stage in stages:
-            assert set(stage) >= {"name", "calls", "seconds", "bytes"}, f"stage {stage} lacks fields"
-            assert type(stage["calls"]) is int and stage["calls"] >= 0, f"stage {stage['name']} calls {stage['calls']!r}"
-            assert type(stage["bytes"]) is int and stage["bytes"] >= 0, f"stage {stage['name']} bytes {stage['bytes']!r}"
+            assert set(stage) >= {"name", "calls", "seconds", "bytes"}, (
+                f"stage {stage} lacks fields"
+            )
+            assert type(stage["calls"]) is int and stage["calls"] >= 0, (
+                f"stage {stage['name']} calls {stage['calls']!r}"
+            )
+            assert type(stage["bytes"]) is int and stage["bytes"] >= 0, (
+                f"stage {stage['name']} bytes {stage['bytes']!r}"
+            )
             assert isinstance(stage["seconds"], (int, float)) and stage["seconds"] >= 0, (
                 f"stage {stage['name']} seconds {stage['seconds']!r}"
             )
     return document
 
 
-def test_profiler_writes_the_stage_json_for_every_source(runtime: DatasetRuntime, tmp_path: Path) -> None:
+def test_profiler_writes_the_stage_json_for_every_source(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
     profile = tmp_path / "p.json"
-    config = WriterConfig(show_progress=False, profiler=WriterProfilerConfig(enabled=True, path=profile))
+    config = WriterConfig(
+        show_progress=False, profiler=WriterProfilerConfig(enabled=True, path=profile)
+    )
     results = runtime.write_cache(
-        [ListSource("first", simple_samples(300)), ListSource("second", simple_samples(10))], tmp_path / "c", writer_config=config
+        [ListSource("first", simple_samples(300)), ListSource("second", simple_samples(10))],
+        tmp_path / "c",
+        writer_config=config,
     )
     assert all(isinstance(r, CacheWriteSuccess) for r in results), f"write failed: {results}"
     document = check_profile(profile, ["first", "second"])
     stages = {stage["name"]: stage for stage in document["sources"][0]["stages"]}
-    assert stages["python_next"]["calls"] >= 1, "python_next was never counted for a 300-sample source"
-    assert stages["disk_write"]["bytes"] > 0, "disk_write counted no bytes although shards were written"
-    assert stages["publish"]["calls"] >= 1, "publish was never counted although the cache was published"
+    assert stages["python_next"]["calls"] >= 1, (
+        "python_next was never counted for a 300-sample source"
+    )
+    assert stages["disk_write"]["bytes"] > 0, (
+        "disk_write counted no bytes although shards were written"
+    )
+    assert stages["publish"]["calls"] >= 1, (
+        "publish was never counted although the cache was published"
+    )
 
 
-def test_profiler_is_written_when_the_write_is_interrupted(runtime: DatasetRuntime, tmp_path: Path) -> None:
+def test_profiler_is_written_when_the_write_is_interrupted(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
     profile = tmp_path / "p.json"
-    config = WriterConfig(show_progress=False, profiler=WriterProfilerConfig(enabled=True, path=profile))
+    config = WriterConfig(
+        show_progress=False, profiler=WriterProfilerConfig(enabled=True, path=profile)
+    )
     with pytest.raises(KeyboardInterrupt):
         runtime.write_cache(
             [ListSource("done", simple_samples(5)), InterruptingSource("cut", 400)],  # type: ignore[list-item]
@@ -139,11 +177,17 @@ def test_profiler_is_written_when_the_write_is_interrupted(runtime: DatasetRunti
     check_profile(profile, ["done", "cut"])
 
 
-def test_profiler_disabled_writes_no_file(runtime: DatasetRuntime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_profiler_disabled_writes_no_file(
+    runtime: DatasetRuntime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
-    results = runtime.write_cache(ListSource("a", simple_samples(3)), tmp_path / "c", writer_config=QUIET)
+    results = runtime.write_cache(
+        ListSource("a", simple_samples(3)), tmp_path / "c", writer_config=QUIET
+    )
     assert all(isinstance(r, CacheWriteSuccess) for r in results), f"write failed: {results}"
-    assert not (tmp_path / "dataset_rt_profile.json").exists(), "a profile was written with the profiler disabled"
+    assert not (tmp_path / "dataset_rt_profile.json").exists(), (
+        "a profile was written with the profiler disabled"
+    )
 
 
 # ---- native threads ------------------------------------------------------------------
@@ -163,7 +207,9 @@ def settle(predicate, seconds: float = 5.0) -> bool:  # noqa: ANN001
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs /proc/self/task")
-def test_runtime_starts_exactly_num_workers_threads_reuses_them_and_stops_them_when_collected(tmp_path: Path) -> None:
+def test_runtime_starts_exactly_num_workers_threads_reuses_them_and_stops_them_when_collected(
+    tmp_path: Path,
+) -> None:
     gc.collect()
     time.sleep(0.2)
     before = thread_count()
@@ -171,17 +217,25 @@ def test_runtime_starts_exactly_num_workers_threads_reuses_them_and_stops_them_w
     assert runtime.num_workers == 3, f"num_workers reads back {runtime.num_workers}"
     settle(lambda: thread_count() >= before + 3, 2.0)
     time.sleep(0.1)
-    assert thread_count() == before + 3, f"DatasetRuntime(num_workers=3) added {thread_count() - before} threads"
+    assert thread_count() == before + 3, (
+        f"DatasetRuntime(num_workers=3) added {thread_count() - before} threads"
+    )
 
-    results = runtime.write_cache(ListSource("t", simple_samples(600)), tmp_path, writer_config=QUIET)
+    results = runtime.write_cache(
+        ListSource("t", simple_samples(600)), tmp_path, writer_config=QUIET
+    )
     assert results == [CacheWriteSuccess("t", tmp_path / "t")], f"write failed: {results}"
     dataset = runtime.cached_dataset([tmp_path / "t"], reader_config=ReaderConfig(seed=1))
     assert len(list(dataset)) == 600, "reading through the runtime lost samples"
-    assert thread_count() == before + 3, f"operations changed the thread count to before+{thread_count() - before}"
+    assert thread_count() == before + 3, (
+        f"operations changed the thread count to before+{thread_count() - before}"
+    )
 
     del dataset, runtime
     gc.collect()
-    assert settle(lambda: thread_count() == before), f"{thread_count() - before} threads remain after the runtime was collected"
+    assert settle(lambda: thread_count() == before), (
+        f"{thread_count() - before} threads remain after the runtime was collected"
+    )
 
 
 # ---- concurrent writers ----------------------------------------------------------------
@@ -204,8 +258,10 @@ WRITER_SCRIPT = textwrap.dedent(
     runtime = DatasetRuntime(num_workers=2)
     while not os.path.exists(go):
         time.sleep(0.001)
-    (result,) = runtime.write_cache(Slow(), base, writer_config=WriterConfig(show_progress=False, max_shard_bytes=20000))
-    print(json.dumps({"ok": isinstance(result, CacheWriteSuccess), "name": result[0], "detail": str(result[1])}))
+    config = WriterConfig(show_progress=False, max_shard_bytes=20000)
+    (result,) = runtime.write_cache(Slow(), base, writer_config=config)
+    ok = isinstance(result, CacheWriteSuccess)
+    print(json.dumps({"ok": ok, "name": result[0], "detail": str(result[1])}))
     """
 )
 
@@ -216,7 +272,10 @@ def test_two_processes_writing_the_same_target_publish_exactly_one_complete_cach
 ) -> None:
     base = tmp_path / "caches"
     go = tmp_path / "go"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PACKAGE_DIR), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(PACKAGE_DIR), os.environ.get("PYTHONPATH", "")]),
+    }
     processes = [
         subprocess.Popen(
             [sys.executable, "-c", WRITER_SCRIPT, str(base), tag, str(go)],
@@ -232,22 +291,32 @@ def test_two_processes_writing_the_same_target_publish_exactly_one_complete_cach
     outcomes = []
     for process in processes:
         out, err = process.communicate(timeout=120)
-        assert process.returncode == 0, f"writer process failed ({process.returncode}):\n{out}\n{err}"
+        assert process.returncode == 0, (
+            f"writer process failed ({process.returncode}):\n{out}\n{err}"
+        )
         outcomes.append(json.loads(out.strip().splitlines()[-1]))
     winners = [o for o in outcomes if o["ok"]]
     losers = [o for o in outcomes if not o["ok"]]
-    assert len(winners) == 1 and len(losers) == 1, f"expected one success and one error, got {outcomes}"
+    assert len(winners) == 1 and len(losers) == 1, (
+        f"expected one success and one error, got {outcomes}"
+    )
     expected_path = str(base / "shared")
-    assert losers[0]["detail"] == f"cache path already exists: {expected_path}", f"loser's message: {losers[0]['detail']!r}"
+    assert losers[0]["detail"] == f"cache path already exists: {expected_path}", (
+        f"loser's message: {losers[0]['detail']!r}"
+    )
     assert winners[0]["detail"] == expected_path, f"winner published at {winners[0]['detail']!r}"
     assert published_entries(base) == ["shared"], f"published {published_entries(base)}"
     assert staging_dirs(base) == [], f"staging left: {staging_dirs(base)}"
 
-    dataset = runtime.cached_dataset([base / "shared"], reader_config=ReaderConfig(seed=0, shuffle=False, validate_cache=True))
+    dataset = runtime.cached_dataset(
+        [base / "shared"], reader_config=ReaderConfig(seed=0, shuffle=False, validate_cache=True)
+    )
     samples = list(dataset)
     assert len(samples) == 400, f"the published cache holds {len(samples)} of 400 samples"
     writers = {s.metadata["writer"] for s in samples}
     assert len(writers) == 1, f"the published cache mixes samples of writers {writers}"
     (tag,) = writers
     for i, sample in enumerate(samples):
-        assert sample.data == f"{tag}-{i}".encode() * 50 and sample.metadata["i"] == i, f"sample {i} is not writer {tag}'s"
+        assert sample.data == f"{tag}-{i}".encode() * 50 and sample.metadata["i"] == i, (
+            f"sample {i} is not writer {tag}'s"
+        )

@@ -162,6 +162,13 @@ export fn drt_writer_create(
     return status_ok;
 }
 
+export fn drt_check_source_name(source_name: ?[*]const u8, source_name_len: u64) i32 {
+    const name = byteString(source_name, source_name_len) orelse return failMessage(status_invalid_argument, "source_name is NULL", .{});
+    var diagnostic: Diagnostic = .{};
+    cache_writer.CacheWriter.checkSourceName(name, &diagnostic) catch |err| return failError(err, &diagnostic);
+    return status_ok;
+}
+
 export fn drt_writer_push(
     writer: ?*cache_writer.CacheWriter,
     payloads: ?[*]const u8,
@@ -298,7 +305,8 @@ export fn drt_dataset_metadata_arrow(dataset: ?*dataset_module.Dataset, out: ?*?
     const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
     const table = d.acquireTable();
     defer table.release();
-    const bytes = metadata_table.exportArrow(allocator, d, table) catch return failMessage(status_out_of_memory, "out of memory while exporting the metadata table", .{});
+    var diagnostic: Diagnostic = .{};
+    const bytes = metadata_table.exportArrow(allocator, d, table, &diagnostic) catch |err| return failError(err, &diagnostic);
     return handOut(bytes, out_ptr);
 }
 

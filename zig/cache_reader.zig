@@ -258,10 +258,6 @@ pub const Cache = struct {
     /// that names and kinds agree exactly.
     fn orderColumns(allocator: std.mem.Allocator, table: *const arrow_ipc.Table, the_manifest: manifest.Manifest, diagnostic: *Diagnostic) Error![]types.Column {
         const schema_fields = the_manifest.metadata_schema;
-        if (table.columns.len != schema_fields.len) {
-            diagnostic.set("metadata.arrow has {d} columns but the manifest schema has {d}", .{ table.columns.len, schema_fields.len });
-            return error.InvalidCache;
-        }
         const ordered = try allocator.alloc(types.Column, schema_fields.len);
         errdefer allocator.free(ordered);
         for (schema_fields, ordered) |field, *slot| {
@@ -276,7 +272,22 @@ pub const Cache = struct {
             }
             slot.* = column;
         }
+        for (table.columns) |column| {
+            if (!isInSchema(schema_fields, column.name)) {
+                diagnostic.set("metadata.arrow has a column '{s}' that the manifest schema does not list", .{column.name});
+                return error.InvalidCache;
+            }
+        }
+        if (table.columns.len != schema_fields.len) {
+            diagnostic.set("metadata.arrow has {d} columns (a name repeats) but the manifest schema has {d}", .{ table.columns.len, schema_fields.len });
+            return error.InvalidCache;
+        }
         return ordered;
+    }
+
+    fn isInSchema(fields: []const types.Field, name: []const u8) bool {
+        for (fields) |field| if (std.mem.eql(u8, field.name, name)) return true;
+        return false;
     }
 
     fn findColumn(columns: []const types.Column, name: []const u8) ?types.Column {

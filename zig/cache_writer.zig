@@ -148,14 +148,7 @@ pub const CacheWriter = struct {
             diagnostic.set("base cache directory '{s}' must be a non-empty path without NUL bytes", .{base_dir_path});
             return error.InvalidArgument;
         }
-        if (durable_files.plainSegmentProblem(source_name)) |problem| {
-            diagnostic.set("source name '{s}' {s}; it must be one plain path segment", .{ source_name, problem });
-            return error.InvalidArgument;
-        }
-        if (std.mem.eql(u8, source_name, "tmp")) {
-            diagnostic.set("source name 'tmp' is reserved for the staging directory", .{});
-            return error.InvalidArgument;
-        }
+        try checkSourceName(source_name, diagnostic);
         const io = system.io();
         const writer = try allocator.create(CacheWriter);
         errdefer allocator.destroy(writer);
@@ -195,6 +188,19 @@ pub const CacheWriter = struct {
         try writer.createStaging(diagnostic);
         _ = pool.acquire(); // released by destroy
         return writer;
+    }
+
+    /// A source name must be one plain path segment other than the staging directory's.
+    pub fn checkSourceName(source_name: []const u8, diagnostic: *Diagnostic) Error!void {
+        if (durable_files.plainSegmentProblem(source_name)) |problem| {
+            // Escaped: a NUL or control byte would cut or garble the C-string message.
+            diagnostic.set("source name \"{f}\" {s}; it must be one plain path segment", .{ std.zig.fmtString(source_name), problem });
+            return error.InvalidArgument;
+        }
+        if (std.mem.eql(u8, source_name, "tmp")) {
+            diagnostic.set("source name 'tmp' is reserved for the staging directory", .{});
+            return error.InvalidArgument;
+        }
     }
 
     fn validateOptions(options: Options, diagnostic: *Diagnostic) Error!void {

@@ -13,8 +13,24 @@ const Diagnostic = @import("diagnostic.zig").Diagnostic;
 
 pub const Error = error{ InvalidInput, OutOfMemory };
 
+/// The table's own columns; a stored metadata column may not share their names.
+const reserved_columns = [_][]const u8{ "cache_id", "sample_id", "weight" };
+
+/// Stored columns named like the table's own columns would make the table
+/// ambiguous (dataset-rt's quickstart stores a 'sample_id'): such datasets can
+/// still be iterated, but have no metadata table.
+fn checkNoReservedNames(dataset: *const Dataset, diagnostic: *Diagnostic) Error!void {
+    for (dataset.schema()) |field| {
+        if (isOneOf(field.name, &reserved_columns)) {
+            diagnostic.set("stored metadata column '{s}' has the name of a metadata table column (cache_id, sample_id, weight); this dataset has no metadata table", .{field.name});
+            return error.InvalidInput;
+        }
+    }
+}
+
 /// Arrow IPC file bytes of `table`'s rows in table order. Caller frees.
-pub fn exportArrow(allocator: std.mem.Allocator, dataset: *const Dataset, table: *const ActiveTable) Error![]u8 {
+pub fn exportArrow(allocator: std.mem.Allocator, dataset: *const Dataset, table: *const ActiveTable, diagnostic: *Diagnostic) Error![]u8 {
+    try checkNoReservedNames(dataset, diagnostic);
     const row_count: usize = @intCast(table.row_count);
     const cache_ids = try allocator.alloc(i64, row_count);
     defer allocator.free(cache_ids);
@@ -110,6 +126,7 @@ fn isValid(validity: ?[*]const u8, offset: u64, row: u64) bool {
 /// Checks the frame's shape: required columns present with acceptable types,
 /// stored columns with their original types.
 pub fn checkColumns(dataset: *const Dataset, update: Update, diagnostic: *Diagnostic) Error!void {
+    try checkNoReservedNames(dataset, diagnostic);
     if (update.row_count == 0) {
         diagnostic.set("metadata table must include at least one sample", .{});
         return error.InvalidInput;

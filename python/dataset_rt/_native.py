@@ -11,7 +11,17 @@ import atexit
 import ctypes
 import os
 import sys
-from ctypes import POINTER, Structure, c_char_p, c_double, c_int32, c_uint8, c_uint32, c_uint64, c_void_p
+from ctypes import (
+    POINTER,
+    Structure,
+    c_char_p,
+    c_double,
+    c_int32,
+    c_uint8,
+    c_uint32,
+    c_uint64,
+    c_void_p,
+)
 from pathlib import Path
 
 ABI_VERSION = 1
@@ -169,7 +179,9 @@ def _load() -> ctypes.CDLL:
     library.drt_abi_version.restype = c_uint32
     found = library.drt_abi_version()
     if found != ABI_VERSION:
-        raise ImportError(f"{path} implements C ABI version {found}; this package needs {ABI_VERSION}")
+        raise ImportError(
+            f"{path} implements C ABI version {found}; this package needs {ABI_VERSION}"
+        )
     return library
 
 
@@ -182,9 +194,18 @@ def _declare(library: ctypes.CDLL) -> None:
         "drt_runtime_destroy": ([handle], None),
         "drt_runtime_num_workers": ([handle], c_uint32),
         "drt_writer_create": (
-            [handle, c_char_p, c_uint64, c_char_p, c_uint64, POINTER(WriterOptions), POINTER(handle)],
+            [
+                handle,
+                c_char_p,
+                c_uint64,
+                c_char_p,
+                c_uint64,
+                POINTER(WriterOptions),
+                POINTER(handle),
+            ],
             c_int32,
         ),
+        "drt_check_source_name": ([c_char_p, c_uint64], c_int32),
         "drt_writer_push": (
             [handle, c_char_p, c_uint64, POINTER(c_uint64), c_uint64, c_char_p, c_uint64],
             c_int32,
@@ -194,7 +215,14 @@ def _declare(library: ctypes.CDLL) -> None:
         "drt_writer_stats_get": ([handle, POINTER(WriterStats)], c_int32),
         "drt_writer_destroy": ([handle], None),
         "drt_dataset_open": (
-            [handle, POINTER(c_char_p), POINTER(c_uint64), c_uint32, POINTER(ReaderOptions), POINTER(handle)],
+            [
+                handle,
+                POINTER(c_char_p),
+                POINTER(c_uint64),
+                c_uint32,
+                POINTER(ReaderOptions),
+                POINTER(handle),
+            ],
             c_int32,
         ),
         "drt_dataset_destroy": ([handle], None),
@@ -204,7 +232,14 @@ def _declare(library: ctypes.CDLL) -> None:
         "drt_dataset_schema_json": ([handle, POINTER(POINTER(Buffer))], c_int32),
         "drt_dataset_metadata_arrow": ([handle, POINTER(POINTER(Buffer))], c_int32),
         "drt_dataset_set_table": (
-            [handle, c_char_p, c_uint64, POINTER(IntColumn), POINTER(IntColumn), POINTER(FloatColumn)],
+            [
+                handle,
+                c_char_p,
+                c_uint64,
+                POINTER(IntColumn),
+                POINTER(IntColumn),
+                POINTER(FloatColumn),
+            ],
             c_int32,
         ),
         "drt_iterator_create": ([handle, POINTER(handle)], c_int32),

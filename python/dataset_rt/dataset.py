@@ -42,7 +42,12 @@ class _DatasetHandle:
         handle = ctypes.c_void_p()
         _native.check(
             _native.lib.drt_dataset_open(
-                runtime.value, array, lengths, len(encoded), ctypes.byref(options), ctypes.byref(handle)
+                runtime.value,
+                array,
+                lengths,
+                len(encoded),
+                ctypes.byref(options),
+                ctypes.byref(handle),
             )
         )
         self.value = handle
@@ -193,7 +198,9 @@ class CachedDataset:
         raise TypeError("use DatasetRuntime.cached_dataset() to create a CachedDataset")
 
     @classmethod
-    def _open(cls, runtime: RuntimeHandle, paths: list[Path], config: ReaderConfig) -> CachedDataset:
+    def _open(
+        cls, runtime: RuntimeHandle, paths: list[Path], config: ReaderConfig
+    ) -> CachedDataset:
         dataset = cls.__new__(cls)
         dataset.cache_paths = paths
         dataset.reader_config = config
@@ -226,7 +233,9 @@ class CachedDataset:
 
     def _stored_column_names(self) -> list[str]:
         if self._stored_names is None:
-            schema = json.loads(_native.take_buffer(_native.lib.drt_dataset_schema_json, self._handle.value))
+            schema = json.loads(
+                _native.take_buffer(_native.lib.drt_dataset_schema_json, self._handle.value)
+            )
             self._stored_names = [field["name"] for field in schema]
         return self._stored_names
 
@@ -252,7 +261,9 @@ class CachedDataset:
         """
         if not isinstance(metadata, pl.DataFrame):
             raise TypeError(f"metadata must be a polars DataFrame, got {type(metadata).__name__}")
-        columns = json.dumps([[name, _arrow_type_name(dtype)] for name, dtype in metadata.schema.items()])
+        columns = json.dumps(
+            [[name, _arrow_type_name(dtype)] for name, dtype in metadata.schema.items()]
+        )
         cache_ids, cache_array = _integer_column(metadata, "cache_id")
         sample_ids, sample_array = _integer_column(metadata, "sample_id")
         weights, weight_array = _float_column(metadata, WEIGHT_COLUMN)

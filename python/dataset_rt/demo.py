@@ -16,7 +16,14 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from dataset_rt import CacheInput, CacheWriteSuccess, DatasetRuntime, ReaderConfig, ShardCompression, WriterConfig
+from dataset_rt import (
+    CacheInput,
+    CacheWriteSuccess,
+    DatasetRuntime,
+    ReaderConfig,
+    ShardCompression,
+    WriterConfig,
+)
 
 LABELS = ("cat", "dog", "bird", "fish")
 
@@ -35,7 +42,12 @@ class GeneratedSource:
         return (seed * repeats)[: self.payload_bytes]
 
     def metadata(self, index: int) -> dict[str, object]:
-        return {"index": index, "label": LABELS[index % 4], "score": index / 7, "even": index % 2 == 0}
+        return {
+            "index": index,
+            "label": LABELS[index % 4],
+            "score": index / 7,
+            "even": index % 2 == 0,
+        }
 
     def __iter__(self) -> Iterator[CacheInput]:
         for index in range(self.samples):
@@ -48,7 +60,10 @@ def run(samples: int, payload_bytes: int, compression: str, directory: Path, wor
     ratio = 2.0 if compression == "lz4" else 1.0
     config = WriterConfig(shard_compression=ShardCompression(algo=compression, ratio=ratio))
     total_mb = samples * payload_bytes / 1e6
-    print(f"writing {samples:,} samples x {payload_bytes:,} bytes ({total_mb:,.1f} MB, {compression}) to {directory}")
+    print(
+        f"writing {samples:,} samples x {payload_bytes:,} bytes "
+        f"({total_mb:,.1f} MB, {compression}) to {directory}"
+    )
     started = time.perf_counter()
     [result] = runtime.write_cache(source, directory, writer_config=config)
     write_seconds = time.perf_counter() - started
@@ -56,10 +71,14 @@ def run(samples: int, payload_bytes: int, compression: str, directory: Path, wor
         print(f"write failed: {result.message}", file=sys.stderr)
         return 1
     disk = sum(f.stat().st_size for f in result.path.rglob("*") if f.is_file())
-    print(f"  wrote {result.path} in {write_seconds:.2f}s: {samples / write_seconds:,.0f} samples/s, "
-          f"{total_mb / write_seconds:,.1f} MB/s, {disk / 1e6:,.1f} MB on disk")
+    print(
+        f"  wrote {result.path} in {write_seconds:.2f}s: {samples / write_seconds:,.0f} samples/s, "
+        f"{total_mb / write_seconds:,.1f} MB/s, {disk / 1e6:,.1f} MB on disk"
+    )
 
-    dataset = runtime.cached_dataset([result.path], reader_config=ReaderConfig(seed=0, shuffle=False))
+    dataset = runtime.cached_dataset(
+        [result.path], reader_config=ReaderConfig(seed=0, shuffle=False)
+    )
     started = time.perf_counter()
     checked = 0
     for sample in dataset:
@@ -72,8 +91,10 @@ def run(samples: int, payload_bytes: int, compression: str, directory: Path, wor
     if checked != samples:
         print(f"read {checked} samples, expected {samples}", file=sys.stderr)
         return 1
-    print(f"  read back and verified {checked:,} samples in {read_seconds:.2f}s "
-          f"(including regenerating each payload to compare): {checked / read_seconds:,.0f} samples/s")
+    print(
+        f"  read back and verified {checked:,} samples in {read_seconds:.2f}s "
+        f"(including regenerating each payload to compare): {checked / read_seconds:,.0f} samples/s"
+    )
     return 0
 
 
@@ -83,7 +104,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--payload-bytes", type=int, default=1024)
     parser.add_argument("--compression", choices=("none", "lz4"), default="lz4")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--dir", type=Path, default=None, help="base cache directory (default: a temporary one, removed)")
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        help="base cache directory (default: a temporary one, removed)",
+    )
     args = parser.parse_args(argv)
     if args.dir is not None:
         return run(args.samples, args.payload_bytes, args.compression, args.dir, args.workers)

@@ -7,7 +7,6 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 
-
 class MetadataRow(Mapping[str, Any]):
     """A read-only mapping that indexes, iterates and compares like a dict.
 

@@ -63,7 +63,7 @@ class CacheWriteError(NamedTuple):
     """A source that was not written; nothing of it was published."""
 
     source_name: str
-    """The source's name, or ``<source N>`` when the name itself could not be read."""
+    """The source's name, or ``source[N]`` (its position) when the name is missing or unusable."""
 
     message: str
     """What went wrong, naming the sample and field where there is one."""

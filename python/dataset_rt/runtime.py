@@ -19,8 +19,14 @@ from dataset_rt.records import (
     CacheWriteResult,
     CacheWriteSuccess,
 )
-from dataset_rt.writing import SampleError, check_unique_targets, source_list, source_name, write_sources
-
+from dataset_rt.writing import (
+    SampleError,
+    check_unique_targets,
+    invalid_source_label,
+    source_list,
+    source_name,
+    write_sources,
+)
 
 MAX_WORKERS = 256
 """The core's limit on native worker threads per runtime."""
@@ -103,26 +109,35 @@ class DatasetRuntime:
     def _write(self, sources, base_cache_dir, writer_config, reuse) -> list[CacheWriteResult]:  # noqa: ANN001
         handle = self._live_handle()
         if not isinstance(writer_config, WriterConfig):
-            raise TypeError(f"writer_config must be a WriterConfig, got {type(writer_config).__name__}")
+            raise TypeError(
+                f"writer_config must be a WriterConfig, got {type(writer_config).__name__}"
+            )
         listed = source_list(sources)
-        base = Path(os.fspath(base_cache_dir)).absolute()
+        # Kept as given (relative stays relative), like dataset-rt's result paths.
+        base = Path(os.fspath(base_cache_dir))
         names: list[str | CacheWriteError] = []
         for position, source in enumerate(listed):
             try:
                 names.append(source_name(source, position))
             except SampleError as error:
-                names.append(CacheWriteError(f"<source {position}>", str(error)))
+                names.append(CacheWriteError(invalid_source_label(position), str(error)))
         check_unique_targets((n for n in names if isinstance(n, str)), base)
-        return write_sources(handle.value, self._num_workers, listed, names, base, writer_config, reuse=reuse)
+        return write_sources(
+            handle.value, self._num_workers, listed, names, base, writer_config, reuse=reuse
+        )
 
-    def cached_dataset(self, paths: Sequence[str | Path], *, reader_config: ReaderConfig) -> CachedDataset:
+    def cached_dataset(
+        self, paths: Sequence[str | Path], *, reader_config: ReaderConfig
+    ) -> CachedDataset:
         """Load caches in order (``cache_id`` = position) for reading.
 
         Validates manifests, sample counts, index sizes, shard existence and
         lengths, and with ``reader_config.validate_cache`` every SHA-256.
         """
         if not isinstance(reader_config, ReaderConfig):
-            raise TypeError(f"reader_config must be a ReaderConfig, got {type(reader_config).__name__}")
+            raise TypeError(
+                f"reader_config must be a ReaderConfig, got {type(reader_config).__name__}"
+            )
         if isinstance(paths, (str, Path)):
             raise TypeError("paths must be a sequence of cache paths, not a single path")
         return CachedDataset._open(self._live_handle(), [Path(p) for p in paths], reader_config)
@@ -141,7 +156,9 @@ class DatasetRuntime:
 
         def reuse(name: str, path: Path) -> CacheWriteResult:
             try:
-                self.cached_dataset([path], reader_config=ReaderConfig(seed=0, validate_cache=validate))
+                self.cached_dataset(
+                    [path], reader_config=ReaderConfig(seed=0, validate_cache=validate)
+                )
             except (ValueError, OSError) as error:
                 return CacheWriteError(name, str(error))
             return CacheWriteSuccess(name, path)
@@ -149,7 +166,15 @@ class DatasetRuntime:
         results = self._write(sources, base_cache_dir, writer_config, reuse=reuse)
         paths = [result.path for result in results if isinstance(result, CacheWriteSuccess)]
         if not paths:
-            details = "; ".join(f"{r.source_name}: {r.message}" for r in results if isinstance(r, CacheWriteError))
-            message = f"no caches were written: {details}" if details else "no cache sources were provided"
+            details = "; ".join(
+                f"{r.source_name}: {r.message}" for r in results if isinstance(r, CacheWriteError)
+            )
+            message = (
+                f"no caches were written: {details}"
+                if details
+                else "no cache sources were provided"
+            )
             return CacheSourcesDatasetError(results, message)
-        return CacheSourcesDatasetSuccess(self.cached_dataset(paths, reader_config=reader_config), results)
+        return CacheSourcesDatasetSuccess(
+            self.cached_dataset(paths, reader_config=reader_config), results
+        )

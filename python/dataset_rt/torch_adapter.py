@@ -28,7 +28,8 @@ def make_torch_iterable_dataset(dataset: CachedDataset) -> Any:
             if torch_data.get_worker_info() is not None:
                 raise RuntimeError(
                     "DatasetRT streams cannot be split across DataLoader worker processes: "
-                    "each worker would read its own copy of the stream. Use DataLoader(num_workers=0) "
+                    "each worker would read its own copy of the stream. "
+                    "Use DataLoader(num_workers=0) "
                     "and DatasetRuntime(num_workers=N) for parallel reads."
                 )
             return iter(dataset)

@@ -21,7 +21,13 @@ from dataset_rt import _native
 from dataset_rt.config import WriterConfig
 from dataset_rt.profiling import WriterProfile
 from dataset_rt.progress import WriteProgress
-from dataset_rt.records import CacheInput, CacheSource, CacheWriteError, CacheWriteResult, CacheWriteSuccess
+from dataset_rt.records import (
+    CacheInput,
+    CacheSource,
+    CacheWriteError,
+    CacheWriteResult,
+    CacheWriteSuccess,
+)
 
 # A batch closes at whichever bound it reaches first.
 _BATCH_SAMPLES_MIN = 256
@@ -56,19 +62,31 @@ def source_name(source: object, position: int) -> str:
     return name
 
 
+def invalid_source_label(position: int) -> str:
+    """How a source whose name is unusable is labelled in its result (as dataset-rt does)."""
+    return f"source[{position}]"
+
+
 def check_unique_targets(names: Iterable[str], base_cache_dir: Path) -> None:
     """Reject two sources that would write the same cache path, before writing anything."""
     seen: set[str] = set()
     for name in names:
         if name in seen:
-            raise ValueError(f"duplicate generated cache path {base_cache_dir / name}")
+            raise ValueError(f"duplicate generated cache path: {base_cache_dir / name}")
         seen.add(name)
 
 
 class NativeWriter:
     """One native writer handle: create, push batches, finish, destroy."""
 
-    def __init__(self, runtime_handle: int, base_cache_dir: Path, name: str, config: WriterConfig, num_workers: int) -> None:
+    def __init__(
+        self,
+        runtime_handle: int,
+        base_cache_dir: Path,
+        name: str,
+        config: WriterConfig,
+        num_workers: int,
+    ) -> None:
         options = _native.WriterOptions(
             max_shard_bytes=config.max_shard_bytes,
             batches_in_flight_max=max(1, min(config.prefetch_size, 2 * num_workers)),
@@ -91,9 +109,13 @@ class NativeWriter:
         )
         self._handle = handle
 
-    def push(self, payloads: bytes, lengths: ctypes.Array[ctypes.c_uint64], count: int, metadata: bytes) -> None:
+    def push(
+        self, payloads: bytes, lengths: ctypes.Array[ctypes.c_uint64], count: int, metadata: bytes
+    ) -> None:
         _native.check(
-            _native.lib.drt_writer_push(self._handle, payloads, len(payloads), lengths, count, metadata, len(metadata))
+            _native.lib.drt_writer_push(
+                self._handle, payloads, len(payloads), lengths, count, metadata, len(metadata)
+            )
         )
 
     def finish(self) -> Path:
@@ -112,7 +134,7 @@ class NativeWriter:
 
 
 def _payload_bytes(data: object, index: int) -> bytes:
-    """The payload as immutable bytes, copied now so later edits of a reused buffer cannot leak in."""
+    """The payload as immutable bytes, copied now: later edits of a reused buffer cannot leak in."""
     if isinstance(data, bytes):
         return data
     if isinstance(data, bytearray):
@@ -135,7 +157,9 @@ def _metadata_copy(metadata: object, index: int) -> dict[str, Any]:
         )
     for key in metadata:
         if not isinstance(key, str):
-            raise SampleError(f"sample {index}: metadata key {key!r} must be a str, got {type(key).__name__}")
+            raise SampleError(
+                f"sample {index}: metadata key {key!r} must be a str, got {type(key).__name__}"
+            )
     return dict(metadata)
 
 
@@ -146,10 +170,12 @@ def _describe_unserializable(metadatas: list[dict[str, Any]], first_index: int) 
                 _encode_metadata(value)
             except (TypeError, ValueError):
                 return (
-                    f"sample {first_index + offset}: metadata field '{key}' must be bool, int, float or str, "
-                    f"got {type(value).__name__}"
+                    f"sample {first_index + offset}: metadata field '{key}' must be "
+                    f"bool, int, float or str, got {type(value).__name__}"
                 )
-    return f"samples {first_index}..{first_index + len(metadatas) - 1}: metadata cannot be serialized"
+    return (
+        f"samples {first_index}..{first_index + len(metadatas) - 1}: metadata cannot be serialized"
+    )
 
 
 def _serialize(
@@ -195,7 +221,9 @@ def write_source(
             profile.add("python_next", clock() - started)
             started = clock()
         if type(item) is not CacheInput and not (isinstance(item, tuple) and len(item) == 2):
-            raise SampleError(f"sample {index}: expected CacheInput(data, metadata), got {type(item).__name__}")
+            raise SampleError(
+                f"sample {index}: expected CacheInput(data, metadata), got {type(item).__name__}"
+            )
         data, metadata = item
         payload = data if type(data) is bytes else _payload_bytes(data, index)
         if type(metadata) is dict and metadata.keys() == known_keys:
@@ -209,7 +237,9 @@ def write_source(
         index += 1
         pushing_seconds = 0.0
         if len(payloads) >= samples_max or batch_bytes >= _BATCH_BYTES_MAX:
-            pushing_seconds = _push(writer, _serialize(payloads, metadatas, first_index), profile, progress)
+            pushing_seconds = _push(
+                writer, _serialize(payloads, metadatas, first_index), profile, progress
+            )
             first_index = index
             payloads, metadatas, batch_bytes = [], [], 0
         if timed:
@@ -261,13 +291,23 @@ def write_sources(
     progress = WriteProgress(config.show_progress, len(sources))
     profile = WriterProfile(config.profiler)
     try:
-        for source, name in zip(sources, names, strict=True):
+        for position, (source, name) in enumerate(zip(sources, names, strict=True)):
             if isinstance(name, CacheWriteError):
                 progress.skip_source()
                 results.append(name)
                 continue
             done_before = progress.sources_done
-            result = _write_one(runtime_handle, num_workers, source, name, base_cache_dir, config, progress, profile, reuse)
+            result = _write_one(
+                runtime_handle,
+                num_workers,
+                source,
+                (position, name),
+                base_cache_dir,
+                config,
+                progress,
+                profile,
+                reuse,
+            )
             if progress.sources_done == done_before:  # reused or failed: still one source done
                 progress.skip_source()
             results.append(result)
@@ -280,13 +320,19 @@ def _write_one(
     runtime_handle: int,
     num_workers: int,
     source: CacheSource,
-    name: str,
+    position_and_name: tuple[int, str],
     base_cache_dir: Path,
     config: WriterConfig,
     progress: WriteProgress,
     profile: WriterProfile,
     reuse: Any,
 ) -> CacheWriteResult:
+    position, name = position_and_name
+    encoded_name = name.encode("utf-8", "surrogateescape")
+    try:
+        _native.check(_native.lib.drt_check_source_name(encoded_name, len(encoded_name)))
+    except _native.NativeError as error:
+        return CacheWriteError(invalid_source_label(position), str(error))
     target = base_cache_dir / name
     if reuse is not None and (target / "manifest.json").exists():
         return reuse(name, target)

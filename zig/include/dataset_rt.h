@@ -97,6 +97,9 @@ int32_t drt_writer_create(drt_runtime *runtime, const char *base_dir, uint64_t b
                           const char *source_name, uint64_t source_name_len,
                           const drt_writer_options *options, drt_writer **out);
 
+/* DRT_OK when source_name is usable as a cache name (one plain path segment, not "tmp"). */
+int32_t drt_check_source_name(const char *source_name, uint64_t source_name_len);
+
 /*
  * Hands `count` samples to the core. Payload i is
  * payloads[sum(payload_lens[0..i]) .. +payload_lens[i]]; metadata_json is a JSON
