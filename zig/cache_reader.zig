@@ -364,12 +364,13 @@ pub const Cache = struct {
     pub fn readSample(
         cache: *const Cache,
         sample_id: u64,
+        run_samples: u64,
         scratch: *SampleScratch,
         payload_out: *std.ArrayList(u8),
         metadata_out: *std.ArrayList(u8),
         diagnostic: *Diagnostic,
     ) Error!void {
-        cache.readSampleUnprefixed(sample_id, scratch, payload_out, metadata_out, diagnostic) catch |err| {
+        cache.readSampleUnprefixed(sample_id, run_samples, scratch, payload_out, metadata_out, diagnostic) catch |err| {
             const row = index_file.decodeRow(cache.indexBytes(), sample_id);
             if (row.shard_id < cache.shards.len) {
                 const name = cache.parsed.manifest.shards[@intCast(row.shard_id)].name;
@@ -384,12 +385,12 @@ pub const Cache = struct {
     fn readSampleUnprefixed(
         cache: *const Cache,
         sample_id: u64,
+        run_samples: u64,
         scratch: *SampleScratch,
         payload_out: *std.ArrayList(u8),
         metadata_out: *std.ArrayList(u8),
         diagnostic: *Diagnostic,
     ) Error!void {
-        const io = system.io();
         const allocator = cache.allocator;
         std.debug.assert(sample_id < cache.sampleCount());
         const row = index_file.decodeRow(cache.indexBytes(), sample_id);
@@ -397,25 +398,16 @@ pub const Cache = struct {
         try index_file.checkContiguous(cache.indexBytes(), cache.sampleCount(), sample_id, row, cache.shard_byte_lens, diagnostic);
         const shard = cache.shards[@intCast(row.shard_id)];
 
-        const record_len: usize = @intCast(row.record_len);
-        scratch.record.clearRetainingCapacity();
-        try scratch.record.ensureTotalCapacity(allocator, record_len);
-        const record = scratch.record.allocatedSlice()[0..record_len];
-        const read = shard.file.readPositionalAll(io, record, row.offset) catch |err| {
-            diagnostic.set("cannot read shard {d}: {s}", .{ row.shard_id, @errorName(err) });
-            return error.Io;
-        };
-        if (read != record_len) {
-            diagnostic.set("shard {d} ended after {d} of {d} record bytes", .{ row.shard_id, read, record_len });
-            return error.InvalidCache;
-        }
+        const record = try cache.recordBytes(sample_id, row, run_samples, scratch, diagnostic);
         const parts = try shard_record.split(record, shard.compression, diagnostic);
 
         try scratch.values.resize(allocator, cache.columns.len);
         const values = scratch.values.items;
         for (cache.columns, values) |column, *value| value.* = column.values.get(@intCast(sample_id));
         metadata_json.verifyRecord(cache.schema(), values, parts.metadata_json, diagnostic) catch return error.InvalidCache;
-        metadata_json.writeCanonical(allocator, cache.schema(), values, metadata_out) catch return error.OutOfMemory;
+        // Verified equal, value for value and kind for kind, to the metadata.arrow
+        // row: the embedded text is what the binding decodes.
+        try metadata_out.appendSlice(allocator, parts.metadata_json);
 
         const payload_len: usize = @intCast(parts.payload_len);
         try payload_out.ensureUnusedCapacity(allocator, payload_len);
@@ -424,13 +416,63 @@ pub const Cache = struct {
         payload_out.items.len += payload_len;
     }
 
+    /// The bytes of sample `sample_id`'s record. When the next `run_samples - 1`
+    /// samples follow it in the same shard (an ordered pass), their records are
+    /// read with it in one positional read of at most `run_bytes_max` bytes.
+    fn recordBytes(cache: *const Cache, sample_id: u64, row: index_file.Row, run_samples: u64, scratch: *SampleScratch, diagnostic: *Diagnostic) Error![]const u8 {
+        const record_end = row.offset + row.record_len;
+        if (scratch.run_cache == cache and scratch.run_shard == row.shard_id and
+            row.offset >= scratch.run_offset and record_end <= scratch.run_offset + scratch.run.items.len)
+        {
+            const start: usize = @intCast(row.offset - scratch.run_offset);
+            return scratch.run.items[start..][0..@intCast(row.record_len)];
+        }
+        var end = record_end;
+        var next = sample_id + 1;
+        const index_bytes = cache.indexBytes();
+        while (next < sample_id + run_samples and next < cache.sampleCount()) : (next += 1) {
+            const following = index_file.decodeRow(index_bytes, next);
+            if (following.shard_id != row.shard_id or following.offset != end) break;
+            const following_end = std.math.add(u64, following.offset, following.record_len) catch break;
+            if (following_end - row.offset > run_bytes_max or following_end > cache.shard_byte_lens[@intCast(row.shard_id)]) break;
+            end = following_end;
+        }
+        const io = system.io();
+        const len: usize = @intCast(end - row.offset);
+        scratch.run.clearRetainingCapacity();
+        try scratch.run.ensureTotalCapacity(cache.allocator, len);
+        const buffer = scratch.run.allocatedSlice()[0..len];
+        const read = cache.shards[@intCast(row.shard_id)].file.readPositionalAll(io, buffer, row.offset) catch |err| {
+            scratch.run_cache = null;
+            diagnostic.set("cannot read shard {d}: {s}", .{ row.shard_id, @errorName(err) });
+            return error.Io;
+        };
+        if (read != len) {
+            scratch.run_cache = null;
+            diagnostic.set("shard {d} ended after {d} of {d} bytes", .{ row.shard_id, read, len });
+            return error.InvalidCache;
+        }
+        scratch.run.items.len = len;
+        scratch.run_cache = cache;
+        scratch.run_shard = row.shard_id;
+        scratch.run_offset = row.offset;
+        return buffer[0..@intCast(row.record_len)];
+    }
+
+    /// Bound of one read-ahead for an ordered pass.
+    pub const run_bytes_max = 1 << 20;
+
     /// Per-reader buffers reused from sample to sample.
     pub const SampleScratch = struct {
-        record: std.ArrayList(u8) = .empty,
+        /// Records read together: shard bytes from `run_offset` in `run_shard` of `run_cache`.
+        run: std.ArrayList(u8) = .empty,
+        run_cache: ?*const Cache = null,
+        run_shard: u64 = 0,
+        run_offset: u64 = 0,
         values: std.ArrayList(types.Value) = .empty,
 
         pub fn deinit(scratch: *SampleScratch, allocator: std.mem.Allocator) void {
-            scratch.record.deinit(allocator);
+            scratch.run.deinit(allocator);
             scratch.values.deinit(allocator);
         }
     };

@@ -11,7 +11,8 @@ const std = @import("std");
 const system = @import("system.zig");
 const sampler = @import("sampler.zig");
 const thread_pool = @import("thread_pool.zig");
-const ActiveTable = @import("active_table.zig").ActiveTable;
+const active_table = @import("active_table.zig");
+const ActiveTable = active_table.ActiveTable;
 const Cache = @import("cache_reader.zig").Cache;
 const SampleBatch = @import("sample_batch.zig").SampleBatch;
 const Diagnostic = @import("diagnostic.zig").Diagnostic;
@@ -175,16 +176,32 @@ pub const Pipeline = struct {
         errdefer batch.deinit(allocator);
         var scratch: Cache.SampleScratch = .{};
         defer scratch.deinit(allocator);
-        for (0..chunk.count) |offset| {
-            if (pipeline.cancelled.load(.monotonic)) break;
+        const locations = try allocator.alloc(active_table.Location, chunk.count);
+        defer allocator.free(locations);
+        for (locations, 0..) |*location, offset| {
             const row = plan.table.plannedRow(plan.shuffle, plan.key, plan.start + chunk.first + offset);
-            const location = plan.table.location(row);
+            location.* = plan.table.location(row);
+        }
+        for (locations, 0..) |location, offset| {
+            if (pipeline.cancelled.load(.monotonic)) break;
             const cache = plan.caches[location.cache_id];
-            try cache.readSample(location.sample_id, &scratch, &batch.payloads, &batch.metadata_json, &chunk.diagnostic);
+            const run_samples = consecutiveRun(locations[offset..]);
+            try cache.readSample(location.sample_id, run_samples, &scratch, &batch.payloads, &batch.metadata_json, &chunk.diagnostic);
             try batch.closeSample(allocator, location.cache_id, location.sample_id);
         }
         chunk.batch = batch;
         _ = pipeline.bytes_held.fetchAdd(batchBytes(batch), .monotonic);
+    }
+
+    /// How many locations from the first on are the same cache's consecutive samples.
+    fn consecutiveRun(locations: []const active_table.Location) u64 {
+        const first = locations[0];
+        var count: u64 = 1;
+        while (count < locations.len) : (count += 1) {
+            const location = locations[@intCast(count)];
+            if (location.cache_id != first.cache_id or location.sample_id != first.sample_id + count) break;
+        }
+        return count;
     }
 
     fn dropBatch(pipeline: *Pipeline, chunk: *Chunk) void {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 import io
 import json
 import os
@@ -111,24 +112,34 @@ class SampleIterator(Iterator[CachedSample]):
             self.close()
 
 
+# Builds a CachedSample from a 4-tuple in C, without the NamedTuple's Python __new__.
+_new_sample = functools.partial(tuple.__new__, CachedSample)
+
+# Above this mean payload size, each payload is copied straight from native memory
+# (one copy); below it, one copy of the whole batch and C-level slicing is faster.
+_DIRECT_COPY_BYTES = 64 * 1024
+
+
 def _unpack(batch: _native.Batch) -> list[CachedSample]:
+    """The batch's samples; all per-sample steps run as C-level maps."""
     count = batch.count
     payload_offsets = batch.payload_offsets[: count + 1]
     metadata_offsets = batch.metadata_offsets[: count + 1]
-    cache_ids = batch.cache_ids[:count]
-    sample_ids = batch.sample_ids[:count]
-    payload_end = payload_offsets[count]
-    payloads = ctypes.string_at(batch.payloads, payload_end) if payload_end else b""
+    payload_total = payload_offsets[count]
+    if payload_total > _DIRECT_COPY_BYTES * count:
+        base = batch.payloads
+        payloads = [
+            ctypes.string_at(base + start, end - start)
+            for start, end in zip(payload_offsets, payload_offsets[1:])
+        ]
+    else:
+        joined = ctypes.string_at(batch.payloads, payload_total) if payload_total else b""
+        payloads = map(joined.__getitem__, map(slice, payload_offsets, payload_offsets[1:]))
     metadata = ctypes.string_at(batch.metadata_json, metadata_offsets[count])
-    return [
-        CachedSample(
-            payloads[payload_offsets[i] : payload_offsets[i + 1]],
-            MetadataRow(metadata[metadata_offsets[i] : metadata_offsets[i + 1]]),
-            cache_ids[i],
-            sample_ids[i],
-        )
-        for i in range(count)
-    ]
+    rows = map(MetadataRow, map(metadata.__getitem__, map(slice, metadata_offsets, metadata_offsets[1:])))
+    return list(
+        map(_new_sample, zip(payloads, rows, batch.cache_ids[:count], batch.sample_ids[:count]))
+    )
 
 
 _ARROW_TYPE_NAMES: dict[Any, str] = {

@@ -15,23 +15,24 @@ class MetadataRow(Mapping[str, Any]):
     that only read payloads pay nothing for it.
     """
 
-    __slots__ = ("_text", "_values")
+    __slots__ = ("_source", "_values")
 
     def __init__(self, source: bytes | Mapping[str, Any]) -> None:
-        # The binding passes the core's JSON; libraries that rebuild mappings as
-        # type(m)(dict) (torch's default_convert does) pass a mapping.
-        if isinstance(source, (bytes, bytearray, str)):
-            self._text = source
-            self._values: dict[str, Any] | None = None
-        else:
-            self._text = b""
-            self._values = dict(source)
+        # The binding passes the core's JSON text; libraries that rebuild
+        # mappings as type(m)(dict) (torch's default_convert does) pass a mapping.
+        # Kept minimal: one of these is created per sample read.
+        self._source = source
 
     def _decoded(self) -> dict[str, Any]:
-        values = self._values
-        if values is None:
-            values = self._values = json.loads(self._text)
-        return values
+        try:
+            return self._values
+        except AttributeError:
+            source = self._source
+            if isinstance(source, (bytes, bytearray, str)):
+                self._values = json.loads(source)
+            else:
+                self._values = dict(source)
+            return self._values
 
     def __getitem__(self, key: str) -> Any:
         return self._decoded()[key]
