@@ -5,9 +5,9 @@ from __future__ import annotations
 import ctypes
 import functools
 import io
+import itertools
 import json
 import os
-from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,57 +59,72 @@ class _DatasetHandle:
             self.value = None
 
 
-class SampleIterator(Iterator[CachedSample]):
+class _NativeIterator:
+    """Owns one native iterator; hands out its batches as lists of samples."""
+
+    def __init__(self, dataset: _DatasetHandle) -> None:
+        self.handle: ctypes.c_void_p | None = None
+        self.dataset = dataset  # keeps the native dataset (and runtime) alive
+        handle = ctypes.c_void_p()
+        _native.check(_native.lib.drt_iterator_create(dataset.value, ctypes.byref(handle)))
+        self.handle = handle
+        self._batch = ctypes.POINTER(_native.Batch)()
+
+    def next_batch(self) -> list[CachedSample] | None:
+        if self.handle is None:
+            return None
+        batch = self._batch
+        _native.check(_native.lib.drt_iterator_next(self.handle, ctypes.byref(batch)))
+        if not batch:
+            self.close()
+            return None
+        try:
+            return _unpack(batch.contents)
+        finally:
+            _native.lib.drt_batch_release(batch)
+
+    def close(self) -> None:
+        if self.handle is not None:
+            _native.lib.drt_iterator_destroy(self.handle)
+            self.handle = None
+
+    def __del__(self) -> None:
+        if not _native.shutting_down():
+            self.close()
+
+
+def _batches(native: _NativeIterator) -> Iterator[list[CachedSample]]:
+    while (batch := native.next_batch()) is not None:
+        yield batch
+
+
+class SampleIterator(itertools.chain):  # type: ignore[type-arg]
     """One epoch of samples in planned order.
 
     Created by ``iter(dataset)``: it snapshots the dataset's active table,
     weights and epoch length, and the core starts reading ahead at once.
     Dropping or closing it mid-epoch stops the read-ahead and frees its memory.
+    Stepping from sample to sample runs in C (it is an ``itertools.chain`` over
+    the core's batches), so iteration costs no Python call per sample.
     """
 
-    def __init__(self, dataset: _DatasetHandle) -> None:
-        self._handle: ctypes.c_void_p | None = None
-        self._dataset = dataset  # keeps the native dataset (and runtime) alive
-        handle = ctypes.c_void_p()
-        _native.check(_native.lib.drt_iterator_create(dataset.value, ctypes.byref(handle)))
-        self._handle = handle
-        self._ready: deque[CachedSample] = deque()
-        self._batch = ctypes.POINTER(_native.Batch)()
+    __slots__ = ("_native",)
 
-    def __next__(self) -> CachedSample:
-        ready = self._ready
-        if not ready:
-            if self._handle is None or not self._fill():
-                raise StopIteration
-        return ready.popleft()
-
-    def _fill(self) -> bool:
-        batch = self._batch
-        _native.check(_native.lib.drt_iterator_next(self._handle, ctypes.byref(batch)))
-        if not batch:
-            self.close()
-            return False
-        try:
-            self._ready.extend(_unpack(batch.contents))
-        finally:
-            _native.lib.drt_batch_release(batch)
-        return True
+    @classmethod
+    def _start(cls, dataset: _DatasetHandle) -> SampleIterator:
+        native = _NativeIterator(dataset)
+        iterator = cls.from_iterable(_batches(native))
+        iterator._native = native
+        return iterator
 
     def bytes_held(self) -> int:
         """Bytes of samples the core has read ahead and still holds for this iterator."""
-        if self._handle is None:
-            return 0
-        return int(_native.lib.drt_iterator_bytes_held(self._handle))
+        handle = self._native.handle
+        return 0 if handle is None else int(_native.lib.drt_iterator_bytes_held(handle))
 
     def close(self) -> None:
         """Stop reading ahead and release the native iterator."""
-        if self._handle is not None:
-            _native.lib.drt_iterator_destroy(self._handle)
-            self._handle = None
-
-    def __del__(self) -> None:
-        if not _native.shutting_down():
-            self.close()
+        self._native.close()
 
 
 # Builds a CachedSample from a 4-tuple in C, without the NamedTuple's Python __new__.
@@ -226,7 +241,7 @@ class CachedDataset:
 
     def __iter__(self) -> SampleIterator:
         """Start the next epoch of the sample stream (see `ReaderConfig.shuffle`)."""
-        return SampleIterator(self._handle)
+        return SampleIterator._start(self._handle)
 
     def set_epoch_len(self, epoch_len: int) -> None:
         """Make every following iterator yield `epoch_len` (>= 1) samples.
