@@ -14,6 +14,7 @@ const arrow_ipc = @import("arrow_ipc.zig");
 const sha256 = @import("sha256.zig");
 const index_file = @import("index_file.zig");
 const shard_record = @import("shard_record.zig");
+const ColumnBuilder = @import("column_builder.zig").ColumnBuilder;
 const Diagnostic = @import("diagnostic.zig").Diagnostic;
 
 pub const Error = error{ InvalidCache, Io, OutOfMemory };
@@ -368,9 +369,10 @@ pub const Cache = struct {
         scratch: *SampleScratch,
         payload_out: *std.ArrayList(u8),
         metadata_out: *std.ArrayList(u8),
+        columns_out: []ColumnBuilder,
         diagnostic: *Diagnostic,
     ) Error!void {
-        cache.readSampleUnprefixed(sample_id, run_samples, scratch, payload_out, metadata_out, diagnostic) catch |err| {
+        cache.readSampleUnprefixed(sample_id, run_samples, scratch, payload_out, metadata_out, columns_out, diagnostic) catch |err| {
             const row = index_file.decodeRow(cache.indexBytes(), sample_id);
             if (row.shard_id < cache.shards.len) {
                 const name = cache.parsed.manifest.shards[@intCast(row.shard_id)].name;
@@ -389,9 +391,11 @@ pub const Cache = struct {
         scratch: *SampleScratch,
         payload_out: *std.ArrayList(u8),
         metadata_out: *std.ArrayList(u8),
+        columns_out: []ColumnBuilder,
         diagnostic: *Diagnostic,
     ) Error!void {
         const allocator = cache.allocator;
+        std.debug.assert(columns_out.len == cache.columns.len);
         std.debug.assert(sample_id < cache.sampleCount());
         const row = index_file.decodeRow(cache.indexBytes(), sample_id);
         try index_file.checkRow(row, sample_id, cache.shard_byte_lens, diagnostic);
@@ -408,6 +412,7 @@ pub const Cache = struct {
         // Verified equal, value for value and kind for kind, to the metadata.arrow
         // row: the embedded text is what the binding decodes.
         try metadata_out.appendSlice(allocator, parts.metadata_json);
+        for (columns_out, values) |*column, value| try column.append(allocator, value);
 
         const payload_len: usize = @intCast(parts.payload_len);
         try payload_out.ensureUnusedCapacity(allocator, payload_len);

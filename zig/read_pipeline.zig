@@ -172,7 +172,7 @@ pub const Pipeline = struct {
         const plan = &pipeline.plan;
         const batch = try allocator.create(SampleBatch);
         errdefer allocator.destroy(batch);
-        batch.* = try SampleBatch.init(allocator, chunk.count);
+        batch.* = try SampleBatch.init(allocator, chunk.count, plan.caches[0].schema());
         errdefer batch.deinit(allocator);
         var scratch: Cache.SampleScratch = .{};
         defer scratch.deinit(allocator);
@@ -186,7 +186,7 @@ pub const Pipeline = struct {
             if (pipeline.cancelled.load(.monotonic)) break;
             const cache = plan.caches[location.cache_id];
             const run_samples = consecutiveRun(locations[offset..]);
-            try cache.readSample(location.sample_id, run_samples, &scratch, &batch.payloads, &batch.metadata_json, &chunk.diagnostic);
+            try cache.readSample(location.sample_id, run_samples, &scratch, &batch.payloads, &batch.metadata_json, batch.columns, &chunk.diagnostic);
             try batch.closeSample(allocator, location.cache_id, location.sample_id);
         }
         chunk.batch = batch;

@@ -1,6 +1,20 @@
 //! A batch of materialized samples handed across the C ABI in one call.
 //! `view` is the `drt_batch` struct of the header; the lists own its memory.
 const std = @import("std");
+const types = @import("metadata_types.zig");
+const column_builder = @import("column_builder.zig");
+const ColumnBuilder = column_builder.ColumnBuilder;
+
+/// Mirrors `drt_batch_column`: one metadata column of the batch's samples.
+pub const ColumnView = extern struct {
+    kind: u32,
+    reserved: u32 = 0,
+    /// bool: u8 0/1 per sample; int: i64; float: f64; string: null.
+    values: ?*const anyopaque,
+    /// string only: count + 1 offsets into `bytes`.
+    offsets: ?[*]const u64,
+    bytes: ?[*]const u8,
+};
 
 /// Mirrors `drt_batch` in dataset_rt.h field for field.
 pub const View = extern struct {
@@ -11,6 +25,8 @@ pub const View = extern struct {
     metadata_offsets: [*]const u64,
     cache_ids: [*]const u32,
     sample_ids: [*]const u64,
+    column_count: u64,
+    columns: [*]const ColumnView,
 };
 
 pub const SampleBatch = struct {
@@ -22,10 +38,15 @@ pub const SampleBatch = struct {
     metadata_offsets: std.ArrayList(u64) = .empty,
     cache_ids: std.ArrayList(u32) = .empty,
     sample_ids: std.ArrayList(u64) = .empty,
+    /// The samples' metadata rows by column, in schema order.
+    columns: []ColumnBuilder = &.{},
+    column_views: []ColumnView = &.{},
 
-    pub fn init(allocator: std.mem.Allocator, capacity: usize) !SampleBatch {
+    pub fn init(allocator: std.mem.Allocator, capacity: usize, schema: []const types.Field) !SampleBatch {
         var batch: SampleBatch = .{};
         errdefer batch.deinit(allocator);
+        batch.columns = try column_builder.initAll(allocator, schema);
+        batch.column_views = try allocator.alloc(ColumnView, schema.len);
         try batch.payload_offsets.ensureTotalCapacity(allocator, capacity + 1);
         try batch.metadata_offsets.ensureTotalCapacity(allocator, capacity + 1);
         try batch.cache_ids.ensureTotalCapacity(allocator, capacity);
@@ -36,6 +57,9 @@ pub const SampleBatch = struct {
     }
 
     pub fn deinit(batch: *SampleBatch, allocator: std.mem.Allocator) void {
+        column_builder.deinitAll(allocator, batch.columns);
+        allocator.free(batch.columns);
+        allocator.free(batch.column_views);
         batch.payloads.deinit(allocator);
         batch.payload_offsets.deinit(allocator);
         batch.metadata_json.deinit(allocator);
@@ -58,6 +82,7 @@ pub const SampleBatch = struct {
 
     /// Points `view` at the lists; call after the last sample is added.
     pub fn seal(batch: *SampleBatch) *View {
+        for (batch.columns, batch.column_views) |*column, *view| view.* = columnView(column);
         batch.view = .{
             .count = batch.count(),
             .payloads = batch.payloads.items.ptr,
@@ -66,8 +91,19 @@ pub const SampleBatch = struct {
             .metadata_offsets = batch.metadata_offsets.items.ptr,
             .cache_ids = batch.cache_ids.items.ptr,
             .sample_ids = batch.sample_ids.items.ptr,
+            .column_count = batch.columns.len,
+            .columns = batch.column_views.ptr,
         };
         return &batch.view;
+    }
+
+    fn columnView(column: *const ColumnBuilder) ColumnView {
+        return switch (column.*) {
+            .bool => |list| .{ .kind = @intFromEnum(types.Kind.bool), .values = list.items.ptr, .offsets = null, .bytes = null },
+            .int => |list| .{ .kind = @intFromEnum(types.Kind.int), .values = list.items.ptr, .offsets = null, .bytes = null },
+            .float => |list| .{ .kind = @intFromEnum(types.Kind.float), .values = list.items.ptr, .offsets = null, .bytes = null },
+            .string => |strings| .{ .kind = @intFromEnum(types.Kind.string), .values = null, .offsets = strings.offsets.items.ptr, .bytes = strings.bytes.items.ptr },
+        };
     }
 
     pub fn fromView(view: *View) *SampleBatch {

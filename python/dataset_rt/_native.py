@@ -124,6 +124,19 @@ class ReaderOptions(Structure):
     ]
 
 
+class BatchColumn(Structure):
+    _fields_ = [
+        ("kind", c_uint32),
+        ("reserved", c_uint32),
+        ("values", c_void_p),
+        ("offsets", POINTER(c_uint64)),
+        ("bytes", c_void_p),
+    ]
+
+
+KIND_BOOL, KIND_INT, KIND_FLOAT, KIND_STRING = 0, 1, 2, 3
+
+
 class Batch(Structure):
     _fields_ = [
         ("count", c_uint64),
@@ -133,6 +146,8 @@ class Batch(Structure):
         ("metadata_offsets", POINTER(c_uint64)),
         ("cache_ids", POINTER(c_uint32)),
         ("sample_ids", POINTER(c_uint64)),
+        ("column_count", c_uint64),
+        ("columns", POINTER(BatchColumn)),
     ]
 
 

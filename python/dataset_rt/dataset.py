@@ -9,6 +9,7 @@ import itertools
 import json
 import os
 from collections.abc import Iterator
+from itertools import repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +17,7 @@ import polars as pl
 
 from dataset_rt import _native
 from dataset_rt.config import ReaderConfig
-from dataset_rt.metadata_row import MetadataRow
+from dataset_rt.metadata_row import BatchMetadata, MetadataRow
 from dataset_rt.records import CachedSample
 
 if TYPE_CHECKING:
@@ -52,6 +53,15 @@ class _DatasetHandle:
             )
         )
         self.value = handle
+        self._stored_names: list[str] | None = None
+
+    def stored_names(self) -> list[str]:
+        """The stored metadata columns' names, in schema order."""
+        if self._stored_names is None:
+            text = _native.take_buffer(_native.lib.drt_dataset_schema_json, self.value)
+            schema = json.loads(text)
+            self._stored_names = [field["name"] for field in schema]
+        return self._stored_names
 
     def __del__(self) -> None:
         if getattr(self, "value", None) and not _native.shutting_down():
@@ -79,7 +89,7 @@ class _NativeIterator:
             self.close()
             return None
         try:
-            return _unpack(batch.contents)
+            return _unpack(batch.contents, self.dataset.stored_names())
         finally:
             _native.lib.drt_batch_release(batch)
 
@@ -135,26 +145,44 @@ _new_sample = functools.partial(tuple.__new__, CachedSample)
 _DIRECT_COPY_BYTES = 64 * 1024
 
 
-def _unpack(batch: _native.Batch) -> list[CachedSample]:
+_VALUE_BYTES = {_native.KIND_BOOL: 1, _native.KIND_INT: 8, _native.KIND_FLOAT: 8}
+
+
+def _copy_columns(batch: _native.Batch, count: int) -> list[tuple[int, bytes, bytes]]:
+    """(kind, values or offsets, string bytes) of each metadata column, copied out of the batch."""
+    columns = []
+    for column in batch.columns[: batch.column_count]:
+        if column.kind == _native.KIND_STRING:
+            offsets = ctypes.string_at(column.offsets, (count + 1) * 8)
+            end = column.offsets[count]
+            strings = ctypes.string_at(column.bytes, end) if end else b""
+            columns.append((column.kind, offsets, strings))
+        else:
+            size = count * _VALUE_BYTES[column.kind]
+            values = ctypes.string_at(column.values, size) if size else b""
+            columns.append((column.kind, values, b""))
+    return columns
+
+
+def _unpack(batch: _native.Batch, names: list[str]) -> list[CachedSample]:
     """The batch's samples; all per-sample steps run as C-level maps."""
     count = batch.count
     payload_offsets = batch.payload_offsets[: count + 1]
-    metadata_offsets = batch.metadata_offsets[: count + 1]
     payload_total = payload_offsets[count]
     if payload_total > _DIRECT_COPY_BYTES * count:
         base = batch.payloads
         payloads = [
             ctypes.string_at(base + start, end - start)
-            for start, end in zip(payload_offsets, payload_offsets[1:])
+            for start, end in zip(payload_offsets, payload_offsets[1:], strict=False)
         ]
     else:
         joined = ctypes.string_at(batch.payloads, payload_total) if payload_total else b""
         payloads = map(joined.__getitem__, map(slice, payload_offsets, payload_offsets[1:]))
-    metadata = ctypes.string_at(batch.metadata_json, metadata_offsets[count])
-    rows = map(MetadataRow, map(metadata.__getitem__, map(slice, metadata_offsets, metadata_offsets[1:])))
-    return list(
-        map(_new_sample, zip(payloads, rows, batch.cache_ids[:count], batch.sample_ids[:count]))
-    )
+    metadata = BatchMetadata(names, _copy_columns(batch, count), count)
+    rows = map(MetadataRow, repeat(metadata, count), range(count))
+    cache_ids = batch.cache_ids[:count]
+    sample_ids = batch.sample_ids[:count]
+    return list(map(_new_sample, zip(payloads, rows, cache_ids, sample_ids, strict=False)))
 
 
 _ARROW_TYPE_NAMES: dict[Any, str] = {
@@ -232,7 +260,6 @@ class CachedDataset:
         dataset.reader_config = config
         dataset._handle = _DatasetHandle(runtime, paths, config)
         dataset._extra_columns = None
-        dataset._stored_names = None
         return dataset
 
     def __len__(self) -> int:
@@ -256,14 +283,6 @@ class CachedDataset:
         if epoch_len > _native.U64_MAX:
             raise ValueError(f"epoch_len must be below 2**64, got {epoch_len}")
         _native.check(_native.lib.drt_dataset_set_epoch_len(self._handle.value, epoch_len))
-
-    def _stored_column_names(self) -> list[str]:
-        if self._stored_names is None:
-            schema = json.loads(
-                _native.take_buffer(_native.lib.drt_dataset_schema_json, self._handle.value)
-            )
-            self._stored_names = [field["name"] for field in schema]
-        return self._stored_names
 
     def get_metadata(self) -> pl.DataFrame:
         """The active table: ``cache_id | sample_id | <stored columns> | weight | <extra columns>``.
@@ -304,7 +323,7 @@ class CachedDataset:
             )
         )
         del cache_array, sample_array, weight_array
-        known = {*IDENTITY_COLUMNS, WEIGHT_COLUMN, *self._stored_column_names()}
+        known = {*IDENTITY_COLUMNS, WEIGHT_COLUMN, *self._handle.stored_names()}
         extras = [name for name in metadata.columns if name not in known]
         self._extra_columns = metadata.select(extras) if extras else None
 

@@ -185,6 +185,17 @@ int32_t drt_dataset_set_table(drt_dataset *dataset, const char *columns_json, ui
                               const drt_int_column *cache_ids, const drt_int_column *sample_ids,
                               const drt_float_column *weights);
 
+/* One metadata column of a batch, in schema (name) order; kind is
+ * 0 bool (uint8_t 0/1 values), 1 int (int64_t), 2 float (double), 3 string
+ * (sample i: bytes[offsets[i] .. offsets[i+1]], UTF-8). */
+typedef struct drt_batch_column {
+    uint32_t kind;
+    uint32_t reserved;
+    const void *values;
+    const uint64_t *offsets;
+    const uint8_t *bytes;
+} drt_batch_column;
+
 /* One batch of samples, in planned order. */
 typedef struct drt_batch {
     uint64_t count;
@@ -194,6 +205,8 @@ typedef struct drt_batch {
     const uint64_t *metadata_offsets; /* count + 1 entries */
     const uint32_t *cache_ids;
     const uint64_t *sample_ids;
+    uint64_t column_count;            /* the metadata schema's fields */
+    const drt_batch_column *columns;  /* the same metadata, by column */
 } drt_batch;
 
 /* Snapshots the active table, weights and epoch length, takes the next epoch of
