@@ -599,7 +599,7 @@ pub const CacheWriter = struct {
                 if (shard.byte_len + (record_start - run_start) > 0 and would_be > writer.options.max_shard_bytes) {
                     try writer.appendToShard(batch.encoded.items[run_start..record_start], diagnostic);
                     run_start = record_start;
-                    try writer.closeShard(diagnostic);
+                    try writer.closeShard();
                 }
             }
             if (writer.shard == null) try writer.openShard(diagnostic);
@@ -650,17 +650,13 @@ pub const CacheWriter = struct {
         writer.shard = .{ .file = file, .hasher = sha256.Hasher.init() };
     }
 
-    fn closeShard(writer: *CacheWriter, diagnostic: *Diagnostic) Error!void {
+    fn closeShard(writer: *CacheWriter) Error!void {
         const io = system.io();
         var shard = writer.shard.?;
         writer.shard = null;
+        // Not fsynced here: that would stall the ordered commit for the whole flush.
+        // finish() fsyncs every shard before anything is published.
         defer shard.file.close(io);
-        const sync_started = system.monotonicNanoseconds();
-        shard.file.sync(io) catch |err| {
-            diagnostic.set("cannot fsync shard {d}: {s}", .{ writer.shards.items.len, @errorName(err) });
-            return error.Io;
-        };
-        writer.stats.disk_write.add(sync_started, 0);
         var name: [10]u8 = undefined;
         _ = std.fmt.bufPrint(&name, "{d:0>6}.bin", .{writer.shards.items.len}) catch unreachable;
         try writer.shard_names.append(writer.allocator, name);
@@ -691,11 +687,14 @@ pub const CacheWriter = struct {
         }
         writer.phase = .finished;
         const started = system.monotonicNanoseconds();
-        try writer.closeShard(diagnostic);
+        try writer.closeShard();
         for (writer.shards.items, writer.shard_names.items) |*shard, *name| shard.name = name;
         const index_digest = try writer.writeIndex(diagnostic);
         const metadata_digest = try writer.writeMetadata(diagnostic);
         try writer.writeManifest(index_digest, metadata_digest, diagnostic);
+        const sync_started = system.monotonicNanoseconds();
+        for (writer.shard_names.items) |*name| try durable_files.syncFile(writer.shards_dir.?, name, diagnostic);
+        writer.stats.disk_write.add(sync_started, 0);
         try durable_files.syncDir(writer.shards_dir.?, "shards", diagnostic);
         try durable_files.syncDir(writer.staging_dir.?, writer.staging_name, diagnostic);
         writer.stats.finish_manifest.add(started, writer.index_bytes.items.len);

@@ -26,6 +26,20 @@ pub fn writeFileSynced(dir: std.Io.Dir, name: []const u8, bytes: []const u8, dia
     };
 }
 
+/// fsyncs an existing file (written and closed earlier).
+pub fn syncFile(dir: std.Io.Dir, name: []const u8, diagnostic: *Diagnostic) Error!void {
+    const io = system.io();
+    const file = dir.openFile(io, name, .{}) catch |err| {
+        diagnostic.set("cannot open {s} to fsync it: {s}", .{ name, @errorName(err) });
+        return error.Io;
+    };
+    defer file.close(io);
+    file.sync(io) catch |err| {
+        diagnostic.set("cannot fsync {s}: {s}", .{ name, @errorName(err) });
+        return error.Io;
+    };
+}
+
 /// Makes a directory's entries (new files, renames) durable.
 pub fn syncDir(dir: std.Io.Dir, what: []const u8, diagnostic: *Diagnostic) Error!void {
     const io = system.io();

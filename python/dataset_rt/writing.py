@@ -30,7 +30,7 @@ from dataset_rt.records import (
 )
 
 # A batch closes at whichever bound it reaches first.
-_BATCH_SAMPLES_MIN = 256
+_BATCH_SAMPLES_MIN = 1024
 _BATCH_BYTES_MAX = 8 * 1024 * 1024
 
 # Raw UTF-8 (not \u escapes) so that a lone surrogate reaches the core as invalid
