@@ -282,10 +282,12 @@ export fn drt_dataset_destroy(dataset: ?*dataset_module.Dataset) void {
     d.release();
 }
 
-export fn drt_dataset_len(dataset: ?*dataset_module.Dataset) u64 {
-    const d = dataset orelse return 0;
-    if (!checkProcess(d.pool)) return 0;
-    return d.len();
+export fn drt_dataset_len(dataset: ?*dataset_module.Dataset, out: ?*u64) i32 {
+    const d = dataset orelse return failMessage(status_invalid_argument, "dataset is NULL", .{});
+    const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
+    if (!checkProcess(d.pool)) return status_wrong_process;
+    out_ptr.* = d.len();
+    return status_ok;
 }
 
 export fn drt_dataset_set_epoch_len(dataset: ?*dataset_module.Dataset, epoch_len: u64) i32 {

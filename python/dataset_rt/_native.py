@@ -241,7 +241,7 @@ def _declare(library: ctypes.CDLL) -> None:
             c_int32,
         ),
         "drt_dataset_destroy": ([handle], None),
-        "drt_dataset_len": ([handle], c_uint64),
+        "drt_dataset_len": ([handle, POINTER(c_uint64)], c_int32),
         "drt_dataset_set_epoch_len": ([handle, c_uint64], c_int32),
         "drt_buffer_release": ([POINTER(Buffer)], None),
         "drt_dataset_schema_json": ([handle, POINTER(POINTER(Buffer))], c_int32),

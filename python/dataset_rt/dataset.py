@@ -264,7 +264,9 @@ class CachedDataset:
 
     def __len__(self) -> int:
         """Samples the next iteration yields (the epoch length)."""
-        return int(_native.lib.drt_dataset_len(self._handle.value))
+        length = ctypes.c_uint64()
+        _native.check(_native.lib.drt_dataset_len(self._handle.value, ctypes.byref(length)))
+        return length.value
 
     def __iter__(self) -> SampleIterator:
         """Start the next epoch of the sample stream (see `ReaderConfig.shuffle`)."""

@@ -108,6 +108,7 @@ class NativeWriter:
             )
         )
         self._handle = handle
+        self._process_id = os.getpid()
 
     def push(
         self, payloads: bytes, lengths: ctypes.Array[ctypes.c_uint64], count: int, metadata: bytes
@@ -126,6 +127,10 @@ class NativeWriter:
         stats = _native.WriterStats()
         _native.check(_native.lib.drt_writer_stats_get(self._handle, ctypes.byref(stats)))
         return stats
+
+    def usable(self) -> bool:
+        """False in a process forked after the writer was created (its threads are not there)."""
+        return self._process_id == os.getpid()
 
     def destroy(self) -> None:
         if self._handle and not _native.shutting_down():
@@ -354,7 +359,8 @@ def _write_one(
     except Exception as error:  # a failing source must not stop the others
         return CacheWriteError(name, _describe_failure(error))
     finally:
-        profile.finish_source(writer.stats())
+        if profile.enabled and writer.usable():
+            profile.finish_source(writer.stats())
         writer.destroy()
 
 

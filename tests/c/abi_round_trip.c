@@ -74,8 +74,10 @@ static int read_cache(drt_runtime *runtime, const char *base_dir) {
     drt_reader_options options = {.seed = 7, .prefetch_size = 16, .shuffle = 0, .validate_cache = 1};
     drt_dataset *dataset = NULL;
     if (drt_dataset_open(runtime, paths, path_lens, 1, &options, &dataset) != DRT_OK) return fail("dataset_open");
-    if (drt_dataset_len(dataset) != SAMPLE_COUNT) {
-        fprintf(stderr, "dataset_len %llu\n", (unsigned long long)drt_dataset_len(dataset));
+    uint64_t length = 0;
+    if (drt_dataset_len(dataset, &length) != DRT_OK) return fail("dataset_len");
+    if (length != SAMPLE_COUNT) {
+        fprintf(stderr, "dataset_len %llu\n", (unsigned long long)length);
         return 1;
     }
     drt_iterator *iterator = NULL;

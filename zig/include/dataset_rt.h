@@ -11,7 +11,7 @@
  *   OS), so an embedded NUL is seen and rejected instead of cutting the string.
  * - No failure ever aborts the process: a panic never crosses this boundary.
  * - A handle created before fork() belongs to the parent: in the child, calls
- *   on it return DRT_ERR_WRONG_PROCESS (getters return 0) and destroy
+ *   on it return DRT_ERR_WRONG_PROCESS (drt_iterator_bytes_held returns 0) and destroy
  *   functions leak it instead of touching the parent's threads or files.
  */
 #ifndef DATASET_RT_H
@@ -53,7 +53,8 @@ typedef struct drt_runtime drt_runtime;
 
 /* Starts exactly num_workers threads (1..256), reused by every operation. */
 int32_t drt_runtime_create(uint32_t num_workers, drt_runtime **out);
-/* Stops and joins the threads. Every writer/dataset of the runtime must be destroyed first. */
+/* Releases the caller's reference. Writers and datasets hold their own, so the
+ * threads stop (and are joined) when the last of them is destroyed too. */
 void drt_runtime_destroy(drt_runtime *runtime);
 uint32_t drt_runtime_num_workers(const drt_runtime *runtime);
 
@@ -138,10 +139,11 @@ typedef struct drt_reader_options {
  * must share one metadata schema. */
 int32_t drt_dataset_open(drt_runtime *runtime, const char *const *paths, const uint64_t *path_lens,
                          uint32_t path_count, const drt_reader_options *options, drt_dataset **out);
-/* Every iterator of the dataset must be destroyed first. */
+/* Releases the caller's reference; iterators hold their own, so the caches
+ * close when the last iterator is destroyed too. */
 void drt_dataset_destroy(drt_dataset *dataset);
 /* Samples the next iterator yields: the epoch length (default: the active rows). */
-uint64_t drt_dataset_len(drt_dataset *dataset);
+int32_t drt_dataset_len(drt_dataset *dataset, uint64_t *out);
 /* Sets the epoch length (>= 1); kept when the table is replaced. */
 int32_t drt_dataset_set_epoch_len(drt_dataset *dataset, uint64_t epoch_len);
 
