@@ -99,10 +99,10 @@ pub const SampleBatch = struct {
 
     fn columnView(column: *const ColumnBuilder) ColumnView {
         return switch (column.*) {
-            .bool => |list| .{ .kind = @intFromEnum(types.Kind.bool), .values = list.items.ptr, .offsets = null, .bytes = null },
-            .int => |list| .{ .kind = @intFromEnum(types.Kind.int), .values = list.items.ptr, .offsets = null, .bytes = null },
-            .float => |list| .{ .kind = @intFromEnum(types.Kind.float), .values = list.items.ptr, .offsets = null, .bytes = null },
-            .string => |strings| .{ .kind = @intFromEnum(types.Kind.string), .values = null, .offsets = strings.offsets.items.ptr, .bytes = strings.bytes.items.ptr },
+            .bool => |list| .{ .kind = @backingInt(types.Kind.bool), .values = list.items.ptr, .offsets = null, .bytes = null },
+            .int => |list| .{ .kind = @backingInt(types.Kind.int), .values = list.items.ptr, .offsets = null, .bytes = null },
+            .float => |list| .{ .kind = @backingInt(types.Kind.float), .values = list.items.ptr, .offsets = null, .bytes = null },
+            .string => |strings| .{ .kind = @backingInt(types.Kind.string), .values = null, .offsets = strings.offsets.items.ptr, .bytes = strings.bytes.items.ptr },
         };
     }
 
