@@ -359,6 +359,12 @@ pub const Cache = struct {
         }
     }
 
+    /// The record length index.bin gives for a sample, unchecked: for sizing
+    /// read-ahead only, never for reading.
+    pub fn recordLenHint(cache: *const Cache, sample_id: u64) u64 {
+        return index_file.decodeRow(cache.indexBytes(), sample_id).record_len;
+    }
+
     /// Reads sample `sample_id`: appends its decoded payload to `payload_out`
     /// and its canonical metadata JSON (from the metadata.arrow row, after
     /// checking the record's embedded copy equals it) to `metadata_out`.
@@ -402,8 +408,26 @@ pub const Cache = struct {
         try index_file.checkContiguous(cache.indexBytes(), cache.sampleCount(), sample_id, row, cache.shard_byte_lens, diagnostic);
         const shard = cache.shards[@intCast(row.shard_id)];
 
-        const record = try cache.recordBytes(sample_id, row, run_samples, scratch, diagnostic);
-        const parts = try shard_record.split(record, shard.compression, diagnostic);
+        // A large raw payload is read straight into the batch: the record's head
+        // (header and JSON) first, then the payload in place, one copy in all.
+        var direct = shard.compression == .none and row.record_len > direct_read_bytes_min;
+        var parts: shard_record.Parts = undefined;
+        if (direct) {
+            const head = try cache.recordHead(row, scratch, diagnostic);
+            const metadata_len = std.mem.readInt(u64, head[0..shard_record.header_bytes], .little);
+            if (metadata_len <= head.len - shard_record.header_bytes) {
+                const metadata_end = shard_record.header_bytes + @as(usize, @intCast(metadata_len));
+                parts = .{
+                    .metadata_json = head[shard_record.header_bytes..metadata_end],
+                    .stored_payload = &.{},
+                    .payload_len = row.record_len - metadata_end,
+                };
+            } else direct = false; // unusually large metadata: read the record whole
+        }
+        if (!direct) {
+            const record = try cache.recordBytes(sample_id, row, run_samples, scratch, diagnostic);
+            parts = try shard_record.split(record, shard.compression, diagnostic);
+        }
 
         try scratch.values.resize(allocator, cache.columns.len);
         const values = scratch.values.items;
@@ -414,11 +438,49 @@ pub const Cache = struct {
         try metadata_out.appendSlice(allocator, parts.metadata_json);
         for (columns_out, values) |*column, value| try column.append(allocator, value);
 
+        if (direct) {
+            const payload_len: usize = @intCast(parts.payload_len);
+            try payload_out.ensureUnusedCapacity(allocator, payload_len);
+            const destination = payload_out.unusedCapacitySlice()[0..payload_len];
+            const payload_offset = row.offset + shard_record.header_bytes + parts.metadata_json.len;
+            try readExactly(shard, row.shard_id, destination, payload_offset, diagnostic);
+            payload_out.items.len += payload_len;
+            return;
+        }
         const payload_len: usize = @intCast(parts.payload_len);
         try payload_out.ensureUnusedCapacity(allocator, payload_len);
         const destination = payload_out.unusedCapacitySlice()[0..payload_len];
         try shard_record.decodePayload(parts, shard.compression, destination, diagnostic);
         payload_out.items.len += payload_len;
+    }
+
+    /// Records larger than this with raw payloads are read in two parts (see readSample).
+    const direct_read_bytes_min = 64 << 10;
+    const record_head_bytes = 64 << 10;
+
+    /// The first bytes of a record (more than its 8-byte header, as direct reads
+    /// are only for records over `direct_read_bytes_min`): the header and,
+    /// unless it is unusually large, the metadata JSON.
+    fn recordHead(cache: *const Cache, row: index_file.Row, scratch: *SampleScratch, diagnostic: *Diagnostic) Error![]const u8 {
+        const len: usize = @intCast(@min(row.record_len, record_head_bytes));
+        scratch.run_cache = null; // the buffer no longer holds a run of whole records
+        scratch.run.clearRetainingCapacity();
+        try scratch.run.ensureTotalCapacity(cache.allocator, len);
+        const buffer = scratch.run.allocatedSlice()[0..len];
+        try readExactly(cache.shards[@intCast(row.shard_id)], row.shard_id, buffer, row.offset, diagnostic);
+        return buffer;
+    }
+
+    fn readExactly(shard: Shard, shard_id: u64, buffer: []u8, offset: u64, diagnostic: *Diagnostic) Error!void {
+        const io = system.io();
+        const read = shard.file.readPositionalAll(io, buffer, offset) catch |err| {
+            diagnostic.set("cannot read shard {d}: {s}", .{ shard_id, @errorName(err) });
+            return error.Io;
+        };
+        if (read != buffer.len) {
+            diagnostic.set("shard {d} ended after {d} of {d} bytes", .{ shard_id, read, buffer.len });
+            return error.InvalidCache;
+        }
     }
 
     /// The bytes of sample `sample_id`'s record. When the next `run_samples - 1`

@@ -21,6 +21,8 @@ pub const Error = error{ InvalidCache, Io, OutOfMemory };
 
 /// Chunks never exceed this many samples, so one chunk stays a modest allocation.
 pub const chunk_samples_max = 1024;
+/// A chunk stops growing once its records reach this many bytes.
+pub const chunk_bytes_max = 4 << 20;
 
 /// What an iterator reads: fixed at creation (the snapshot).
 pub const Plan = struct {
@@ -54,6 +56,9 @@ pub const Pipeline = struct {
     /// Planned index of the next chunk to submit / to hand out.
     next_submit: u64 = 0,
     next_deliver: u64 = 0,
+    /// Chunks submitted / handed out so far; chunk n uses slot n % window.
+    chunks_submitted: u64 = 0,
+    chunks_delivered: u64 = 0,
     mutex: std.Io.Mutex = .init,
     finished: std.Io.Condition = .init,
     cancelled: std.atomic.Value(bool) = .init(false),
@@ -105,7 +110,7 @@ pub const Pipeline = struct {
     pub fn next(pipeline: *Pipeline, diagnostic: *Diagnostic) Error!?*SampleBatch {
         if (pipeline.next_deliver >= pipeline.plan.count) return null;
         const io = system.io();
-        const chunk = pipeline.chunkFor(pipeline.next_deliver);
+        const chunk = pipeline.slot(pipeline.chunks_delivered);
         pipeline.mutex.lockUncancelable(io);
         while (chunk.state == .running) pipeline.finished.waitUncancelable(io, &pipeline.mutex);
         pipeline.mutex.unlock(io);
@@ -119,6 +124,7 @@ pub const Pipeline = struct {
         chunk.state = .idle;
         _ = pipeline.bytes_held.fetchSub(batchBytes(batch), .monotonic);
         pipeline.next_deliver += chunk.count;
+        pipeline.chunks_delivered += 1;
         pipeline.submitAvailable();
         return batch;
     }
@@ -128,21 +134,38 @@ pub const Pipeline = struct {
         allocator.destroy(batch);
     }
 
-    fn chunkFor(pipeline: *Pipeline, first: u64) *Chunk {
-        const index = (first / pipeline.chunk_samples) % pipeline.chunks.len;
-        return &pipeline.chunks[@intCast(index)];
+    fn slot(pipeline: *Pipeline, chunk_number: u64) *Chunk {
+        return &pipeline.chunks[@intCast(chunk_number % pipeline.chunks.len)];
+    }
+
+    /// Samples in the chunk starting at planned index `first`: up to
+    /// `chunk_samples`, and fewer when their records pass `chunk_bytes_max`,
+    /// so large samples do not pin a prefetch window of huge chunks.
+    fn chunkSampleCount(pipeline: *const Pipeline, first: u64) u32 {
+        const plan = &pipeline.plan;
+        const limit: u32 = @intCast(@min(pipeline.chunk_samples, plan.count - first));
+        var bytes: u64 = 0;
+        var count: u32 = 0;
+        while (count < limit) {
+            const row = plan.table.plannedRow(plan.shuffle, plan.key, plan.start + first + count);
+            const location = plan.table.location(row);
+            bytes +|= plan.caches[location.cache_id].recordLenHint(location.sample_id);
+            count += 1;
+            if (bytes >= chunk_bytes_max) break;
+        }
+        return count;
     }
 
     /// Fills every idle slot of the window with the next chunks of the plan.
     fn submitAvailable(pipeline: *Pipeline) void {
         // A slot is free once the chunk that used it before has been handed out;
         // decided from the consumer's own counters, never from a worker's state.
-        const window_samples = pipeline.chunks.len * pipeline.chunk_samples;
-        while (pipeline.next_submit < pipeline.plan.count and pipeline.next_submit < pipeline.next_deliver + window_samples) {
-            const chunk = pipeline.chunkFor(pipeline.next_submit);
+        while (pipeline.next_submit < pipeline.plan.count and pipeline.chunks_submitted < pipeline.chunks_delivered + pipeline.chunks.len) {
+            const chunk = pipeline.slot(pipeline.chunks_submitted);
             std.debug.assert(chunk.state == .idle);
             chunk.first = pipeline.next_submit;
-            chunk.count = @intCast(@min(pipeline.chunk_samples, pipeline.plan.count - pipeline.next_submit));
+            chunk.count = pipeline.chunkSampleCount(pipeline.next_submit);
+            pipeline.chunks_submitted += 1;
             chunk.failure = null;
             chunk.diagnostic = .{};
             chunk.state = .running;

@@ -1,0 +1,696 @@
+"""Benchmark harness: this project against dataset-rt==0.2.4 on identical workloads.
+
+Usage (``just bench [args]`` runs ``python benchmarks/run.py [args]``):
+
+    python benchmarks/run.py                 # full run, 3 repeats
+    python benchmarks/run.py --quick         # smoke test: small sizes, 1 repeat
+    python benchmarks/run.py --only W1,W2    # a selection of workloads
+    python benchmarks/run.py --repeats 5
+
+"Ours" is the interpreter running this script with this project's `dataset_rt`
+importable (the project venv, or ``PYTHONPATH=python``; `DATASET_RT_LIBRARY`
+selects the native library as usual). "Peer" is `dataset-rt==0.2.4` from PyPI in
+a virtual environment of its own (same import name), created on first use in
+``~/.cache/dataset_rt_bench/peer-0.2.4`` (or ``$DATASET_RT_PEER_VENV``) and
+reused afterwards; ``--peer-python`` points at an existing interpreter instead.
+
+Every measurement is one fresh process running ``benchmarks/workload.py`` (the
+same script for both sides), so peak RSS is per measurement. The two sides
+alternate measurement by measurement, and the side that goes first swaps every
+repeat. Each read process first reads every file of the cache once with plain
+reads (warm page cache for both), then opens the cache and times one pass.
+Figures are medians over the repeats; the ratio is ours/peer of the medians.
+
+Results: ``benchmarks/results/latest.json`` and ``latest.md`` (also printed);
+progress goes to stderr. With matplotlib importable, a chart of the ratios is
+written to ``benchmarks/results/latest_ratios.png`` (``benchmarks/chart.py``
+writes the one in docs/).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+WORKLOAD = HERE / "workload.py"
+PEER_VERSION = "0.2.4"
+PEER_REQUIREMENT = f"dataset-rt=={PEER_VERSION}"
+DEFAULT_PEER_VENV = Path.home() / ".cache" / "dataset_rt_bench" / f"peer-{PEER_VERSION}"
+SIDES = ("ours", "peer")
+MB = 1e6
+MIB = 1024 * 1024
+CHILD_TIMEOUT = 3600
+
+# name -> (samples, payload bytes, compression, payload kind, kind of workload)
+FULL_SIZES = {
+    "W1": (200_000, 1024, "none", "mixed", "rw"),
+    "W1-lz4": (200_000, 1024, "lz4", "mixed", "rw"),
+    "W2": (512, 1 << 20, "none", "random", "rw"),
+    "W3": (1_000_000, 64, "none", "mixed", "scale"),
+}
+QUICK_SIZES = {
+    "W1": (20_000, 1024, "none", "mixed", "rw"),
+    "W1-lz4": (20_000, 1024, "lz4", "mixed", "rw"),
+    "W2": (64, 1 << 20, "none", "random", "rw"),
+    "W3": (100_000, 64, "none", "mixed", "scale"),
+}
+READ_MODES = ("ordered", "ordered_meta", "shuffled")
+
+# Targets: figure -> (kind, threshold). "ratio>=": ours/peer >= x; "ratio<=": ours/peer <= x;
+# "frac>=": ours' absolute value >= x (fractions of the copy ceiling).
+TARGETS = {
+    "W1": {
+        "write_sps": ("ratio>=", 4.0),
+        "read_ordered_sps": ("ratio>=", 8.0),
+        "read_ordered_meta_sps": ("ratio>=", 3.0),
+        "read_shuffled_sps": ("ratio>=", 8.0),
+        "peak_rss_write_mib": ("ratio<=", 1.0),
+        "peak_rss_read_mib": ("ratio<=", 1.0),
+    },
+    "W2": {
+        "write_sps": ("ratio>=", 2.0),
+        "read_ordered_sps": ("ratio>=", 1.5),
+        "read_shuffled_sps": ("ratio>=", 1.5),
+        "read_ordered_ceiling_frac": ("frac>=", 0.5),
+        "read_shuffled_ceiling_frac": ("frac>=", 0.5),
+        "peak_rss_write_mib": ("ratio<=", 1.0),
+        "peak_rss_read_mib": ("ratio<=", 1.0),
+    },
+    "W3": {
+        "open_s": ("ratio<=", 1.0),
+        "get_metadata_s": ("ratio<=", 1.0),
+        "update_metadata_s": ("ratio<=", 1.0),
+        "peak_rss_write_mib": ("ratio<=", 1.0),
+        "peak_rss_scale_mib": ("ratio<=", 1.0),
+    },
+}
+TARGETS["W1-lz4"] = TARGETS["W1"]
+
+# figure -> (label, unit, higher is better)
+FIGURES = {
+    "write_sps": ("write", "samples/s", True),
+    "write_mbps": ("write", "MB/s", True),
+    "write_durable_sps": ("write, then fsync every cache file", "samples/s", True),
+    "read_ordered_sps": ("ordered read, data only", "samples/s", True),
+    "read_ordered_mbps": ("ordered read, data only", "MB/s", True),
+    "read_ordered_meta_sps": ('ordered read, data + metadata["label"]', "samples/s", True),
+    "read_shuffled_sps": ("shuffled read, data only", "samples/s", True),
+    "read_shuffled_mbps": ("shuffled read, data only", "MB/s", True),
+    "copy_ceiling_mbps": ("copy ceiling (1 copy per sample)", "MB/s", True),
+    "read_ordered_ceiling_frac": ("ordered read / copy ceiling", "fraction", True),
+    "read_shuffled_ceiling_frac": ("shuffled read / copy ceiling", "fraction", True),
+    "open_s": ("open (cached_dataset)", "s", False),
+    "get_metadata_s": ("get_metadata()", "s", False),
+    "update_metadata_s": ("update_metadata(new weights)", "s", False),
+    "update_metadata_again_s": ("update_metadata, second call", "s", False),
+    "first_sample_s": ("first-sample latency, ordered", "s", False),
+    "first_sample_after_update_s": ("first-sample latency, shuffled, after update", "s", False),
+    "peak_rss_write_mib": ("peak RSS, write process", "MiB", False),
+    "peak_rss_read_mib": ("peak RSS, read processes (max)", "MiB", False),
+    "peak_rss_scale_mib": ("peak RSS, open+metadata process", "MiB", False),
+    "disk_bytes": ("bytes on disk", "bytes", False),
+}
+
+
+def log(message: str) -> None:
+    stamp = time.strftime("%H:%M:%S")
+    print(f"[bench {stamp}] {message}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- environments
+
+
+def side_environment(side: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    if side == "peer":
+        # The peer must import its own dataset_rt, never this project's.
+        for name in ("PYTHONPATH", "DATASET_RT_LIBRARY", "VIRTUAL_ENV", "PYTHONHOME"):
+            env.pop(name, None)
+        env["PYTHONNOUSERSITE"] = "1"
+    return env
+
+
+def peer_version(python: Path) -> str | None:
+    if not python.exists():
+        return None
+    probe = (
+        "import importlib.metadata as m, dataset_rt, dataset_rt._dataset_rt; "
+        "print(m.version('dataset-rt'))"
+    )
+    done = subprocess.run(
+        [str(python), "-c", probe],
+        env=side_environment("peer"),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def ensure_peer(explicit: str | None) -> Path:
+    """The peer interpreter: given, or a reused/created venv with dataset-rt==0.2.4."""
+    if explicit:
+        python = Path(explicit)
+        version = peer_version(python)
+        if version is None:
+            raise SystemExit(f"--peer-python {python} cannot import dataset_rt")
+        if version != PEER_VERSION:
+            log(f"warning: peer interpreter has dataset-rt {version}, not {PEER_VERSION}")
+        return python
+    venv = Path(os.environ.get("DATASET_RT_PEER_VENV", DEFAULT_PEER_VENV))
+    python = venv / "bin" / "python"
+    if peer_version(python) == PEER_VERSION:
+        log(f"peer: reusing {venv}")
+        return python
+    log(f"peer: creating {venv} with {PEER_REQUIREMENT}")
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", PEER_REQUIREMENT],
+        env=side_environment("peer"),
+        check=True,
+    )
+    if peer_version(python) != PEER_VERSION:
+        raise SystemExit(f"could not install {PEER_REQUIREMENT} into {venv}")
+    return python
+
+
+def check_ours() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", "import dataset_rt, dataset_rt._native; print(dataset_rt.__file__)"],
+        env=side_environment("ours"),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(
+            "this project's dataset_rt is not importable by the current interpreter "
+            "(use the project venv or PYTHONPATH=python):\n" + done.stderr
+        )
+
+
+# --------------------------------------------------------------------------- machine
+
+
+def machine_info() -> dict:
+    info: dict = {
+        "nproc": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+    }
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    info["cpu"] = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemTotal:"):
+                    info["ram_gib"] = round(int(line.split()[1]) / 1024 / 1024, 1)
+                    break
+    except OSError:
+        pass
+    try:
+        revision = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        info["git"] = revision + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    return info
+
+
+# --------------------------------------------------------------------------- running
+
+
+class Runner:
+    def __init__(self, pythons: dict[str, Path], workers: int) -> None:
+        self.pythons = pythons
+        self.workers = workers
+        self.loads: list[float] = []
+        self.implementations: dict[str, dict] = {}
+
+    def child(self, side: str, phase: str, *arguments: str) -> dict:
+        load = os.getloadavg()[0]
+        self.loads.append(load)
+        command = [
+            str(self.pythons[side]),
+            str(WORKLOAD),
+            phase,
+            "--workers",
+            str(self.workers),
+            *arguments,
+        ]
+        if phase != "ceiling":
+            command += ["--expect", side]
+        done = subprocess.run(
+            command,
+            env=side_environment(side),
+            capture_output=True,
+            text=True,
+            timeout=CHILD_TIMEOUT,
+            check=False,
+            cwd=str(HERE),
+        )
+        if done.returncode != 0:
+            raise SystemExit(
+                f"{side} {phase} failed ({done.returncode}):\n{done.stderr}\n{done.stdout}"
+            )
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        result["load_at_start"] = load
+        if result.get("implementation"):
+            self.implementations.setdefault(side, result["implementation"])
+        return result
+
+
+def run_rw(runner: Runner, name: str, spec: tuple, repeats: int, work: Path) -> dict:
+    count, size, compression, kind, _ = spec
+    raw: dict[str, list[dict]] = {side: [] for side in SIDES}
+    ceilings: list[dict] = []
+    for repeat in range(repeats):
+        order = SIDES if repeat % 2 == 0 else SIDES[::-1]
+        base = work / name / f"r{repeat}"
+        shutil.rmtree(base, ignore_errors=True)
+        sample: dict[str, dict] = {}
+        for side in order:
+            write = runner.child(
+                side,
+                "write",
+                "--count", str(count),
+                "--size", str(size),
+                "--compression", compression,
+                "--payload-kind", kind,
+                "--base-dir", str(base / side),
+            )  # fmt: skip
+            log(
+                f"{name} r{repeat + 1}/{repeats} {side:4} write: {write['seconds']:.3f}s "
+                f"({count / write['seconds']:,.0f} samples/s, "
+                f"peak {write['peak_rss_kib'] / 1024:.0f} MiB)"
+            )
+            sample[side] = {"write": write, "reads": {}}
+        for mode in READ_MODES:
+            for side in order:
+                read = runner.child(
+                    side, "read", "--cache", sample[side]["write"]["cache_path"], "--mode", mode
+                )
+                if read["payload_bytes"] != count * size and mode != "shuffled":
+                    raise SystemExit(
+                        f"{side} {mode}: read {read['payload_bytes']} bytes, "
+                        f"expected {count * size}"
+                    )
+                log(
+                    f"{name} r{repeat + 1}/{repeats} {side:4} {mode}: {read['seconds']:.3f}s "
+                    f"({read['samples'] / read['seconds']:,.0f} samples/s, "
+                    f"peak {read['peak_rss_kib'] / 1024:.0f} MiB)"
+                )
+                sample[side]["reads"][mode] = read
+        if name == "W2":
+            ceiling = runner.child(
+                "ours",
+                "ceiling",
+                "--count",
+                str(count),
+                "--size",
+                str(size),
+                "--payload-kind",
+                kind,
+            )
+            log(
+                f"{name} r{repeat + 1}/{repeats} copy ceiling: "
+                f"{count * size / ceiling['seconds'] / MB:,.0f} MB/s"
+            )
+            ceilings.append(ceiling)
+        for side in SIDES:
+            raw[side].append(sample[side])
+        shutil.rmtree(base, ignore_errors=True)
+
+    figures: dict[str, dict[str, list[float]]] = {}
+
+    def put(figure: str, side: str, value: float) -> None:
+        figures.setdefault(figure, {"ours": [], "peer": []})[side].append(value)
+
+    for side in SIDES:
+        for sample in raw[side]:
+            write = sample["write"]
+            reads = sample["reads"]
+            put("write_sps", side, count / write["seconds"])
+            put("write_mbps", side, count * size / write["seconds"] / MB)
+            put("write_durable_sps", side, count / (write["seconds"] + write["flush_seconds"]))
+            for mode in READ_MODES:
+                read = reads[mode]
+                put(f"read_{mode}_sps", side, read["samples"] / read["seconds"])
+                put(f"read_{mode}_mbps", side, read["payload_bytes"] / read["seconds"] / MB)
+            put(
+                "open_s",
+                side,
+                statistics.median(reads[mode]["open_seconds"] for mode in READ_MODES),
+            )
+            put("first_sample_s", side, reads["ordered"]["first_sample_seconds"])
+            put("peak_rss_write_mib", side, write["peak_rss_kib"] / 1024)
+            put(
+                "peak_rss_read_mib",
+                side,
+                max(reads[mode]["peak_rss_kib"] for mode in READ_MODES) / 1024,
+            )
+            put("disk_bytes", side, write["bytes_on_disk"])
+    figures.pop("read_ordered_meta_mbps", None)
+    extra = {
+        "generator_seconds": {
+            side: [s["write"]["generator_seconds"] for s in raw[side]] for side in SIDES
+        }
+    }
+    cpu = {"write": {side: [s["write"]["cpu_seconds"] for s in raw[side]] for side in SIDES}}
+    for mode in READ_MODES:
+        cpu[f"read_{mode}"] = {
+            side: [s["reads"][mode]["cpu_seconds"] for s in raw[side]] for side in SIDES
+        }
+    if ceilings:
+        values = [c["payload_bytes"] / c["seconds"] / MB for c in ceilings]
+        figures["copy_ceiling_mbps"] = {"ours": values, "peer": values}
+        ceiling = statistics.median(values)
+        for mode in ("ordered", "shuffled"):
+            figures[f"read_{mode}_ceiling_frac"] = {
+                side: [statistics.median(figures[f"read_{mode}_mbps"][side]) / ceiling]
+                for side in SIDES
+            }
+    return {
+        "spec": spec_dict(spec),
+        "figures": figures,
+        "cpu_seconds": cpu,
+        "extra": extra,
+        "raw": raw,
+        "ceilings": ceilings,
+    }
+
+
+def run_scale(runner: Runner, name: str, spec: tuple, repeats: int, work: Path) -> dict:
+    count, size, compression, kind, _ = spec
+    raw: dict[str, list[dict]] = {side: [] for side in SIDES}
+    for repeat in range(repeats):
+        order = SIDES if repeat % 2 == 0 else SIDES[::-1]
+        base = work / name / f"r{repeat}"
+        shutil.rmtree(base, ignore_errors=True)
+        sample: dict[str, dict] = {}
+        for side in order:
+            write = runner.child(
+                side,
+                "write",
+                "--count", str(count),
+                "--size", str(size),
+                "--compression", compression,
+                "--payload-kind", kind,
+                "--base-dir", str(base / side),
+            )  # fmt: skip
+            log(f"{name} r{repeat + 1}/{repeats} {side:4} write: {write['seconds']:.3f}s")
+            sample[side] = {"write": write}
+        for side in order:
+            scale = runner.child(
+                side, "scale", "--cache", sample[side]["write"]["cache_path"], "--count", str(count)
+            )
+            log(
+                f"{name} r{repeat + 1}/{repeats} {side:4} open {scale['open_seconds']:.3f}s, "
+                f"get_metadata {scale['get_metadata_seconds']:.3f}s, "
+                f"update {scale['update_metadata_seconds']:.3f}s, "
+                f"first sample {scale['first_sample_seconds']:.4f}s"
+            )
+            sample[side]["scale"] = scale
+        for side in SIDES:
+            raw[side].append(sample[side])
+        shutil.rmtree(base, ignore_errors=True)
+
+    figures: dict[str, dict[str, list[float]]] = {}
+
+    def put(figure: str, side: str, value: float) -> None:
+        figures.setdefault(figure, {"ours": [], "peer": []})[side].append(value)
+
+    for side in SIDES:
+        for sample in raw[side]:
+            write, scale = sample["write"], sample["scale"]
+            put("write_sps", side, count / write["seconds"])
+            put("write_durable_sps", side, count / (write["seconds"] + write["flush_seconds"]))
+            put("open_s", side, scale["open_seconds"])
+            put("get_metadata_s", side, scale["get_metadata_seconds"])
+            put("update_metadata_s", side, scale["update_metadata_seconds"])
+            put("update_metadata_again_s", side, scale["update_metadata_again_seconds"])
+            put("first_sample_after_update_s", side, scale["first_sample_seconds"])
+            put("peak_rss_write_mib", side, write["peak_rss_kib"] / 1024)
+            put("peak_rss_scale_mib", side, scale["peak_rss_kib"] / 1024)
+            put("disk_bytes", side, write["bytes_on_disk"])
+    return {"spec": spec_dict(spec), "figures": figures, "raw": raw}
+
+
+def spec_dict(spec: tuple) -> dict:
+    count, size, compression, kind, _ = spec
+    return {
+        "samples": count,
+        "payload_bytes": size,
+        "compression": compression,
+        "payload_kind": kind,
+    }
+
+
+# --------------------------------------------------------------------------- summary
+
+
+def summarize(name: str, result: dict) -> list[dict]:
+    rows = []
+    targets = TARGETS.get(name, {})
+    for figure, values in result["figures"].items():
+        label, unit, higher = FIGURES[figure]
+        ours = statistics.median(values["ours"])
+        peer = statistics.median(values["peer"])
+        ratio = ours / peer if peer else None
+        row = {
+            "workload": name,
+            "figure": figure,
+            "label": label,
+            "unit": unit,
+            "higher_is_better": higher,
+            "ours": ours,
+            "peer": peer,
+            "ratio": ratio,
+            "ours_values": values["ours"],
+            "peer_values": values["peer"],
+            "target": None,
+            "pass": None,
+        }
+        if figure == "copy_ceiling_mbps":
+            row["ratio"] = None
+        target = targets.get(figure)
+        if target:
+            kind, threshold = target
+            if kind == "ratio>=":
+                row["target"] = f">= {threshold:g}x"
+                row["pass"] = ratio is not None and ratio >= threshold
+            elif kind == "ratio<=":
+                row["target"] = "<= peer" if threshold == 1.0 else f"<= {threshold:g}x"
+                row["pass"] = ratio is not None and ratio <= threshold
+            else:
+                row["target"] = f">= {threshold:.0%} of ceiling"
+                row["pass"] = ours >= threshold
+        rows.append(row)
+    return rows
+
+
+def fmt_value(value: float, unit: str) -> str:
+    if unit == "s":
+        return f"{value * 1000:,.1f} ms" if value < 1 else f"{value:,.2f} s"
+    if unit == "fraction":
+        return f"{value:.0%}"
+    if unit == "bytes":
+        return f"{value / MIB:,.1f} MiB"
+    if unit == "MiB":
+        return f"{value:,.0f} MiB"
+    return f"{value:,.0f} {unit}" if value >= 100 else f"{value:,.1f} {unit}"
+
+
+def markdown(report: dict) -> str:
+    meta = report["meta"]
+    lines = [
+        f"# DatasetRT benchmarks ({'quick' if meta['quick'] else 'full'} run)",
+        "",
+        f"- date: {meta['started']}; wall time {meta['wall_seconds']:.0f} s; "
+        f"repeats: {meta['repeats']}; "
+        f"num_workers: {meta['workers']}",
+        f"- machine: {meta['machine'].get('nproc')} CPUs ({meta['machine'].get('cpu', '?')}), "
+        f"{meta['machine'].get('ram_gib', '?')} GiB RAM, Python {meta['machine']['python']}, "
+        f"{meta['machine']['platform']}",
+        f"- load average (1 min): {meta['load']['start']:.2f} at start, "
+        f"{meta['load']['end']:.2f} at end, "
+        f"{meta['load']['min']:.2f}-{meta['load']['max']:.2f} over the measurements",
+        f"- ours: dataset_rt {meta['ours'].get('version', '?')} "
+        f"(git {meta['machine'].get('git', '?')}), "
+        f"library {meta['ours'].get('library', '?')}, polars {meta['ours'].get('polars', '?')}",
+        f"- peer: dataset-rt {meta['peer'].get('version', '?')} from PyPI, "
+        f"polars {meta['peer'].get('polars', '?')}",
+        "",
+        "| workload | figure | ours | peer | ours/peer | target | status |",
+        "| --- | --- | ---: | ---: | ---: | --- | --- |",
+    ]
+    for row in report["rows"]:
+        ratio = "" if row["ratio"] is None else f"{row['ratio']:.2f}x"
+        status = "" if row["pass"] is None else ("PASS" if row["pass"] else "**FAIL**")
+        peer = fmt_value(row["peer"], row["unit"])
+        if row["figure"] == "copy_ceiling_mbps":
+            peer = "(same)"
+        lines.append(
+            f"| {row['workload']} | {row['label']} ({row['unit']}) | "
+            f"{fmt_value(row['ours'], row['unit'])} | "
+            f"{peer} | {ratio} | {row['target'] or ''} | {status} |"
+        )
+    passed = sum(1 for row in report["rows"] if row["pass"])
+    total = sum(1 for row in report["rows"] if row["pass"] is not None)
+    lines += ["", f"Targets met: {passed}/{total}.", ""]
+    cpu_rows = []
+    for name, result in report["workloads"].items():
+        samples = result["spec"]["samples"]
+        for phase, values in result.get("cpu_seconds", {}).items():
+            ours = statistics.median(values["ours"])
+            peer = statistics.median(values["peer"])
+            cpu_rows.append(
+                f"| {name} | {phase} | {ours:.2f} s ({ours / samples * 1e6:.1f} us/sample) | "
+                f"{peer:.2f} s ({peer / samples * 1e6:.1f} us/sample) | {ours / peer:.2f}x |"
+            )
+    if cpu_rows:
+        lines += [
+            "CPU time (user + system, all threads) of the timed section, medians; "
+            "less sensitive to other load on the machine than wall time:",
+            "",
+            "| workload | phase | ours | peer | ours/peer |",
+            "| --- | --- | ---: | ---: | ---: |",
+            *cpu_rows,
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="small sizes and 1 repeat (smoke test)"
+    )
+    parser.add_argument("--only", help="comma-separated workloads (W1,W1-lz4,W2,W3)")
+    parser.add_argument("--repeats", type=int, help="repeats per side (default 3, quick 1)")
+    parser.add_argument(
+        "--workers", type=int, default=2, help="DatasetRuntime num_workers (default 2)"
+    )
+    parser.add_argument("--peer-python", help="an interpreter with dataset-rt 0.2.4 installed")
+    parser.add_argument(
+        "--work-dir", default=str(HERE / ".work"), help="where caches are written (deleted after)"
+    )
+    parser.add_argument("--results-dir", default=str(HERE / "results"))
+    parser.add_argument(
+        "--no-chart", action="store_true", help="skip the PNG chart even if matplotlib is present"
+    )
+    args = parser.parse_args()
+
+    sizes = QUICK_SIZES if args.quick else FULL_SIZES
+    repeats = args.repeats or (1 if args.quick else 3)
+    selected = list(sizes)
+    if args.only:
+        selected = [name.strip() for name in args.only.split(",") if name.strip()]
+        unknown = [name for name in selected if name not in sizes]
+        if unknown:
+            raise SystemExit(f"unknown workload(s) {unknown}; choose from {list(sizes)}")
+
+    check_ours()
+    pythons = {"ours": Path(sys.executable), "peer": ensure_peer(args.peer_python)}
+    runner = Runner(pythons, args.workers)
+    work = Path(args.work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    started = dt.datetime.now().astimezone()
+    load_start = os.getloadavg()[0]
+    wall_start = time.perf_counter()
+    log(f"workloads {selected}, {repeats} repeat(s), load {load_start:.2f}, ours={sys.executable}")
+
+    results = {}
+    rows: list[dict] = []
+    for name in selected:
+        spec = sizes[name]
+        log(f"{name}: {spec[0]:,} samples x {spec[1]:,} B, compression {spec[2]}")
+        if spec[4] == "scale":
+            results[name] = run_scale(runner, name, spec, repeats, work)
+        else:
+            results[name] = run_rw(runner, name, spec, repeats, work)
+        rows += summarize(name, results[name])
+    wall = time.perf_counter() - wall_start
+    shutil.rmtree(work, ignore_errors=True)
+
+    report = {
+        "meta": {
+            "started": started.isoformat(timespec="seconds"),
+            "wall_seconds": wall,
+            "quick": args.quick,
+            "repeats": repeats,
+            "workers": args.workers,
+            "workloads": {name: spec_dict(sizes[name]) for name in selected},
+            "machine": machine_info(),
+            "load": {
+                "start": load_start,
+                "end": os.getloadavg()[0],
+                "min": min(runner.loads),
+                "max": max(runner.loads),
+            },
+            "ours": {**runner.implementations.get("ours", {}), "python": str(pythons["ours"])},
+            "peer": {**runner.implementations.get("peer", {}), "python": str(pythons["peer"])},
+            "method": (
+                "each measurement is a fresh process; sides alternate per measurement and "
+                "the first side swaps every repeat; read processes warm the page cache by "
+                "reading every cache file once before opening; medians over repeats; "
+                "ratio = ours/peer of medians; MB = 1e6 bytes"
+            ),
+        },
+        "rows": rows,
+        "workloads": results,
+    }
+    out = Path(args.results_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "latest.json").write_text(json.dumps(report, indent=2) + "\n")
+    table = markdown(report)
+    (out / "latest.md").write_text(table)
+    print(table)
+    log(f"done in {wall:.0f} s; wrote {out / 'latest.json'} and {out / 'latest.md'}")
+
+    if not args.no_chart:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            log("matplotlib not installed: no chart (benchmarks/chart.py makes it later)")
+        else:
+            sys.path.insert(0, str(HERE))
+            import chart
+
+            chart.write_chart(out / "latest.json", out / "latest_ratios.png")
+            log(f"wrote {out / 'latest_ratios.png'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,406 @@
+"""One benchmark measurement, run in a fresh process by `benchmarks/run.py`.
+
+The same script runs under two interpreters: ours (the interpreter that runs
+the harness, with this project's `dataset_rt` importable) and the peer (a
+virtual environment with `dataset-rt==0.2.4` from PyPI, same import name). It
+only uses the public API both share, the standard library and polars (which
+both depend on), and prints one JSON object on its last stdout line.
+
+Phases:
+  write    write one cache from a synthetic source, time `write_cache`
+  read     warm the page cache, open the cache, time one full pass
+           (mode ordered | ordered_meta | shuffled)
+  scale    open a large cache, time get_metadata, update_metadata and the
+           first sample of the next iterator
+  ceiling  this machine's copy ceiling: one copy of the same bytes into a
+           fresh `bytes` object per sample
+
+Peak RSS is `getrusage(RUSAGE_SELF).ru_maxrss` of this process, so every
+figure is for one workload in one fresh interpreter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import random
+import resource
+import sys
+import time
+from pathlib import Path
+
+LABELS = ("cat", "dog", "bird", "fish")
+DISTINCT_PAYLOADS = 16
+PAYLOAD_SEED = 20240501
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def rss_now_kib() -> int:
+    """Current VmRSS of this process in KiB (0 where /proc is missing)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def peak_rss_kib() -> int:
+    """Peak RSS of this process in KiB (ru_maxrss is KiB on Linux)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak // 1024 if sys.platform == "darwin" else peak
+
+
+def cpu_seconds() -> float:
+    """User + system CPU time of this process so far (every thread)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def make_payloads(size: int, kind: str) -> list[bytes]:
+    """A few distinct payloads the source cycles through (generation is not timed).
+
+    kind "mixed": the first half random, the second half one repeated byte
+    pattern (lz4 compresses it to a bit over half); "random": all random.
+    """
+    rng = random.Random(PAYLOAD_SEED + size)
+    payloads = []
+    for index in range(DISTINCT_PAYLOADS):
+        if kind == "random":
+            payloads.append(rng.randbytes(size))
+        else:
+            random_len = size // 2
+            pattern = bytes([index]) + b"DatasetRT-bench-pattern-" + bytes([index])
+            repeated = (pattern * (size // len(pattern) + 1))[: size - random_len]
+            payloads.append(rng.randbytes(random_len) + repeated)
+    return payloads
+
+
+def metadata_for(index: int) -> dict:
+    return {"index": index, "label": LABELS[index & 3], "score": (index % 1000) * 0.125}
+
+
+class SyntheticSource:
+    """A `CacheSource`: `count` samples cycling the pre-generated payloads."""
+
+    def __init__(self, name: str, count: int, payloads: list[bytes], cache_input: type) -> None:
+        self.name = name
+        self.count = count
+        self.payloads = payloads
+        self.cache_input = cache_input
+
+    def __iter__(self):
+        payloads = self.payloads
+        distinct = len(payloads)
+        make = self.cache_input
+        for index in range(self.count):
+            yield make(payloads[index % distinct], metadata_for(index))
+
+
+def implementation_info(expect: str) -> dict:
+    """Which dataset_rt was imported; refuses to run the wrong one."""
+    import importlib.metadata
+
+    import dataset_rt
+
+    location = str(Path(dataset_rt.__file__).resolve().parent)
+    is_ours = hasattr(dataset_rt, "__version__") and _has_module("dataset_rt._native")
+    if expect == "ours" and not is_ours:
+        raise SystemExit(f"expected this project's dataset_rt, imported {location}")
+    if expect == "peer" and is_ours:
+        raise SystemExit(f"expected the peer dataset_rt, imported this project's from {location}")
+    info = {"module_path": location}
+    if is_ours:
+        from dataset_rt import _native
+
+        info["version"] = dataset_rt.__version__
+        info["library"] = str(getattr(_native.lib, "_name", ""))
+    else:
+        info["version"] = importlib.metadata.version("dataset-rt")
+    import polars
+
+    info["polars"] = polars.__version__
+    return info
+
+
+def _has_module(name: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def dir_bytes(path: Path) -> int:
+    """Sum of the sizes of every file under `path`."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            total += os.stat(os.path.join(root, name)).st_size
+    return total
+
+
+def fsync_tree(path: Path) -> float:
+    """fsync every file and directory of the cache; returns the seconds it took.
+
+    dataset-rt 0.2.4 publishes without fsync, this project fsyncs before the
+    rename; running the same flush after both makes a durable-write figure
+    that compares like with like (for ours the files are already clean)."""
+    start = time.perf_counter()
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            descriptor = os.open(os.path.join(root, name), os.O_RDONLY)
+            try:
+                os.fsync(descriptor)
+            finally:
+                os.close(descriptor)
+        descriptor = os.open(root, os.O_RDONLY)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+    return time.perf_counter() - start
+
+
+def warm_page_cache(path: Path) -> float:
+    """Read every file of the cache once with plain reads into one reused buffer,
+    so both implementations start from the same warm page cache (and the
+    buffer does not count toward RSS beyond 1 MiB)."""
+    start = time.perf_counter()
+    buffer = bytearray(1 << 20)
+    view = memoryview(buffer)
+    for root, _dirs, files in os.walk(path):
+        for name in sorted(files):
+            with open(os.path.join(root, name), "rb", buffering=0) as handle:
+                while handle.readinto(view):
+                    pass
+    return time.perf_counter() - start
+
+
+# --------------------------------------------------------------------------- phases
+
+
+def phase_write(args: argparse.Namespace, dataset_rt) -> dict:  # noqa: ANN001
+    payloads = make_payloads(args.size, args.payload_kind)
+    source = SyntheticSource(args.name, args.count, payloads, dataset_rt.CacheInput)
+    # Cost of the source alone (same generator for both sides), to show it is not the bottleneck.
+    start = time.perf_counter()
+    for _sample in source:
+        pass
+    generator_seconds = time.perf_counter() - start
+
+    compression = dataset_rt.ShardCompression(
+        algo=args.compression, ratio=1.0 if args.compression == "none" else 2.0
+    )
+    config = dataset_rt.WriterConfig(shard_compression=compression, show_progress=False)
+    base = Path(args.base_dir)
+    base.mkdir(parents=True, exist_ok=True)
+    rss_before = rss_now_kib()
+    with_runtime = time.perf_counter()
+    runtime = dataset_rt.DatasetRuntime(num_workers=args.workers)
+    cpu_start = cpu_seconds()
+    start = time.perf_counter()
+    results = runtime.write_cache([source], base, writer_config=config)
+    seconds = time.perf_counter() - start
+    cpu = cpu_seconds() - cpu_start
+    runtime_seconds = start - with_runtime
+    if len(results) != 1 or not isinstance(results[0], dataset_rt.CacheWriteSuccess):
+        raise SystemExit(f"write failed: {results!r}")
+    path = Path(results[0].path)
+    flush_seconds = fsync_tree(path)
+    return {
+        "seconds": seconds,
+        "flush_seconds": flush_seconds,
+        "cpu_seconds": cpu,
+        "runtime_create_seconds": runtime_seconds,
+        "generator_seconds": generator_seconds,
+        "samples": args.count,
+        "payload_bytes": args.count * args.size,
+        "bytes_on_disk": dir_bytes(path),
+        "files": sum(len(files) for _r, _d, files in os.walk(path)),
+        "cache_path": str(path),
+        "rss_before_kib": rss_before,
+    }
+
+
+def open_dataset(dataset_rt, path: str, workers: int, shuffle: bool):  # noqa: ANN001
+    runtime = dataset_rt.DatasetRuntime(num_workers=workers)
+    config = dataset_rt.ReaderConfig(seed=0, shuffle=shuffle)
+    start = time.perf_counter()
+    dataset = runtime.cached_dataset([path], reader_config=config)
+    return runtime, dataset, time.perf_counter() - start
+
+
+def phase_read(args: argparse.Namespace, dataset_rt) -> dict:  # noqa: ANN001
+    warm_seconds = warm_page_cache(Path(args.cache))
+    rss_before = rss_now_kib()
+    shuffle = args.mode == "shuffled"
+    _runtime, dataset, open_seconds = open_dataset(dataset_rt, args.cache, args.workers, shuffle)
+    expected = len(dataset)
+    samples = 0
+    payload_bytes = 0
+    cats = 0
+    gc_was_enabled = gc.isenabled()
+    cpu_start = cpu_seconds()
+    start = time.perf_counter()
+    iterator = iter(dataset)
+    first = next(iterator)
+    first_seconds = time.perf_counter() - start
+    samples = 1
+    payload_bytes = len(first.data)
+    if args.mode == "ordered_meta":
+        cats = first.metadata["label"] == "cat"
+        for sample in iterator:
+            payload_bytes += len(sample.data)
+            if sample.metadata["label"] == "cat":
+                cats += 1
+            samples += 1
+    else:
+        for sample in iterator:
+            payload_bytes += len(sample.data)
+            samples += 1
+    seconds = time.perf_counter() - start
+    cpu = cpu_seconds() - cpu_start
+    if samples != expected:
+        raise SystemExit(f"read {samples} samples, expected {expected}")
+    return {
+        "mode": args.mode,
+        "seconds": seconds,
+        "cpu_seconds": cpu,
+        "open_seconds": open_seconds,
+        "first_sample_seconds": first_seconds,
+        "warm_seconds": warm_seconds,
+        "samples": samples,
+        "payload_bytes": payload_bytes,
+        "label_cat": int(cats),
+        "gc_enabled": gc_was_enabled,
+        "rss_before_kib": rss_before,
+    }
+
+
+def phase_scale(args: argparse.Namespace, dataset_rt) -> dict:  # noqa: ANN001
+    import polars as pl
+
+    warm_seconds = warm_page_cache(Path(args.cache))
+    rss_before = rss_now_kib()
+    _runtime, dataset, open_seconds = open_dataset(
+        dataset_rt, args.cache, args.workers, shuffle=True
+    )
+    get_metadata = getattr(dataset, "get_metadata", None) or dataset.samples_metadata
+    update_metadata = getattr(dataset, "update_metadata", None) or dataset.set_samples_metadata
+
+    start = time.perf_counter()
+    frame = get_metadata()
+    get_seconds = time.perf_counter() - start
+    rows = frame.height
+
+    start = time.perf_counter()
+    edited = frame.with_columns(weight=((pl.col("index") % 7) + 1).cast(pl.Float64))
+    edit_seconds = time.perf_counter() - start
+
+    start = time.perf_counter()
+    update_metadata(edited)
+    update_seconds = time.perf_counter() - start
+
+    start = time.perf_counter()
+    iterator = iter(dataset)
+    first = next(iterator)
+    first_seconds = time.perf_counter() - start
+    del iterator, first
+
+    # The same update once more: without one-time costs (lazy imports, first allocations).
+    start = time.perf_counter()
+    update_metadata(edited)
+    update_again_seconds = time.perf_counter() - start
+
+    # The update took effect: the next table carries the new weights.
+    check = get_metadata()
+    weights_ok = bool(check.get_column("weight").cast(pl.Float64).max() == 7.0)
+    if rows != args.count or not weights_ok:
+        raise SystemExit(
+            f"scale check failed: rows={rows} expected={args.count} weights_ok={weights_ok}"
+        )
+    return {
+        "open_seconds": open_seconds,
+        "get_metadata_seconds": get_seconds,
+        "edit_seconds": edit_seconds,
+        "update_metadata_seconds": update_seconds,
+        "update_metadata_again_seconds": update_again_seconds,
+        "first_sample_seconds": first_seconds,
+        "rows": rows,
+        "warm_seconds": warm_seconds,
+        "rss_before_kib": rss_before,
+    }
+
+
+def phase_ceiling(args: argparse.Namespace) -> dict:
+    """One copy of the same bytes per sample into a fresh bytes object."""
+    payloads = make_payloads(args.size, args.payload_kind)
+    big = bytearray(args.count * args.size)
+    view = memoryview(big)
+    for index in range(args.count):
+        view[index * args.size : (index + 1) * args.size] = payloads[index % len(payloads)]
+    size = args.size
+    total = 0
+    start = time.perf_counter()
+    for index in range(args.count):
+        offset = index * size
+        copy = bytes(view[offset : offset + size])
+        total += len(copy)
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "samples": args.count, "payload_bytes": total}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("phase", choices=["write", "read", "scale", "ceiling"])
+    parser.add_argument("--expect", choices=["ours", "peer", "any"], default="any")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--count", type=int, default=1000)
+    parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--payload-kind", choices=["mixed", "random"], default="mixed")
+    parser.add_argument("--compression", choices=["none", "lz4"], default="none")
+    parser.add_argument("--base-dir")
+    parser.add_argument("--name", default="bench")
+    parser.add_argument("--cache")
+    parser.add_argument(
+        "--mode", choices=["ordered", "ordered_meta", "shuffled"], default="ordered"
+    )
+    args = parser.parse_args()
+
+    started = time.perf_counter()
+    if args.phase == "ceiling":
+        import_seconds = 0.0
+        info = {}
+        result = phase_ceiling(args)
+    else:
+        import dataset_rt
+
+        info = implementation_info(args.expect)
+        import_seconds = time.perf_counter() - started
+        phases = {"write": phase_write, "read": phase_read, "scale": phase_scale}
+        result = phases[args.phase](args, dataset_rt)
+    result.update(
+        {
+            "phase": args.phase,
+            "implementation": info,
+            "import_seconds": import_seconds,
+            "peak_rss_kib": peak_rss_kib(),
+            "python": sys.version.split()[0],
+        }
+    )
+    sys.stdout.write(json.dumps(result) + "\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
