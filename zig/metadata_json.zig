@@ -1395,13 +1395,7 @@ test "canonical output sorts by schema, escapes like serde_json and marks floats
 }
 
 test "canonical output of the peer's example record is byte-identical" {
-    const schema = [_]Field{
-        .{ .name = "big", .kind = .float },
-        .{ .name = "flag", .kind = .bool },
-        .{ .name = "index", .kind = .int },
-        .{ .name = "label", .kind = .string },
-        .{ .name = "score", .kind = .float },
-    };
+    const schema = example_schema;
     const values = [_]Value{
         .{ .float = 1e21 },
         .{ .bool = false },
