@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from dataset_rt import _native
+from dataset_rt.arrow_c_stream import ColumnBuffers
 from dataset_rt.config import ReaderConfig
 from dataset_rt.metadata_row import BatchMetadata, MetadataRow
 from dataset_rt.records import CachedSample
@@ -206,34 +207,32 @@ def _arrow_type_name(dtype: pl.DataType) -> str:
 
 
 def _integer_column(frame: pl.DataFrame, name: str) -> tuple[_native.IntColumn, Any]:
-    """The column's buffers widened to 64 bits; the array is returned to keep them alive."""
+    """The column's buffers widened to 64 bits; the export is returned to keep them alive."""
     series = frame.get_column(name) if name in frame.columns else None
     if series is None or not series.dtype.is_integer():
         return _native.IntColumn(), None
     signed = series.dtype.is_signed_integer()
-    array = series.cast(pl.Int64 if signed else pl.UInt64).rechunk().to_arrow()
-    validity, values = array.buffers()[:2]
+    buffers = ColumnBuffers(series.cast(pl.Int64 if signed else pl.UInt64))
     column = _native.IntColumn(
-        values=values.address + array.offset * 8,
-        validity=validity.address if validity is not None else None,
-        validity_offset=array.offset,
+        values=buffers.values + buffers.offset * 8,
+        validity=buffers.validity,
+        validity_offset=buffers.offset,
         is_signed=int(signed),
     )
-    return column, array
+    return column, buffers
 
 
 def _float_column(frame: pl.DataFrame, name: str) -> tuple[_native.FloatColumn, Any]:
     series = frame.get_column(name) if name in frame.columns else None
     if series is None or not series.dtype.is_numeric():
         return _native.FloatColumn(), None
-    array = series.cast(pl.Float64).rechunk().to_arrow()
-    validity, values = array.buffers()[:2]
+    buffers = ColumnBuffers(series.cast(pl.Float64))
     column = _native.FloatColumn(
-        values=values.address + array.offset * 8,
-        validity=validity.address if validity is not None else None,
-        validity_offset=array.offset,
+        values=buffers.values + buffers.offset * 8,
+        validity=buffers.validity,
+        validity_offset=buffers.offset,
     )
-    return column, array
+    return column, buffers
 
 
 class CachedDataset:
