@@ -55,17 +55,24 @@ pub const ColumnBuilder = union(types.Kind) {
 
     /// Appends every row of `other`, a column of the same kind.
     pub fn appendColumn(builder: *ColumnBuilder, allocator: std.mem.Allocator, other: *const ColumnBuilder) !void {
-        std.debug.assert(std.meta.activeTag(builder.*) == std.meta.activeTag(other.*));
+        try builder.appendValues(allocator, other.view());
+    }
+
+    /// Appends every row of `values`, a column of the same kind, in bulk.
+    pub fn appendValues(builder: *ColumnBuilder, allocator: std.mem.Allocator, values: types.ColumnValues) !void {
+        std.debug.assert(std.meta.activeTag(builder.*) == std.meta.activeTag(values));
         switch (builder.*) {
-            .bool => |*list| try list.appendSlice(allocator, other.bool.items),
-            .int => |*list| try list.appendSlice(allocator, other.int.items),
-            .float => |*list| try list.appendSlice(allocator, other.float.items),
+            .bool => |*list| try list.appendSlice(allocator, values.bool),
+            .int => |*list| try list.appendSlice(allocator, values.int),
+            .float => |*list| try list.appendSlice(allocator, values.float),
             .string => |*strings| {
+                const source = values.string;
+                const first: usize = @intCast(source.offsets[0]);
+                const last: usize = @intCast(source.offsets[source.offsets.len - 1]);
                 const base = strings.bytes.items.len;
-                try strings.bytes.appendSlice(allocator, other.string.bytes.items);
-                const other_offsets = other.string.offsets.items[1..];
-                try strings.offsets.ensureUnusedCapacity(allocator, other_offsets.len);
-                for (other_offsets) |offset| strings.offsets.appendAssumeCapacity(base + offset);
+                try strings.bytes.appendSlice(allocator, source.bytes[first..last]);
+                try strings.offsets.ensureUnusedCapacity(allocator, source.offsets.len - 1);
+                for (source.offsets[1..]) |offset| strings.offsets.appendAssumeCapacity(base + (offset - first));
             },
         }
     }

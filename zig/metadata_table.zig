@@ -49,9 +49,19 @@ pub fn exportArrow(allocator: std.mem.Allocator, dataset: *const Dataset, table:
         cache_ids[row] = location.cache_id;
         sample_ids[row] = @intCast(location.sample_id);
         weights[row] = table.weight(row);
-        const cache = dataset.caches[location.cache_id];
-        for (stored, 0..) |*column, field_index| {
-            try column.append(allocator, cache.columns[field_index].values.get(@intCast(location.sample_id)));
+    }
+    if (table.locations == null) {
+        // The default table is every cache in physical order: copy whole columns.
+        for (dataset.caches) |cache| {
+            for (stored, cache.columns) |*column, cache_column| try column.appendValues(allocator, cache_column.values);
+        }
+    } else {
+        for (0..row_count) |row| {
+            const location = table.location(row);
+            const cache = dataset.caches[location.cache_id];
+            for (stored, cache.columns) |*column, cache_column| {
+                try column.append(allocator, cache_column.values.get(@intCast(location.sample_id)));
+            }
         }
     }
     const columns = try allocator.alloc(types.Column, schema.len + 3);
