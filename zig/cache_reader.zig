@@ -140,7 +140,6 @@ pub const Cache = struct {
     }
 
     fn payloadLen(shard: Shard, row: index_file.Row, head: []const u8, diagnostic: *Diagnostic) Error!u64 {
-        const io = system.io();
         const metadata_len = std.mem.readInt(u64, head[0..shard_record.header_bytes], .little);
         if (metadata_len > row.record_len - shard_record.header_bytes) {
             diagnostic.set("record metadata length {d} exceeds the record ({d} bytes)", .{ metadata_len, row.record_len });
@@ -155,14 +154,7 @@ pub const Cache = struct {
                     return error.InvalidCache;
                 }
                 var prefix: [shard_record.lz4_prefix_bytes]u8 = undefined;
-                const read = shard.file.readPositionalAll(io, &prefix, row.offset + shard_record.header_bytes + metadata_len) catch |err| {
-                    diagnostic.set("cannot read shard {d}: {s}", .{ row.shard_id, @errorName(err) });
-                    return error.Io;
-                };
-                if (read != prefix.len) {
-                    diagnostic.set("shard {d} ended inside a record", .{row.shard_id});
-                    return error.InvalidCache;
-                }
+                try readExactly(shard, row.shard_id, &prefix, row.offset + shard_record.header_bytes + metadata_len, diagnostic);
                 return std.mem.readInt(u32, &prefix, .little);
             },
         }
@@ -183,7 +175,11 @@ pub const Cache = struct {
     fn readManifest(allocator: std.mem.Allocator, dir: std.Io.Dir, diagnostic: *Diagnostic) Error!manifest.Parsed {
         const io = system.io();
         const text = dir.readFileAlloc(io, "manifest.json", allocator, .limited(manifest_bytes_max)) catch |err| {
-            diagnostic.set("cannot read manifest.json: {s}", .{@errorName(err)});
+            if (err == error.StreamTooLong) {
+                diagnostic.set("manifest.json is larger than the {d} MiB this reader accepts", .{manifest_bytes_max >> 20});
+            } else {
+                diagnostic.set("cannot read manifest.json: {s}", .{@errorName(err)});
+            }
             return if (err == error.OutOfMemory) error.OutOfMemory else error.InvalidCache;
         };
         defer allocator.free(text);
@@ -504,21 +500,12 @@ pub const Cache = struct {
             if (following_end - row.offset > run_bytes_max or following_end > cache.shard_byte_lens[@intCast(row.shard_id)]) break;
             end = following_end;
         }
-        const io = system.io();
         const len: usize = @intCast(end - row.offset);
+        scratch.run_cache = null; // until the read below succeeds
         scratch.run.clearRetainingCapacity();
         try scratch.run.ensureTotalCapacity(cache.allocator, len);
         const buffer = scratch.run.allocatedSlice()[0..len];
-        const read = cache.shards[@intCast(row.shard_id)].file.readPositionalAll(io, buffer, row.offset) catch |err| {
-            scratch.run_cache = null;
-            diagnostic.set("cannot read shard {d}: {s}", .{ row.shard_id, @errorName(err) });
-            return error.Io;
-        };
-        if (read != len) {
-            scratch.run_cache = null;
-            diagnostic.set("shard {d} ended after {d} of {d} bytes", .{ row.shard_id, read, len });
-            return error.InvalidCache;
-        }
+        try readExactly(cache.shards[@intCast(row.shard_id)], row.shard_id, buffer, row.offset, diagnostic);
         scratch.run.items.len = len;
         scratch.run_cache = cache;
         scratch.run_shard = row.shard_id;

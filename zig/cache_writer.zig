@@ -88,6 +88,22 @@ const Batch = struct {
     }
 };
 
+/// A shard's file name, "NNNNNN.bin" with as many digits as its index needs.
+const ShardName = struct {
+    buffer: [manifest.shard_name_bytes_max]u8 = undefined,
+    len: usize = 0,
+
+    fn of(index: u64) ShardName {
+        var name: ShardName = .{};
+        name.len = manifest.shardName(&name.buffer, index).len;
+        return name;
+    }
+
+    fn slice(name: *const ShardName) []const u8 {
+        return name.buffer[0..name.len];
+    }
+};
+
 /// The shard being appended to by the committer.
 const OpenShard = struct {
     file: std.Io.File,
@@ -128,7 +144,7 @@ pub const CacheWriter = struct {
     // Commit state, touched only by the single active committer.
     shard: ?OpenShard = null,
     shards: std.ArrayList(manifest.Shard) = .empty,
-    shard_names: std.ArrayList([10]u8) = .empty,
+    shard_names: std.ArrayList(ShardName) = .empty,
     index_bytes: std.ArrayList(u8) = .empty,
     columns: []ColumnBuilder = &.{},
     sample_count: u64 = 0,
@@ -641,10 +657,9 @@ pub const CacheWriter = struct {
 
     fn openShard(writer: *CacheWriter, diagnostic: *Diagnostic) Error!void {
         const io = system.io();
-        var name: [10]u8 = undefined;
-        _ = std.fmt.bufPrint(&name, "{d:0>6}.bin", .{writer.shards.items.len}) catch unreachable;
-        const file = writer.shards_dir.?.createFile(io, &name, .{ .truncate = true, .exclusive = true }) catch |err| {
-            diagnostic.set("cannot create shard {s}: {s}", .{ name, @errorName(err) });
+        const name = ShardName.of(writer.shards.items.len);
+        const file = writer.shards_dir.?.createFile(io, name.slice(), .{ .truncate = true, .exclusive = true }) catch |err| {
+            diagnostic.set("cannot create shard {s}: {s}", .{ name.slice(), @errorName(err) });
             return error.Io;
         };
         writer.shard = .{ .file = file, .hasher = sha256.Hasher.init() };
@@ -657,9 +672,7 @@ pub const CacheWriter = struct {
         // Not fsynced here: that would stall the ordered commit for the whole flush.
         // finish() fsyncs every shard before anything is published.
         defer shard.file.close(io);
-        var name: [10]u8 = undefined;
-        _ = std.fmt.bufPrint(&name, "{d:0>6}.bin", .{writer.shards.items.len}) catch unreachable;
-        try writer.shard_names.append(writer.allocator, name);
+        try writer.shard_names.append(writer.allocator, ShardName.of(writer.shards.items.len));
         try writer.shards.append(writer.allocator, .{
             .name = &.{}, // pointed at shard_names once the list stops growing
             .uncompressed_byte_len = shard.uncompressed_byte_len,
@@ -688,12 +701,12 @@ pub const CacheWriter = struct {
         writer.phase = .finished;
         const started = system.monotonicNanoseconds();
         try writer.closeShard();
-        for (writer.shards.items, writer.shard_names.items) |*shard, *name| shard.name = name;
+        for (writer.shards.items, writer.shard_names.items) |*shard, *name| shard.name = name.slice();
         const index_digest = try writer.writeIndex(diagnostic);
         const metadata_digest = try writer.writeMetadata(diagnostic);
         try writer.writeManifest(index_digest, metadata_digest, diagnostic);
         const sync_started = system.monotonicNanoseconds();
-        for (writer.shard_names.items) |*name| try durable_files.syncFile(writer.shards_dir.?, name, diagnostic);
+        for (writer.shard_names.items) |*name| try durable_files.syncFile(writer.shards_dir.?, name.slice(), diagnostic);
         writer.stats.disk_write.add(sync_started, 0);
         try durable_files.syncDir(writer.shards_dir.?, "shards", diagnostic);
         try durable_files.syncDir(writer.staging_dir.?, writer.staging_name, diagnostic);
@@ -758,3 +771,9 @@ pub const CacheWriter = struct {
         writer.stats.publish.add(started, 0);
     }
 };
+
+test "shard names keep six digits and grow past 999999" {
+    try std.testing.expectEqualStrings("000000.bin", ShardName.of(0).slice());
+    try std.testing.expectEqualStrings("999999.bin", ShardName.of(999_999).slice());
+    try std.testing.expectEqualStrings("1000000.bin", ShardName.of(1_000_000).slice());
+}
