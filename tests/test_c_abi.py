@@ -1,5 +1,6 @@
 """The C ABI works from C alone: a program compiled against only dataset_rt.h and
-the shared library writes a cache and reads every record back."""
+the shared library writes caches and reads every record back, also with
+deferred payloads."""
 
 from __future__ import annotations
 
@@ -37,5 +38,7 @@ def test_c_program_writes_and_reads_back_a_cache(tmp_path: Path) -> None:
         [str(program), str(tmp_path / "caches")], capture_output=True, text=True, timeout=300
     )
     assert result.returncode == 0, f"C round trip failed:\n{result.stdout}\n{result.stderr}"
-    assert "read back 1000 samples" in result.stdout
+    assert "read back 1000 samples of c_source, 0 payloads deferred" in result.stdout
+    # Sizes are i * 37 % 3000: 648 of the 1000 payloads have at least 1000 bytes.
+    assert "read back 1000 samples of c_raw, 648 payloads deferred" in result.stdout
     assert (tmp_path / "caches" / "c_source" / "manifest.json").exists()

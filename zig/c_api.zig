@@ -391,10 +391,14 @@ fn integerColumn(column: *const IntegerColumn) metadata_table.IntegerColumn {
 }
 
 export fn drt_iterator_create(dataset: ?*dataset_module.Dataset, out: ?*?*dataset_module.Iterator) i32 {
+    return drt_iterator_create_deferring(dataset, 0, out);
+}
+
+export fn drt_iterator_create_deferring(dataset: ?*dataset_module.Dataset, defer_payload_bytes: u64, out: ?*?*dataset_module.Iterator) i32 {
     const d = dataset orelse return failMessage(status_invalid_argument, "dataset is NULL", .{});
     if (!checkProcess(d.pool)) return status_wrong_process;
     const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
-    out_ptr.* = dataset_module.Iterator.create(d) catch return failMessage(status_out_of_memory, "out of memory", .{});
+    out_ptr.* = dataset_module.Iterator.create(d, defer_payload_bytes) catch return failMessage(status_out_of_memory, "out of memory", .{});
     return status_ok;
 }
 
@@ -412,6 +416,27 @@ export fn drt_iterator_bytes_held(iterator: ?*const dataset_module.Iterator) u64
     const it = iterator orelse return 0;
     if (!checkProcess(it.dataset.pool)) return 0;
     return it.bytesHeld();
+}
+
+export fn drt_batch_deferred(view: ?*const sample_batch.View, lengths_out: ?*?[*]const u64) i32 {
+    const v = view orelse return failMessage(status_invalid_argument, "batch is NULL", .{});
+    const out_ptr = lengths_out orelse return failMessage(status_invalid_argument, "lengths_out is NULL", .{});
+    const batch = sample_batch.SampleBatch.fromConstView(v);
+    out_ptr.* = if (batch.deferred.items.len == 0) null else batch.deferred_lengths.items.ptr;
+    return status_ok;
+}
+
+export fn drt_iterator_read_deferred(iterator: ?*dataset_module.Iterator, view: ?*const sample_batch.View, sample: u64, destination: ?[*]u8) i32 {
+    const it = iterator orelse return failMessage(status_invalid_argument, "iterator is NULL", .{});
+    if (!checkProcess(it.dataset.pool)) return status_wrong_process;
+    const v = view orelse return failMessage(status_invalid_argument, "batch is NULL", .{});
+    const batch = sample_batch.SampleBatch.fromConstView(v);
+    if (batch.owner != @as(*const anyopaque, it.pipeline)) return failMessage(status_invalid_argument, "the batch was not returned by this iterator", .{});
+    const entry = batch.deferredPayload(sample) orelse return failMessage(status_invalid_argument, "sample {d} of the batch (of {d}) has no deferred payload", .{ sample, batch.count() });
+    const dst = destination orelse return failMessage(status_invalid_argument, "destination is NULL", .{});
+    var diagnostic: Diagnostic = .{};
+    it.pipeline.readDeferred(entry, dst[0..@intCast(entry.location.len)], &diagnostic) catch |err| return failError(err, &diagnostic);
+    return status_ok;
 }
 
 export fn drt_batch_release(view: ?*sample_batch.View) void {

@@ -6,6 +6,7 @@
 //! length inside the record, the embedded JSON against the metadata.arrow row,
 //! and the LZ4 block; any mismatch is an error naming the cache and the sample.
 const std = @import("std");
+const builtin = @import("builtin");
 const system = @import("system.zig");
 const types = @import("metadata_types.zig");
 const metadata_json = @import("metadata_json.zig");
@@ -372,18 +373,51 @@ pub const Cache = struct {
         payload_out: *std.ArrayList(u8),
         metadata_out: *std.ArrayList(u8),
         columns_out: []ColumnBuilder,
+        defer_payload_bytes: u64,
         diagnostic: *Diagnostic,
-    ) Error!void {
-        cache.readSampleUnprefixed(sample_id, run_samples, scratch, payload_out, metadata_out, columns_out, diagnostic) catch |err| {
-            const row = index_file.decodeRow(cache.indexBytes(), sample_id);
-            if (row.shard_id < cache.shards.len) {
-                const name = cache.parsed.manifest.shards[@intCast(row.shard_id)].name;
-                diagnostic.prefix("cache {s}: shards/{s}: sample {d} at offset {d}: ", .{ cache.path, name, sample_id, row.offset });
-            } else {
-                diagnostic.prefix("cache {s}: index.bin: sample {d}: ", .{ cache.path, sample_id });
-            }
+    ) Error!?PayloadLocation {
+        return cache.readSampleUnprefixed(sample_id, run_samples, scratch, payload_out, metadata_out, columns_out, defer_payload_bytes, diagnostic) catch |err| {
+            cache.prefixSampleDiagnostic(sample_id, diagnostic);
             return err;
         };
+    }
+
+    fn prefixSampleDiagnostic(cache: *const Cache, sample_id: u64, diagnostic: *Diagnostic) void {
+        const row = index_file.decodeRow(cache.indexBytes(), sample_id);
+        if (row.shard_id < cache.shards.len) {
+            const name = cache.parsed.manifest.shards[@intCast(row.shard_id)].name;
+            diagnostic.prefix("cache {s}: shards/{s}: sample {d} at offset {d}: ", .{ cache.path, name, sample_id, row.offset });
+        } else {
+            diagnostic.prefix("cache {s}: index.bin: sample {d}: ", .{ cache.path, sample_id });
+        }
+    }
+
+    /// Where a sample's raw payload lies in its shard, for a payload that
+    /// `readSample` left unread (deferred) so its caller can read it later
+    /// straight into memory of its own.
+    pub const PayloadLocation = struct {
+        sample_id: u64,
+        shard_id: u64,
+        offset: u64,
+        len: u64,
+    };
+
+    /// Reads a deferred payload into `destination` (exactly `location.len` bytes).
+    pub fn readPayload(cache: *const Cache, location: PayloadLocation, destination: []u8, diagnostic: *Diagnostic) Error!void {
+        std.debug.assert(destination.len == location.len and location.shard_id < cache.shards.len);
+        readExactly(cache.shards[@intCast(location.shard_id)], location.shard_id, destination, location.offset, diagnostic) catch |err| {
+            cache.prefixSampleDiagnostic(location.sample_id, diagnostic);
+            return err;
+        };
+    }
+
+    /// Asks the kernel to start reading a deferred payload into the page cache,
+    /// so the later `readPayload` finds it there. Only a hint: failures are ignored.
+    pub fn prefetchPayload(cache: *const Cache, location: PayloadLocation) void {
+        if (builtin.os.tag != .linux) return;
+        const linux = std.os.linux;
+        const file = cache.shards[@intCast(location.shard_id)].file;
+        _ = linux.fadvise(file.handle, @intCast(location.offset), @intCast(location.len), linux.POSIX_FADV.WILLNEED);
     }
 
     fn readSampleUnprefixed(
@@ -394,8 +428,9 @@ pub const Cache = struct {
         payload_out: *std.ArrayList(u8),
         metadata_out: *std.ArrayList(u8),
         columns_out: []ColumnBuilder,
+        defer_payload_bytes: u64,
         diagnostic: *Diagnostic,
-    ) Error!void {
+    ) Error!?PayloadLocation {
         const allocator = cache.allocator;
         std.debug.assert(columns_out.len == cache.columns.len);
         std.debug.assert(sample_id < cache.sampleCount());
@@ -406,7 +441,10 @@ pub const Cache = struct {
 
         // A large raw payload is read straight into the batch: the record's head
         // (header and JSON) first, then the payload in place, one copy in all.
-        var direct = shard.compression == .none and row.record_len > direct_read_bytes_min;
+        // (A record is longer than its payload, so a payload to defer is in a
+        // record longer than the deferral size.)
+        const may_defer = defer_payload_bytes != 0 and row.record_len > defer_payload_bytes;
+        var direct = shard.compression == .none and (row.record_len > direct_read_bytes_min or may_defer);
         var parts: shard_record.Parts = undefined;
         if (direct) {
             const head = try cache.recordHead(row, scratch, diagnostic);
@@ -435,24 +473,33 @@ pub const Cache = struct {
         for (columns_out, values) |*column, value| try column.append(allocator, value);
 
         if (direct) {
+            const location: PayloadLocation = .{
+                .sample_id = sample_id,
+                .shard_id = row.shard_id,
+                .offset = row.offset + shard_record.header_bytes + parts.metadata_json.len,
+                .len = parts.payload_len,
+            };
+            if (defer_payload_bytes != 0 and location.len >= defer_payload_bytes) return location;
             const payload_len: usize = @intCast(parts.payload_len);
             try payload_out.ensureUnusedCapacity(allocator, payload_len);
             const destination = payload_out.unusedCapacitySlice()[0..payload_len];
-            const payload_offset = row.offset + shard_record.header_bytes + parts.metadata_json.len;
-            try readExactly(shard, row.shard_id, destination, payload_offset, diagnostic);
+            try readExactly(shard, row.shard_id, destination, location.offset, diagnostic);
             payload_out.items.len += payload_len;
-            return;
+            return null;
         }
         const payload_len: usize = @intCast(parts.payload_len);
         try payload_out.ensureUnusedCapacity(allocator, payload_len);
         const destination = payload_out.unusedCapacitySlice()[0..payload_len];
         try shard_record.decodePayload(parts, shard.compression, destination, diagnostic);
         payload_out.items.len += payload_len;
+        return null;
     }
 
     /// Records larger than this with raw payloads are read in two parts (see readSample).
     const direct_read_bytes_min = 64 << 10;
-    const record_head_bytes = 64 << 10;
+    /// Enough for the header and the metadata JSON of nearly every record; a
+    /// record whose JSON is longer is read whole instead.
+    const record_head_bytes = 8 << 10;
 
     /// The first bytes of a record (more than its 8-byte header, as direct reads
     /// are only for records over `direct_read_bytes_min`): the header and,

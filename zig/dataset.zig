@@ -262,11 +262,13 @@ pub const Iterator = struct {
     dataset: *Dataset,
     pipeline: *read_pipeline.Pipeline,
 
-    pub fn create(dataset: *Dataset) Error!*Iterator {
+    /// `defer_payload_bytes`: see `read_pipeline.Plan` (0 reads every payload into the batches).
+    pub fn create(dataset: *Dataset, defer_payload_bytes: u64) Error!*Iterator {
         const allocator = dataset.allocator;
         const iterator = try allocator.create(Iterator);
         errdefer allocator.destroy(iterator);
-        const plan = dataset.takeEpoch();
+        var plan = dataset.takeEpoch();
+        plan.defer_payload_bytes = defer_payload_bytes;
         errdefer plan.table.release();
         iterator.* = .{
             .dataset = dataset,

@@ -14,7 +14,9 @@ const thread_pool = @import("thread_pool.zig");
 const active_table = @import("active_table.zig");
 const ActiveTable = active_table.ActiveTable;
 const Cache = @import("cache_reader.zig").Cache;
-const SampleBatch = @import("sample_batch.zig").SampleBatch;
+const sample_batch = @import("sample_batch.zig");
+const SampleBatch = sample_batch.SampleBatch;
+const DeferredPayload = sample_batch.DeferredPayload;
 const Diagnostic = @import("diagnostic.zig").Diagnostic;
 
 pub const Error = error{ InvalidCache, Io, OutOfMemory };
@@ -33,6 +35,9 @@ pub const Plan = struct {
     /// Stream positions start .. start + count.
     start: u64,
     count: u64,
+    /// Raw payloads of at least this many bytes are left in their shards for
+    /// the consumer to read into memory of its own (`readDeferred`); 0: never.
+    defer_payload_bytes: u64 = 0,
 };
 
 const Chunk = struct {
@@ -129,6 +134,12 @@ pub const Pipeline = struct {
         return batch;
     }
 
+    /// Reads a payload one of this pipeline's batches deferred into
+    /// `destination` (exactly its length), on the calling thread: one copy from the file.
+    pub fn readDeferred(pipeline: *const Pipeline, entry: DeferredPayload, destination: []u8, diagnostic: *Diagnostic) Error!void {
+        try pipeline.plan.caches[entry.cache_id].readPayload(entry.location, destination, diagnostic);
+    }
+
     pub fn releaseBatch(allocator: std.mem.Allocator, batch: *SampleBatch) void {
         batch.deinit(allocator);
         allocator.destroy(batch);
@@ -209,9 +220,17 @@ pub const Pipeline = struct {
             if (pipeline.cancelled.load(.monotonic)) break;
             const cache = plan.caches[location.cache_id];
             const run_samples = consecutiveRun(locations[offset..]);
-            try cache.readSample(location.sample_id, run_samples, &scratch, &batch.payloads, &batch.metadata_json, batch.columns, &chunk.diagnostic);
+            const deferred = try cache.readSample(location.sample_id, run_samples, &scratch, &batch.payloads, &batch.metadata_json, batch.columns, plan.defer_payload_bytes, &chunk.diagnostic);
+            if (deferred) |payload| {
+                try batch.deferPayload(allocator, location.cache_id, payload);
+                // The copy happens later on the consumer's thread; the disk read
+                // can start now, so the prefetch still hides storage latency.
+                cache.prefetchPayload(payload);
+            }
             try batch.closeSample(allocator, location.cache_id, location.sample_id);
         }
+        try batch.finishDeferred(allocator);
+        batch.owner = pipeline;
         chunk.batch = batch;
         _ = pipeline.bytes_held.fetchAdd(batchBytes(batch), .monotonic);
     }

@@ -4,6 +4,15 @@ const std = @import("std");
 const types = @import("metadata_types.zig");
 const column_builder = @import("column_builder.zig");
 const ColumnBuilder = column_builder.ColumnBuilder;
+const PayloadLocation = @import("cache_reader.zig").Cache.PayloadLocation;
+
+/// A sample whose raw payload was left in its shard (see `drt_batch_deferred`).
+pub const DeferredPayload = struct {
+    cache_id: u32,
+    location: PayloadLocation,
+};
+
+const not_deferred: DeferredPayload = .{ .cache_id = 0, .location = .{ .sample_id = 0, .shard_id = 0, .offset = 0, .len = 0 } };
 
 /// Mirrors `drt_batch_column`: one metadata column of the batch's samples.
 pub const ColumnView = extern struct {
@@ -41,6 +50,13 @@ pub const SampleBatch = struct {
     /// The samples' metadata rows by column, in schema order.
     columns: []ColumnBuilder = &.{},
     column_views: []ColumnView = &.{},
+    /// Per sample, when any payload was deferred (else empty): where it is,
+    /// with length 0 for samples whose payload is in `payloads`.
+    deferred: std.ArrayList(DeferredPayload) = .empty,
+    /// Per sample, the deferred payload's length or 0; the same emptiness as `deferred`.
+    deferred_lengths: std.ArrayList(u64) = .empty,
+    /// The pipeline that read the batch: only it can read the deferred payloads.
+    owner: ?*const anyopaque = null,
 
     pub fn init(allocator: std.mem.Allocator, capacity: usize, schema: []const types.Field) !SampleBatch {
         var batch: SampleBatch = .{};
@@ -66,6 +82,8 @@ pub const SampleBatch = struct {
         batch.metadata_offsets.deinit(allocator);
         batch.cache_ids.deinit(allocator);
         batch.sample_ids.deinit(allocator);
+        batch.deferred.deinit(allocator);
+        batch.deferred_lengths.deinit(allocator);
     }
 
     pub fn count(batch: *const SampleBatch) usize {
@@ -78,6 +96,32 @@ pub const SampleBatch = struct {
         try batch.metadata_offsets.append(allocator, batch.metadata_json.items.len);
         try batch.cache_ids.append(allocator, cache_id);
         try batch.sample_ids.append(allocator, sample_id);
+    }
+
+    /// Records that the sample about to be closed left its payload in the file.
+    pub fn deferPayload(batch: *SampleBatch, allocator: std.mem.Allocator, cache_id: u32, location: PayloadLocation) !void {
+        std.debug.assert(location.len > 0);
+        try batch.padDeferred(allocator, batch.count());
+        try batch.deferred.append(allocator, .{ .cache_id = cache_id, .location = location });
+        try batch.deferred_lengths.append(allocator, location.len);
+    }
+
+    fn padDeferred(batch: *SampleBatch, allocator: std.mem.Allocator, samples: usize) !void {
+        const missing = samples - batch.deferred.items.len;
+        try batch.deferred.appendNTimes(allocator, not_deferred, missing);
+        try batch.deferred_lengths.appendNTimes(allocator, 0, missing);
+    }
+
+    /// The deferred payload of sample `sample`, if it has one.
+    pub fn deferredPayload(batch: *const SampleBatch, sample: u64) ?DeferredPayload {
+        if (sample >= batch.deferred.items.len) return null;
+        const entry = batch.deferred.items[@intCast(sample)];
+        return if (entry.location.len == 0) null else entry;
+    }
+
+    /// Pads the per-sample deferral lists to every sample once all are added.
+    pub fn finishDeferred(batch: *SampleBatch, allocator: std.mem.Allocator) !void {
+        if (batch.deferred.items.len != 0) try batch.padDeferred(allocator, batch.count());
     }
 
     /// Points `view` at the lists; call after the last sample is added.
@@ -107,6 +151,10 @@ pub const SampleBatch = struct {
     }
 
     pub fn fromView(view: *View) *SampleBatch {
+        return @fieldParentPtr("view", view);
+    }
+
+    pub fn fromConstView(view: *const View) *const SampleBatch {
         return @fieldParentPtr("view", view);
     }
 };

@@ -258,7 +258,10 @@ def _declare(library: ctypes.CDLL) -> None:
             c_int32,
         ),
         "drt_iterator_create": ([handle, POINTER(handle)], c_int32),
+        "drt_iterator_create_deferring": ([handle, c_uint64, POINTER(handle)], c_int32),
         "drt_iterator_next": ([handle, POINTER(POINTER(Batch))], c_int32),
+        "drt_batch_deferred": ([POINTER(Batch), POINTER(POINTER(c_uint64))], c_int32),
+        "drt_iterator_read_deferred": ([handle, POINTER(Batch), c_uint64, c_void_p], c_int32),
         "drt_batch_release": ([POINTER(Batch)], None),
         "drt_iterator_bytes_held": ([handle], c_uint64),
         "drt_iterator_destroy": ([handle], None),
@@ -347,3 +350,28 @@ def sha256(data: bytes) -> bytes:
     out = (c_uint8 * 32)()
     lib.drt_sha256(data, len(data), ctypes.byref(out))
     return bytes(out)
+
+
+# A bytes object whose contents the core writes before anyone else sees it: the
+# one way to hand out a payload as `bytes` with a single copy from the file.
+_new_bytes = ctypes.PYFUNCTYPE(ctypes.py_object, c_void_p, ctypes.c_ssize_t)(
+    ("PyBytes_FromStringAndSize", ctypes.pythonapi)
+)
+
+
+def _bytes_data_offset() -> int:
+    probe = b"dataset_rt"
+    # c_char_p built from bytes points at the object's own buffer.
+    offset = ctypes.cast(c_char_p(probe), c_void_p).value - id(probe)  # type: ignore[operator]
+    if ctypes.string_at(id(probe) + offset, len(probe)) != probe:
+        raise ImportError("dataset_rt: cannot locate the data of a bytes object")
+    return offset
+
+
+BYTES_DATA_OFFSET = _bytes_data_offset()
+
+
+def unfilled_bytes(size: int) -> bytes:
+    """A new ``bytes`` of ``size`` bytes with undefined contents, to be filled in
+    place at ``id(result) + BYTES_DATA_OFFSET`` before it is shared."""
+    return _new_bytes(None, size)  # type: ignore[no-any-return]

@@ -8,7 +8,7 @@ import io
 import itertools
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from itertools import repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -77,22 +77,36 @@ class _NativeIterator:
         self.handle: ctypes.c_void_p | None = None
         self.dataset = dataset  # keeps the native dataset (and runtime) alive
         handle = ctypes.c_void_p()
-        _native.check(_native.lib.drt_iterator_create(dataset.value, ctypes.byref(handle)))
+        _native.check(
+            _native.lib.drt_iterator_create_deferring(
+                dataset.value, _DEFER_PAYLOAD_BYTES, ctypes.byref(handle)
+            )
+        )
         self.handle = handle
-        self._batch = ctypes.POINTER(_native.Batch)()
+        self._deferred = ctypes.POINTER(ctypes.c_uint64)()
 
-    def next_batch(self) -> list[CachedSample] | None:
+    def next_batch(self) -> Iterable[CachedSample] | None:
         if self.handle is None:
             return None
-        batch = self._batch
+        batch = ctypes.POINTER(_native.Batch)()
         _native.check(_native.lib.drt_iterator_next(self.handle, ctypes.byref(batch)))
         if not batch:
             self.close()
             return None
+        deferred = self._deferred
         try:
-            return _unpack(batch.contents, self.dataset.stored_names())
-        finally:
+            _native.check(_native.lib.drt_batch_deferred(batch, ctypes.byref(deferred)))
+            if not deferred:
+                return _unpack(batch.contents, self.dataset.stored_names())
+            lengths = deferred[: batch.contents.count]
+            parts = _unpack_parts(batch.contents, self.dataset.stored_names(), lengths)
+        except BaseException:
             _native.lib.drt_batch_release(batch)
+            raise
+        finally:
+            if not deferred:
+                _native.lib.drt_batch_release(batch)
+        return _DeferredBatch(self, batch, lengths, parts)
 
     def close(self) -> None:
         if self.handle is not None:
@@ -104,7 +118,55 @@ class _NativeIterator:
             self.close()
 
 
-def _batches(native: _NativeIterator) -> Iterator[list[CachedSample]]:
+class _DeferredBatch:
+    """A batch with deferred payloads, handed out one sample at a time: each
+    deferred payload is read by the core straight from its file into a new
+    bytes object when its sample is reached, so memory holds only the samples
+    the consumer keeps. Releases the native batch at its end or when dropped."""
+
+    __slots__ = ("_native", "_batch", "_lengths", "_parts", "_position")
+
+    def __init__(
+        self, native: _NativeIterator, batch: Any, lengths: list[int], parts: tuple[Any, ...]
+    ) -> None:
+        self._native = native  # keeps the native iterator alive while the batch is read
+        self._batch = batch
+        self._lengths = lengths
+        self._parts = parts
+        self._position = 0
+
+    def __iter__(self) -> _DeferredBatch:
+        return self
+
+    def __next__(self) -> CachedSample:
+        sample = self._position
+        handle = self._native.handle
+        if sample >= len(self._lengths) or handle is None:  # the end, or closed mid-batch
+            self._release()
+            raise StopIteration
+        self._position = sample + 1
+        payloads, rows, cache_ids, sample_ids = self._parts
+        payload = payloads[sample]
+        length = self._lengths[sample]
+        if length:
+            payload = _native.unfilled_bytes(length)
+            address = id(payload) + _native.BYTES_DATA_OFFSET
+            _native.check(
+                _native.lib.drt_iterator_read_deferred(handle, self._batch, sample, address)
+            )
+        return _new_sample((payload, rows[sample], cache_ids[sample], sample_ids[sample]))
+
+    def _release(self) -> None:
+        if self._batch is not None:
+            _native.lib.drt_batch_release(self._batch)
+            self._batch = None
+
+    def __del__(self) -> None:
+        if not _native.shutting_down():
+            self._release()
+
+
+def _batches(native: _NativeIterator) -> Iterator[Iterable[CachedSample]]:
     while (batch := native.next_batch()) is not None:
         yield batch
 
@@ -145,6 +207,10 @@ _new_sample = functools.partial(tuple.__new__, CachedSample)
 # (one copy); below it, one copy of the whole batch and C-level slicing is faster.
 _DIRECT_COPY_BYTES = 64 * 1024
 
+# Uncompressed payloads of at least this size are not copied into the core's
+# batches: the core reads each from its file into the bytes object handed out.
+_DEFER_PAYLOAD_BYTES = 64 * 1024
+
 
 _VALUE_BYTES = {_native.KIND_BOOL: 1, _native.KIND_INT: 8, _native.KIND_FLOAT: 8}
 
@@ -163,6 +229,23 @@ def _copy_columns(batch: _native.Batch, count: int) -> list[tuple[int, bytes, by
             values = ctypes.string_at(column.values, size) if size else b""
             columns.append((column.kind, values, b""))
     return columns
+
+
+def _unpack_parts(
+    batch: _native.Batch, names: list[str], deferred: list[int]
+) -> tuple[list[bytes], list[MetadataRow], list[int], list[int]]:
+    """Payloads (b"" where deferred), metadata rows and identities of a batch
+    whose large payloads were left in their files."""
+    count = batch.count
+    offsets = batch.payload_offsets[: count + 1]
+    base = batch.payloads
+    payloads = [
+        b"" if length else ctypes.string_at(base + start, end - start)
+        for length, start, end in zip(deferred, offsets, offsets[1:], strict=False)
+    ]
+    metadata = BatchMetadata(names, _copy_columns(batch, count), count)
+    rows = list(map(MetadataRow, repeat(metadata, count), range(count)))
+    return payloads, rows, batch.cache_ids[:count], batch.sample_ids[:count]
 
 
 def _unpack(batch: _native.Batch, names: list[str]) -> list[CachedSample]:

@@ -1,5 +1,6 @@
 /*
- * Writes a cache through the C ABI and reads every record back, using only
+ * Writes two caches (lz4 and uncompressed) through the C ABI and reads every
+ * record back, the uncompressed one with deferred payloads, using only
  * dataset_rt.h and the shared library. Usage: abi_round_trip <base_dir>
  * Exits 0 when every payload and metadata row matches what was written.
  */
@@ -28,13 +29,13 @@ static int expected_metadata(uint32_t i, char *out, size_t cap) {
     return snprintf(out, cap, "{\"index\":%u,\"label\":\"l%u\",\"score\":%u.5}", i, i % 4u, i);
 }
 
-static int write_cache(drt_runtime *runtime, const char *base_dir) {
+static int write_cache(drt_runtime *runtime, const char *base_dir, const char *name, uint32_t compression) {
     drt_writer_options options = {
         .max_shard_bytes = 200000, .batches_in_flight_max = 4,
-        .compression = DRT_COMPRESSION_LZ4, .compression_ratio = 2.0,
+        .compression = compression, .compression_ratio = compression == DRT_COMPRESSION_LZ4 ? 2.0 : 1.0,
     };
     drt_writer *writer = NULL;
-    if (drt_writer_create(runtime, base_dir, strlen(base_dir), "c_source", strlen("c_source"), &options, &writer) != DRT_OK) return fail("writer_create");
+    if (drt_writer_create(runtime, base_dir, strlen(base_dir), name, strlen(name), &options, &writer) != DRT_OK) return fail("writer_create");
     static uint8_t payloads[BATCH_SAMPLES * 3000u];
     static char metadata[BATCH_SAMPLES * 96u];
     uint64_t lens[BATCH_SAMPLES];
@@ -66,9 +67,11 @@ static int write_cache(drt_runtime *runtime, const char *base_dir) {
     return 0;
 }
 
-static int read_cache(drt_runtime *runtime, const char *base_dir) {
+/* Reads the cache back; payloads of at least defer_bytes (0: none) are deferred
+ * and read into a buffer of the caller with drt_iterator_read_deferred. */
+static int read_cache(drt_runtime *runtime, const char *base_dir, const char *name, uint64_t defer_bytes) {
     char path[4096];
-    snprintf(path, sizeof path, "%s/c_source", base_dir);
+    snprintf(path, sizeof path, "%s/%s", base_dir, name);
     const char *paths[1] = {path};
     const uint64_t path_lens[1] = {strlen(path)};
     drt_reader_options options = {.seed = 7, .prefetch_size = 16, .shuffle = 0, .validate_cache = 1};
@@ -81,22 +84,43 @@ static int read_cache(drt_runtime *runtime, const char *base_dir) {
         return 1;
     }
     drt_iterator *iterator = NULL;
-    if (drt_iterator_create(dataset, &iterator) != DRT_OK) return fail("iterator_create");
+    if (drt_iterator_create_deferring(dataset, defer_bytes, &iterator) != DRT_OK) return fail("iterator_create");
     static uint8_t expected[3000];
+    static uint8_t deferred_payload[3000];
+    uint32_t deferred_count = 0;
     char expected_json[128];
     uint32_t seen = 0;
     for (;;) {
         drt_batch *batch = NULL;
         if (drt_iterator_next(iterator, &batch) != DRT_OK) return fail("iterator_next");
         if (batch == NULL) break;
+        const uint64_t *deferred = NULL;
+        if (drt_batch_deferred(batch, &deferred) != DRT_OK) return fail("batch_deferred");
         for (uint64_t k = 0; k < batch->count; k++, seen++) {
             uint32_t i = seen;
             size_t len = (size_t)(batch->payload_offsets[k + 1] - batch->payload_offsets[k]);
+            const uint8_t *payload = batch->payloads + batch->payload_offsets[k];
+            if (deferred != NULL && deferred[k] != 0) {
+                if (len != 0 || deferred[k] < defer_bytes || deferred[k] > sizeof deferred_payload) {
+                    fprintf(stderr, "sample %u: deferred %llu bytes, %zu in the batch\n", i, (unsigned long long)deferred[k], len);
+                    return 1;
+                }
+                len = (size_t)deferred[k];
+                if (drt_iterator_read_deferred(iterator, batch, k, deferred_payload) != DRT_OK) return fail("read_deferred");
+                payload = deferred_payload;
+                deferred_count++;
+            } else if (defer_bytes != 0 && len >= defer_bytes) {
+                fprintf(stderr, "sample %u: %zu bytes were not deferred\n", i, len);
+                return 1;
+            } else if (drt_iterator_read_deferred(iterator, batch, k, deferred_payload) != DRT_ERR_INVALID_ARGUMENT) {
+                fprintf(stderr, "sample %u: reading a payload that was not deferred did not fail\n", i);
+                return 1;
+            }
             fill_payload(i, expected);
             int json_len = expected_metadata(i, expected_json, sizeof expected_json);
             size_t got_json_len = (size_t)(batch->metadata_offsets[k + 1] - batch->metadata_offsets[k]);
             if (batch->cache_ids[k] != 0 || batch->sample_ids[k] != i || len != payload_len(i) ||
-                memcmp(batch->payloads + batch->payload_offsets[k], expected, len) != 0 ||
+                memcmp(payload, expected, len) != 0 ||
                 got_json_len != (size_t)json_len ||
                 memcmp(batch->metadata_json + batch->metadata_offsets[k], expected_json, got_json_len) != 0) {
                 fprintf(stderr, "sample %u differs: %.*s\n", i, (int)got_json_len,
@@ -112,7 +136,11 @@ static int read_cache(drt_runtime *runtime, const char *base_dir) {
         fprintf(stderr, "read %u samples\n", seen);
         return 1;
     }
-    printf("read back %u samples\n", seen);
+    if (defer_bytes != 0 && deferred_count == 0) {
+        fprintf(stderr, "%s: no payload was deferred\n", name);
+        return 1;
+    }
+    printf("read back %u samples of %s, %u payloads deferred\n", seen, name, deferred_count);
     return 0;
 }
 
@@ -131,8 +159,10 @@ int main(int argc, char **argv) {
         return 1;
     }
     if (drt_runtime_create(2, &runtime) != DRT_OK) return fail("runtime_create");
-    int rc = write_cache(runtime, argv[1]);
-    if (rc == 0) rc = read_cache(runtime, argv[1]);
+    int rc = write_cache(runtime, argv[1], "c_source", DRT_COMPRESSION_LZ4);
+    if (rc == 0) rc = read_cache(runtime, argv[1], "c_source", 0);
+    if (rc == 0) rc = write_cache(runtime, argv[1], "c_raw", DRT_COMPRESSION_NONE);
+    if (rc == 0) rc = read_cache(runtime, argv[1], "c_raw", 1000);
     drt_runtime_destroy(runtime);
     return rc;
 }

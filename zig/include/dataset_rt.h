@@ -215,8 +215,25 @@ typedef struct drt_batch {
  * the stream and starts reading ahead (at most min(num_workers, prefetch_size)
  * reads in flight). */
 int32_t drt_iterator_create(drt_dataset *dataset, drt_iterator **out);
+/* Like drt_iterator_create, but each uncompressed payload of at least
+ * defer_payload_bytes bytes (0: none) is left in its shard instead of being
+ * copied into a batch: its span in payloads is empty, drt_batch_deferred gives
+ * its length, and drt_iterator_read_deferred copies it into the caller's own
+ * memory, one copy from the file. Its record's metadata is still read and
+ * verified ahead, and the kernel is asked to start reading the payload. */
+int32_t drt_iterator_create_deferring(drt_dataset *dataset, uint64_t defer_payload_bytes,
+                                      drt_iterator **out);
 /* Next batch in planned order; *out is NULL at the end of the epoch. */
 int32_t drt_iterator_next(drt_iterator *iterator, drt_batch **out);
+/* *lengths_out: count entries; entry i is the length of sample i's deferred
+ * payload, or 0 when its payload is in the batch. NULL when the batch deferred
+ * none. Valid until the batch is released. */
+int32_t drt_batch_deferred(const drt_batch *batch, const uint64_t **lengths_out);
+/* Reads the deferred payload of sample `sample` of a batch this iterator
+ * returned into destination, which must hold its length (drt_batch_deferred).
+ * Runs on the calling thread; may be repeated. */
+int32_t drt_iterator_read_deferred(drt_iterator *iterator, const drt_batch *batch,
+                                   uint64_t sample, void *destination);
 void drt_batch_release(drt_batch *batch);
 /* Bytes of samples read ahead and held by the iterator (not yet handed out). */
 uint64_t drt_iterator_bytes_held(const drt_iterator *iterator);

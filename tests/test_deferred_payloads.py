@@ -1,0 +1,144 @@
+"""Large uncompressed payloads are deferred: the core verifies their records
+ahead, and reads each payload from its file straight into the bytes object the
+binding hands out (one copy) when its sample is reached."""
+
+from __future__ import annotations
+
+import gc
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import ListSource
+from dataset_rt import DatasetRuntime, ReaderConfig, ShardCompression, WriterConfig
+from dataset_rt.dataset import _DEFER_PAYLOAD_BYTES
+
+THRESHOLD = _DEFER_PAYLOAD_BYTES
+# Around the threshold, far below and far above it, and empty.
+SIZES = [0, 7, THRESHOLD - 1, THRESHOLD, THRESHOLD + 1, 3 * THRESHOLD + 5, 1 << 20, 100]
+
+
+def payload(i: int, size: int) -> bytes:
+    return (i.to_bytes(4, "little") + os.urandom(4)) * (size // 8) + bytes(size % 8)
+
+
+def write(
+    runtime: DatasetRuntime, base: Path, sizes: list[int], algo: str = "none"
+) -> tuple[Path, list[bytes]]:
+    payloads = [payload(i, size) for i, size in enumerate(sizes)]
+    samples = [(data, {"i": i, "size": len(data)}) for i, data in enumerate(payloads)]
+    config = WriterConfig(show_progress=False, shard_compression=ShardCompression(algo=algo))
+    [result] = runtime.write_cache(ListSource("big", samples), base, writer_config=config)
+    return result.path, payloads
+
+
+@pytest.fixture(scope="module")
+def mixed_cache(
+    tmp_path_factory: pytest.TempPathFactory, runtime: DatasetRuntime
+) -> tuple[Path, list[bytes]]:
+    return write(runtime, tmp_path_factory.mktemp("deferred"), SIZES * 3)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("prefetch", [1, 3, 64])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_mixed_sizes_read_back_exactly(
+    mixed_cache: tuple[Path, list[bytes]], workers: int, prefetch: int, shuffle: bool
+) -> None:
+    path, payloads = mixed_cache
+    runtime = DatasetRuntime(num_workers=workers)
+    config = ReaderConfig(shuffle=shuffle, seed=3, prefetch_size=prefetch)
+    ds = runtime.cached_dataset([path], reader_config=config)
+    seen = list(ds)
+    assert len(seen) == len(payloads)
+    for sample in seen:
+        assert type(sample.data) is bytes
+        assert sample.data == payloads[sample.sample_id]
+        assert sample.metadata["i"] == sample.sample_id
+        assert sample.metadata["size"] == len(sample.data)
+        # The object is an ordinary bytes: its hash is that of an equal copy.
+        assert hash(sample.data) == hash(bytes(bytearray(sample.data)))
+    if not shuffle:
+        assert [s.sample_id for s in seen] == list(range(len(payloads)))
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(sizes=st.lists(st.sampled_from(SIZES + [2 * THRESHOLD, 5]), min_size=1, max_size=12))
+def test_any_mix_of_sizes_round_trips(
+    runtime: DatasetRuntime, tmp_path_factory: pytest.TempPathFactory, sizes: list[int]
+) -> None:
+    path, payloads = write(runtime, tmp_path_factory.mktemp("mix"), sizes)
+    ds = runtime.cached_dataset(
+        [path], reader_config=ReaderConfig(seed=0, shuffle=False, prefetch_size=2)
+    )
+    assert [s.data for s in ds] == payloads
+
+
+def test_compressed_large_payloads_are_read_whole(runtime: DatasetRuntime, tmp_path: Path) -> None:
+    path, payloads = write(runtime, tmp_path, SIZES, algo="lz4")
+    ds = runtime.cached_dataset([path], reader_config=ReaderConfig(seed=0, shuffle=False))
+    assert [s.data for s in ds] == payloads
+
+
+def test_read_ahead_holds_only_metadata_of_deferred_samples(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    path, _ = write(runtime, tmp_path, [1 << 20] * 40)
+    ds = runtime.cached_dataset(
+        [path], reader_config=ReaderConfig(seed=0, shuffle=False, prefetch_size=16)
+    )
+    iterator = iter(ds)
+    next(iterator)
+    held = iterator.bytes_held()
+    assert held < 40 * 64, f"{held} bytes held: payloads were read into the batches"
+    assert sum(len(s.data) for s in iterator) == 39 << 20
+
+
+def test_a_shard_shortened_after_open_fails_naming_shard_and_sample(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    path, _ = write(runtime, tmp_path, [THRESHOLD * 2] * 6)
+    ds = runtime.cached_dataset(
+        [path], reader_config=ReaderConfig(seed=0, shuffle=False, prefetch_size=1)
+    )
+    shard = path / "shards" / "000000.bin"
+    size = shard.stat().st_size
+    with open(shard, "r+b") as f:
+        f.truncate(size - 10)  # cuts the last sample's payload only
+    got = []
+    with pytest.raises(ValueError) as raised:
+        for sample in ds:
+            got.append(sample.sample_id)
+    assert got == [0, 1, 2, 3, 4]
+    message = str(raised.value)
+    assert str(path) in message and "000000.bin" in message and "sample 5" in message, message
+
+
+@pytest.mark.parametrize("how", ["close", "del"])
+def test_leaving_a_deferred_batch_midway_is_safe(
+    runtime: DatasetRuntime, tmp_path: Path, how: str
+) -> None:
+    path, payloads = write(runtime, tmp_path, [THRESHOLD] * 30)
+    ds = runtime.cached_dataset(
+        [path], reader_config=ReaderConfig(seed=0, shuffle=False, prefetch_size=8)
+    )
+    ds.set_epoch_len(5)
+    for epoch in range(20):
+        iterator = iter(ds)
+        first = next(iterator)
+        assert first.sample_id == epoch * 5 % 30
+        assert first.data == payloads[first.sample_id]
+        if how == "close":
+            iterator.close()
+            rest = list(iterator)  # nothing deferred is read after close
+            assert rest == []
+        del iterator
+        gc.collect()
+    # The stream continues after the 20 abandoned epochs of 5.
+    ds.set_epoch_len(3)
+    assert [s.data for s in ds] == [payloads[i] for i in (10, 11, 12)]
