@@ -8,6 +8,8 @@ import io
 import itertools
 import json
 import os
+import struct
+import sys
 from collections.abc import Iterable, Iterator
 from itertools import repeat
 from pathlib import Path
@@ -213,21 +215,24 @@ _DEFER_PAYLOAD_BYTES = 64 * 1024
 
 
 _VALUE_BYTES = {_native.KIND_BOOL: 1, _native.KIND_INT: 8, _native.KIND_FLOAT: 8}
+# drt_batch_column: kind, reserved, values, offsets, bytes.
+_COLUMN_VIEW = struct.Struct("=IIQQQ")
+assert _COLUMN_VIEW.size == ctypes.sizeof(_native.BatchColumn)
 
 
 def _copy_columns(batch: _native.Batch, count: int) -> list[tuple[int, bytes, bytes]]:
     """(kind, values or offsets, string bytes) of each metadata column, copied out of the batch."""
+    views = ctypes.string_at(batch.columns, batch.column_count * _COLUMN_VIEW.size)
     columns = []
-    for column in batch.columns[: batch.column_count]:
-        if column.kind == _native.KIND_STRING:
-            offsets = ctypes.string_at(column.offsets, (count + 1) * 8)
-            end = column.offsets[count]
-            strings = ctypes.string_at(column.bytes, end) if end else b""
-            columns.append((column.kind, offsets, strings))
+    string_at = ctypes.string_at
+    for kind, _, values, offsets, strings in _COLUMN_VIEW.iter_unpack(views):
+        if kind == _native.KIND_STRING:
+            offsets_bytes = string_at(offsets, (count + 1) * 8)
+            end = int.from_bytes(offsets_bytes[-8:], sys.byteorder)
+            columns.append((kind, offsets_bytes, string_at(strings, end) if end else b""))
         else:
-            size = count * _VALUE_BYTES[column.kind]
-            values = ctypes.string_at(column.values, size) if size else b""
-            columns.append((column.kind, values, b""))
+            size = count * _VALUE_BYTES[kind]
+            columns.append((kind, string_at(values, size) if size else b"", b""))
     return columns
 
 
@@ -243,7 +248,7 @@ def _unpack_parts(
         b"" if length else ctypes.string_at(base + start, end - start)
         for length, start, end in zip(deferred, offsets, offsets[1:], strict=False)
     ]
-    metadata = BatchMetadata(names, _copy_columns(batch, count), count)
+    metadata = BatchMetadata(names, _copy_columns(batch, count))
     rows = list(map(MetadataRow, repeat(metadata, count), range(count)))
     return payloads, rows, batch.cache_ids[:count], batch.sample_ids[:count]
 
@@ -262,7 +267,7 @@ def _unpack(batch: _native.Batch, names: list[str]) -> list[CachedSample]:
     else:
         joined = ctypes.string_at(batch.payloads, payload_total) if payload_total else b""
         payloads = map(joined.__getitem__, map(slice, payload_offsets, payload_offsets[1:]))
-    metadata = BatchMetadata(names, _copy_columns(batch, count), count)
+    metadata = BatchMetadata(names, _copy_columns(batch, count))
     rows = map(MetadataRow, repeat(metadata, count), range(count))
     cache_ids = batch.cache_ids[:count]
     sample_ids = batch.sample_ids[:count]

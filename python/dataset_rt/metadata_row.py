@@ -1,41 +1,53 @@
-"""`MetadataRow`: a sample's metadata, decoded (batch by batch) on first use."""
+"""`MetadataRow`: a sample's metadata, decoded (column by column, batch by batch) on first use."""
 
 from __future__ import annotations
 
 from array import array
 from collections.abc import Iterator, Mapping
 from functools import partial
-from itertools import repeat
 from typing import Any
 
 
 class BatchMetadata:
     """The metadata of one batch of samples, by column, as copied from the core.
 
-    Turned into one dict per sample on the first access to any of them, with
-    C-level conversions (array, map, zip) rather than per-value Python code.
+    A column is turned into a list of Python values, for the whole batch at
+    once with C-level conversions (array, map), the first time any sample reads
+    it; a loop that reads one field never decodes the others.
     """
 
-    __slots__ = ("_names", "_columns", "_count", "_rows")
+    __slots__ = ("_names", "_columns", "_decoded")
 
-    def __init__(
-        self, names: list[str], columns: list[tuple[int, bytes, bytes]], count: int
-    ) -> None:
+    def __init__(self, names: list[str], columns: list[tuple[int, bytes, bytes]]) -> None:
         self._names = names
-        self._columns = columns
-        self._count = count
-        self._rows: list[dict[str, Any]] | None = None
+        self._columns = dict(zip(names, columns, strict=True))
+        self._decoded: dict[str, list[Any]] = {}
 
-    def rows(self) -> list[dict[str, Any]]:
-        rows = self._rows
-        if rows is None:
-            if not self._columns:
-                rows = self._rows = [{} for _ in range(self._count)]
-                return rows
-            values = [_column_values(kind, raw, strings) for kind, raw, strings in self._columns]
-            names = self._names
-            rows = self._rows = list(map(dict, map(zip, repeat(names), zip(*values, strict=True))))
-        return rows
+    def names(self) -> list[str]:
+        return self._names
+
+    def column(self, name: str) -> list[Any]:
+        """Every sample's value of column ``name``; KeyError if there is none."""
+        values = self._decoded.get(name)
+        if values is None:
+            kind, raw, strings = self._columns[name]
+            values = self._decoded[name] = _column_values(kind, raw, strings)
+        return values
+
+
+class _SingleRow:
+    """A plain mapping in the role of a one-sample batch (see MetadataRow)."""
+
+    __slots__ = ("_row",)
+
+    def __init__(self, row: dict[str, Any]) -> None:
+        self._row = row
+
+    def names(self) -> list[str]:
+        return list(self._row)
+
+    def column(self, name: str) -> list[Any]:
+        return [self._row[name]]
 
 
 def _column_values(kind: int, raw: bytes, strings: bytes) -> list[Any]:
@@ -56,53 +68,48 @@ _KIND_BOOL, _KIND_INT, _KIND_FLOAT, _KIND_STRING = 0, 1, 2, 3
 class MetadataRow(Mapping[str, Any]):
     """A read-only mapping that indexes, iterates and compares like a dict.
 
-    It points at its batch's metadata and is decoded (with the whole batch) only
-    when first read, so loops that only read payloads pay nothing for it.
+    It points at its batch's metadata; a field is decoded (for the whole batch)
+    only when first read, so loops that only read payloads pay nothing for it.
     """
 
-    __slots__ = ("_source", "_index", "_values")
+    __slots__ = ("_source", "_index")
 
-    def __init__(self, source: BatchMetadata | Mapping[str, Any], index: int = -1) -> None:
+    def __init__(self, source: BatchMetadata | Mapping[str, Any], index: int = 0) -> None:
         # The binding passes (batch, index); libraries that rebuild mappings as
         # type(m)(dict) (torch's default_convert does) pass a mapping.
+        if not isinstance(source, BatchMetadata):
+            source = _SingleRow(dict(source))  # type: ignore[assignment]
+            index = 0
         self._source = source
         self._index = index
 
-    def _decoded(self) -> dict[str, Any]:
-        try:
-            return self._values
-        except AttributeError:
-            source = self._source
-            if isinstance(source, BatchMetadata):
-                self._values = source.rows()[self._index]
-            else:
-                self._values = dict(source)
-            return self._values
-
     def __getitem__(self, key: str) -> Any:
-        return self._decoded()[key]
+        return self._source.column(key)[self._index]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._decoded())
+        return iter(self._source.names())
 
     def __len__(self) -> int:
-        return len(self._decoded())
+        return len(self._source.names())
 
     def __contains__(self, key: object) -> bool:
-        return key in self._decoded()
+        return key in self._source.names()
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, MetadataRow):
-            return self._decoded() == other._decoded()
         if isinstance(other, Mapping):
-            return self._decoded() == dict(other)
+            return self.to_dict() == dict(other)
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return repr(self._decoded())
+        return repr(self.to_dict())
+
+    def __reduce__(self) -> tuple[type[MetadataRow], tuple[dict[str, Any]]]:
+        # Pickles as its values alone, not the whole batch it points into.
+        return (MetadataRow, (self.to_dict(),))
 
     def to_dict(self) -> dict[str, Any]:
         """A plain dict copy of the row."""
-        return dict(self._decoded())
+        source, index = self._source, self._index
+        return {name: source.column(name)[index] for name in source.names()}
