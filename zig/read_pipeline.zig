@@ -1,12 +1,16 @@
 //! One iterator's read pipeline: planner -> bounded reads on the pool ->
 //! reorder buffer -> batches for the caller.
 //!
-//! The planned samples are cut into chunks. At most `window` chunks are in
-//! flight at once (window = min(num_workers, prefetch_size)); each is one pool
-//! job that reads its samples into a batch of its own. `next` hands out chunks
-//! strictly in planned order, whatever order the workers finish in, and only
-//! then submits the next chunk: a consumer that stops calling `next` stops all
-//! reading, so memory stays bounded by the window.
+//! The planned samples are cut into chunks of up to `prefetch_size` samples
+//! (fewer when their records are large); each is one pool job that reads its
+//! samples into a batch of its own. Chunks are submitted while at most
+//! `window` = min(num_workers, prefetch_size) are in flight and the samples
+//! read ahead stay within `prefetch_size`: small samples go in one large chunk
+//! at a time (the consumer's per-chunk cost is paid rarely), large ones in
+//! several small chunks read in parallel. `next` hands out chunks strictly in
+//! planned order, whatever order the workers finish in, and only then submits
+//! more: a consumer that stops calling `next` stops all reading, so memory
+//! stays bounded by `prefetch_size` samples.
 const std = @import("std");
 const system = @import("system.zig");
 const sampler = @import("sampler.zig");
@@ -21,8 +25,9 @@ const Diagnostic = @import("diagnostic.zig").Diagnostic;
 
 pub const Error = error{ InvalidCache, Io, OutOfMemory };
 
-/// Chunks never exceed this many samples, so one chunk stays a modest allocation.
-pub const chunk_samples_max = 1024;
+/// Chunks never exceed this many samples, so one chunk stays a modest allocation
+/// that fits the consumer's caches.
+pub const chunk_samples_max = 256;
 /// A chunk stops growing once its records reach this many bytes.
 pub const chunk_bytes_max = 4 << 20;
 
@@ -56,6 +61,8 @@ pub const Pipeline = struct {
     allocator: std.mem.Allocator,
     pool: *thread_pool.ThreadPool,
     plan: Plan,
+    /// The most samples read ahead (submitted, not yet handed out) at once.
+    prefetch_size: u32,
     chunk_samples: u32,
     chunks: []Chunk,
     /// Planned index of the next chunk to submit / to hand out.
@@ -79,13 +86,14 @@ pub const Pipeline = struct {
     ) Error!*Pipeline {
         std.debug.assert(prefetch_size >= 1);
         const window: u32 = @max(1, @min(pool.workerCount(), prefetch_size));
-        const chunk_samples: u32 = std.math.clamp(prefetch_size / window, 1, chunk_samples_max);
+        const chunk_samples: u32 = @min(prefetch_size, chunk_samples_max);
         const pipeline = try allocator.create(Pipeline);
         errdefer allocator.destroy(pipeline);
         pipeline.* = .{
             .allocator = allocator,
             .pool = pool,
             .plan = plan,
+            .prefetch_size = prefetch_size,
             .chunk_samples = chunk_samples,
             .chunks = try allocator.alloc(Chunk, window),
         };
@@ -167,15 +175,19 @@ pub const Pipeline = struct {
         return count;
     }
 
-    /// Fills every idle slot of the window with the next chunks of the plan.
+    /// Submits the next chunks of the plan while a slot of the window is idle
+    /// and the samples read ahead stay within `prefetch_size`.
     fn submitAvailable(pipeline: *Pipeline) void {
         // A slot is free once the chunk that used it before has been handed out;
         // decided from the consumer's own counters, never from a worker's state.
         while (pipeline.next_submit < pipeline.plan.count and pipeline.chunks_submitted < pipeline.chunks_delivered + pipeline.chunks.len) {
+            const count = pipeline.chunkSampleCount(pipeline.next_submit);
+            const ahead = pipeline.next_submit - pipeline.next_deliver;
+            if (ahead + count > pipeline.prefetch_size) break; // (never when nothing is ahead)
             const chunk = pipeline.slot(pipeline.chunks_submitted);
             std.debug.assert(chunk.state == .idle);
             chunk.first = pipeline.next_submit;
-            chunk.count = pipeline.chunkSampleCount(pipeline.next_submit);
+            chunk.count = count;
             pipeline.chunks_submitted += 1;
             chunk.failure = null;
             chunk.diagnostic = .{};

@@ -130,7 +130,7 @@ typedef struct drt_iterator drt_iterator;
 
 typedef struct drt_reader_options {
     uint64_t seed;
-    uint32_t prefetch_size;  /* >= 1 */
+    uint32_t prefetch_size;  /* >= 1: the most samples an iterator reads ahead */
     uint32_t shuffle;        /* 0 or 1 */
     uint32_t validate_cache; /* 0 or 1: verify every SHA-256 while loading */
 } drt_reader_options;
