@@ -109,6 +109,8 @@ const OpenShard = struct {
     file: std.Io.File,
     byte_len: u64 = 0,
     uncompressed_byte_len: u64 = 0,
+    /// Bytes before this offset have been handed to the disk (`startWriteback`).
+    writeback_start: u64 = 0,
     hasher: sha256.Hasher,
 };
 
@@ -653,7 +655,15 @@ pub const CacheWriter = struct {
         };
         writer.stats.disk_write.add(write_started, bytes.len);
         shard.byte_len += bytes.len;
+        if (shard.byte_len - shard.writeback_start >= writeback_bytes) {
+            durable_files.startWriteback(shard.file, shard.writeback_start, shard.byte_len - shard.writeback_start);
+            shard.writeback_start = shard.byte_len;
+        }
     }
+
+    /// Written shard bytes are handed to the disk in steps of this size as the
+    /// cache grows, so the fsyncs of `finish` wait for the last step only.
+    const writeback_bytes = 8 << 20;
 
     fn openShard(writer: *CacheWriter, diagnostic: *Diagnostic) Error!void {
         const io = system.io();
