@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import ListSource
-from dataset_rt import DatasetRuntime, ReaderConfig, ShardCompression, WriterConfig
+from dataset_rt import CacheInput, DatasetRuntime, ReaderConfig, ShardCompression, WriterConfig
 from dataset_rt.dataset import _DEFER_PAYLOAD_BYTES
 
 THRESHOLD = _DEFER_PAYLOAD_BYTES
@@ -142,3 +142,53 @@ def test_leaving_a_deferred_batch_midway_is_safe(
     # The stream continues after the 20 abandoned epochs of 5.
     ds.set_epoch_len(3)
     assert [s.data for s in ds] == [payloads[i] for i in (10, 11, 12)]
+
+
+class LargeSource:
+    """Large payloads as bytes, reused bytearrays and memoryviews; optionally fails midway."""
+
+    name = "large"
+
+    def __init__(self, count: int, fail_at: int | None = None) -> None:
+        self.count = count
+        self.fail_at = fail_at
+
+    def __iter__(self):  # noqa: ANN204
+        reused = bytearray(THRESHOLD * 2)
+        for i in range(self.count):
+            if i == self.fail_at:
+                raise RuntimeError(f"source broke at {i}")
+            data = self.payload(i)
+            if i % 3 == 1:
+                reused[:] = data
+                yield CacheInput(reused, {"i": i})  # edited again after the yield
+            elif i % 3 == 2:
+                yield CacheInput(memoryview(data), {"i": i})
+            else:
+                yield CacheInput(data, {"i": i})
+
+    @staticmethod
+    def payload(i: int) -> bytes:
+        return i.to_bytes(4, "little") + bytes([i % 251]) * (THRESHOLD * 2 - 4)
+
+
+def test_large_payloads_are_written_without_copies_and_read_back(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    source = LargeSource(200)  # several batches of borrowed payloads in flight
+    [result] = runtime.write_cache(
+        source, tmp_path, writer_config=WriterConfig(show_progress=False)
+    )
+    ds = runtime.cached_dataset([result.path], reader_config=ReaderConfig(seed=0, shuffle=False))
+    got = [(s.metadata["i"], s.data) for s in ds]
+    assert got == [(i, LargeSource.payload(i)) for i in range(200)]
+
+
+def test_a_source_failing_with_borrowed_batches_in_flight_publishes_nothing(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    [result] = runtime.write_cache(
+        LargeSource(300, fail_at=250), tmp_path, writer_config=WriterConfig(show_progress=False)
+    )
+    assert "source broke at 250" in result.message
+    assert not (tmp_path / "large").exists()

@@ -189,6 +189,25 @@ export fn drt_writer_push(
     return status_ok;
 }
 
+export fn drt_writer_push_borrowed(
+    writer: ?*cache_writer.CacheWriter,
+    payloads: ?[*]const ?[*]const u8,
+    payload_lens: ?[*]const u64,
+    count: u64,
+    metadata_json: ?[*]const u8,
+    metadata_json_len: u64,
+) i32 {
+    const w = writer orelse return failMessage(status_invalid_argument, "writer is NULL", .{});
+    if (!checkProcess(w.pool)) return status_wrong_process;
+    if (count == 0) return status_ok;
+    const parts = payloads orelse return failMessage(status_invalid_argument, "payloads is NULL", .{});
+    const lens = payload_lens orelse return failMessage(status_invalid_argument, "payload_lens is NULL", .{});
+    const text = metadata_json orelse return failMessage(status_invalid_argument, "metadata_json is NULL", .{});
+    var diagnostic: Diagnostic = .{};
+    w.pushBorrowed(parts[0..@intCast(count)], lens[0..@intCast(count)], text[0..@intCast(metadata_json_len)], &diagnostic) catch |err| return failError(err, &diagnostic);
+    return status_ok;
+}
+
 export fn drt_writer_finish(writer: ?*cache_writer.CacheWriter) i32 {
     const w = writer orelse return failMessage(status_invalid_argument, "writer is NULL", .{});
     if (!checkProcess(w.pool)) return status_wrong_process;

@@ -66,7 +66,12 @@ const Batch = struct {
     sequence: u64,
     first_sample: u64,
     count: usize,
+    /// The payloads back to back (copied at push), or empty when borrowed.
     payloads: []u8,
+    /// Borrowed payloads: one pointer per sample into the caller's memory,
+    /// valid until the batch is committed (`pushBorrowed`); else empty.
+    payload_parts: []const [*]const u8 = &.{},
+    payload_bytes: u64,
     payload_lens: []u64,
     metadata_text: []u8,
     // Filled by the encode job.
@@ -78,6 +83,7 @@ const Batch = struct {
 
     fn destroy(batch: *Batch, allocator: std.mem.Allocator) void {
         allocator.free(batch.payloads);
+        allocator.free(batch.payload_parts);
         allocator.free(batch.payload_lens);
         allocator.free(batch.metadata_text);
         batch.encoded.deinit(allocator);
@@ -367,32 +373,74 @@ pub const CacheWriter = struct {
         metadata_text: []const u8,
         diagnostic: *Diagnostic,
     ) Error!void {
+        try writer.checkPushable(payloads.len, payload_lens, metadata_text, diagnostic);
+        if (payload_lens.len == 0) return;
+        const batch = try writer.createBatch(payload_lens, metadata_text, payloads.len);
+        errdefer batch.destroy(writer.allocator);
+        batch.payloads = try writer.allocator.dupe(u8, payloads);
+        writer.submitBatch(batch);
+    }
+
+    /// Like `push`, but keeps pointers to the payloads instead of copying them:
+    /// each must stay unchanged and alive until its sample is committed
+    /// (`stats.samples_committed`) or the writer is destroyed.
+    pub fn pushBorrowed(
+        writer: *CacheWriter,
+        payloads: []const ?[*]const u8,
+        payload_lens: []const u64,
+        metadata_text: []const u8,
+        diagnostic: *Diagnostic,
+    ) Error!void {
+        var total: u64 = 0;
+        for (payloads, payload_lens, 0..) |payload, len, i| {
+            if (payload == null and len != 0) {
+                diagnostic.set("sample {d}: payload pointer is NULL for {d} bytes", .{ writer.samples_pushed + i, len });
+                return error.InvalidArgument;
+            }
+            total +|= len;
+        }
+        try writer.checkPushable(total, payload_lens, metadata_text, diagnostic);
+        if (payload_lens.len == 0) return;
+        const batch = try writer.createBatch(payload_lens, metadata_text, total);
+        errdefer batch.destroy(writer.allocator);
+        const parts = try writer.allocator.alloc([*]const u8, payloads.len);
+        for (parts, payloads) |*part, payload| part.* = payload orelse &no_bytes; // only for empty payloads
+        batch.payload_parts = parts;
+        writer.submitBatch(batch);
+    }
+
+    fn checkPushable(writer: *CacheWriter, payload_bytes: u64, payload_lens: []const u64, metadata_text: []const u8, diagnostic: *Diagnostic) Error!void {
         if (writer.phase != .open) {
             diagnostic.set("the writer has already finished", .{});
             return error.State;
         }
         try writer.checkFailure(diagnostic);
-        try checkPayloadLens(payloads.len, payload_lens, writer.options.compression, writer.samples_pushed, diagnostic);
-        if (payload_lens.len == 0) return;
-        if (writer.schema.len == 0) try writer.inferSchema(metadata_text, diagnostic);
+        try checkPayloadLens(payload_bytes, payload_lens, writer.options.compression, writer.samples_pushed, diagnostic);
+        if (payload_lens.len != 0 and writer.schema.len == 0) try writer.inferSchema(metadata_text, diagnostic);
+    }
 
+    /// A batch owning copies of the lengths and the metadata text; its payloads are set by the caller.
+    fn createBatch(writer: *CacheWriter, payload_lens: []const u64, metadata_text: []const u8, payload_bytes: u64) Error!*Batch {
         const allocator = writer.allocator;
         const batch = try allocator.create(Batch);
-        errdefer allocator.destroy(batch);
         batch.* = .{
             .writer = writer,
             .sequence = undefined,
             .first_sample = undefined,
             .count = payload_lens.len,
-            .payloads = try allocator.dupe(u8, payloads),
+            .payloads = &.{},
+            .payload_bytes = payload_bytes,
             .payload_lens = &.{},
             .metadata_text = &.{},
         };
-        errdefer allocator.free(batch.payloads);
+        errdefer batch.destroy(allocator);
         batch.payload_lens = try allocator.dupe(u64, payload_lens);
-        errdefer allocator.free(batch.payload_lens);
         batch.metadata_text = try allocator.dupe(u8, metadata_text);
+        return batch;
+    }
 
+    /// Queues the batch's encoding; blocks while too many batches are in flight.
+    fn submitBatch(writer: *CacheWriter, batch: *Batch) void {
         const io = system.io();
         const wait_started = system.monotonicNanoseconds();
         writer.mutex.lockUncancelable(io);
@@ -404,12 +452,14 @@ pub const CacheWriter = struct {
         writer.batches_pushed += 1;
         writer.samples_pushed += batch.count;
         writer.mutex.unlock(io);
-        writer.stats.ingress_wait.add(wait_started, payloads.len);
+        writer.stats.ingress_wait.add(wait_started, batch.payload_bytes);
         writer.pool.submit(&batch.job);
     }
 
+    const no_bytes = [0]u8{};
+
     fn checkPayloadLens(
-        payloads_len: usize,
+        payloads_len: u64,
         payload_lens: []const u64,
         compression: shard_record.Compression,
         first_sample: u64,
@@ -493,7 +543,7 @@ pub const CacheWriter = struct {
             batch.failed = true;
             if (err == error.OutOfMemory) batch.diagnostic.set("out of memory while encoding samples", .{});
         };
-        writer.stats.encode.add(started, batch.payloads.len);
+        writer.stats.encode.add(started, batch.payload_bytes);
         writer.enqueueEncoded(batch);
     }
 
@@ -510,6 +560,12 @@ pub const CacheWriter = struct {
         const values = try allocator.alloc(types.Value, schema.len);
         defer allocator.free(values);
 
+        if (writer.options.compression == .none) {
+            // The records' size, up to canonical JSON being longer than the text
+            // given: reserved once, so growing never doubles a large buffer.
+            const records_bytes = batch.payload_bytes + batch.metadata_text.len + batch.count * shard_record.header_bytes;
+            try batch.encoded.ensureTotalCapacityPrecise(allocator, @intCast(records_bytes));
+        }
         var parser = metadata_json.Parser.init(batch.metadata_text);
         var payload_offset: usize = 0;
         var compression_ns: u64 = 0;
@@ -532,7 +588,10 @@ pub const CacheWriter = struct {
             for (batch.columns, values) |*column, value| try column.append(allocator, value);
 
             const payload_len: usize = @intCast(batch.payload_lens[i]);
-            const payload = batch.payloads[payload_offset..][0..payload_len];
+            const payload = if (batch.payload_parts.len != 0)
+                batch.payload_parts[i][0..payload_len]
+            else
+                batch.payloads[payload_offset..][0..payload_len];
             payload_offset += payload_len;
             try batch.encoded.ensureUnusedCapacity(allocator, shard_record.encodedBytesMax(canonical.items.len, payload_len, writer.options.compression));
             const compress_started = system.monotonicNanoseconds();
@@ -552,7 +611,7 @@ pub const CacheWriter = struct {
         if (writer.options.compression == .lz4) {
             _ = writer.stats.compression.calls.fetchAdd(batch.count, .monotonic);
             _ = writer.stats.compression.nanoseconds.fetchAdd(compression_ns, .monotonic);
-            _ = writer.stats.compression.bytes.fetchAdd(batch.payloads.len, .monotonic);
+            _ = writer.stats.compression.bytes.fetchAdd(batch.payload_bytes, .monotonic);
         }
     }
 

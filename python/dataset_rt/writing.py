@@ -13,7 +13,9 @@ import ctypes
 import json
 import os
 import time
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +31,16 @@ from dataset_rt.records import (
     CacheWriteSuccess,
 )
 
+# Batches whose payloads average at least this many bytes are handed to the core
+# without copying (drt_writer_push_borrowed); smaller ones are joined and copied.
+_BORROW_BYTES_MIN = 64 * 1024
+
+# (payloads, their lengths, count, metadata JSON array): one batch for the core.
+SerializedBatch = tuple[list[bytes], ctypes.Array[ctypes.c_uint64], int, bytes]
+
 # A batch closes at whichever bound it reaches first.
 _BATCH_SAMPLES_MIN = 1024
-_BATCH_BYTES_MAX = 8 * 1024 * 1024
+_BATCH_BYTES_MAX = 2 * 1024 * 1024
 
 # Raw UTF-8 (not \u escapes) so that a lone surrogate reaches the core as invalid
 # UTF-8 and is rejected there, instead of being paired up by the JSON escape rules.
@@ -109,18 +118,43 @@ class NativeWriter:
         )
         self._handle = handle
         self._process_id = os.getpid()
+        # Batches pushed without copying: (samples pushed after it, its payloads),
+        # kept alive until the core has committed them.
+        self._borrowed: deque[tuple[int, list[bytes]]] = deque()
+        self._samples_pushed = 0
 
-    def push(
-        self, payloads: bytes, lengths: ctypes.Array[ctypes.c_uint64], count: int, metadata: bytes
-    ) -> None:
-        _native.check(
-            _native.lib.drt_writer_push(
-                self._handle, payloads, len(payloads), lengths, count, metadata, len(metadata)
+    def push(self, batch: SerializedBatch) -> None:
+        payloads, lengths, count, metadata = batch
+        if sum(lengths) >= _BORROW_BYTES_MIN * count:
+            # Large payloads: the core reads them from these bytes objects on the
+            # pool instead of Python joining them and the core copying them.
+            addresses = (ctypes.c_void_p * count)(
+                *map(int.__add__, map(id, payloads), repeat(_native.BYTES_DATA_OFFSET))
             )
-        )
+            _native.check(
+                _native.lib.drt_writer_push_borrowed(
+                    self._handle, addresses, lengths, count, metadata, len(metadata)
+                )
+            )
+            self._borrowed.append((self._samples_pushed + count, payloads))
+        else:
+            joined = b"".join(payloads)
+            _native.check(
+                _native.lib.drt_writer_push(
+                    self._handle, joined, len(joined), lengths, count, metadata, len(metadata)
+                )
+            )
+        self._samples_pushed += count
+
+    def release_committed(self, samples_committed: int) -> None:
+        """Drop the borrowed payloads of batches the core has committed."""
+        borrowed = self._borrowed
+        while borrowed and borrowed[0][0] <= samples_committed:
+            borrowed.popleft()
 
     def finish(self) -> Path:
         _native.check(_native.lib.drt_writer_finish(self._handle))
+        self._borrowed.clear()  # every batch is committed
         return Path(_native.lib.drt_writer_path(self._handle).decode())
 
     def stats(self) -> _native.WriterStats:
@@ -134,8 +168,9 @@ class NativeWriter:
 
     def destroy(self) -> None:
         if self._handle and not _native.shutting_down():
-            _native.lib.drt_writer_destroy(self._handle)
+            _native.lib.drt_writer_destroy(self._handle)  # waits for every job
             self._handle = ctypes.c_void_p()
+            self._borrowed.clear()
 
 
 def _payload_bytes(data: object, index: int) -> bytes:
@@ -185,15 +220,15 @@ def _describe_unserializable(metadatas: list[dict[str, Any]], first_index: int) 
 
 def _serialize(
     payloads: list[bytes], metadatas: list[dict[str, Any]], first_index: int
-) -> tuple[bytes, ctypes.Array[ctypes.c_uint64], int, bytes]:
-    """One batch for the core: (joined payloads, lengths, count, metadata JSON array)."""
+) -> SerializedBatch:
+    """One batch for the core: (payloads, lengths, count, metadata JSON array)."""
     count = len(payloads)
     lengths = (ctypes.c_uint64 * count)(*map(len, payloads))
     try:
         metadata = _encode_metadata(metadatas).encode("utf-8", "surrogatepass")
     except (TypeError, ValueError):
         raise SampleError(_describe_unserializable(metadatas, first_index)) from None
-    return b"".join(payloads), lengths, count, metadata
+    return payloads, lengths, count, metadata
 
 
 def write_source(
@@ -261,18 +296,18 @@ def write_source(
 
 def _push(
     writer: NativeWriter,
-    batch: tuple[bytes, ctypes.Array[ctypes.c_uint64], int, bytes],
+    batch: SerializedBatch,
     profile: WriterProfile,
     progress: WriteProgress,
 ) -> float:
     """Hand one batch to the core; returns the seconds the call took when profiling."""
-    joined, lengths, count, metadata = batch
     started = time.perf_counter() if profile.enabled else 0.0
-    writer.push(joined, lengths, count, metadata)
+    writer.push(batch)
     seconds = time.perf_counter() - started if profile.enabled else 0.0
     if profile.enabled:
-        profile.add_bytes("python_extract", len(joined))
+        profile.add_bytes("python_extract", sum(batch[1]))
     stats = writer.stats()
+    writer.release_committed(stats.samples_committed)
     progress.update(stats.samples_committed, stats.payload_bytes_committed)
     return seconds
 

@@ -1,6 +1,7 @@
 /*
- * Writes two caches (lz4 and uncompressed) through the C ABI and reads every
- * record back, the uncompressed one with deferred payloads, using only
+ * Writes two caches (lz4, and uncompressed with borrowed payloads) through the
+ * C ABI and reads every record back, the uncompressed one with deferred
+ * payloads, using only
  * dataset_rt.h and the shared library. Usage: abi_round_trip <base_dir>
  * Exits 0 when every payload and metadata row matches what was written.
  */
@@ -36,9 +37,15 @@ static int write_cache(drt_runtime *runtime, const char *base_dir, const char *n
     };
     drt_writer *writer = NULL;
     if (drt_writer_create(runtime, base_dir, strlen(base_dir), name, strlen(name), &options, &writer) != DRT_OK) return fail("writer_create");
+    /* The lz4 cache is pushed with copies from one reused buffer; the raw one
+     * borrows its payloads, which stay untouched until the writer finishes. */
+    int borrow = compression == DRT_COMPRESSION_NONE;
     static uint8_t payloads[BATCH_SAMPLES * 3000u];
+    static uint8_t all_payloads[SAMPLE_COUNT * 3000u];
     static char metadata[BATCH_SAMPLES * 96u];
     uint64_t lens[BATCH_SAMPLES];
+    const uint8_t *parts[BATCH_SAMPLES];
+    size_t all_used = 0;
     for (uint32_t first = 0; first < SAMPLE_COUNT; first += BATCH_SAMPLES) {
         uint32_t count = SAMPLE_COUNT - first < BATCH_SAMPLES ? SAMPLE_COUNT - first : BATCH_SAMPLES;
         size_t used = 0, text = 0;
@@ -46,14 +53,19 @@ static int write_cache(drt_runtime *runtime, const char *base_dir, const char *n
         for (uint32_t k = 0; k < count; k++) {
             uint32_t i = first + k;
             fill_payload(i, payloads + used);
+            fill_payload(i, all_payloads + all_used);
+            parts[k] = all_payloads + all_used;
             lens[k] = payload_len(i);
             used += lens[k];
+            all_used += lens[k];
             /* Keys deliberately unsorted: the core sorts them. */
             text += (size_t)snprintf(metadata + text, sizeof metadata - text, "%s{\"score\":%u.5,\"label\":\"l%u\",\"index\":%u}",
                                      k ? "," : "", i, i % 4u, i);
         }
         metadata[text++] = ']';
-        if (drt_writer_push(writer, payloads, used, lens, count, (const uint8_t *)metadata, text) != DRT_OK) {
+        int32_t status = borrow ? drt_writer_push_borrowed(writer, parts, lens, count, (const uint8_t *)metadata, text)
+                                : drt_writer_push(writer, payloads, used, lens, count, (const uint8_t *)metadata, text);
+        if (status != DRT_OK) {
             drt_writer_destroy(writer);
             return fail("writer_push");
         }

@@ -111,6 +111,16 @@ int32_t drt_check_source_name(const char *source_name, uint64_t source_name_len)
 int32_t drt_writer_push(drt_writer *writer, const uint8_t *payloads, uint64_t payloads_len,
                         const uint64_t *payload_lens, uint64_t count,
                         const uint8_t *metadata_json, uint64_t metadata_json_len);
+/*
+ * Like drt_writer_push, but payload i is payloads[i] (payload_lens[i] bytes; NULL
+ * only when empty) and is not copied: the core reads it later on the pool, so
+ * the caller must keep it alive and unchanged until drt_writer_stats_get
+ * reports samples_committed past it, or until drt_writer_destroy returns.
+ * The lengths and the metadata are copied.
+ */
+int32_t drt_writer_push_borrowed(drt_writer *writer, const uint8_t *const *payloads,
+                                 const uint64_t *payload_lens, uint64_t count,
+                                 const uint8_t *metadata_json, uint64_t metadata_json_len);
 
 /* Waits for all samples, writes index, metadata and manifest, fsyncs and publishes. */
 int32_t drt_writer_finish(drt_writer *writer);
