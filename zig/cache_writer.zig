@@ -560,12 +560,6 @@ pub const CacheWriter = struct {
         const values = try allocator.alloc(types.Value, schema.len);
         defer allocator.free(values);
 
-        if (writer.options.compression == .none) {
-            // The records' size, up to canonical JSON being longer than the text
-            // given: reserved once, so growing never doubles a large buffer.
-            const records_bytes = batch.payload_bytes + batch.metadata_text.len + batch.count * shard_record.header_bytes;
-            try batch.encoded.ensureTotalCapacityPrecise(allocator, @intCast(records_bytes));
-        }
         var parser = metadata_json.Parser.init(batch.metadata_text);
         var payload_offset: usize = 0;
         var compression_ns: u64 = 0;

@@ -40,7 +40,7 @@ SerializedBatch = tuple[list[bytes], ctypes.Array[ctypes.c_uint64], int, bytes]
 
 # A batch closes at whichever bound it reaches first.
 _BATCH_SAMPLES_MIN = 1024
-_BATCH_BYTES_MAX = 2 * 1024 * 1024
+_BATCH_BYTES_MAX = 1024 * 1024
 
 # Raw UTF-8 (not \u escapes) so that a lone surrogate reaches the core as invalid
 # UTF-8 and is rejected there, instead of being paired up by the JSON escape rules.
