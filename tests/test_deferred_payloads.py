@@ -99,17 +99,21 @@ def test_read_ahead_holds_only_metadata_of_deferred_samples(
     assert sum(len(s.data) for s in iterator) == 39 << 20
 
 
+# A 1 MiB payload is read in two halves in parallel: cut in either half.
+@pytest.mark.parametrize(
+    ("size", "cut"), [(THRESHOLD * 2, 10), (1 << 20, 10), (1 << 20, 700 * 1024)]
+)
 def test_a_shard_shortened_after_open_fails_naming_shard_and_sample(
-    runtime: DatasetRuntime, tmp_path: Path
+    runtime: DatasetRuntime, tmp_path: Path, size: int, cut: int
 ) -> None:
-    path, _ = write(runtime, tmp_path, [THRESHOLD * 2] * 6)
+    path, _ = write(runtime, tmp_path, [size] * 6)
     ds = runtime.cached_dataset(
         [path], reader_config=ReaderConfig(seed=0, shuffle=False, prefetch_size=1)
     )
     shard = path / "shards" / "000000.bin"
-    size = shard.stat().st_size
+    size_on_disk = shard.stat().st_size
     with open(shard, "r+b") as f:
-        f.truncate(size - 10)  # cuts the last sample's payload only
+        f.truncate(size_on_disk - cut)  # cuts the last sample's payload only
     got = []
     with pytest.raises(ValueError) as raised:
         for sample in ds:

@@ -241,7 +241,8 @@ int32_t drt_iterator_next(drt_iterator *iterator, drt_batch **out);
 int32_t drt_batch_deferred(const drt_batch *batch, const uint64_t **lengths_out);
 /* Reads the deferred payload of sample `sample` of a batch this iterator
  * returned into destination, which must hold its length (drt_batch_deferred).
- * Runs on the calling thread; may be repeated. */
+ * Returns when the payload is there (a large one is read half on the calling
+ * thread, half on a pool worker); may be repeated. */
 int32_t drt_iterator_read_deferred(drt_iterator *iterator, const drt_batch *batch,
                                    uint64_t sample, void *destination);
 void drt_batch_release(drt_batch *batch);
