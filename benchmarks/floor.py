@@ -1,0 +1,102 @@
+"""What the Python side of the API costs per sample on this machine, with no
+native work at all: the floor under W1's figures (docs/benchmarks.md).
+
+Read floor: from one already-copied batch of 1 KiB payloads and metadata
+columns, build what the binding hands out per sample (a `bytes` slice, a
+`MetadataRow`, a `CachedSample`) with the binding's own C-level maps, and
+consume it as the benchmark does (`for s in it: s.data`). Write floor: iterate
+the benchmark's source and do the binding's per-sample work (shape checks,
+private dict copy) plus the metadata JSON encoding of each batch.
+
+Usage: python benchmarks/floor.py   (with this project's dataset_rt importable)
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import statistics
+import time
+from array import array
+from itertools import repeat
+
+from dataset_rt.dataset import _new_sample
+from dataset_rt.metadata_row import BatchMetadata, MetadataRow
+from dataset_rt.records import CacheInput
+from dataset_rt.writing import _encode_metadata
+
+SAMPLES = 200_000
+CHUNK = 64  # samples per batch with the default prefetch_size
+LABELS = ["cat", "dog", "bird", "fish"]
+
+
+def read_floor() -> float:
+    """Samples/s of building and consuming the objects of a data-only pass."""
+    joined = os.urandom(CHUNK * 1024)
+    offsets = list(range(0, (CHUNK + 1) * 1024, 1024))
+    ints = array("q", range(CHUNK)).tobytes()
+    floats = array("d", [i / 2 for i in range(CHUNK)]).tobytes()
+    text = "".join(LABELS[i % 4] for i in range(CHUNK)).encode()
+    ends = list(itertools.accumulate(len(LABELS[i % 4]) for i in range(CHUNK)))
+    string_offsets = array("Q", [0, *ends]).tobytes()
+    columns = [(1, ints, b""), (3, string_offsets, text), (2, floats, b"")]
+    names = ["index", "label", "score"]
+
+    def batch() -> list[tuple]:
+        payloads = map(joined.__getitem__, map(slice, offsets, offsets[1:]))
+        metadata = BatchMetadata(names, columns)
+        rows = map(MetadataRow, repeat(metadata, CHUNK), range(CHUNK))
+        ids = range(CHUNK)
+        return list(map(_new_sample, zip(payloads, rows, repeat(0), ids, strict=False)))
+
+    started = time.perf_counter()
+    for sample in itertools.chain.from_iterable(batch() for _ in range(SAMPLES // CHUNK)):
+        sample.data  # noqa: B018 (what the benchmark's pass does)
+    return SAMPLES / (time.perf_counter() - started)
+
+
+def write_floor() -> tuple[float, float]:
+    """(samples/s of iterating the source alone, samples/s of source + binding work)."""
+    payloads = [os.urandom(512) + bytes(512) for _ in range(16)]
+
+    def source():  # noqa: ANN202
+        for i in range(SAMPLES):
+            metadata = {"index": i, "label": LABELS[i % 4], "score": i * 0.5}
+            yield CacheInput(payloads[i % 16], metadata)
+
+    started = time.perf_counter()
+    for _ in source():
+        pass
+    source_only = SAMPLES / (time.perf_counter() - started)
+
+    started = time.perf_counter()
+    metadatas: list[dict] = []
+    datas: list[bytes] = []
+    for item in source():
+        data, metadata = item
+        if type(data) is not bytes:
+            raise TypeError(type(data))
+        datas.append(data)
+        metadatas.append(metadata.copy())
+        if len(metadatas) == 1024:
+            _encode_metadata(metadatas).encode("utf-8", "surrogatepass")
+            b"".join(datas)
+            metadatas, datas = [], []
+    with_binding = SAMPLES / (time.perf_counter() - started)
+    return source_only, with_binding
+
+
+def main() -> None:
+    reads = [read_floor() for _ in range(5)]
+    writes = [write_floor() for _ in range(3)]
+    print(f"read floor (objects only, data-only pass): {statistics.median(reads):,.0f} samples/s")
+    source_only = statistics.median(w[0] for w in writes)
+    with_binding = statistics.median(w[1] for w in writes)
+    print(
+        f"write floor: source alone {source_only:,.0f} samples/s; "
+        f"source + per-sample checks/copies + batch JSON {with_binding:,.0f} samples/s"
+    )
+
+
+if __name__ == "__main__":
+    main()
