@@ -75,7 +75,7 @@ def test_a_child_destroying_an_inherited_writer_keeps_the_parents_staging(tmp_pa
     runtime = DatasetRuntime(num_workers=2)
     writer = NativeWriter(runtime._live_handle().value, tmp_path, "forked", QUIET, 2)
     payloads, metadatas = zip(*simple_samples(10), strict=True)
-    writer.push(_batch(list(payloads), list(metadatas)))
+    writer.push(_batch(writer, list(payloads), list(metadatas)))
 
     def child() -> int:
         # What unwinding through write_cache does; the parent's files must stay.
@@ -83,7 +83,7 @@ def test_a_child_destroying_an_inherited_writer_keeps_the_parents_staging(tmp_pa
         return 0
 
     assert _run_in_child(child) == 0
-    writer.push(_batch(list(payloads), list(metadatas)))
+    writer.push(_batch(writer, list(payloads), list(metadatas)))
     path = writer.finish()
     writer.destroy()
     dataset = runtime.cached_dataset(
@@ -92,7 +92,7 @@ def test_a_child_destroying_an_inherited_writer_keeps_the_parents_staging(tmp_pa
     assert len(dataset) == 20
 
 
-def _batch(payloads: list[bytes], metadatas: list[dict[str, object]]):  # noqa: ANN202
+def _batch(writer: NativeWriter, payloads: list[bytes], metadatas: list[dict[str, object]]):  # noqa: ANN202
     from dataset_rt.writing import _serialize
 
-    return _serialize(payloads, metadatas, 0)
+    return _serialize(writer, payloads, metadatas, 0, None)

@@ -8,6 +8,7 @@ const sha256 = @import("sha256.zig");
 const shard_record = @import("shard_record.zig");
 const thread_pool = @import("thread_pool.zig");
 const cache_writer = @import("cache_writer.zig");
+const metadata_columns = @import("metadata_columns.zig");
 const dataset_module = @import("dataset.zig");
 const sample_batch = @import("sample_batch.zig");
 const metadata_table = @import("metadata_table.zig");
@@ -205,6 +206,25 @@ export fn drt_writer_push_borrowed(
     const text = metadata_json orelse return failMessage(status_invalid_argument, "metadata_json is NULL", .{});
     var diagnostic: Diagnostic = .{};
     w.pushBorrowed(parts[0..@intCast(count)], lens[0..@intCast(count)], text[0..@intCast(metadata_json_len)], &diagnostic) catch |err| return failError(err, &diagnostic);
+    return status_ok;
+}
+
+export fn drt_writer_push_columns(
+    writer: ?*cache_writer.CacheWriter,
+    payloads: ?[*]const ?[*]const u8,
+    payload_lens: ?[*]const u64,
+    count: u64,
+    columns: ?[*]const metadata_columns.PushColumn,
+    column_count: u64,
+) i32 {
+    const w = writer orelse return failMessage(status_invalid_argument, "writer is NULL", .{});
+    if (!checkProcess(w.pool)) return status_wrong_process;
+    if (count == 0) return status_ok;
+    const parts = payloads orelse return failMessage(status_invalid_argument, "payloads is NULL", .{});
+    const lens = payload_lens orelse return failMessage(status_invalid_argument, "payload_lens is NULL", .{});
+    const pushed: []const metadata_columns.PushColumn = if (column_count == 0) &.{} else (columns orelse return failMessage(status_invalid_argument, "columns is NULL", .{}))[0..@intCast(column_count)];
+    var diagnostic: Diagnostic = .{};
+    w.pushColumns(parts[0..@intCast(count)], lens[0..@intCast(count)], pushed, &diagnostic) catch |err| return failError(err, &diagnostic);
     return status_ok;
 }
 

@@ -12,6 +12,7 @@ const std = @import("std");
 const system = @import("system.zig");
 const types = @import("metadata_types.zig");
 const metadata_json = @import("metadata_json.zig");
+const metadata_columns = @import("metadata_columns.zig");
 const manifest = @import("manifest.zig");
 const arrow_ipc = @import("arrow_ipc.zig");
 const sha256 = @import("sha256.zig");
@@ -73,8 +74,11 @@ const Batch = struct {
     payload_parts: []const [*]const u8 = &.{},
     payload_bytes: u64,
     payload_lens: []u64,
+    /// The metadata as a JSON array, or empty when it came by column (then
+    /// `columns` already holds it and `columnar` is set).
     metadata_text: []u8,
-    // Filled by the encode job.
+    columnar: bool = false,
+    // Filled by the encode job (`columns` at push when columnar).
     encoded: std.ArrayList(u8) = .empty,
     record_lens: []u64 = &.{},
     columns: []ColumnBuilder = &.{},
@@ -391,32 +395,93 @@ pub const CacheWriter = struct {
         metadata_text: []const u8,
         diagnostic: *Diagnostic,
     ) Error!void {
-        var total: u64 = 0;
-        for (payloads, payload_lens, 0..) |payload, len, i| {
-            if (payload == null and len != 0) {
-                diagnostic.set("sample {d}: payload pointer is NULL for {d} bytes", .{ writer.samples_pushed + i, len });
-                return error.InvalidArgument;
-            }
-            total +|= len;
-        }
+        const total = try borrowedBytes(payloads, payload_lens, writer.samples_pushed, diagnostic);
         try writer.checkPushable(total, payload_lens, metadata_text, diagnostic);
         if (payload_lens.len == 0) return;
         const batch = try writer.createBatch(payload_lens, metadata_text, total);
         errdefer batch.destroy(writer.allocator);
-        const parts = try writer.allocator.alloc([*]const u8, payloads.len);
-        for (parts, payloads) |*part, payload| part.* = payload orelse &no_bytes; // only for empty payloads
-        batch.payload_parts = parts;
+        batch.payload_parts = try borrowedParts(writer.allocator, payloads);
         writer.submitBatch(batch);
     }
 
-    fn checkPushable(writer: *CacheWriter, payload_bytes: u64, payload_lens: []const u64, metadata_text: []const u8, diagnostic: *Diagnostic) Error!void {
+    /// Like `pushBorrowed`, with the metadata given by column (copied): no
+    /// JSON to encode in the caller or to parse here.
+    pub fn pushColumns(
+        writer: *CacheWriter,
+        payloads: []const ?[*]const u8,
+        payload_lens: []const u64,
+        pushed: []const metadata_columns.PushColumn,
+        diagnostic: *Diagnostic,
+    ) Error!void {
+        const total = try borrowedBytes(payloads, payload_lens, writer.samples_pushed, diagnostic);
+        try writer.checkPushable(total, payload_lens, null, diagnostic);
+        if (payload_lens.len == 0) return;
+        const allocator = writer.allocator;
+        const columns = try allocator.alloc(types.Column, pushed.len);
+        defer allocator.free(columns);
+        for (pushed, columns) |column, *out| out.* = metadata_columns.view(column, payload_lens.len, writer.samples_pushed, diagnostic) catch |err| return columnError(err);
+        if (writer.schema.len == 0) {
+            const schema = metadata_columns.inferSchema(allocator, columns, diagnostic) catch |err| {
+                diagnostic.prefix("sample {d}: ", .{writer.samples_pushed});
+                return columnError(err);
+            };
+            errdefer metadata_json.freeSchema(allocator, schema);
+            writer.columns = try column_builder.initAll(allocator, schema);
+            writer.schema = schema;
+        }
+        const ordered = try allocator.alloc(types.ColumnValues, writer.schema.len);
+        defer allocator.free(ordered);
+        metadata_columns.orderBySchema(writer.schema, columns, ordered, diagnostic) catch |err| {
+            diagnostic.prefix("samples {d}..{d}: ", .{ writer.samples_pushed, writer.samples_pushed + payload_lens.len - 1 });
+            return columnError(err);
+        };
+        const batch = try writer.createBatch(payload_lens, "", total);
+        errdefer batch.destroy(allocator);
+        batch.columns = try column_builder.initAll(allocator, writer.schema);
+        for (batch.columns, ordered) |*column, values| try column.appendValues(allocator, values);
+        batch.columnar = true;
+        batch.payload_parts = try borrowedParts(allocator, payloads);
+        writer.submitBatch(batch);
+    }
+
+    fn columnError(err: metadata_columns.Error) Error {
+        return switch (err) {
+            error.InvalidArgument => error.InvalidArgument,
+            error.InvalidInput => error.InvalidInput,
+            error.OutOfMemory => error.OutOfMemory,
+        };
+    }
+
+    /// The payloads' total length; a NULL payload must be empty.
+    fn borrowedBytes(payloads: []const ?[*]const u8, payload_lens: []const u64, first_sample: u64, diagnostic: *Diagnostic) Error!u64 {
+        var total: u64 = 0;
+        for (payloads, payload_lens, 0..) |payload, len, i| {
+            if (payload == null and len != 0) {
+                diagnostic.set("sample {d}: payload pointer is NULL for {d} bytes", .{ first_sample + i, len });
+                return error.InvalidArgument;
+            }
+            total +|= len;
+        }
+        return total;
+    }
+
+    fn borrowedParts(allocator: std.mem.Allocator, payloads: []const ?[*]const u8) Error![]const [*]const u8 {
+        const parts = try allocator.alloc([*]const u8, payloads.len);
+        for (parts, payloads) |*part, payload| part.* = payload orelse &no_bytes; // only for empty payloads
+        return parts;
+    }
+
+    /// `metadata_text`: the JSON array that fixes the schema if none is fixed yet (null: by column).
+    fn checkPushable(writer: *CacheWriter, payload_bytes: u64, payload_lens: []const u64, metadata_text: ?[]const u8, diagnostic: *Diagnostic) Error!void {
         if (writer.phase != .open) {
             diagnostic.set("the writer has already finished", .{});
             return error.State;
         }
         try writer.checkFailure(diagnostic);
         try checkPayloadLens(payload_bytes, payload_lens, writer.options.compression, writer.samples_pushed, diagnostic);
-        if (payload_lens.len != 0 and writer.schema.len == 0) try writer.inferSchema(metadata_text, diagnostic);
+        if (metadata_text) |text| {
+            if (payload_lens.len != 0 and writer.schema.len == 0) try writer.inferSchema(text, diagnostic);
+        }
     }
 
     /// A batch owning copies of the lengths and the metadata text; its payloads are set by the caller.
@@ -548,6 +613,7 @@ pub const CacheWriter = struct {
     }
 
     fn encodeBatch(writer: *CacheWriter, batch: *Batch) !void {
+        if (batch.columnar) return writer.encodeColumnar(batch);
         const allocator = writer.allocator;
         const schema = writer.schema;
         batch.record_lens = try allocator.alloc(u64, batch.count);
@@ -581,16 +647,7 @@ pub const CacheWriter = struct {
             try metadata_json.writeCanonical(allocator, schema, values, &canonical);
             for (batch.columns, values) |*column, value| try column.append(allocator, value);
 
-            const payload_len: usize = @intCast(batch.payload_lens[i]);
-            const payload = if (batch.payload_parts.len != 0)
-                batch.payload_parts[i][0..payload_len]
-            else
-                batch.payloads[payload_offset..][0..payload_len];
-            payload_offset += payload_len;
-            try batch.encoded.ensureUnusedCapacity(allocator, shard_record.encodedBytesMax(canonical.items.len, payload_len, writer.options.compression));
-            const compress_started = system.monotonicNanoseconds();
-            batch.record_lens[i] = shard_record.appendAssumeCapacity(&batch.encoded, canonical.items, payload, writer.options.compression);
-            if (writer.options.compression == .lz4) compression_ns += system.monotonicNanoseconds() - compress_started;
+            compression_ns += try writer.appendRecord(batch, i, canonical.items, &payload_offset);
         }
         const extra = parser.nextObject(allocator, &scratch, &batch.diagnostic) catch |err| {
             if (err == error.OutOfMemory) return error.OutOfMemory;
@@ -602,11 +659,48 @@ pub const CacheWriter = struct {
             return error.InvalidInput;
         }
         parser.finish(&batch.diagnostic) catch return error.InvalidInput;
-        if (writer.options.compression == .lz4) {
-            _ = writer.stats.compression.calls.fetchAdd(batch.count, .monotonic);
-            _ = writer.stats.compression.nanoseconds.fetchAdd(compression_ns, .monotonic);
-            _ = writer.stats.compression.bytes.fetchAdd(batch.payload_bytes, .monotonic);
+        writer.countCompression(batch, compression_ns);
+    }
+
+    /// Encodes a batch whose metadata came by column (checked at push).
+    fn encodeColumnar(writer: *CacheWriter, batch: *Batch) !void {
+        const allocator = writer.allocator;
+        batch.record_lens = try allocator.alloc(u64, batch.count);
+        var canonical: std.ArrayList(u8) = .empty;
+        defer canonical.deinit(allocator);
+        const values = try allocator.alloc(types.Value, writer.schema.len);
+        defer allocator.free(values);
+        var payload_offset: usize = 0;
+        var compression_ns: u64 = 0;
+        for (0..batch.count) |i| {
+            for (batch.columns, values) |*column, *value| value.* = column.view().get(i);
+            canonical.clearRetainingCapacity();
+            try metadata_json.writeCanonical(allocator, writer.schema, values, &canonical);
+            compression_ns += try writer.appendRecord(batch, i, canonical.items, &payload_offset);
         }
+        writer.countCompression(batch, compression_ns);
+    }
+
+    /// Frames sample `i` of the batch after its canonical metadata; returns
+    /// the nanoseconds spent compressing.
+    fn appendRecord(writer: *CacheWriter, batch: *Batch, i: usize, canonical: []const u8, payload_offset: *usize) !u64 {
+        const payload_len: usize = @intCast(batch.payload_lens[i]);
+        const payload = if (batch.payload_parts.len != 0)
+            batch.payload_parts[i][0..payload_len]
+        else
+            batch.payloads[payload_offset.*..][0..payload_len];
+        payload_offset.* += payload_len;
+        try batch.encoded.ensureUnusedCapacity(writer.allocator, shard_record.encodedBytesMax(canonical.len, payload_len, writer.options.compression));
+        const compress_started = system.monotonicNanoseconds();
+        batch.record_lens[i] = shard_record.appendAssumeCapacity(&batch.encoded, canonical, payload, writer.options.compression);
+        return if (writer.options.compression == .lz4) system.monotonicNanoseconds() - compress_started else 0;
+    }
+
+    fn countCompression(writer: *CacheWriter, batch: *const Batch, compression_ns: u64) void {
+        if (writer.options.compression != .lz4) return;
+        _ = writer.stats.compression.calls.fetchAdd(batch.count, .monotonic);
+        _ = writer.stats.compression.nanoseconds.fetchAdd(compression_ns, .monotonic);
+        _ = writer.stats.compression.bytes.fetchAdd(batch.payload_bytes, .monotonic);
     }
 
     // ---- commit (one committer at a time, in push order) ----------------

@@ -17,6 +17,7 @@ test {
     _ = @import("index_file.zig");
     _ = @import("lz4.zig");
     _ = @import("manifest.zig");
+    _ = @import("metadata_columns.zig");
     _ = @import("metadata_json.zig");
     _ = @import("metadata_table.zig");
     _ = @import("metadata_types.zig");

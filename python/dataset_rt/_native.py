@@ -137,6 +137,20 @@ class BatchColumn(Structure):
 KIND_BOOL, KIND_INT, KIND_FLOAT, KIND_STRING = 0, 1, 2, 3
 
 
+class PushColumn(Structure):
+    """``drt_push_column``: one metadata column of a writer batch."""
+
+    _fields_ = [
+        ("name", c_void_p),
+        ("name_len", c_uint64),
+        ("kind", c_uint32),
+        ("reserved", c_uint32),
+        ("values", c_void_p),
+        ("offsets", c_void_p),
+        ("bytes", c_void_p),
+    ]
+
+
 class Batch(Structure):
     _fields_ = [
         ("count", c_uint64),
@@ -227,6 +241,10 @@ def _declare(library: ctypes.CDLL) -> None:
         ),
         "drt_writer_push_borrowed": (
             [handle, POINTER(c_void_p), POINTER(c_uint64), c_uint64, c_char_p, c_uint64],
+            c_int32,
+        ),
+        "drt_writer_push_columns": (
+            [handle, POINTER(c_void_p), POINTER(c_uint64), c_uint64, POINTER(PushColumn), c_uint64],
             c_int32,
         ),
         "drt_writer_finish": ([handle], c_int32),

@@ -21,6 +21,7 @@ from typing import Any
 
 from dataset_rt import _native
 from dataset_rt.config import WriterConfig
+from dataset_rt.metadata_columns import PushColumns, Schema, schema_of, to_columns
 from dataset_rt.profiling import WriterProfile
 from dataset_rt.progress import WriteProgress
 from dataset_rt.records import (
@@ -35,8 +36,9 @@ from dataset_rt.records import (
 # without copying (drt_writer_push_borrowed); smaller ones are joined and copied.
 _BORROW_BYTES_MIN = 64 * 1024
 
-# (payloads, their lengths, count, metadata JSON array): one batch for the core.
-SerializedBatch = tuple[list[bytes], ctypes.Array[ctypes.c_uint64], int, bytes]
+# (payloads, their lengths, count, metadata as a JSON array or by column): one
+# batch for the core.
+SerializedBatch = tuple[list[bytes], ctypes.Array[ctypes.c_uint64], int, "bytes | PushColumns"]
 
 # A batch closes at whichever bound it reaches first.
 _BATCH_SAMPLES_MIN = 1024
@@ -122,18 +124,38 @@ class NativeWriter:
         # kept alive until the core has committed them.
         self._borrowed: deque[tuple[int, list[bytes]]] = deque()
         self._samples_pushed = 0
+        self._column_schema: Schema | None = None
+        self._schema_fixed = False
+
+    def column_schema(self, first_metadata: dict[str, Any]) -> Schema | None:
+        """The schema for metadata columns, fixed by the write's first sample."""
+        if not self._schema_fixed:
+            self._column_schema = schema_of(first_metadata)
+            self._schema_fixed = True
+        return self._column_schema
 
     def push(self, batch: SerializedBatch) -> None:
         payloads, lengths, count, metadata = batch
-        if sum(lengths) >= _BORROW_BYTES_MIN * count:
+        if isinstance(metadata, PushColumns):
+            # The core reads the payloads from these bytes objects on the pool
+            # (kept alive until committed) and takes the metadata by column.
+            _native.check(
+                _native.lib.drt_writer_push_columns(
+                    self._handle,
+                    _addresses(payloads),
+                    lengths,
+                    count,
+                    metadata.array,
+                    len(metadata.array),
+                )
+            )
+            self._borrowed.append((self._samples_pushed + count, payloads))
+        elif sum(lengths) >= _BORROW_BYTES_MIN * count:
             # Large payloads: the core reads them from these bytes objects on the
             # pool instead of Python joining them and the core copying them.
-            addresses = (ctypes.c_void_p * count)(
-                *map(int.__add__, map(id, payloads), repeat(_native.BYTES_DATA_OFFSET))
-            )
             _native.check(
                 _native.lib.drt_writer_push_borrowed(
-                    self._handle, addresses, lengths, count, metadata, len(metadata)
+                    self._handle, _addresses(payloads), lengths, count, metadata, len(metadata)
                 )
             )
             self._borrowed.append((self._samples_pushed + count, payloads))
@@ -218,12 +240,28 @@ def _describe_unserializable(metadatas: list[dict[str, Any]], first_index: int) 
     )
 
 
+def _addresses(payloads: list[bytes]) -> ctypes.Array[ctypes.c_void_p]:
+    """Where each payload's bytes are (the objects must outlive their use by the core)."""
+    offset = _native.BYTES_DATA_OFFSET
+    return (ctypes.c_void_p * len(payloads))(*map(int.__add__, map(id, payloads), repeat(offset)))
+
+
 def _serialize(
-    payloads: list[bytes], metadatas: list[dict[str, Any]], first_index: int
+    writer: NativeWriter,
+    payloads: list[bytes],
+    metadatas: list[dict[str, Any]],
+    first_index: int,
+    uniform_keys: frozenset[str] | None,
 ) -> SerializedBatch:
-    """One batch for the core: (payloads, lengths, count, metadata JSON array)."""
+    """One batch for the core: (payloads, lengths, count, metadata by column or as a
+    JSON array). `uniform_keys`: the keys every sample of the batch has, if they agree."""
     count = len(payloads)
     lengths = (ctypes.c_uint64 * count)(*map(len, payloads))
+    schema = writer.column_schema(metadatas[0])
+    if schema is not None and uniform_keys is not None and uniform_keys == schema.keys():
+        columns = to_columns(metadatas, schema)
+        if columns is not None:
+            return payloads, lengths, count, columns
     try:
         metadata = _encode_metadata(metadatas).encode("utf-8", "surrogatepass")
     except (TypeError, ValueError):
@@ -254,6 +292,8 @@ def write_source(
     index = 0
     # Keys equal to an already-checked sample's are all str: the per-key check is skipped.
     known_keys: frozenset[str] = frozenset()
+    # Whether every sample of the current batch has `known_keys`.
+    uniform = True
     iterator = iter(source)
     started = clock() if timed else 0.0
     for item in iterator:
@@ -271,23 +311,28 @@ def write_source(
         else:
             metadata = _metadata_copy(metadata, index)
             known_keys = frozenset(metadata)
+            uniform = not payloads  # keys changed inside the batch
         payloads.append(payload)
         metadatas.append(metadata)
         batch_bytes += len(payload)
         index += 1
         pushing_seconds = 0.0
         if len(payloads) >= samples_max or batch_bytes >= _BATCH_BYTES_MAX:
-            pushing_seconds = _push(
-                writer, _serialize(payloads, metadatas, first_index), profile, progress
+            batch = _serialize(
+                writer, payloads, metadatas, first_index, known_keys if uniform else None
             )
+            pushing_seconds = _push(writer, batch, profile, progress)
             first_index = index
-            payloads, metadatas, batch_bytes = [], [], 0
+            payloads, metadatas, batch_bytes, uniform = [], [], 0, True
         if timed:
             # The native push (and any wait for capacity) is the core's ingress_wait, not Python's.
             profile.add("python_extract", clock() - started - pushing_seconds)
             started = clock()
     if payloads:
-        _push(writer, _serialize(payloads, metadatas, first_index), profile, progress)
+        batch = _serialize(
+            writer, payloads, metadatas, first_index, known_keys if uniform else None
+        )
+        _push(writer, batch, profile, progress)
     path = writer.finish()
     stats = writer.stats()
     progress.finish_source(stats.samples_committed, stats.payload_bytes_committed)

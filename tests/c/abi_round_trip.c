@@ -1,7 +1,7 @@
 /*
- * Writes two caches (lz4, and uncompressed with borrowed payloads) through the
- * C ABI and reads every record back, the uncompressed one with deferred
- * payloads, using only
+ * Writes three caches through the C ABI (lz4 with copied pushes; uncompressed
+ * with borrowed payloads; the same by metadata columns) and reads every record
+ * back (the second with deferred payloads), using only
  * dataset_rt.h and the shared library. Usage: abi_round_trip <base_dir>
  * Exits 0 when every payload and metadata row matches what was written.
  */
@@ -30,17 +30,23 @@ static int expected_metadata(uint32_t i, char *out, size_t cap) {
     return snprintf(out, cap, "{\"index\":%u,\"label\":\"l%u\",\"score\":%u.5}", i, i % 4u, i);
 }
 
-static int write_cache(drt_runtime *runtime, const char *base_dir, const char *name, uint32_t compression) {
+enum push_mode { PUSH_COPIED, PUSH_BORROWED, PUSH_COLUMNS };
+
+static int write_cache(drt_runtime *runtime, const char *base_dir, const char *name, uint32_t compression,
+                       enum push_mode mode) {
     drt_writer_options options = {
         .max_shard_bytes = 200000, .batches_in_flight_max = 4,
         .compression = compression, .compression_ratio = compression == DRT_COMPRESSION_LZ4 ? 2.0 : 1.0,
     };
     drt_writer *writer = NULL;
     if (drt_writer_create(runtime, base_dir, strlen(base_dir), name, strlen(name), &options, &writer) != DRT_OK) return fail("writer_create");
-    /* The lz4 cache is pushed with copies from one reused buffer; the raw one
-     * borrows its payloads, which stay untouched until the writer finishes. */
-    int borrow = compression == DRT_COMPRESSION_NONE;
+    /* Copied pushes reuse one buffer; borrowed payloads stay untouched until
+     * the writer finishes. */
     static uint8_t payloads[BATCH_SAMPLES * 3000u];
+    int64_t indexes[BATCH_SAMPLES];
+    double scores[BATCH_SAMPLES];
+    uint64_t label_offsets[BATCH_SAMPLES + 1];
+    char labels[BATCH_SAMPLES * 4];
     static uint8_t all_payloads[SAMPLE_COUNT * 3000u];
     static char metadata[BATCH_SAMPLES * 96u];
     uint64_t lens[BATCH_SAMPLES];
@@ -50,6 +56,7 @@ static int write_cache(drt_runtime *runtime, const char *base_dir, const char *n
         uint32_t count = SAMPLE_COUNT - first < BATCH_SAMPLES ? SAMPLE_COUNT - first : BATCH_SAMPLES;
         size_t used = 0, text = 0;
         metadata[text++] = '[';
+        label_offsets[0] = 0;
         for (uint32_t k = 0; k < count; k++) {
             uint32_t i = first + k;
             fill_payload(i, payloads + used);
@@ -58,13 +65,25 @@ static int write_cache(drt_runtime *runtime, const char *base_dir, const char *n
             lens[k] = payload_len(i);
             used += lens[k];
             all_used += lens[k];
+            indexes[k] = i;
+            scores[k] = i + 0.5;
+            label_offsets[k + 1] = label_offsets[k] +
+                (uint64_t)snprintf(labels + label_offsets[k], sizeof labels - label_offsets[k], "l%u", i % 4u);
             /* Keys deliberately unsorted: the core sorts them. */
             text += (size_t)snprintf(metadata + text, sizeof metadata - text, "%s{\"score\":%u.5,\"label\":\"l%u\",\"index\":%u}",
                                      k ? "," : "", i, i % 4u, i);
         }
         metadata[text++] = ']';
-        int32_t status = borrow ? drt_writer_push_borrowed(writer, parts, lens, count, (const uint8_t *)metadata, text)
-                                : drt_writer_push(writer, payloads, used, lens, count, (const uint8_t *)metadata, text);
+        /* Deliberately not in name order: the core sorts the fields. */
+        const drt_push_column columns[3] = {
+            {(const uint8_t *)"score", 5, 2, 0, scores, NULL, NULL},
+            {(const uint8_t *)"index", 5, 1, 0, indexes, NULL, NULL},
+            {(const uint8_t *)"label", 5, 3, 0, NULL, label_offsets, (const uint8_t *)labels},
+        };
+        int32_t status =
+            mode == PUSH_COLUMNS ? drt_writer_push_columns(writer, parts, lens, count, columns, 3)
+            : mode == PUSH_BORROWED ? drt_writer_push_borrowed(writer, parts, lens, count, (const uint8_t *)metadata, text)
+                                    : drt_writer_push(writer, payloads, used, lens, count, (const uint8_t *)metadata, text);
         if (status != DRT_OK) {
             drt_writer_destroy(writer);
             return fail("writer_push");
@@ -171,10 +190,12 @@ int main(int argc, char **argv) {
         return 1;
     }
     if (drt_runtime_create(2, &runtime) != DRT_OK) return fail("runtime_create");
-    int rc = write_cache(runtime, argv[1], "c_source", DRT_COMPRESSION_LZ4);
+    int rc = write_cache(runtime, argv[1], "c_source", DRT_COMPRESSION_LZ4, PUSH_COPIED);
     if (rc == 0) rc = read_cache(runtime, argv[1], "c_source", 0);
-    if (rc == 0) rc = write_cache(runtime, argv[1], "c_raw", DRT_COMPRESSION_NONE);
+    if (rc == 0) rc = write_cache(runtime, argv[1], "c_raw", DRT_COMPRESSION_NONE, PUSH_BORROWED);
     if (rc == 0) rc = read_cache(runtime, argv[1], "c_raw", 1000);
+    if (rc == 0) rc = write_cache(runtime, argv[1], "c_columns", DRT_COMPRESSION_NONE, PUSH_COLUMNS);
+    if (rc == 0) rc = read_cache(runtime, argv[1], "c_columns", 0);
     drt_runtime_destroy(runtime);
     return rc;
 }

@@ -122,6 +122,31 @@ int32_t drt_writer_push_borrowed(drt_writer *writer, const uint8_t *const *paylo
                                  const uint64_t *payload_lens, uint64_t count,
                                  const uint8_t *metadata_json, uint64_t metadata_json_len);
 
+/* One metadata column of a drt_writer_push_columns batch: `count` values of
+ * kind 0 bool (uint8_t 0/1), 1 int (int64_t), 2 float (double, finite) or
+ * 3 string (row i is bytes[offsets[i] .. offsets[i+1]], UTF-8; offsets[0] == 0).
+ * Unused pointers may be NULL. */
+typedef struct drt_push_column {
+    const uint8_t *name;
+    uint64_t name_len;
+    uint32_t kind;
+    uint32_t reserved;
+    const void *values;
+    const uint64_t *offsets;
+    const uint8_t *bytes;
+} drt_push_column;
+
+/*
+ * Like drt_writer_push_borrowed (payloads borrowed until committed), with the
+ * metadata by column instead of as JSON: one column per field, in any order.
+ * The first batch's columns fix the schema (names sorted); later batches must
+ * have the same fields and kinds. The columns are checked and copied during
+ * the call. The cache written is byte for byte the one JSON pushes give.
+ */
+int32_t drt_writer_push_columns(drt_writer *writer, const uint8_t *const *payloads,
+                                const uint64_t *payload_lens, uint64_t count,
+                                const drt_push_column *columns, uint64_t column_count);
+
 /* Waits for all samples, writes index, metadata and manifest, fsyncs and publishes. */
 int32_t drt_writer_finish(drt_writer *writer);
 

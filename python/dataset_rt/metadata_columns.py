@@ -1,0 +1,85 @@
+"""A writer batch's metadata as typed columns (`drt_writer_push_columns`).
+
+Transposing a batch of dicts into one array per field with C-level maps costs
+about a fifth of encoding it as JSON, and the core then has nothing to parse.
+It is only a faster route for batches that are certainly valid: every sample
+has the schema's keys, every value has the schema's exact type (bool, int,
+float or str), ints fit in int64, floats are finite and strings encode as
+UTF-8. Anything else goes as JSON, so the core reports it exactly as before.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import math
+from array import array
+from operator import itemgetter
+from typing import Any
+
+from dataset_rt import _native
+
+Schema = dict[str, type]
+"""Field name to the exact Python type of its values, fixed by the first sample."""
+
+_KINDS = {
+    bool: _native.KIND_BOOL,
+    int: _native.KIND_INT,
+    float: _native.KIND_FLOAT,
+    str: _native.KIND_STRING,
+}
+
+
+def schema_of(metadata: dict[str, Any]) -> Schema | None:
+    """The schema a first sample fixes, if every value has a column type."""
+    schema = {name: type(value) for name, value in metadata.items()}
+    return schema if schema and all(kind in _KINDS for kind in schema.values()) else None
+
+
+class PushColumns:
+    """The ``drt_push_column`` array of one batch and the buffers it points into."""
+
+    __slots__ = ("array", "_buffers")
+
+    def __init__(self, array_: ctypes.Array[_native.PushColumn], buffers: list[object]) -> None:
+        self.array = array_
+        self._buffers = buffers  # the arrays and bytes the pointers refer to
+
+
+def to_columns(metadatas: list[dict[str, Any]], schema: Schema) -> PushColumns | None:
+    """The batch by column, or None when it must go as JSON (see the module doc).
+    The caller has checked that every dict has exactly the schema's keys."""
+    count = len(metadatas)
+    pushed = (_native.PushColumn * len(schema))()
+    buffers: list[object] = []
+    for column, (name, kind) in zip(pushed, schema.items(), strict=True):
+        values = list(map(itemgetter(name), metadatas))
+        if set(map(type, values)) != {kind}:
+            return None
+        try:
+            encoded_name = name.encode("utf-8")
+            if kind is str:
+                encoded = list(map(str.encode, values))
+                offsets = array("Q", itertools.accumulate(map(len, encoded), initial=0))
+                text = b"".join(encoded)
+                column.offsets = offsets.buffer_info()[0]
+                column.bytes = id(text) + _native.BYTES_DATA_OFFSET
+                buffers += (offsets, text)
+            else:
+                if kind is bool:
+                    stored = array("B", values)
+                elif kind is int:
+                    stored = array("q", values)
+                else:
+                    if not all(map(math.isfinite, values)):
+                        return None
+                    stored = array("d", values)
+                column.values = stored.buffer_info()[0] if count else None
+                buffers.append(stored)
+        except (UnicodeEncodeError, OverflowError):
+            return None
+        column.name = id(encoded_name) + _native.BYTES_DATA_OFFSET
+        column.name_len = len(encoded_name)
+        column.kind = _KINDS[kind]
+        buffers.append(encoded_name)
+    return PushColumns(pushed, buffers)
