@@ -16,8 +16,8 @@ pub const PushColumn = extern struct {
     kind: u32,
     reserved: u32 = 0,
     values: ?*const anyopaque,
-    /// string only: rows + 1 offsets into `bytes`, starting at 0.
-    offsets: ?[*]const u64,
+    /// string only: rows + 1 u64 offsets into `bytes`, starting at 0.
+    offsets: ?*const anyopaque,
     bytes: ?[*]const u8,
 };
 
@@ -40,7 +40,12 @@ pub fn view(column: PushColumn, rows: usize, first_sample: u64, diagnostic: *Dia
     }
     const kind: types.Kind = @fromBackingInt(@intCast(column.kind));
     if (kind == .string) {
-        const offsets = (column.offsets orelse return nullPointer(name, "offsets", diagnostic))[0 .. rows + 1];
+        const offsets_ptr = column.offsets orelse return nullPointer(name, "offsets", diagnostic);
+        if (@intFromPtr(offsets_ptr) % 8 != 0) {
+            diagnostic.set("metadata column '{s}': offsets must be 8-byte aligned", .{name});
+            return error.InvalidArgument;
+        }
+        const offsets = @as([*]const u64, @ptrCast(@alignCast(offsets_ptr)))[0 .. rows + 1];
         if (offsets[0] != 0) {
             diagnostic.set("metadata column '{s}': offsets must start at 0", .{name});
             return error.InvalidArgument;
@@ -62,6 +67,10 @@ pub fn view(column: PushColumn, rows: usize, first_sample: u64, diagnostic: *Dia
         return .{ .name = name, .values = .{ .string = .{ .offsets = offsets, .bytes = bytes } } };
     }
     const values = column.values orelse return nullPointer(name, "values", diagnostic);
+    if (kind != .bool and @intFromPtr(values) % 8 != 0) {
+        diagnostic.set("metadata column '{s}': values must be 8-byte aligned", .{name});
+        return error.InvalidArgument;
+    }
     switch (kind) {
         .bool => {
             const flags = @as([*]const u8, @ptrCast(values))[0..rows];
@@ -189,6 +198,10 @@ test "bad values name the sample and the field" {
     const bad_utf8_offsets = [_]u64{ 0, 1 };
     const text: PushColumn = .{ .name = "t", .name_len = 1, .kind = 3, .values = null, .offsets = &bad_utf8_offsets, .bytes = "\xff" };
     try std.testing.expectError(error.InvalidInput, view(text, 1, 0, &diagnostic));
+    const ints = [_]i64{ 1, 2, 3 };
+    const misaligned: *const anyopaque = @as([*]const u8, @ptrCast(&ints)) + 1;
+    const shifted: PushColumn = .{ .name = "i", .name_len = 1, .kind = 1, .values = misaligned, .offsets = null, .bytes = null };
+    try std.testing.expectError(error.InvalidArgument, view(shifted, 2, 0, &diagnostic));
     const flags = [_]u8{2};
     const flag: PushColumn = .{ .name = "b", .name_len = 1, .kind = 0, .values = &flags, .offsets = null, .bytes = null };
     try std.testing.expectError(error.InvalidInput, view(flag, 1, 0, &diagnostic));
