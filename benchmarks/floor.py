@@ -6,7 +6,8 @@ columns, build what the binding hands out per sample (a `bytes` slice, a
 `MetadataRow`, a `CachedSample`) with the binding's own C-level maps, and
 consume it as the benchmark does (`for s in it: s.data`). Write floor: iterate
 the benchmark's source and do the binding's per-sample work (shape checks,
-private dict copy) plus the metadata JSON encoding of each batch.
+private dict copy) plus each batch's metadata by column (the usual route) or as
+JSON.
 
 Usage: python benchmarks/floor.py   (with this project's dataset_rt importable)
 """
@@ -21,9 +22,10 @@ from array import array
 from itertools import repeat
 
 from dataset_rt.dataset import _new_sample
+from dataset_rt.metadata_columns import to_columns
 from dataset_rt.metadata_row import BatchMetadata, MetadataRow
 from dataset_rt.records import CacheInput
-from dataset_rt.writing import _encode_metadata
+from dataset_rt.writing import _addresses, _encode_metadata
 
 SAMPLES = 200_000
 CHUNK = 64  # samples per batch with the default prefetch_size
@@ -55,8 +57,9 @@ def read_floor() -> float:
     return SAMPLES / (time.perf_counter() - started)
 
 
-def write_floor() -> tuple[float, float]:
-    """(samples/s of iterating the source alone, samples/s of source + binding work)."""
+def write_floor(by_columns: bool) -> tuple[float, float]:
+    """(samples/s of iterating the source alone, samples/s of source + binding work),
+    the batch metadata transposed into columns (the binding's usual route) or as JSON."""
     payloads = [os.urandom(512) + bytes(512) for _ in range(16)]
 
     def source():  # noqa: ANN202
@@ -69,6 +72,7 @@ def write_floor() -> tuple[float, float]:
         pass
     source_only = SAMPLES / (time.perf_counter() - started)
 
+    schema = {"index": int, "label": str, "score": float}
     started = time.perf_counter()
     metadatas: list[dict] = []
     datas: list[bytes] = []
@@ -79,8 +83,12 @@ def write_floor() -> tuple[float, float]:
         datas.append(data)
         metadatas.append(metadata.copy())
         if len(metadatas) == 1024:
-            _encode_metadata(metadatas).encode("utf-8", "surrogatepass")
-            b"".join(datas)
+            if by_columns:
+                to_columns(metadatas, schema)
+                _addresses(datas)
+            else:
+                _encode_metadata(metadatas).encode("utf-8", "surrogatepass")
+                b"".join(datas)
             metadatas, datas = [], []
     with_binding = SAMPLES / (time.perf_counter() - started)
     return source_only, with_binding
@@ -88,14 +96,15 @@ def write_floor() -> tuple[float, float]:
 
 def main() -> None:
     reads = [read_floor() for _ in range(5)]
-    writes = [write_floor() for _ in range(3)]
     print(f"read floor (objects only, data-only pass): {statistics.median(reads):,.0f} samples/s")
-    source_only = statistics.median(w[0] for w in writes)
-    with_binding = statistics.median(w[1] for w in writes)
-    print(
-        f"write floor: source alone {source_only:,.0f} samples/s; "
-        f"source + per-sample checks/copies + batch JSON {with_binding:,.0f} samples/s"
-    )
+    for by_columns, route in ((True, "metadata columns"), (False, "metadata JSON")):
+        writes = [write_floor(by_columns) for _ in range(3)]
+        source_only = statistics.median(w[0] for w in writes)
+        with_binding = statistics.median(w[1] for w in writes)
+        print(
+            f"write floor: source alone {source_only:,.0f} samples/s; source + per-sample "
+            f"checks/copies + batch {route} {with_binding:,.0f} samples/s"
+        )
 
 
 if __name__ == "__main__":

@@ -38,16 +38,17 @@ class BatchMetadata:
 class _SingleRow:
     """A plain mapping in the role of a one-sample batch (see MetadataRow)."""
 
-    __slots__ = ("_row",)
+    __slots__ = ("_names", "_decoded")
 
     def __init__(self, row: dict[str, Any]) -> None:
-        self._row = row
+        self._names = list(row)
+        self._decoded = {name: [value] for name, value in row.items()}
 
     def names(self) -> list[str]:
-        return list(self._row)
+        return self._names
 
     def column(self, name: str) -> list[Any]:
-        return [self._row[name]]
+        return self._decoded[name]
 
 
 def _column_values(kind: int, raw: bytes, strings: bytes) -> list[Any]:
@@ -84,7 +85,12 @@ class MetadataRow(Mapping[str, Any]):
         self._index = index
 
     def __getitem__(self, key: str) -> Any:
-        return self._source.column(key)[self._index]
+        # The decoded-column lookup is inlined: this is the per-sample hot path.
+        source = self._source
+        values = source._decoded.get(key)
+        if values is None:
+            values = source.column(key)
+        return values[self._index]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._source.names())
