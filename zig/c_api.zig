@@ -198,15 +198,8 @@ export fn drt_writer_push_borrowed(
     metadata_json: ?[*]const u8,
     metadata_json_len: u64,
 ) i32 {
-    const w = writer orelse return failMessage(status_invalid_argument, "writer is NULL", .{});
-    if (!checkProcess(w.pool)) return status_wrong_process;
-    if (count == 0) return status_ok;
-    const parts = payloads orelse return failMessage(status_invalid_argument, "payloads is NULL", .{});
-    const lens = payload_lens orelse return failMessage(status_invalid_argument, "payload_lens is NULL", .{});
     const text = metadata_json orelse return failMessage(status_invalid_argument, "metadata_json is NULL", .{});
-    var diagnostic: Diagnostic = .{};
-    w.pushBorrowed(parts[0..@intCast(count)], lens[0..@intCast(count)], text[0..@intCast(metadata_json_len)], &diagnostic) catch |err| return failError(err, &diagnostic);
-    return status_ok;
+    return pushBorrowed(writer, payloads, payload_lens, count, .{ .json = text[0..@intCast(metadata_json_len)] });
 }
 
 export fn drt_writer_push_columns(
@@ -217,14 +210,29 @@ export fn drt_writer_push_columns(
     columns: ?[*]const metadata_columns.PushColumn,
     column_count: u64,
 ) i32 {
+    const pushed: []const metadata_columns.PushColumn = if (column_count == 0) &.{} else (columns orelse return failMessage(status_invalid_argument, "columns is NULL", .{}))[0..@intCast(column_count)];
+    return pushBorrowed(writer, payloads, payload_lens, count, .{ .columns = pushed });
+}
+
+/// The two pushes whose payloads the core reads later from the caller's memory.
+fn pushBorrowed(
+    writer: ?*cache_writer.CacheWriter,
+    payloads: ?[*]const ?[*]const u8,
+    payload_lens: ?[*]const u64,
+    count: u64,
+    metadata: union(enum) { json: []const u8, columns: []const metadata_columns.PushColumn },
+) i32 {
     const w = writer orelse return failMessage(status_invalid_argument, "writer is NULL", .{});
     if (!checkProcess(w.pool)) return status_wrong_process;
     if (count == 0) return status_ok;
-    const parts = payloads orelse return failMessage(status_invalid_argument, "payloads is NULL", .{});
-    const lens = payload_lens orelse return failMessage(status_invalid_argument, "payload_lens is NULL", .{});
-    const pushed: []const metadata_columns.PushColumn = if (column_count == 0) &.{} else (columns orelse return failMessage(status_invalid_argument, "columns is NULL", .{}))[0..@intCast(column_count)];
+    const parts = (payloads orelse return failMessage(status_invalid_argument, "payloads is NULL", .{}))[0..@intCast(count)];
+    const lens = (payload_lens orelse return failMessage(status_invalid_argument, "payload_lens is NULL", .{}))[0..@intCast(count)];
     var diagnostic: Diagnostic = .{};
-    w.pushColumns(parts[0..@intCast(count)], lens[0..@intCast(count)], pushed, &diagnostic) catch |err| return failError(err, &diagnostic);
+    const pushed = switch (metadata) {
+        .json => |text| w.pushBorrowed(parts, lens, text, &diagnostic),
+        .columns => |columns| w.pushColumns(parts, lens, columns, &diagnostic),
+    };
+    pushed catch |err| return failError(err, &diagnostic);
     return status_ok;
 }
 

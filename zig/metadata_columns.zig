@@ -105,36 +105,13 @@ fn nullPointer(name: []const u8, what: []const u8, diagnostic: *Diagnostic) Erro
 /// The schema the columns fix (names sorted bytewise, as `metadata_json.inferSchema`
 /// does for the first JSON object). Release with `metadata_json.freeSchema`.
 pub fn inferSchema(allocator: std.mem.Allocator, columns: []const types.Column, diagnostic: *Diagnostic) Error![]types.Field {
-    if (columns.len == 0) {
-        diagnostic.set("metadata must have at least one field", .{});
-        return error.InvalidInput;
-    }
-    if (columns.len > metadata_json.fields_max) {
-        diagnostic.set("metadata has more than {d} fields", .{metadata_json.fields_max});
-        return error.InvalidInput;
-    }
-    const schema = try allocator.alloc(types.Field, columns.len);
-    var names_copied: usize = 0;
-    errdefer {
-        for (schema[0..names_copied]) |field| allocator.free(field.name);
-        allocator.free(schema);
-    }
-    for (columns, schema) |column, *field| {
-        field.* = .{ .name = try allocator.dupe(u8, column.name), .kind = std.meta.activeTag(column.values) };
-        names_copied += 1;
-    }
-    std.mem.sort(types.Field, schema, {}, fieldLessThan);
-    for (schema[0 .. schema.len - 1], schema[1..]) |field, next| {
-        if (std.mem.eql(u8, field.name, next.name)) {
-            diagnostic.set("metadata field '{s}' appears twice", .{field.name});
-            return error.InvalidInput;
-        }
-    }
-    return schema;
-}
-
-fn fieldLessThan(_: void, a: types.Field, b: types.Field) bool {
-    return std.mem.order(u8, a.name, b.name) == .lt;
+    const fields = try allocator.alloc(types.Field, columns.len);
+    defer allocator.free(fields);
+    for (columns, fields) |column, *field| field.* = .{ .name = column.name, .kind = std.meta.activeTag(column.values) };
+    return metadata_json.ownedSchema(allocator, fields, diagnostic) catch |err| switch (err) {
+        error.InvalidMetadata => error.InvalidInput,
+        error.OutOfMemory => error.OutOfMemory,
+    };
 }
 
 /// Puts the columns in schema order into `ordered`; every field must come

@@ -294,33 +294,53 @@ pub fn inferSchema(
     entries: []const Entry,
     diagnostic: *Diagnostic,
 ) error{ InvalidMetadata, OutOfMemory }![]Field {
-    if (entries.len == 0) {
+    const fields = try allocator.alloc(Field, entries.len);
+    defer allocator.free(fields);
+    for (entries, fields) |entry, *field| field.* = .{ .name = entry.key, .kind = std.meta.activeTag(entry.value) };
+    return ownedSchema(allocator, fields, diagnostic);
+}
+
+/// The schema of these fields (names borrowed): at least one and at most
+/// `fields_max`, names copied and sorted bytewise, none twice. Release with `freeSchema`.
+pub fn ownedSchema(
+    allocator: std.mem.Allocator,
+    fields: []const Field,
+    diagnostic: *Diagnostic,
+) error{ InvalidMetadata, OutOfMemory }![]Field {
+    if (fields.len == 0) {
         diagnostic.set("metadata must have at least one field", .{});
         return error.InvalidMetadata;
     }
-    if (entries.len > fields_max) {
+    if (fields.len > fields_max) {
         diagnostic.set("metadata has more than {d} fields", .{fields_max});
         return error.InvalidMetadata;
     }
-    const schema = try allocator.alloc(Field, entries.len);
+    const schema = try allocator.alloc(Field, fields.len);
     var names_copied: usize = 0;
     errdefer {
         for (schema[0..names_copied]) |field| allocator.free(field.name);
         allocator.free(schema);
     }
-    for (entries, schema) |entry, *field| {
-        field.* = .{ .name = try allocator.dupe(u8, entry.key), .kind = std.meta.activeTag(entry.value) };
+    for (fields, schema) |field, *owned| {
+        owned.* = .{ .name = try allocator.dupe(u8, field.name), .kind = field.kind };
         names_copied += 1;
     }
+    try sortSchema(schema, diagnostic);
+    return schema;
+}
+
+/// Sorts a schema's fields bytewise by name; a name given twice is an error.
+fn sortSchema(schema: []Field, diagnostic: *Diagnostic) error{InvalidMetadata}!void {
     std.mem.sort(Field, schema, {}, fieldLessThan);
-    for (schema[0 .. schema.len - 1], schema[1..]) |field, next| {
-        if (std.mem.eql(u8, field.name, next.name)) {
-            diagnostic.set("metadata field '{s}' appears twice", .{field.name});
-            return error.InvalidMetadata;
+    if (schema.len > 1) {
+        for (schema[0 .. schema.len - 1], schema[1..]) |field, next| {
+            if (std.mem.eql(u8, field.name, next.name)) {
+                diagnostic.set("metadata field '{s}' appears twice", .{field.name});
+                return error.InvalidMetadata;
+            }
         }
     }
     assert(metadata_types.isSortedUnique(schema));
-    return schema;
 }
 
 /// Frees a schema returned by `inferSchema`.
