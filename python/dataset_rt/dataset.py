@@ -98,17 +98,16 @@ class _NativeIterator:
         deferred = self._deferred
         try:
             _native.check(_native.lib.drt_batch_deferred(batch, ctypes.byref(deferred)))
-            if not deferred:
-                return _unpack(batch.contents, self.dataset.stored_names())
-            lengths = deferred[: batch.contents.count]
-            parts = _unpack_parts(batch.contents, self.dataset.stored_names(), lengths)
+            if deferred:
+                lengths = deferred[: batch.contents.count]
+                parts = _unpack_parts(batch.contents, self.dataset.stored_names(), lengths)
+                return _DeferredBatch(self, batch, lengths, parts)  # it releases the batch
+            samples = _unpack(batch.contents, self.dataset.stored_names())
         except BaseException:
             _native.lib.drt_batch_release(batch)
             raise
-        finally:
-            if not deferred:
-                _native.lib.drt_batch_release(batch)
-        return _DeferredBatch(self, batch, lengths, parts)
+        _native.lib.drt_batch_release(batch)
+        return samples
 
     def close(self) -> None:
         if self.handle is not None:
@@ -236,6 +235,12 @@ def _copy_columns(batch: _native.Batch, count: int) -> list[tuple[int, bytes, by
     return columns
 
 
+def _metadata_rows(batch: _native.Batch, names: list[str], count: int) -> Iterator[MetadataRow]:
+    """One undecoded row per sample over the batch's copied metadata columns."""
+    metadata = BatchMetadata(names, _copy_columns(batch, count))
+    return map(MetadataRow, repeat(metadata, count), range(count))
+
+
 def _unpack_parts(
     batch: _native.Batch, names: list[str], deferred: list[int]
 ) -> tuple[list[bytes], list[MetadataRow], list[int], list[int]]:
@@ -248,8 +253,7 @@ def _unpack_parts(
         b"" if length else ctypes.string_at(base + start, end - start)
         for length, start, end in zip(deferred, offsets, offsets[1:], strict=False)
     ]
-    metadata = BatchMetadata(names, _copy_columns(batch, count))
-    rows = list(map(MetadataRow, repeat(metadata, count), range(count)))
+    rows = list(_metadata_rows(batch, names, count))
     return payloads, rows, batch.cache_ids[:count], batch.sample_ids[:count]
 
 
@@ -267,8 +271,7 @@ def _unpack(batch: _native.Batch, names: list[str]) -> list[CachedSample]:
     else:
         joined = ctypes.string_at(batch.payloads, payload_total) if payload_total else b""
         payloads = map(joined.__getitem__, map(slice, payload_offsets, payload_offsets[1:]))
-    metadata = BatchMetadata(names, _copy_columns(batch, count))
-    rows = map(MetadataRow, repeat(metadata, count), range(count))
+    rows = _metadata_rows(batch, names, count)
     cache_ids = batch.cache_ids[:count]
     sample_ids = batch.sample_ids[:count]
     return list(map(_new_sample, zip(payloads, rows, cache_ids, sample_ids, strict=False)))
