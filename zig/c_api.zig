@@ -469,7 +469,7 @@ export fn drt_batch_deferred(view: ?*const sample_batch.View, lengths_out: ?*?[*
     const v = view orelse return failMessage(status_invalid_argument, "batch is NULL", .{});
     const out_ptr = lengths_out orelse return failMessage(status_invalid_argument, "lengths_out is NULL", .{});
     const batch = sample_batch.SampleBatch.fromConstView(v);
-    out_ptr.* = if (batch.deferred.items.len == 0) null else batch.deferred_lengths.items.ptr;
+    out_ptr.* = if (batch.deferred_lengths.len == 0) null else batch.deferred_lengths.ptr;
     return status_ok;
 }
 

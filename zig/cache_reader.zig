@@ -376,61 +376,7 @@ pub const Cache = struct {
         defer_payload_bytes: u64,
         diagnostic: *Diagnostic,
     ) Error!?PayloadLocation {
-        return cache.readSampleUnprefixed(sample_id, run_samples, scratch, payload_out, metadata_out, columns_out, defer_payload_bytes, diagnostic) catch |err| {
-            cache.prefixSampleDiagnostic(sample_id, diagnostic);
-            return err;
-        };
-    }
-
-    fn prefixSampleDiagnostic(cache: *const Cache, sample_id: u64, diagnostic: *Diagnostic) void {
-        const row = index_file.decodeRow(cache.indexBytes(), sample_id);
-        if (row.shard_id < cache.shards.len) {
-            const name = cache.parsed.manifest.shards[@intCast(row.shard_id)].name;
-            diagnostic.prefix("cache {s}: shards/{s}: sample {d} at offset {d}: ", .{ cache.path, name, sample_id, row.offset });
-        } else {
-            diagnostic.prefix("cache {s}: index.bin: sample {d}: ", .{ cache.path, sample_id });
-        }
-    }
-
-    /// Where a sample's raw payload lies in its shard, for a payload that
-    /// `readSample` left unread (deferred) so its caller can read it later
-    /// straight into memory of its own.
-    pub const PayloadLocation = struct {
-        sample_id: u64,
-        shard_id: u64,
-        offset: u64,
-        len: u64,
-    };
-
-    /// Reads a deferred payload into `destination` (exactly `location.len` bytes).
-    pub fn readPayload(cache: *const Cache, location: PayloadLocation, destination: []u8, diagnostic: *Diagnostic) Error!void {
-        std.debug.assert(destination.len == location.len and location.shard_id < cache.shards.len);
-        readExactly(cache.shards[@intCast(location.shard_id)], location.shard_id, destination, location.offset, diagnostic) catch |err| {
-            cache.prefixSampleDiagnostic(location.sample_id, diagnostic);
-            return err;
-        };
-    }
-
-    /// Asks the kernel to start reading a deferred payload into the page cache,
-    /// so the later `readPayload` finds it there. Only a hint: failures are ignored.
-    pub fn prefetchPayload(cache: *const Cache, location: PayloadLocation) void {
-        if (builtin.os.tag != .linux) return;
-        const linux = std.os.linux;
-        const file = cache.shards[@intCast(location.shard_id)].file;
-        _ = linux.fadvise(file.handle, @intCast(location.offset), @intCast(location.len), linux.POSIX_FADV.WILLNEED);
-    }
-
-    fn readSampleUnprefixed(
-        cache: *const Cache,
-        sample_id: u64,
-        run_samples: u64,
-        scratch: *SampleScratch,
-        payload_out: *std.ArrayList(u8),
-        metadata_out: *std.ArrayList(u8),
-        columns_out: []ColumnBuilder,
-        defer_payload_bytes: u64,
-        diagnostic: *Diagnostic,
-    ) Error!?PayloadLocation {
+        errdefer cache.prefixSampleDiagnostic(sample_id, diagnostic);
         const allocator = cache.allocator;
         std.debug.assert(columns_out.len == cache.columns.len);
         std.debug.assert(sample_id < cache.sampleCount());
@@ -495,15 +441,51 @@ pub const Cache = struct {
         return null;
     }
 
+    fn prefixSampleDiagnostic(cache: *const Cache, sample_id: u64, diagnostic: *Diagnostic) void {
+        const row = index_file.decodeRow(cache.indexBytes(), sample_id);
+        if (row.shard_id < cache.shards.len) {
+            const name = cache.parsed.manifest.shards[@intCast(row.shard_id)].name;
+            diagnostic.prefix("cache {s}: shards/{s}: sample {d} at offset {d}: ", .{ cache.path, name, sample_id, row.offset });
+        } else {
+            diagnostic.prefix("cache {s}: index.bin: sample {d}: ", .{ cache.path, sample_id });
+        }
+    }
+
+    /// Where a sample's raw payload lies in its shard, for a payload that
+    /// `readSample` left unread (deferred) so its caller can read it later
+    /// straight into memory of its own.
+    pub const PayloadLocation = struct {
+        sample_id: u64,
+        shard_id: u64,
+        offset: u64,
+        len: u64,
+    };
+
+    /// Reads a deferred payload into `destination` (exactly `location.len` bytes).
+    pub fn readPayload(cache: *const Cache, location: PayloadLocation, destination: []u8, diagnostic: *Diagnostic) Error!void {
+        std.debug.assert(destination.len == location.len and location.shard_id < cache.shards.len);
+        errdefer cache.prefixSampleDiagnostic(location.sample_id, diagnostic);
+        try readExactly(cache.shards[@intCast(location.shard_id)], location.shard_id, destination, location.offset, diagnostic);
+    }
+
+    /// Asks the kernel to start reading a deferred payload into the page cache,
+    /// so the later `readPayload` finds it there. Only a hint: failures are ignored.
+    pub fn prefetchPayload(cache: *const Cache, location: PayloadLocation) void {
+        if (builtin.os.tag != .linux) return;
+        const linux = std.os.linux;
+        const file = cache.shards[@intCast(location.shard_id)].file;
+        _ = linux.fadvise(file.handle, @intCast(location.offset), @intCast(location.len), linux.POSIX_FADV.WILLNEED);
+    }
+
     /// Records larger than this with raw payloads are read in two parts (see readSample).
     const direct_read_bytes_min = 64 << 10;
     /// Enough for the header and the metadata JSON of nearly every record; a
     /// record whose JSON is longer is read whole instead.
     const record_head_bytes = 8 << 10;
 
-    /// The first bytes of a record (more than its 8-byte header, as direct reads
-    /// are only for records over `direct_read_bytes_min`): the header and,
-    /// unless it is unusually large, the metadata JSON.
+    /// The first bytes of a record (more than its 8-byte header, as every record
+    /// also holds a JSON object): the header and, unless it is unusually large,
+    /// the metadata JSON.
     fn recordHead(cache: *const Cache, row: index_file.Row, scratch: *SampleScratch, diagnostic: *Diagnostic) Error![]const u8 {
         const len: usize = @intCast(@min(row.record_len, record_head_bytes));
         scratch.run_cache = null; // the buffer no longer holds a run of whole records

@@ -53,8 +53,8 @@ pub const SampleBatch = struct {
     /// Per sample, when any payload was deferred (else empty): where it is,
     /// with length 0 for samples whose payload is in `payloads`.
     deferred: std.ArrayList(DeferredPayload) = .empty,
-    /// Per sample, the deferred payload's length or 0; the same emptiness as `deferred`.
-    deferred_lengths: std.ArrayList(u64) = .empty,
+    /// `deferred`'s lengths, for `drt_batch_deferred`; filled by `finishDeferred`.
+    deferred_lengths: []u64 = &.{},
     /// The pipeline that read the batch: only it can read the deferred payloads.
     owner: ?*const anyopaque = null,
 
@@ -83,7 +83,7 @@ pub const SampleBatch = struct {
         batch.cache_ids.deinit(allocator);
         batch.sample_ids.deinit(allocator);
         batch.deferred.deinit(allocator);
-        batch.deferred_lengths.deinit(allocator);
+        allocator.free(batch.deferred_lengths);
     }
 
     pub fn count(batch: *const SampleBatch) usize {
@@ -101,15 +101,13 @@ pub const SampleBatch = struct {
     /// Records that the sample about to be closed left its payload in the file.
     pub fn deferPayload(batch: *SampleBatch, allocator: std.mem.Allocator, cache_id: u32, location: PayloadLocation) !void {
         std.debug.assert(location.len > 0);
-        try batch.padDeferred(allocator, batch.count());
+        try batch.padDeferred(allocator);
         try batch.deferred.append(allocator, .{ .cache_id = cache_id, .location = location });
-        try batch.deferred_lengths.append(allocator, location.len);
     }
 
-    fn padDeferred(batch: *SampleBatch, allocator: std.mem.Allocator, samples: usize) !void {
-        const missing = samples - batch.deferred.items.len;
-        try batch.deferred.appendNTimes(allocator, not_deferred, missing);
-        try batch.deferred_lengths.appendNTimes(allocator, 0, missing);
+    /// Marks the samples added since the last deferred one as not deferred.
+    fn padDeferred(batch: *SampleBatch, allocator: std.mem.Allocator) !void {
+        try batch.deferred.appendNTimes(allocator, not_deferred, batch.count() - batch.deferred.items.len);
     }
 
     /// The deferred payload of sample `sample`, if it has one.
@@ -119,9 +117,12 @@ pub const SampleBatch = struct {
         return if (entry.location.len == 0) null else entry;
     }
 
-    /// Pads the per-sample deferral lists to every sample once all are added.
+    /// Completes the deferral list and its lengths once every sample is added.
     pub fn finishDeferred(batch: *SampleBatch, allocator: std.mem.Allocator) !void {
-        if (batch.deferred.items.len != 0) try batch.padDeferred(allocator, batch.count());
+        if (batch.deferred.items.len == 0) return;
+        try batch.padDeferred(allocator);
+        batch.deferred_lengths = try allocator.alloc(u64, batch.deferred.items.len);
+        for (batch.deferred.items, batch.deferred_lengths) |entry, *len| len.* = entry.location.len;
     }
 
     /// Points `view` at the lists; call after the last sample is added.
