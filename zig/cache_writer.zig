@@ -67,10 +67,10 @@ const Batch = struct {
     sequence: u64,
     first_sample: u64,
     count: usize,
-    /// The payloads back to back (copied at push), or empty when borrowed.
+    /// The payloads back to back when copied at push (`push`), else empty.
     payloads: []u8,
-    /// Borrowed payloads: one pointer per sample into the caller's memory,
-    /// valid until the batch is committed (`pushBorrowed`); else empty.
+    /// One pointer per sample: into `payloads`, or into the caller's memory
+    /// when borrowed, valid until the batch is committed (`pushBorrowed`).
     payload_parts: []const [*]const u8 = &.{},
     payload_bytes: u64,
     payload_lens: []u64,
@@ -382,6 +382,13 @@ pub const CacheWriter = struct {
         const batch = try writer.createBatch(payload_lens, metadata_text, payloads.len);
         errdefer batch.destroy(writer.allocator);
         batch.payloads = try writer.allocator.dupe(u8, payloads);
+        const parts = try writer.allocator.alloc([*]const u8, payload_lens.len);
+        batch.payload_parts = parts;
+        var offset: usize = 0;
+        for (parts, payload_lens) |*part, len| {
+            part.* = batch.payloads.ptr + offset;
+            offset += @intCast(len);
+        }
         writer.submitBatch(batch);
     }
 
@@ -425,9 +432,7 @@ pub const CacheWriter = struct {
                 diagnostic.prefix("sample {d}: ", .{writer.samples_pushed});
                 return columnError(err);
             };
-            errdefer metadata_json.freeSchema(allocator, schema);
-            writer.columns = try column_builder.initAll(allocator, schema);
-            writer.schema = schema;
+            try writer.adoptSchema(schema);
         }
         const ordered = try allocator.alloc(types.ColumnValues, writer.schema.len);
         defer allocator.free(ordered);
@@ -566,8 +571,13 @@ pub const CacheWriter = struct {
             diagnostic.prefix("sample {d}: ", .{writer.samples_pushed});
             return error.InvalidInput;
         };
-        errdefer metadata_json.freeSchema(allocator, schema);
-        writer.columns = try column_builder.initAll(allocator, schema);
+        try writer.adoptSchema(schema);
+    }
+
+    /// Makes `schema` (owned, freed here on failure) the cache's schema.
+    fn adoptSchema(writer: *CacheWriter, schema: []types.Field) Error!void {
+        errdefer metadata_json.freeSchema(writer.allocator, schema);
+        writer.columns = try column_builder.initAll(writer.allocator, schema);
         writer.schema = schema;
     }
 
@@ -627,7 +637,6 @@ pub const CacheWriter = struct {
         defer allocator.free(values);
 
         var parser = metadata_json.Parser.init(batch.metadata_text);
-        var payload_offset: usize = 0;
         var compression_ns: u64 = 0;
         for (0..batch.count) |i| {
             const sample = batch.first_sample + i;
@@ -647,7 +656,7 @@ pub const CacheWriter = struct {
             try metadata_json.writeCanonical(allocator, schema, values, &canonical);
             for (batch.columns, values) |*column, value| try column.append(allocator, value);
 
-            compression_ns += try writer.appendRecord(batch, i, canonical.items, &payload_offset);
+            compression_ns += try writer.appendRecord(batch, i, canonical.items);
         }
         const extra = parser.nextObject(allocator, &scratch, &batch.diagnostic) catch |err| {
             if (err == error.OutOfMemory) return error.OutOfMemory;
@@ -670,26 +679,21 @@ pub const CacheWriter = struct {
         defer canonical.deinit(allocator);
         const values = try allocator.alloc(types.Value, writer.schema.len);
         defer allocator.free(values);
-        var payload_offset: usize = 0;
         var compression_ns: u64 = 0;
         for (0..batch.count) |i| {
             for (batch.columns, values) |*column, *value| value.* = column.view().get(i);
             canonical.clearRetainingCapacity();
             try metadata_json.writeCanonical(allocator, writer.schema, values, &canonical);
-            compression_ns += try writer.appendRecord(batch, i, canonical.items, &payload_offset);
+            compression_ns += try writer.appendRecord(batch, i, canonical.items);
         }
         writer.countCompression(batch, compression_ns);
     }
 
     /// Frames sample `i` of the batch after its canonical metadata; returns
     /// the nanoseconds spent compressing.
-    fn appendRecord(writer: *CacheWriter, batch: *Batch, i: usize, canonical: []const u8, payload_offset: *usize) !u64 {
+    fn appendRecord(writer: *CacheWriter, batch: *Batch, i: usize, canonical: []const u8) !u64 {
         const payload_len: usize = @intCast(batch.payload_lens[i]);
-        const payload = if (batch.payload_parts.len != 0)
-            batch.payload_parts[i][0..payload_len]
-        else
-            batch.payloads[payload_offset.*..][0..payload_len];
-        payload_offset.* += payload_len;
+        const payload = batch.payload_parts[i][0..payload_len];
         try batch.encoded.ensureUnusedCapacity(writer.allocator, shard_record.encodedBytesMax(canonical.len, payload_len, writer.options.compression));
         const compress_started = system.monotonicNanoseconds();
         batch.record_lens[i] = shard_record.appendAssumeCapacity(&batch.encoded, canonical, payload, writer.options.compression);
