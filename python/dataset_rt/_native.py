@@ -393,7 +393,12 @@ def _bytes_data_offset() -> int:
 BYTES_DATA_OFFSET = _bytes_data_offset()
 
 
+def bytes_address(data: bytes) -> int:
+    """Where a bytes object's data are (valid while the object lives)."""
+    return id(data) + BYTES_DATA_OFFSET
+
+
 def unfilled_bytes(size: int) -> bytes:
     """A new ``bytes`` of ``size`` bytes with undefined contents, to be filled in
-    place at ``id(result) + BYTES_DATA_OFFSET`` before it is shared."""
+    place at ``bytes_address(result)`` before it is shared."""
     return _new_bytes(None, size)  # type: ignore[no-any-return]

@@ -151,7 +151,7 @@ class _DeferredBatch:
         length = self._lengths[sample]
         if length:
             payload = _native.unfilled_bytes(length)
-            address = id(payload) + _native.BYTES_DATA_OFFSET
+            address = _native.bytes_address(payload)
             _native.check(
                 _native.lib.drt_iterator_read_deferred(handle, self._batch, sample, address)
             )

@@ -47,9 +47,9 @@ class PushColumns:
 
 
 def to_columns(metadatas: list[dict[str, Any]], schema: Schema) -> PushColumns | None:
-    """The batch by column, or None when it must go as JSON (see the module doc).
-    The caller has checked that every dict has exactly the schema's keys."""
-    count = len(metadatas)
+    """The batch (at least one sample) by column, or None when it must go as JSON
+    (see the module doc). The caller has checked that every dict has exactly the
+    schema's keys."""
     pushed = (_native.PushColumn * len(schema))()
     buffers: list[object] = []
     for column, (name, kind) in zip(pushed, schema.items(), strict=True):
@@ -63,7 +63,7 @@ def to_columns(metadatas: list[dict[str, Any]], schema: Schema) -> PushColumns |
                 offsets = array("Q", itertools.accumulate(map(len, encoded), initial=0))
                 text = b"".join(encoded)
                 column.offsets = offsets.buffer_info()[0]
-                column.bytes = id(text) + _native.BYTES_DATA_OFFSET
+                column.bytes = _native.bytes_address(text)
                 buffers += (offsets, text)
             else:
                 if kind is bool:
@@ -74,11 +74,11 @@ def to_columns(metadatas: list[dict[str, Any]], schema: Schema) -> PushColumns |
                     if not all(map(math.isfinite, values)):
                         return None
                     stored = array("d", values)
-                column.values = stored.buffer_info()[0] if count else None
+                column.values = stored.buffer_info()[0]
                 buffers.append(stored)
         except (UnicodeEncodeError, OverflowError):
             return None
-        column.name = id(encoded_name) + _native.BYTES_DATA_OFFSET
+        column.name = _native.bytes_address(encoded_name)
         column.name_len = len(encoded_name)
         column.kind = _KINDS[kind]
         buffers.append(encoded_name)

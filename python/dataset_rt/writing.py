@@ -242,6 +242,7 @@ def _describe_unserializable(metadatas: list[dict[str, Any]], first_index: int) 
 
 def _addresses(payloads: list[bytes]) -> ctypes.Array[ctypes.c_void_p]:
     """Where each payload's bytes are (the objects must outlive their use by the core)."""
+    # `_native.bytes_address` inlined as C-level maps: this runs for every sample.
     offset = _native.BYTES_DATA_OFFSET
     return (ctypes.c_void_p * len(payloads))(*map(int.__add__, map(id, payloads), repeat(offset)))
 
