@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
@@ -56,3 +57,12 @@ def staging_dirs(base: Path) -> list[str]:
     if not tmp.exists():
         return []
     return sorted(p.name for p in tmp.iterdir() if p.is_dir())
+
+
+def same_value(got: object, expected: object) -> bool:
+    """Equal value and type; floats bit for bit (so -0.0 stays -0.0)."""
+    if type(got) is not type(expected):
+        return False
+    if isinstance(expected, float):
+        return struct.pack("<d", got) == struct.pack("<d", expected)  # type: ignore[arg-type]
+    return got == expected

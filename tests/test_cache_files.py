@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.ipc
 import pytest
 
-from conftest import ListSource
+from conftest import ListSource, same_value
 from dataset_rt import CacheWriteSuccess, DatasetRuntime, ShardCompression, WriterConfig
 
 HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -121,14 +121,6 @@ def records(cache: Path) -> list[tuple[int, bytes, bytes]]:
         )
         out.append((shard_id, record[8 : 8 + meta_len], record[8 + meta_len :]))
     return out
-
-
-def same_value(got: object, expected: object) -> bool:
-    if type(got) is not type(expected):
-        return False
-    if isinstance(expected, float):
-        return struct.pack("<d", got) == struct.pack("<d", expected)  # type: ignore[arg-type]
-    return got == expected
 
 
 def significant_digits(number_token: str) -> str:

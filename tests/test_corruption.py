@@ -25,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import ListSource
+from conftest import ListSource, same_value
 from dataset_rt import (
     CacheWriteSuccess,
     DatasetRuntime,
@@ -86,14 +86,6 @@ def load(runtime: DatasetRuntime, cache: Path, validate: bool) -> list[Any]:
         [cache], reader_config=ReaderConfig(seed=0, shuffle=False, validate_cache=validate)
     )
     return list(dataset)
-
-
-def same_value(got: object, expected: object) -> bool:
-    if type(got) is not type(expected):
-        return False
-    if isinstance(expected, float):
-        return struct.pack("<d", got) == struct.pack("<d", expected)  # type: ignore[arg-type]
-    return got == expected
 
 
 def assert_original(samples: list[Any], what: str, payload_may_differ: int | None = None) -> None:

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import QUIET, ListSource, simple_samples
+from conftest import QUIET, ListSource, same_value, simple_samples
 from dataset_rt import (
     CachedSample,
     CacheWriteSuccess,
@@ -122,15 +122,6 @@ def sources_samples(
 
 
 # ---- helpers ------------------------------------------------------------------
-
-
-def same_value(got: object, expected: object) -> bool:
-    """Equal value and type; floats bit for bit (so -0.0 stays -0.0)."""
-    if type(got) is not type(expected):
-        return False
-    if isinstance(expected, float):
-        return struct.pack("<d", got) == struct.pack("<d", expected)  # type: ignore[arg-type]
-    return got == expected
 
 
 def assert_sample_equals(
