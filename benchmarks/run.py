@@ -289,6 +289,27 @@ class Runner:
         return result
 
 
+def write_child(runner: Runner, side: str, spec: tuple, base_dir: Path) -> dict:
+    """One write process of workload `spec` into `base_dir`."""
+    count, size, compression, kind, _ = spec
+    return runner.child(
+        side,
+        "write",
+        "--count", str(count),
+        "--size", str(size),
+        "--compression", compression,
+        "--payload-kind", kind,
+        "--base-dir", str(base_dir),
+    )  # fmt: skip
+
+
+class Figures(dict[str, dict[str, list[float]]]):
+    """Figure name -> side -> one value per repeat, in the order figures are put."""
+
+    def put(self, figure: str, side: str, value: float) -> None:
+        self.setdefault(figure, {"ours": [], "peer": []})[side].append(value)
+
+
 def run_rw(runner: Runner, name: str, spec: tuple, repeats: int, work: Path) -> dict:
     count, size, compression, kind, _ = spec
     raw: dict[str, list[dict]] = {side: [] for side in SIDES}
@@ -299,15 +320,7 @@ def run_rw(runner: Runner, name: str, spec: tuple, repeats: int, work: Path) -> 
         shutil.rmtree(base, ignore_errors=True)
         sample: dict[str, dict] = {}
         for side in order:
-            write = runner.child(
-                side,
-                "write",
-                "--count", str(count),
-                "--size", str(size),
-                "--compression", compression,
-                "--payload-kind", kind,
-                "--base-dir", str(base / side),
-            )  # fmt: skip
+            write = write_child(runner, side, spec, base / side)
             log(
                 f"{name} r{repeat + 1}/{repeats} {side:4} write: {write['seconds']:.3f}s "
                 f"({count / write['seconds']:,.0f} samples/s, "
@@ -350,10 +363,8 @@ def run_rw(runner: Runner, name: str, spec: tuple, repeats: int, work: Path) -> 
             raw[side].append(sample[side])
         shutil.rmtree(base, ignore_errors=True)
 
-    figures: dict[str, dict[str, list[float]]] = {}
-
-    def put(figure: str, side: str, value: float) -> None:
-        figures.setdefault(figure, {"ours": [], "peer": []})[side].append(value)
+    figures = Figures()
+    put = figures.put
 
     for side in SIDES:
         for sample in raw[side]:
@@ -418,15 +429,7 @@ def run_scale(runner: Runner, name: str, spec: tuple, repeats: int, work: Path) 
         shutil.rmtree(base, ignore_errors=True)
         sample: dict[str, dict] = {}
         for side in order:
-            write = runner.child(
-                side,
-                "write",
-                "--count", str(count),
-                "--size", str(size),
-                "--compression", compression,
-                "--payload-kind", kind,
-                "--base-dir", str(base / side),
-            )  # fmt: skip
+            write = write_child(runner, side, spec, base / side)
             log(f"{name} r{repeat + 1}/{repeats} {side:4} write: {write['seconds']:.3f}s")
             sample[side] = {"write": write}
         for side in order:
@@ -444,10 +447,8 @@ def run_scale(runner: Runner, name: str, spec: tuple, repeats: int, work: Path) 
             raw[side].append(sample[side])
         shutil.rmtree(base, ignore_errors=True)
 
-    figures: dict[str, dict[str, list[float]]] = {}
-
-    def put(figure: str, side: str, value: float) -> None:
-        figures.setdefault(figure, {"ours": [], "peer": []})[side].append(value)
+    figures = Figures()
+    put = figures.put
 
     for side in SIDES:
         for sample in raw[side]:
