@@ -65,6 +65,8 @@ pub const Pipeline = struct {
     prefetch_size: u32,
     chunk_samples: u32,
     chunks: []Chunk,
+    /// Samples of the chunk at `next_submit` once sized (0: not sized yet).
+    next_count: u32 = 0,
     /// Planned index of the next chunk to submit / to hand out.
     next_submit: u64 = 0,
     next_deliver: u64 = 0,
@@ -224,9 +226,12 @@ pub const Pipeline = struct {
         // A slot is free once the chunk that used it before has been handed out;
         // decided from the consumer's own counters, never from a worker's state.
         while (pipeline.next_submit < pipeline.plan.count and pipeline.chunks_submitted < pipeline.chunks_delivered + pipeline.chunks.len) {
-            const count = pipeline.chunkSampleCount(pipeline.next_submit);
+            // Sized once, even when the read-ahead bound holds the chunk back.
+            if (pipeline.next_count == 0) pipeline.next_count = pipeline.chunkSampleCount(pipeline.next_submit);
+            const count = pipeline.next_count;
             const ahead = pipeline.next_submit - pipeline.next_deliver;
             if (ahead + count > pipeline.prefetch_size) break; // (never when nothing is ahead)
+            pipeline.next_count = 0;
             const chunk = pipeline.slot(pipeline.chunks_submitted);
             std.debug.assert(chunk.state == .idle);
             chunk.first = pipeline.next_submit;
