@@ -12,6 +12,7 @@
 //! The reader treats the file as hostile (it may come from any Arrow writer or
 //! from a damaged disk): every offset, length and count is checked before use.
 const std = @import("std");
+const native_endian = @import("builtin").cpu.arch.endian();
 const assert = std.debug.assert;
 const Allocator = std.mem.Allocator;
 
@@ -153,6 +154,10 @@ fn writeFileWithBatchLimit(
     var blocks: std.ArrayList(Block) = .empty;
     defer blocks.deinit(allocator);
 
+    // One allocation for the whole file in the usual case (one record batch), so
+    // a large table is not copied while the buffer grows.
+    const metadata_bytes_estimate = 4096 + 256 * columns.len;
+    try output.ensureTotalCapacityPrecise(allocator, bodyBytes(columns, .{ .start = 0, .end = row_count }) + metadata_bytes_estimate);
     try output.appendSlice(allocator, file_header);
     try writeSchemaMessage(allocator, &output, columns);
 
@@ -367,7 +372,7 @@ fn writeRecordBatchMessage(
 
     const body_start = output.items.len;
     try output.ensureUnusedCapacity(allocator, @intCast(body_bytes));
-    for (columns) |column| try writeColumnBody(allocator, output, column.values, rows);
+    for (columns) |column| writeColumnBody(output, column.values, rows);
     assert(output.items.len - body_start == body_bytes);
     return .{ .offset = message_offset, .metadata_bytes = metadata_bytes, .body_bytes = body_bytes };
 }
@@ -407,34 +412,49 @@ fn writeRecordBatch(builder: *flatbuffers.Builder, columns: []const Column, rows
     return batch.position;
 }
 
-/// Appends a column's data buffers for `rows`, each padded with zeros to 8 bytes.
-fn writeColumnBody(allocator: Allocator, output: *std.ArrayList(u8), values: ColumnValues, rows: Rows) Allocator.Error!void {
+/// Appends a column's data buffers for `rows`, each padded with zeros to 8 bytes,
+/// into capacity the caller reserved (`bodyBytes`).
+fn writeColumnBody(output: *std.ArrayList(u8), values: ColumnValues, rows: Rows) void {
     const start: usize = @intCast(rows.start);
     const end: usize = @intCast(rows.end);
     switch (values) {
         .bool => |bytes| {
             // Arrow packs booleans eight to a byte, least significant bit first.
-            const packed_bytes = try output.addManyAsSlice(allocator, (end - start + 7) / 8);
+            const packed_bytes = output.addManyAsSliceAssumeCapacity((end - start + 7) / 8);
             @memset(packed_bytes, 0);
             for (bytes[start..end], 0..) |value, index| {
                 assert(value <= 1);
                 packed_bytes[index / 8] |= @as(u8, value) << @intCast(index % 8);
             }
         },
-        .int => |integers| for (integers[start..end]) |value| try appendInt(allocator, output, i64, value),
-        .float => |floats| for (floats[start..end]) |value| {
-            try appendInt(allocator, output, u64, @bitCast(value));
-        },
+        .int => |integers| appendLittleEndian(output, i64, integers[start..end]),
+        .float => |floats| appendLittleEndian(output, f64, floats[start..end]),
         .string => |strings| {
             const base = strings.offsets[start];
-            for (strings.offsets[start .. end + 1]) |offset| {
-                try appendInt(allocator, output, i32, @intCast(offset - base));
+            const offsets = output.addManyAsSliceAssumeCapacity((end - start + 1) * 4);
+            for (strings.offsets[start .. end + 1], 0..) |offset, index| {
+                std.mem.writeInt(i32, offsets[index * 4 ..][0..4], @intCast(offset - base), .little);
             }
-            try padOutput(allocator, output);
-            try output.appendSlice(allocator, strings.bytes[@intCast(base)..@intCast(strings.offsets[end])]);
+            padOutputAssumeCapacity(output);
+            output.appendSliceAssumeCapacity(strings.bytes[@intCast(base)..@intCast(strings.offsets[end])]);
         },
     }
-    try padOutput(allocator, output);
+    padOutputAssumeCapacity(output);
+}
+
+/// 8-byte numbers as Arrow stores them; a plain copy on little-endian hosts.
+fn appendLittleEndian(output: *std.ArrayList(u8), comptime T: type, values: []const T) void {
+    const bytes = output.addManyAsSliceAssumeCapacity(values.len * 8);
+    if (native_endian == .little) {
+        @memcpy(bytes, std.mem.sliceAsBytes(values));
+    } else for (values, 0..) |value, index| {
+        std.mem.writeInt(u64, bytes[index * 8 ..][0..8], @bitCast(value), .little);
+    }
+}
+
+fn padOutputAssumeCapacity(output: *std.ArrayList(u8)) void {
+    const padding = std.mem.alignForward(usize, output.items.len, 8) - output.items.len;
+    output.appendNTimesAssumeCapacity(0, padding);
 }
 
 fn writeFooter(
@@ -1165,7 +1185,10 @@ test "bools are bit-packed least significant bit first and padded with zeros" {
     var output: std.ArrayList(u8) = .empty;
     defer output.deinit(testing.allocator);
     const bools = [_]u8{ 1, 0, 0, 0, 0, 0, 0, 0, 1, 1 };
-    try writeColumnBody(testing.allocator, &output, .{ .bool = &bools }, .{ .start = 0, .end = bools.len });
+    const values: ColumnValues = .{ .bool = &bools };
+    const rows: Rows = .{ .start = 0, .end = bools.len };
+    try output.ensureUnusedCapacity(testing.allocator, @intCast(bodyBytes(&.{.{ .name = "b", .values = values }}, rows)));
+    writeColumnBody(&output, values, rows);
     try testing.expectEqualSlices(u8, &.{ 0x01, 0x03, 0, 0, 0, 0, 0, 0 }, output.items);
 }
 

@@ -50,27 +50,33 @@ pub fn exportArrow(allocator: std.mem.Allocator, dataset: *const Dataset, table:
         sample_ids[row] = @intCast(location.sample_id);
         weights[row] = table.weight(row);
     }
-    if (table.locations == null) {
-        // The default table is every cache in physical order: copy whole columns.
-        for (dataset.caches) |cache| {
-            for (stored, cache.columns) |*column, cache_column| try column.appendValues(allocator, cache_column.values);
-        }
-    } else {
-        for (0..row_count) |row| {
-            const location = table.location(row);
-            const cache = dataset.caches[location.cache_id];
-            for (stored, cache.columns) |*column, cache_column| {
-                try column.append(allocator, cache_column.values.get(@intCast(location.sample_id)));
-            }
-        }
-    }
     const columns = try allocator.alloc(types.Column, schema.len + 3);
     defer allocator.free(columns);
+    const stored_columns = columns[2..][0..schema.len];
+    if (table.locations == null and dataset.caches.len == 1) {
+        // The default table of one cache is that cache's columns as they are.
+        @memcpy(stored_columns, dataset.caches[0].columns);
+    } else {
+        if (table.locations == null) {
+            // The default table is every cache in physical order: copy whole columns.
+            for (dataset.caches) |cache| {
+                for (stored, cache.columns) |*column, cache_column| try column.appendValues(allocator, cache_column.values);
+            }
+        } else {
+            for (0..row_count) |row| {
+                const location = table.location(row);
+                const cache = dataset.caches[location.cache_id];
+                for (stored, cache.columns) |*column, cache_column| {
+                    try column.append(allocator, cache_column.values.get(@intCast(location.sample_id)));
+                }
+            }
+        }
+        for (schema, stored, stored_columns) |field, *builder, *column| {
+            column.* = .{ .name = field.name, .values = builder.view() };
+        }
+    }
     columns[0] = .{ .name = "cache_id", .values = .{ .int = cache_ids } };
     columns[1] = .{ .name = "sample_id", .values = .{ .int = sample_ids } };
-    for (schema, stored, columns[2..][0..schema.len]) |field, *builder, *column| {
-        column.* = .{ .name = field.name, .values = builder.view() };
-    }
     columns[schema.len + 2] = .{ .name = "weight", .values = .{ .float = weights } };
     return arrow_ipc.writeFile(allocator, columns, table.row_count) catch |err| switch (err) {
         error.OutOfMemory => error.OutOfMemory,
