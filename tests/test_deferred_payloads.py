@@ -5,7 +5,10 @@ binding hands out (one copy) when its sample is reached."""
 from __future__ import annotations
 
 import gc
+import hashlib
+import json
 import os
+import struct
 from pathlib import Path
 
 import pytest
@@ -26,11 +29,19 @@ def payload(i: int, size: int) -> bytes:
 
 
 def write(
-    runtime: DatasetRuntime, base: Path, sizes: list[int], algo: str = "none"
+    runtime: DatasetRuntime,
+    base: Path,
+    sizes: list[int],
+    algo: str = "none",
+    max_shard_bytes: int = 64 << 20,
 ) -> tuple[Path, list[bytes]]:
     payloads = [payload(i, size) for i, size in enumerate(sizes)]
     samples = [(data, {"i": i, "size": len(data)}) for i, data in enumerate(payloads)]
-    config = WriterConfig(show_progress=False, shard_compression=ShardCompression(algo=algo))
+    config = WriterConfig(
+        show_progress=False,
+        shard_compression=ShardCompression(algo=algo),
+        max_shard_bytes=max_shard_bytes,
+    )
     [result] = runtime.write_cache(ListSource("big", samples), base, writer_config=config)
     return result.path, payloads
 
@@ -75,6 +86,39 @@ def test_any_mix_of_sizes_round_trips(
     path, payloads = write(runtime, tmp_path_factory.mktemp("mix"), sizes)
     ds = runtime.cached_dataset(
         [path], reader_config=ReaderConfig(seed=0, shuffle=False, prefetch_size=2)
+    )
+    assert [s.data for s in ds] == payloads
+
+
+@pytest.mark.parametrize("max_shard_bytes", [1, 200_000, 64 << 20])
+def test_payloads_written_from_the_pushed_memory_frame_and_hash_like_copied_ones(
+    runtime: DatasetRuntime, tmp_path: Path, max_shard_bytes: int
+) -> None:
+    # Large uncompressed payloads go to the shard from the pushed memory, next to
+    # their framed heads; small ones are framed with them. Checked against the
+    # byte format itself (SPEC): index rows, record framing, shard SHA-256s.
+    sizes = SIZES * 2 + [THRESHOLD * 2] * 4
+    path, payloads = write(runtime, tmp_path, sizes, max_shard_bytes=max_shard_bytes)
+    manifest = json.loads((path / "manifest.json").read_bytes())
+    shards = [(path / "shards" / shard["name"]).read_bytes() for shard in manifest["shards"]]
+    for shard, entry in zip(shards, manifest["shards"], strict=True):
+        assert hashlib.sha256(shard).hexdigest() == entry["sha256"]
+        assert len(shard) == entry["byte_len"]
+    index = (path / "index.bin").read_bytes()
+    expected_offsets = [0] * len(shards)
+    for sample_id, data in enumerate(payloads):
+        shard_id, offset, record_len = struct.unpack_from("<QQQ", index, sample_id * 24)
+        assert offset == expected_offsets[shard_id], f"sample {sample_id} is not back to back"
+        expected_offsets[shard_id] += record_len
+        record = shards[shard_id][offset : offset + record_len]
+        (meta_len,) = struct.unpack_from("<Q", record)
+        assert json.loads(record[8 : 8 + meta_len]) == {"i": sample_id, "size": len(data)}
+        assert record[8 + meta_len :] == data, f"sample {sample_id}: payload differs"
+    assert expected_offsets == [len(shard) for shard in shards]
+    if max_shard_bytes == 1:
+        assert len(shards) == len(payloads)  # one record per shard
+    ds = runtime.cached_dataset(
+        [path], reader_config=ReaderConfig(seed=0, shuffle=False, validate_cache=True)
     )
     assert [s.data for s in ds] == payloads
 

@@ -694,10 +694,26 @@ pub const CacheWriter = struct {
     fn appendRecord(writer: *CacheWriter, batch: *Batch, i: usize, canonical: []const u8) !u64 {
         const payload_len: usize = @intCast(batch.payload_lens[i]);
         const payload = batch.payload_parts[i][0..payload_len];
+        if (writer.isExternal(payload_len)) {
+            // Only the head is framed; the committer writes the payload from where it is.
+            try batch.encoded.ensureUnusedCapacity(writer.allocator, shard_record.header_bytes + canonical.len);
+            const head_len = shard_record.appendAssumeCapacity(&batch.encoded, canonical, "", .none);
+            batch.record_lens[i] = head_len + payload_len;
+            return 0;
+        }
         try batch.encoded.ensureUnusedCapacity(writer.allocator, shard_record.encodedBytesMax(canonical.len, payload_len, writer.options.compression));
         const compress_started = system.monotonicNanoseconds();
         batch.record_lens[i] = shard_record.appendAssumeCapacity(&batch.encoded, canonical, payload, writer.options.compression);
         return if (writer.options.compression == .lz4) system.monotonicNanoseconds() - compress_started else 0;
+    }
+
+    /// Uncompressed payloads this large are not copied into the batch's framed
+    /// records: the committer hashes and writes them from the pushed memory
+    /// (kept alive until the batch is committed), next to their framed heads.
+    const external_payload_bytes_min = 64 << 10;
+
+    fn isExternal(writer: *const CacheWriter, payload_len: u64) bool {
+        return writer.options.compression == .none and payload_len >= external_payload_bytes_min;
     }
 
     fn countCompression(writer: *CacheWriter, batch: *const Batch, compression_ns: u64) void {
@@ -759,15 +775,18 @@ pub const CacheWriter = struct {
     fn commitBatch(writer: *CacheWriter, batch: *Batch, diagnostic: *Diagnostic) Error!void {
         const allocator = writer.allocator;
         try writer.index_bytes.ensureUnusedCapacity(allocator, batch.count * index_file.row_bytes);
-        var record_start: usize = 0;
-        var run_start: usize = 0; // first byte of the run of records going to the current shard
+        // The bytes going to the current shard, in order: runs of framed records
+        // and, between them, external payloads.
+        var run: Segments = .{ .allocator = allocator };
+        defer run.list.deinit(allocator);
+        var encoded_start: usize = 0;
         var payload_bytes: u64 = 0;
-        for (batch.record_lens, batch.payload_lens) |record_len, payload_len| {
+        for (batch.record_lens, batch.payload_lens, batch.payload_parts) |record_len, payload_len, payload| {
             if (writer.shard) |shard| {
-                const would_be = shard.byte_len + (record_start - run_start) + record_len;
-                if (shard.byte_len + (record_start - run_start) > 0 and would_be > writer.options.max_shard_bytes) {
-                    try writer.appendToShard(batch.encoded.items[run_start..record_start], diagnostic);
-                    run_start = record_start;
+                const would_be = shard.byte_len + run.bytes + record_len;
+                if (shard.byte_len + run.bytes > 0 and would_be > writer.options.max_shard_bytes) {
+                    try writer.appendToShard(run.list.items, run.bytes, diagnostic);
+                    run.clear();
                     try writer.closeShard();
                 }
             }
@@ -776,39 +795,95 @@ pub const CacheWriter = struct {
             var row: [index_file.row_bytes]u8 = undefined;
             index_file.encodeRow(.{
                 .shard_id = writer.shards.items.len,
-                .offset = shard.byte_len + (record_start - run_start),
+                .offset = shard.byte_len + run.bytes,
                 .record_len = record_len,
             }, &row);
             writer.index_bytes.appendSliceAssumeCapacity(&row);
+            const external = writer.isExternal(payload_len);
+            const framed_len: usize = @intCast(if (external) record_len - payload_len else record_len);
+            try run.append(batch.encoded.items[encoded_start..][0..framed_len]);
+            if (external) try run.append(payload[0..@intCast(payload_len)]);
+            encoded_start += framed_len;
             shard.uncompressed_byte_len += payload_len;
             payload_bytes += payload_len;
-            record_start += @intCast(record_len);
         }
-        try writer.appendToShard(batch.encoded.items[run_start..record_start], diagnostic);
+        std.debug.assert(encoded_start == batch.encoded.items.len);
+        try writer.appendToShard(run.list.items, run.bytes, diagnostic);
         for (writer.columns, batch.columns) |*column, *chunk| try column.appendColumn(allocator, chunk);
         writer.sample_count += batch.count;
         _ = writer.stats.samples_committed.fetchAdd(batch.count, .monotonic);
         _ = writer.stats.payload_bytes_committed.fetchAdd(payload_bytes, .monotonic);
-        _ = writer.stats.shard_bytes_committed.fetchAdd(batch.encoded.items.len, .monotonic);
+        _ = writer.stats.shard_bytes_committed.fetchAdd(run.total, .monotonic);
     }
 
-    fn appendToShard(writer: *CacheWriter, bytes: []const u8, diagnostic: *Diagnostic) Error!void {
-        if (bytes.len == 0) return;
-        const io = system.io();
+    /// Consecutive pieces of one shard's bytes; a piece that continues the
+    /// previous one in memory extends it, so framed records go as one run.
+    const Segments = struct {
+        allocator: std.mem.Allocator,
+        list: std.ArrayList([]const u8) = .empty,
+        bytes: u64 = 0,
+        /// Across `clear`s: everything this batch wrote.
+        total: u64 = 0,
+
+        fn append(segments: *Segments, piece: []const u8) !void {
+            if (piece.len == 0) return;
+            segments.bytes += piece.len;
+            segments.total += piece.len;
+            const items = segments.list.items;
+            if (items.len > 0 and items[items.len - 1].ptr + items[items.len - 1].len == piece.ptr) {
+                items[items.len - 1].len += piece.len;
+                return;
+            }
+            try segments.list.append(segments.allocator, piece);
+        }
+
+        fn clear(segments: *Segments) void {
+            segments.list.clearRetainingCapacity();
+            segments.bytes = 0;
+        }
+    };
+
+    fn appendToShard(writer: *CacheWriter, pieces: []const []const u8, bytes: u64, diagnostic: *Diagnostic) Error!void {
+        if (bytes == 0) return;
         const shard = &writer.shard.?;
         const hash_started = system.monotonicNanoseconds();
-        shard.hasher.update(bytes);
-        writer.stats.hashing.add(hash_started, bytes.len);
+        for (pieces) |piece| shard.hasher.update(piece);
+        writer.stats.hashing.add(hash_started, bytes);
         const write_started = system.monotonicNanoseconds();
-        shard.file.writePositionalAll(io, bytes, shard.byte_len) catch |err| {
+        writeAllAt(shard.file, pieces, shard.byte_len) catch |err| {
             diagnostic.set("cannot write shard {d}: {s}", .{ writer.shards.items.len, @errorName(err) });
             return error.Io;
         };
-        writer.stats.disk_write.add(write_started, bytes.len);
-        shard.byte_len += bytes.len;
+        writer.stats.disk_write.add(write_started, bytes);
+        shard.byte_len += bytes;
         if (shard.byte_len - shard.writeback_start >= writeback_bytes) {
             durable_files.startWriteback(shard.file, shard.writeback_start, shard.byte_len - shard.writeback_start);
             shard.writeback_start = shard.byte_len;
+        }
+    }
+
+    /// Writes `pieces` back to back from `offset`, a few per system call,
+    /// resuming after short writes.
+    fn writeAllAt(file: std.Io.File, pieces: []const []const u8, offset: u64) !void {
+        const io = system.io();
+        var position = offset;
+        var next: usize = 0; // first piece not fully written
+        var skip: usize = 0; // bytes of pieces[next] already written
+        var vectors: [16][]const u8 = undefined;
+        while (next < pieces.len) {
+            const count = @min(vectors.len, pieces.len - next);
+            @memcpy(vectors[0..count], pieces[next..][0..count]);
+            vectors[0] = vectors[0][skip..];
+            var written = try file.writePositional(io, vectors[0..count], position);
+            if (written == 0) return error.WriteZero;
+            position += written;
+            written += skip;
+            skip = 0;
+            while (next < pieces.len and written >= pieces[next].len) {
+                written -= pieces[next].len;
+                next += 1;
+            }
+            skip = written;
         }
     }
 
@@ -937,4 +1012,30 @@ test "shard names keep six digits and grow past 999999" {
     try std.testing.expectEqualStrings("000000.bin", ShardName.of(0).slice());
     try std.testing.expectEqualStrings("999999.bin", ShardName.of(999_999).slice());
     try std.testing.expectEqualStrings("1000000.bin", ShardName.of(1_000_000).slice());
+}
+
+test "pieces written at an offset land back to back, more of them than one call takes" {
+    var tmp = std.testing.tmpDir(.{});
+    defer tmp.cleanup();
+    const io = system.io();
+    const file = try tmp.dir.createFile(io, "shard.bin", .{ .read = true });
+    defer file.close(io);
+    var storage: [40][3]u8 = undefined;
+    var pieces: [40][]const u8 = undefined;
+    var expected: [120]u8 = undefined;
+    for (&storage, &pieces, 0..) |*bytes, *piece, i| {
+        bytes.* = .{ @intCast(i), @intCast(i + 100), @intCast(i + 200) };
+        piece.* = bytes[0 .. 1 + i % 3]; // lengths 1, 2, 3
+    }
+    var expected_len: usize = 0;
+    for (pieces) |piece| {
+        @memcpy(expected[expected_len..][0..piece.len], piece);
+        expected_len += piece.len;
+    }
+    try file.writePositionalAll(io, "head", 0);
+    try CacheWriter.writeAllAt(file, &pieces, 4);
+    var buffer: [200]u8 = undefined;
+    const read = try tmp.dir.readFile(io, "shard.bin", &buffer);
+    try std.testing.expectEqualStrings("head", read[0..4]);
+    try std.testing.expectEqualSlices(u8, expected[0..expected_len], read[4..]);
 }
