@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterator, Mapping
-from functools import partial
 from typing import Any
 
 
@@ -59,10 +58,14 @@ def _column_values(kind: int, raw: bytes, strings: bytes) -> list[Any]:
     if kind == _KIND_BOOL:
         return list(map(bool, raw))
     offsets = array("Q", raw).tolist()
-    return list(map(_decode_utf8, map(strings.__getitem__, map(slice, offsets, offsets[1:]))))
+    spans = map(slice, offsets, offsets[1:])
+    if strings.isascii():
+        # Byte offsets are character offsets: one decode for the whole batch,
+        # then one str slice per sample.
+        return list(map(strings.decode("ascii").__getitem__, spans))
+    return list(map(bytes.decode, map(strings.__getitem__, spans)))
 
 
-_decode_utf8 = partial(str, encoding="utf-8")
 _KIND_BOOL, _KIND_INT, _KIND_FLOAT, _KIND_STRING = 0, 1, 2, 3
 
 
