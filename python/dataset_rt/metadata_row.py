@@ -7,47 +7,42 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 
-class BatchMetadata:
+class BatchMetadata(dict[str, list[Any]]):
     """The metadata of one batch of samples, by column, as copied from the core.
 
+    As a dict it maps a column name to every sample's value of that column.
     A column is turned into a list of Python values, for the whole batch at
     once with C-level conversions (array, map), the first time any sample reads
-    it; a loop that reads one field never decodes the others.
+    it (`__missing__`); a loop that reads one field never decodes the others.
     """
 
-    __slots__ = ("_names", "_columns", "_decoded")
+    __slots__ = ("_names", "_columns")
 
     def __init__(self, names: list[str], columns: list[tuple[int, bytes, bytes]]) -> None:
+        super().__init__()
         self._names = names
         self._columns = dict(zip(names, columns, strict=True))
-        self._decoded: dict[str, list[Any]] = {}
 
     def names(self) -> list[str]:
         return self._names
 
-    def column(self, name: str) -> list[Any]:
-        """Every sample's value of column ``name``; KeyError if there is none."""
-        values = self._decoded.get(name)
-        if values is None:
-            kind, raw, strings = self._columns[name]
-            values = self._decoded[name] = _column_values(kind, raw, strings)
+    def __missing__(self, name: str) -> list[Any]:
+        kind, raw, strings = self._columns[name]  # KeyError when there is no such column
+        values = self[name] = _column_values(kind, raw, strings)
         return values
 
 
-class _SingleRow:
+class _SingleRow(dict[str, list[Any]]):
     """A plain mapping in the role of a one-sample batch (see MetadataRow)."""
 
-    __slots__ = ("_names", "_decoded")
+    __slots__ = ("_names",)
 
     def __init__(self, row: dict[str, Any]) -> None:
+        super().__init__((name, [value]) for name, value in row.items())
         self._names = list(row)
-        self._decoded = {name: [value] for name, value in row.items()}
 
     def names(self) -> list[str]:
         return self._names
-
-    def column(self, name: str) -> list[Any]:
-        return self._decoded[name]
 
 
 def _column_values(kind: int, raw: bytes, strings: bytes) -> list[Any]:
@@ -88,12 +83,8 @@ class MetadataRow(Mapping[str, Any]):
         self._index = index
 
     def __getitem__(self, key: str) -> Any:
-        # The decoded-column lookup is inlined: this is the per-sample hot path.
-        source = self._source
-        values = source._decoded.get(key)
-        if values is None:
-            values = source.column(key)
-        return values[self._index]
+        # The per-sample hot path: one dict lookup (decoding on the batch's first) and one index.
+        return self._source[key][self._index]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._source.names())
@@ -121,4 +112,4 @@ class MetadataRow(Mapping[str, Any]):
     def to_dict(self) -> dict[str, Any]:
         """A plain dict copy of the row."""
         source, index = self._source, self._index
-        return {name: source.column(name)[index] for name in source.names()}
+        return {name: source[name][index] for name in source.names()}
