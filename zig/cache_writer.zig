@@ -162,6 +162,8 @@ pub const CacheWriter = struct {
     sample_count: u64 = 0,
 
     stats: Stats = .{},
+    /// fsyncs of closed shards running on the pool (`syncInBackground`).
+    shard_syncs: thread_pool.WaitGroup = .{},
 
     pub fn create(
         allocator: std.mem.Allocator,
@@ -348,6 +350,7 @@ pub const CacheWriter = struct {
         const io = system.io();
         const allocator = writer.allocator;
         writer.waitForInFlight();
+        writer.shard_syncs.wait();
         for (writer.encoded_waiting.items) |batch| batch.destroy(allocator);
         writer.encoded_waiting.deinit(allocator);
         if (writer.shard) |*shard| shard.file.close(io);
@@ -902,12 +905,13 @@ pub const CacheWriter = struct {
     }
 
     fn closeShard(writer: *CacheWriter) Error!void {
-        const io = system.io();
         var shard = writer.shard.?;
         writer.shard = null;
-        // Not fsynced here: that would stall the ordered commit for the whole flush.
-        // finish() fsyncs every shard before anything is published.
-        defer shard.file.close(io);
+        // Not fsynced on the committing thread, which would stall the ordered
+        // commit for the whole flush: a pool job fsyncs and closes the file
+        // while writing goes on, and finish() waits for it (then fsyncs every
+        // shard once more, cheap by then) before anything is published.
+        writer.syncInBackground(shard.file, writer.shards.items.len);
         try writer.shard_names.append(writer.allocator, ShardName.of(writer.shards.items.len));
         try writer.shards.append(writer.allocator, .{
             .name = &.{}, // pointed at shard_names once the list stops growing
@@ -919,6 +923,39 @@ pub const CacheWriter = struct {
             }, .ratio = writer.options.compression_ratio },
             .sha256 = shard.hasher.final(),
         });
+    }
+
+    /// A closed shard's fsync, run on the pool; it owns (and closes) the file.
+    const ShardSync = struct {
+        job: thread_pool.Job = .{ .run = run },
+        writer: *CacheWriter,
+        file: std.Io.File,
+        shard_index: u64,
+
+        fn run(job: *thread_pool.Job) void {
+            const sync: *ShardSync = @fieldParentPtr("job", job);
+            const writer = sync.writer;
+            const io = system.io();
+            sync.file.sync(io) catch |err| {
+                var diagnostic: Diagnostic = .{};
+                diagnostic.set("cannot fsync shard {s}: {s}", .{ ShardName.of(sync.shard_index).slice(), @errorName(err) });
+                writer.fail(error.Io, &diagnostic);
+            };
+            sync.file.close(io);
+            writer.allocator.destroy(sync);
+            writer.shard_syncs.finish();
+        }
+    };
+
+    fn syncInBackground(writer: *CacheWriter, file: std.Io.File, shard_index: u64) void {
+        const sync = writer.allocator.create(ShardSync) catch {
+            // No memory for the job: close now; finish() fsyncs every shard anyway.
+            file.close(system.io());
+            return;
+        };
+        sync.* = .{ .writer = writer, .file = file, .shard_index = shard_index };
+        writer.shard_syncs.add(1);
+        writer.pool.submit(&sync.job);
     }
 
     // ---- finish and publish ----------------------------------------------
@@ -942,6 +979,8 @@ pub const CacheWriter = struct {
         const metadata_digest = try writer.writeMetadata(diagnostic);
         try writer.writeManifest(index_digest, metadata_digest, diagnostic);
         const sync_started = system.monotonicNanoseconds();
+        writer.shard_syncs.wait();
+        try writer.checkFailure(diagnostic);
         for (writer.shard_names.items) |*name| try durable_files.syncFile(writer.shards_dir.?, name.slice(), diagnostic);
         writer.stats.disk_write.add(sync_started, 0);
         try durable_files.syncDir(writer.shards_dir.?, "shards", diagnostic);
