@@ -41,7 +41,9 @@ def read_floor() -> float:
     text = "".join(LABELS[i % 4] for i in range(CHUNK)).encode()
     ends = list(itertools.accumulate(len(LABELS[i % 4]) for i in range(CHUNK)))
     string_offsets = array("Q", [0, *ends]).tobytes()
-    columns = [(1, ints, b""), (3, string_offsets, text), (2, floats, b"")]
+    codes = array("I", [i % 4 for i in range(CHUNK)]).tobytes()  # as the core codes labels
+    label_column = (3, string_offsets, text, codes, 4)
+    columns = [(1, ints, b"", b"", 0), label_column, (2, floats, b"", b"", 0)]
     names = ["index", "label", "score"]
 
     def batch() -> list[tuple]:

@@ -22,6 +22,7 @@ from dataset_rt import (
     ShardCompression,
     WriterConfig,
 )
+from dataset_rt import dataset as dataset_module
 
 IN_ORDER = ReaderConfig(seed=0, shuffle=False)
 MiB = 1024 * 1024
@@ -398,3 +399,45 @@ def test_float_metadata_keeps_sign_of_zero_extremes_and_float_type(
         assert math.copysign(1.0, sample.metadata["x"]) == math.copysign(1.0, metadata["x"]), (
             f"sign of {metadata['x']!r} lost"
         )
+
+
+@HYPOTHESIS
+@given(
+    pool=st.lists(st.one_of(unicode_text, tricky_strings), min_size=1, max_size=6, unique=True),
+    picks=st.lists(st.integers(0, 5), min_size=1, max_size=300),
+    prefetch=st.sampled_from([1, 4, 64, 256]),
+    shuffle=st.booleans(),
+)
+def test_string_columns_of_few_values_read_back_exactly_through_their_codes(
+    runtime: DatasetRuntime,
+    tmp_path_factory: pytest.TempPathFactory,
+    pool: list[str],
+    picks: list[int],
+    prefetch: int,
+    shuffle: bool,
+) -> None:
+    # The core codes a batch's string column when few of its strings are
+    # distinct; the binding then decodes each distinct string once per batch.
+    labels = [pool[pick % len(pool)] for pick in picks]
+    samples = [(b"x", {"label": label, "n": n}) for n, label in enumerate(labels)]
+    base = tmp_path_factory.mktemp("coded")
+    config = WriterConfig(show_progress=False)
+    (cache,) = write_ok(runtime, [ListSource("src", samples)], base, config)
+    coded = []
+    copy_columns = dataset_module._copy_columns
+
+    def recording(batch, count: int):  # noqa: ANN001, ANN202
+        columns = copy_columns(batch, count)
+        coded.append(columns[0][4] > 0)  # "label" sorts first; its distinct strings
+        return columns
+
+    dataset_module._copy_columns = recording
+    try:
+        reader = ReaderConfig(seed=1, shuffle=shuffle, prefetch_size=prefetch)
+        for sample in runtime.cached_dataset([cache], reader_config=reader):
+            assert sample.metadata["label"] == labels[sample.sample_id]
+            assert sample.metadata["n"] == sample.sample_id
+    finally:
+        dataset_module._copy_columns = copy_columns
+    if len(labels) >= 4 * len(pool) and prefetch >= len(labels):
+        assert any(coded), "no batch of a column of few distinct strings was coded"

@@ -290,6 +290,7 @@ pub const Pipeline = struct {
             try batch.closeSample(allocator, location.cache_id, location.sample_id);
         }
         try batch.finishDeferred(allocator);
+        try batch.codeStrings(allocator);
         batch.owner = pipeline;
         chunk.batch = batch;
         _ = pipeline.bytes_held.fetchAdd(batchBytes(batch), .monotonic);

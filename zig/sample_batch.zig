@@ -17,8 +17,12 @@ const not_deferred: DeferredPayload = .{ .cache_id = 0, .location = .{ .sample_i
 /// Mirrors `drt_batch_column`: one metadata column of the batch's samples.
 pub const ColumnView = extern struct {
     kind: u32,
-    reserved: u32 = 0,
-    /// bool: u8 0/1 per sample; int: i64; float: f64; string: null.
+    /// string only: the number of distinct strings when `values` holds their
+    /// codes (see `SampleBatch.codeStrings`), else 0.
+    distinct: u32 = 0,
+    /// bool: u8 0/1 per sample; int: i64; float: f64; string: null, or one
+    /// u32 code per sample (equal strings share one, numbered from 0 in order
+    /// of first occurrence).
     values: ?*const anyopaque,
     /// string only: count + 1 offsets into `bytes`.
     offsets: ?[*]const u64,
@@ -57,6 +61,8 @@ pub const SampleBatch = struct {
     deferred_lengths: []u64 = &.{},
     /// The pipeline that read the batch: only it can read the deferred payloads.
     owner: ?*const anyopaque = null,
+    /// Per column, filled by `codeStrings`: a string column's codes, or empty.
+    string_codes: [][]u32 = &.{},
 
     pub fn init(allocator: std.mem.Allocator, capacity: usize, schema: []const types.Field) !SampleBatch {
         var batch: SampleBatch = .{};
@@ -84,6 +90,8 @@ pub const SampleBatch = struct {
         batch.sample_ids.deinit(allocator);
         batch.deferred.deinit(allocator);
         allocator.free(batch.deferred_lengths);
+        for (batch.string_codes) |codes| allocator.free(codes);
+        allocator.free(batch.string_codes);
     }
 
     pub fn count(batch: *const SampleBatch) usize {
@@ -125,9 +133,52 @@ pub const SampleBatch = struct {
         for (batch.deferred.items, batch.deferred_lengths) |entry, *len| len.* = entry.location.len;
     }
 
+    /// Codes each string column whose samples hold at most a quarter as many
+    /// distinct strings as samples (labels, splits, sources), so that a reader
+    /// decodes each distinct string once per batch. Call after the last sample.
+    pub fn codeStrings(batch: *SampleBatch, allocator: std.mem.Allocator) !void {
+        batch.string_codes = try allocator.alloc([]u32, batch.columns.len);
+        @memset(batch.string_codes, &.{});
+        for (batch.columns, batch.string_codes) |*column, *codes| switch (column.*) {
+            .string => |strings| codes.* = try dictionaryCodes(allocator, strings.offsets.items, strings.bytes.items),
+            else => {},
+        };
+    }
+
+    /// One code per string (numbered by first occurrence), or empty when more
+    /// than a quarter of them are distinct.
+    fn dictionaryCodes(allocator: std.mem.Allocator, offsets: []const u64, bytes: []const u8) ![]u32 {
+        const rows = offsets.len - 1;
+        const distinct_max: u32 = @intCast(@min(rows / 4, std.math.maxInt(u32)));
+        if (distinct_max == 0) return &.{};
+        var seen: std.StringHashMapUnmanaged(u32) = .empty;
+        defer seen.deinit(allocator);
+        try seen.ensureTotalCapacity(allocator, distinct_max + 1);
+        const codes = try allocator.alloc(u32, rows);
+        for (codes, offsets[0..rows], offsets[1..]) |*code, start, end| {
+            const entry = seen.getOrPutAssumeCapacity(bytes[@intCast(start)..@intCast(end)]);
+            if (!entry.found_existing) {
+                if (seen.count() > distinct_max) {
+                    allocator.free(codes);
+                    return &.{};
+                }
+                entry.value_ptr.* = seen.count() - 1;
+            }
+            code.* = entry.value_ptr.*;
+        }
+        return codes;
+    }
+
     /// Points `view` at the lists; call after the last sample is added.
     pub fn seal(batch: *SampleBatch) *View {
-        for (batch.columns, batch.column_views) |*column, *view| view.* = columnView(column);
+        for (batch.columns, batch.column_views, 0..) |*column, *view, index| {
+            view.* = columnView(column);
+            if (index < batch.string_codes.len and batch.string_codes[index].len > 0) {
+                const codes = batch.string_codes[index];
+                view.values = codes.ptr;
+                view.distinct = std.mem.max(u32, codes) + 1;
+            }
+        }
         batch.view = .{
             .count = batch.count(),
             .payloads = batch.payloads.items.ptr,
@@ -159,3 +210,40 @@ pub const SampleBatch = struct {
         return @fieldParentPtr("view", view);
     }
 };
+
+test "string columns with few distinct values are coded by first occurrence" {
+    const allocator = std.testing.allocator;
+    const schema = [_]types.Field{ .{ .name = "label", .kind = .string }, .{ .name = "n", .kind = .int } };
+    var batch = try SampleBatch.init(allocator, 12, &schema);
+    defer batch.deinit(allocator);
+    // 3 distinct strings among 12 samples: at most a quarter.
+    const labels = [_][]const u8{ "dog", "cat", "dog", "dog", "", "cat", "cat", "dog", "", "", "cat", "dog" };
+    for (labels, 0..) |label, i| {
+        try batch.columns[0].append(allocator, .{ .string = label });
+        try batch.columns[1].append(allocator, .{ .int = @intCast(i) });
+        try batch.closeSample(allocator, 0, i);
+    }
+    try batch.codeStrings(allocator);
+    const view = batch.seal();
+    const label_column = view.columns[0];
+    try std.testing.expectEqual(@as(u32, 3), label_column.distinct);
+    const codes: [*]const u32 = @ptrCast(@alignCast(label_column.values.?));
+    try std.testing.expectEqualSlices(u32, &.{ 0, 1, 0, 0, 2, 1, 1, 0, 2, 2, 1, 0 }, codes[0..12]);
+    try std.testing.expectEqual(@as(u32, 0), view.columns[1].distinct);
+}
+
+test "string columns with many distinct values are not coded" {
+    const allocator = std.testing.allocator;
+    const schema = [_]types.Field{.{ .name = "path", .kind = .string }};
+    var batch = try SampleBatch.init(allocator, 8, &schema);
+    defer batch.deinit(allocator);
+    // 3 distinct strings among 8 samples: more than a quarter.
+    for ([_][]const u8{ "a", "b", "c", "a", "a", "a", "a", "a" }, 0..) |path, i| {
+        try batch.columns[0].append(allocator, .{ .string = path });
+        try batch.closeSample(allocator, 0, i);
+    }
+    try batch.codeStrings(allocator);
+    const view = batch.seal();
+    try std.testing.expectEqual(@as(u32, 0), view.columns[0].distinct);
+    try std.testing.expect(view.columns[0].values == null);
+}

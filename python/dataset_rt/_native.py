@@ -127,7 +127,7 @@ class ReaderOptions(Structure):
 class BatchColumn(Structure):
     _fields_ = [
         ("kind", c_uint32),
-        ("reserved", c_uint32),
+        ("distinct", c_uint32),
         ("values", c_void_p),
         ("offsets", POINTER(c_uint64)),
         ("bytes", c_void_p),

@@ -214,24 +214,27 @@ _DEFER_PAYLOAD_BYTES = 64 * 1024
 
 
 _VALUE_BYTES = {_native.KIND_BOOL: 1, _native.KIND_INT: 8, _native.KIND_FLOAT: 8}
-# drt_batch_column: kind, reserved, values, offsets, bytes.
+# drt_batch_column: kind, distinct, values, offsets, bytes.
 _COLUMN_VIEW = struct.Struct("=IIQQQ")
 assert _COLUMN_VIEW.size == ctypes.sizeof(_native.BatchColumn)
 
 
-def _copy_columns(batch: _native.Batch, count: int) -> list[tuple[int, bytes, bytes]]:
-    """(kind, values or offsets, string bytes) of each metadata column, copied out of the batch."""
+def _copy_columns(batch: _native.Batch, count: int) -> list[tuple[int, bytes, bytes, bytes, int]]:
+    """(kind, values or offsets, string bytes, string codes, distinct strings) of
+    each metadata column, copied out of the batch (see `BatchMetadata`)."""
     views = ctypes.string_at(batch.columns, batch.column_count * _COLUMN_VIEW.size)
     columns = []
     string_at = ctypes.string_at
-    for kind, _, values, offsets, strings in _COLUMN_VIEW.iter_unpack(views):
+    for kind, distinct, values, offsets, strings in _COLUMN_VIEW.iter_unpack(views):
         if kind == _native.KIND_STRING:
             offsets_bytes = string_at(offsets, (count + 1) * 8)
             end = int.from_bytes(offsets_bytes[-8:], sys.byteorder)
-            columns.append((kind, offsets_bytes, string_at(strings, end) if end else b""))
+            codes = string_at(values, count * 4) if distinct else b""
+            string_bytes = string_at(strings, end) if end else b""
+            columns.append((kind, offsets_bytes, string_bytes, codes, distinct))
         else:
             size = count * _VALUE_BYTES[kind]
-            columns.append((kind, string_at(values, size) if size else b"", b""))
+            columns.append((kind, string_at(values, size) if size else b"", b"", b"", 0))
     return columns
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 
@@ -18,7 +18,9 @@ class BatchMetadata(dict[str, list[Any]]):
 
     __slots__ = ("_names", "_columns")
 
-    def __init__(self, names: list[str], columns: list[tuple[int, bytes, bytes]]) -> None:
+    def __init__(
+        self, names: list[str], columns: list[tuple[int, bytes, bytes, bytes, int]]
+    ) -> None:
         super().__init__()
         self._names = names
         self._columns = dict(zip(names, columns, strict=True))
@@ -27,8 +29,7 @@ class BatchMetadata(dict[str, list[Any]]):
         return self._names
 
     def __missing__(self, name: str) -> list[Any]:
-        kind, raw, strings = self._columns[name]  # KeyError when there is no such column
-        values = self[name] = _column_values(kind, raw, strings)
+        values = self[name] = _column_values(*self._columns[name])  # KeyError: no such column
         return values
 
 
@@ -45,23 +46,37 @@ class _SingleRow(dict[str, list[Any]]):
         return self._names
 
 
-def _column_values(kind: int, raw: bytes, strings: bytes) -> list[Any]:
+def _column_values(kind: int, raw: bytes, strings: bytes, codes: bytes, distinct: int) -> list[Any]:
     if kind == _KIND_INT:
         return array("q", raw).tolist()
     if kind == _KIND_FLOAT:
         return array("d", raw).tolist()
     if kind == _KIND_BOOL:
         return list(map(bool, raw))
-    offsets = array("Q", raw).tolist()
-    spans = map(slice, offsets, offsets[1:])
+    offsets = array("Q", raw)
+    if not codes:
+        return _decode_strings(strings, offsets, offsets[1:])
+    # A coded column: decode each distinct string once (at its first row, codes
+    # count up in order of first occurrence), then share the str objects.
+    code_of = array("I", codes)
+    firsts = list(map(code_of.index, range(distinct)))
+    starts = list(map(offsets.__getitem__, firsts))
+    ends = list(map(offsets.__getitem__, map((1).__add__, firsts)))
+    return list(map(_decode_strings(strings, starts, ends).__getitem__, code_of))
+
+
+def _decode_strings(strings: bytes, starts: Iterable[int], ends: Iterable[int]) -> list[str]:
+    """The UTF-8 strings ``strings[start:end]``."""
+    spans = map(slice, starts, ends)
     if strings.isascii():
         # Byte offsets are character offsets: one decode for the whole batch,
-        # then one str slice per sample.
+        # then one str slice per string.
         return list(map(strings.decode("ascii").__getitem__, spans))
     return list(map(bytes.decode, map(strings.__getitem__, spans)))
 
 
 _KIND_BOOL, _KIND_INT, _KIND_FLOAT, _KIND_STRING = 0, 1, 2, 3
+assert array("I").itemsize == 4  # string codes are uint32
 
 
 class MetadataRow(Mapping[str, Any]):

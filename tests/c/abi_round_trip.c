@@ -98,6 +98,43 @@ static int write_cache(drt_runtime *runtime, const char *base_dir, const char *n
     return 0;
 }
 
+static int same_string(const drt_batch_column *column, uint64_t a, uint64_t b) {
+    uint64_t len = column->offsets[a + 1] - column->offsets[a];
+    return len == column->offsets[b + 1] - column->offsets[b] &&
+           memcmp(column->bytes + column->offsets[a], column->bytes + column->offsets[b], (size_t)len) == 0;
+}
+
+/* The label column (schema order: index, label, score), when coded: equal
+ * strings share a code, codes count up from 0 in order of first occurrence. */
+static int check_label_codes(const drt_batch *batch, uint32_t *coded_batches) {
+    const drt_batch_column *label = &batch->columns[1];
+    if (label->kind != 3) {
+        fprintf(stderr, "column 1 has kind %u, expected 3 (string)\n", label->kind);
+        return 1;
+    }
+    if (label->distinct == 0) return 0;
+    const uint32_t *codes = (const uint32_t *)label->values;
+    static uint64_t first_row[256];
+    uint32_t next_code = 0;
+    for (uint64_t k = 0; k < batch->count; k++) {
+        uint32_t expected = next_code;
+        for (uint32_t c = 0; c < next_code; c++) {
+            if (same_string(label, k, first_row[c])) expected = c;
+        }
+        if (codes[k] != expected || expected >= label->distinct) {
+            fprintf(stderr, "row %llu has code %u, expected %u of %u\n", (unsigned long long)k, codes[k], expected, label->distinct);
+            return 1;
+        }
+        if (expected == next_code) first_row[next_code++] = k;
+    }
+    if (next_code != label->distinct) {
+        fprintf(stderr, "%u codes used, distinct says %u\n", next_code, label->distinct);
+        return 1;
+    }
+    (*coded_batches)++;
+    return 0;
+}
+
 /* Reads the cache back; payloads of at least defer_bytes (0: none) are deferred
  * and read into a buffer of the caller with drt_iterator_read_deferred. */
 static int read_cache(drt_runtime *runtime, const char *base_dir, const char *name, uint64_t defer_bytes) {
@@ -121,6 +158,7 @@ static int read_cache(drt_runtime *runtime, const char *base_dir, const char *na
     uint32_t deferred_count = 0;
     char expected_json[128];
     uint32_t seen = 0;
+    uint32_t coded_batches = 0;
     for (;;) {
         drt_batch *batch = NULL;
         if (drt_iterator_next(iterator, &batch) != DRT_OK) return fail("iterator_next");
@@ -159,10 +197,15 @@ static int read_cache(drt_runtime *runtime, const char *base_dir, const char *na
                 return 1;
             }
         }
+        if (check_label_codes(batch, &coded_batches) != 0) return 1;
         drt_batch_release(batch);
     }
     drt_iterator_destroy(iterator);
     drt_dataset_destroy(dataset);
+    if (coded_batches == 0) {
+        fprintf(stderr, "%s: no batch coded its label column (4 distinct labels)\n", name);
+        return 1;
+    }
     if (seen != SAMPLE_COUNT) {
         fprintf(stderr, "read %u samples\n", seen);
         return 1;

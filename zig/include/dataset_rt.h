@@ -224,10 +224,15 @@ int32_t drt_dataset_set_table(drt_dataset *dataset, const char *columns_json, ui
 
 /* One metadata column of a batch, in schema (name) order; kind is
  * 0 bool (uint8_t 0/1 values), 1 int (int64_t), 2 float (double), 3 string
- * (sample i: bytes[offsets[i] .. offsets[i+1]], UTF-8). */
+ * (sample i: bytes[offsets[i] .. offsets[i+1]], UTF-8).
+ * A string column may also be coded: then distinct > 0 and values points to
+ * one uint32_t code per sample, equal strings sharing a code and codes
+ * numbered 0 .. distinct-1 in order of first occurrence (the core codes a
+ * column when at most a quarter of its samples' strings are distinct); else
+ * distinct is 0 and values NULL. */
 typedef struct drt_batch_column {
     uint32_t kind;
-    uint32_t reserved;
+    uint32_t distinct;
     const void *values;
     const uint64_t *offsets;
     const uint8_t *bytes;
