@@ -162,8 +162,8 @@ pub const CacheWriter = struct {
     sample_count: u64 = 0,
 
     stats: Stats = .{},
-    /// fsyncs of closed shards running on the pool (`syncInBackground`).
-    shard_syncs: thread_pool.WaitGroup = .{},
+    /// fsyncs of written files running on the pool (`syncInBackground`).
+    file_syncs: thread_pool.WaitGroup = .{},
 
     pub fn create(
         allocator: std.mem.Allocator,
@@ -350,7 +350,7 @@ pub const CacheWriter = struct {
         const io = system.io();
         const allocator = writer.allocator;
         writer.waitForInFlight();
-        writer.shard_syncs.wait();
+        writer.file_syncs.wait();
         for (writer.encoded_waiting.items) |batch| batch.destroy(allocator);
         writer.encoded_waiting.deinit(allocator);
         if (writer.shard) |*shard| shard.file.close(io);
@@ -911,7 +911,7 @@ pub const CacheWriter = struct {
         // commit for the whole flush: a pool job fsyncs and closes the file
         // while writing goes on, and finish() waits for it (then fsyncs every
         // shard once more, cheap by then) before anything is published.
-        writer.syncInBackground(shard.file, writer.shards.items.len);
+        writer.syncInBackground(shard.file, .{ .shard = writer.shards.items.len });
         try writer.shard_names.append(writer.allocator, ShardName.of(writer.shards.items.len));
         try writer.shards.append(writer.allocator, .{
             .name = &.{}, // pointed at shard_names once the list stops growing
@@ -925,36 +925,48 @@ pub const CacheWriter = struct {
         });
     }
 
-    /// A closed shard's fsync, run on the pool; it owns (and closes) the file.
-    const ShardSync = struct {
+    /// A written file's fsync, run on the pool; it owns (and closes) the file.
+    const FileSync = struct {
         job: thread_pool.Job = .{ .run = run },
         writer: *CacheWriter,
         file: std.Io.File,
-        shard_index: u64,
+        what: SyncedFile,
 
         fn run(job: *thread_pool.Job) void {
-            const sync: *ShardSync = @fieldParentPtr("job", job);
+            const sync: *FileSync = @fieldParentPtr("job", job);
             const writer = sync.writer;
-            const io = system.io();
-            sync.file.sync(io) catch |err| {
-                var diagnostic: Diagnostic = .{};
-                diagnostic.set("cannot fsync shard {s}: {s}", .{ ShardName.of(sync.shard_index).slice(), @errorName(err) });
-                writer.fail(error.Io, &diagnostic);
-            };
-            sync.file.close(io);
+            syncAndClose(writer, sync.file, sync.what);
             writer.allocator.destroy(sync);
-            writer.shard_syncs.finish();
+            writer.file_syncs.finish();
         }
     };
 
-    fn syncInBackground(writer: *CacheWriter, file: std.Io.File, shard_index: u64) void {
-        const sync = writer.allocator.create(ShardSync) catch {
-            // No memory for the job: close now; finish() fsyncs every shard anyway.
-            file.close(system.io());
-            return;
+    /// Which file a `FileSync` is for, for its error message.
+    const SyncedFile = union(enum) {
+        shard: u64,
+        /// A file of the staging directory (a string literal).
+        staging: []const u8,
+    };
+
+    fn syncAndClose(writer: *CacheWriter, file: std.Io.File, what: SyncedFile) void {
+        const io = system.io();
+        file.sync(io) catch |err| {
+            var diagnostic: Diagnostic = .{};
+            switch (what) {
+                .shard => |index| diagnostic.set("cannot fsync shard {s}: {s}", .{ ShardName.of(index).slice(), @errorName(err) }),
+                .staging => |name| diagnostic.set("cannot fsync {s}: {s}", .{ name, @errorName(err) }),
+            }
+            writer.fail(error.Io, &diagnostic);
         };
-        sync.* = .{ .writer = writer, .file = file, .shard_index = shard_index };
-        writer.shard_syncs.add(1);
+        file.close(io);
+    }
+
+    /// fsyncs and closes `file` on the pool; `finish` waits for every such
+    /// fsync (`file_syncs`) before publishing, and fails the write if one failed.
+    fn syncInBackground(writer: *CacheWriter, file: std.Io.File, what: SyncedFile) void {
+        const sync = writer.allocator.create(FileSync) catch return writer.syncAndClose(file, what);
+        sync.* = .{ .writer = writer, .file = file, .what = what };
+        writer.file_syncs.add(1);
         writer.pool.submit(&sync.job);
     }
 
@@ -979,8 +991,11 @@ pub const CacheWriter = struct {
         const metadata_digest = try writer.writeMetadata(diagnostic);
         try writer.writeManifest(index_digest, metadata_digest, diagnostic);
         const sync_started = system.monotonicNanoseconds();
-        writer.shard_syncs.wait();
+        // The files' fsyncs run side by side, so the file system can serve
+        // them with fewer journal commits than one after the other.
+        writer.file_syncs.wait();
         try writer.checkFailure(diagnostic);
+        // Once more for every shard, on this thread: cheap, as nothing is left to flush.
         for (writer.shard_names.items) |*name| try durable_files.syncFile(writer.shards_dir.?, name.slice(), diagnostic);
         writer.stats.disk_write.add(sync_started, 0);
         try durable_files.syncDir(writer.shards_dir.?, "shards", diagnostic);
@@ -990,7 +1005,7 @@ pub const CacheWriter = struct {
     }
 
     fn writeIndex(writer: *CacheWriter, diagnostic: *Diagnostic) Error![32]u8 {
-        try durable_files.writeFileSynced(writer.staging_dir.?, "index.bin", writer.index_bytes.items, diagnostic);
+        writer.syncInBackground(try durable_files.writeFile(writer.staging_dir.?, "index.bin", writer.index_bytes.items, diagnostic), .{ .staging = "index.bin" });
         return sha256.hash(writer.index_bytes.items);
     }
 
@@ -1010,7 +1025,7 @@ pub const CacheWriter = struct {
             },
         };
         defer allocator.free(bytes);
-        try durable_files.writeFileSynced(writer.staging_dir.?, "metadata.arrow", bytes, diagnostic);
+        writer.syncInBackground(try durable_files.writeFile(writer.staging_dir.?, "metadata.arrow", bytes, diagnostic), .{ .staging = "metadata.arrow" });
         return sha256.hash(bytes);
     }
 
@@ -1025,7 +1040,7 @@ pub const CacheWriter = struct {
             .shards = writer.shards.items,
         }) catch return error.OutOfMemory;
         defer writer.allocator.free(text);
-        try durable_files.writeFileSynced(writer.staging_dir.?, "manifest.json", text, diagnostic);
+        writer.syncInBackground(try durable_files.writeFile(writer.staging_dir.?, "manifest.json", text, diagnostic), .{ .staging = "manifest.json" });
     }
 
     fn publish(writer: *CacheWriter, diagnostic: *Diagnostic) Error!void {

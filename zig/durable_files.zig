@@ -1,5 +1,5 @@
 //! File-system steps whose order and durability make publication atomic:
-//! write + fsync a file, fsync a directory, check a path segment.
+//! write a file, fsync a file or a directory, check a path segment.
 const std = @import("std");
 const builtin = @import("builtin");
 const system = @import("system.zig");
@@ -9,22 +9,20 @@ pub const Error = error{Io};
 
 pub const segment_bytes_max = 250;
 
-/// Creates (or truncates) `name` in `dir`, writes `bytes` and fsyncs the file.
-pub fn writeFileSynced(dir: std.Io.Dir, name: []const u8, bytes: []const u8, diagnostic: *Diagnostic) Error!void {
+/// Creates (or truncates) `name` in `dir` and writes `bytes`; returns the open
+/// file, not yet fsynced (the caller syncs and closes it).
+pub fn writeFile(dir: std.Io.Dir, name: []const u8, bytes: []const u8, diagnostic: *Diagnostic) Error!std.Io.File {
     const io = system.io();
     const file = dir.createFile(io, name, .{ .truncate = true }) catch |err| {
         diagnostic.set("cannot create {s}: {s}", .{ name, @errorName(err) });
         return error.Io;
     };
-    defer file.close(io);
+    errdefer file.close(io);
     file.writePositionalAll(io, bytes, 0) catch |err| {
         diagnostic.set("cannot write {s}: {s}", .{ name, @errorName(err) });
         return error.Io;
     };
-    file.sync(io) catch |err| {
-        diagnostic.set("cannot fsync {s}: {s}", .{ name, @errorName(err) });
-        return error.Io;
-    };
+    return file;
 }
 
 /// fsyncs an existing file (written and closed earlier).
@@ -121,7 +119,9 @@ test "a synced file holds what was written" {
     var tmp = std.testing.tmpDir(.{});
     defer tmp.cleanup();
     var diagnostic: Diagnostic = .{};
-    try writeFileSynced(tmp.dir, "a.bin", "hello", &diagnostic);
+    const file = try writeFile(tmp.dir, "a.bin", "hello", &diagnostic);
+    file.close(system.io());
+    try syncFile(tmp.dir, "a.bin", &diagnostic);
     try syncDir(tmp.dir, "tmp", &diagnostic);
     var buffer: [16]u8 = undefined;
     const read = try tmp.dir.readFile(system.io(), "a.bin", &buffer);
