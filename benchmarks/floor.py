@@ -25,7 +25,7 @@ from dataset_rt.dataset import _new_sample
 from dataset_rt.metadata_columns import to_columns
 from dataset_rt.metadata_row import BatchMetadata, MetadataRow
 from dataset_rt.records import CacheInput
-from dataset_rt.writing import _addresses, _encode_metadata
+from dataset_rt.writing import _addresses, _encode_metadata, _lengths
 
 SAMPLES = 200_000
 CHUNK = 64  # samples per batch with the default prefetch_size
@@ -85,7 +85,9 @@ def write_floor(by_columns: bool) -> tuple[float, float]:
         datas.append(data)
         metadatas.append(metadata.copy())
         if len(metadatas) == 1024:
+            _lengths(datas)
             if by_columns:
+                set(map(len, metadatas))  # the binding's check that keys can match
                 to_columns(metadatas, schema)
                 _addresses(datas)
             else:

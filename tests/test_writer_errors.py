@@ -80,6 +80,10 @@ BAD_SAMPLES = [
     ("str metadata", (b"x", "a=1"), ["metadata", "str"]),
     ("int key", (b"x", {"a": 1, "s": "x", 3: 4}), ["key", "3"]),
     ("bytes key", (b"x", {"a": 1, "s": "x", b"k": 4}), ["key", "b'k'"]),
+    # As many keys as the schema, one of them not a str: still named, never
+    # turned into the string "3" as JSON would.
+    ("int key instead of a field", (b"x", {"a": 1, 3: "x"}), ["key", "3"]),
+    ("None key instead of a field", (b"x", {None: 1, "s": "x"}), ["key", "None"]),
     ("list value", (b"x", {"a": [1], "s": "x"}), ["'a'", "list"]),
     ("dict value", (b"x", {"a": {"b": 1}, "s": "x"}), ["'a'", "dict"]),
     ("None value", (b"x", {"a": None, "s": "x"}), ["'a'", "None"]),

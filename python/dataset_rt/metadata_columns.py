@@ -31,9 +31,11 @@ _KINDS = {
 
 
 def schema_of(metadata: dict[str, Any]) -> Schema | None:
-    """The schema a first sample fixes, if every value has a column type."""
+    """The schema a first sample fixes, if every key is a str and every value has
+    a column type."""
     schema = {name: type(value) for name, value in metadata.items()}
-    return schema if schema and all(kind in _KINDS for kind in schema.values()) else None
+    keys_ok = all(isinstance(name, str) for name in schema)
+    return schema if schema and keys_ok and all(map(_KINDS.__contains__, schema.values())) else None
 
 
 class PushColumns:
@@ -48,12 +50,15 @@ class PushColumns:
 
 def to_columns(metadatas: list[dict[str, Any]], schema: Schema) -> PushColumns | None:
     """The batch (at least one sample) by column, or None when it must go as JSON
-    (see the module doc). The caller has checked that every dict has exactly the
-    schema's keys."""
+    (see the module doc), for instance when a sample lacks one of the schema's
+    keys. The caller has checked that every dict has as many keys as the schema."""
     pushed = (_native.PushColumn * len(schema))()
     buffers: list[object] = []
     for column, (name, kind) in zip(pushed, schema.items(), strict=True):
-        values = list(map(itemgetter(name), metadatas))
+        try:
+            values = list(map(itemgetter(name), metadatas))
+        except KeyError:
+            return None
         if set(map(type, values)) != {kind}:
             return None
         try:

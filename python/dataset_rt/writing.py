@@ -217,18 +217,23 @@ def _payload_bytes(data: object, index: int) -> bytes:
 
 
 def _metadata_copy(metadata: object, index: int) -> dict[str, Any]:
-    """A private copy of the metadata mapping after checking every key is a str."""
+    """A private copy of a metadata mapping that is not a dict, after checking
+    every key is a str (a dict's keys are checked with its batch, `_serialize`)."""
     if not isinstance(metadata, Mapping):
         raise SampleError(
             f"sample {index}: metadata must be a mapping of str to bool/int/float/str, "
             f"got {type(metadata).__name__}"
         )
+    _check_keys(metadata, index)
+    return dict(metadata)
+
+
+def _check_keys(metadata: Mapping[Any, Any], index: int) -> None:
     for key in metadata:
         if not isinstance(key, str):
             raise SampleError(
                 f"sample {index}: metadata key {key!r} must be a str, got {type(key).__name__}"
             )
-    return dict(metadata)
 
 
 def _describe_unserializable(metadatas: list[dict[str, Any]], first_index: int) -> str:
@@ -263,21 +268,21 @@ def _lengths(payloads: list[bytes]) -> ctypes.Array[ctypes.c_uint64]:
 
 
 def _serialize(
-    writer: NativeWriter,
-    payloads: list[bytes],
-    metadatas: list[dict[str, Any]],
-    first_index: int,
-    uniform_keys: frozenset[str] | None,
+    writer: NativeWriter, payloads: list[bytes], metadatas: list[dict[str, Any]], first_index: int
 ) -> SerializedBatch:
     """One batch for the core: (payloads, lengths, count, metadata by column or as a
-    JSON array). `uniform_keys`: the keys every sample of the batch has, if they agree."""
+    JSON array)."""
     count = len(payloads)
     lengths = _lengths(payloads)
     schema = writer.column_schema(metadatas[0])
-    if schema is not None and uniform_keys is not None and uniform_keys == schema.keys():
+    # Same number of keys as the schema in every sample, and (to_columns) each of
+    # the schema's keys present: exactly the schema's keys, all str.
+    if schema is not None and set(map(len, metadatas)) == {len(schema)}:
         columns = to_columns(metadatas, schema)
         if columns is not None:
             return payloads, lengths, count, columns
+    for offset, metadata in enumerate(metadatas):
+        _check_keys(metadata, first_index + offset)  # JSON would turn 1 into "1"
     try:
         metadata = _encode_metadata(metadatas).encode("utf-8", "surrogatepass")
     except (TypeError, ValueError):
@@ -306,10 +311,6 @@ def write_source(
     batch_bytes = 0
     first_index = 0
     index = 0
-    # Keys equal to an already-checked sample's are all str: the per-key check is skipped.
-    known_keys: frozenset[str] = frozenset()
-    # Whether every sample of the current batch has `known_keys`.
-    uniform = True
     iterator = iter(source)
     started = clock() if timed else 0.0
     for item in iterator:
@@ -322,32 +323,23 @@ def write_source(
             )
         data, metadata = item
         payload = data if type(data) is bytes else _payload_bytes(data, index)
-        if type(metadata) is dict and metadata.keys() == known_keys:
-            metadata = metadata.copy()
-        else:
-            metadata = _metadata_copy(metadata, index)
-            known_keys = frozenset(metadata)
-            uniform = not payloads  # keys changed inside the batch
+        metadata = metadata.copy() if type(metadata) is dict else _metadata_copy(metadata, index)
         payloads.append(payload)
         metadatas.append(metadata)
         batch_bytes += len(payload)
         index += 1
         pushing_seconds = 0.0
         if len(payloads) >= samples_max or batch_bytes >= _BATCH_BYTES_MAX:
-            batch = _serialize(
-                writer, payloads, metadatas, first_index, known_keys if uniform else None
-            )
+            batch = _serialize(writer, payloads, metadatas, first_index)
             pushing_seconds = _push(writer, batch, profile, progress)
             first_index = index
-            payloads, metadatas, batch_bytes, uniform = [], [], 0, True
+            payloads, metadatas, batch_bytes = [], [], 0
         if timed:
             # The native push (and any wait for capacity) is the core's ingress_wait, not Python's.
             profile.add("python_extract", clock() - started - pushing_seconds)
             started = clock()
     if payloads:
-        batch = _serialize(
-            writer, payloads, metadatas, first_index, known_keys if uniform else None
-        )
+        batch = _serialize(writer, payloads, metadatas, first_index)
         _push(writer, batch, profile, progress)
     path = writer.finish()
     stats = writer.stats()
