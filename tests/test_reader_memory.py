@@ -6,6 +6,8 @@ The cache is ~94 MiB; an iterator may hold only its prefetch window of it.
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -177,3 +179,27 @@ def test_abandoned_iterators_release_their_memory(
     samples = list(ds)
     assert [s.sample_id for s in samples] == list(range(10))
     assert all(s.data == payload(s.sample_id) for s in samples)
+
+
+def test_writing_and_reading_samples_never_import_polars(tmp_path: Path) -> None:
+    # Polars (about 38 MiB resident) is loaded by get_metadata/update_metadata
+    # only: a process that writes and reads samples does without it.
+    script = f"""
+import sys
+import dataset_rt
+runtime = dataset_rt.DatasetRuntime(num_workers=1)
+source = [dataset_rt.CacheInput(bytes([i]) * 10, {{"i": i, "s": "x"}}) for i in range(50)]
+class Source:
+    name = "src"
+    def __iter__(self):
+        return iter(source)
+[result] = runtime.write_cache([Source()], {str(tmp_path)!r},
+    writer_config=dataset_rt.WriterConfig(show_progress=False))
+dataset = runtime.cached_dataset([result.path], reader_config=dataset_rt.ReaderConfig(seed=0))
+assert sum(s.metadata["i"] for s in dataset) > 0
+assert "polars" not in sys.modules, "reading samples imported polars"
+dataset.get_metadata()
+assert "polars" in sys.modules
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import io
 import itertools
 import json
 import os
@@ -15,19 +14,15 @@ from itertools import repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import polars as pl
-
 from dataset_rt import _native
-from dataset_rt.arrow_c_stream import ColumnBuffers
 from dataset_rt.config import ReaderConfig
 from dataset_rt.metadata_row import BatchMetadata, MetadataRow
 from dataset_rt.records import CachedSample
 
 if TYPE_CHECKING:
-    from dataset_rt.runtime import RuntimeHandle
+    import polars as pl
 
-IDENTITY_COLUMNS = ("cache_id", "sample_id")
-WEIGHT_COLUMN = "weight"
+    from dataset_rt.runtime import RuntimeHandle
 
 
 class _DatasetHandle:
@@ -280,55 +275,6 @@ def _unpack(batch: _native.Batch, names: list[str]) -> list[CachedSample]:
     return list(map(_new_sample, zip(payloads, rows, cache_ids, sample_ids, strict=False)))
 
 
-_ARROW_TYPE_NAMES: dict[Any, str] = {
-    pl.Int8: "int8",
-    pl.Int16: "int16",
-    pl.Int32: "int32",
-    pl.Int64: "int64",
-    pl.UInt8: "uint8",
-    pl.UInt16: "uint16",
-    pl.UInt32: "uint32",
-    pl.UInt64: "uint64",
-    pl.Float32: "float32",
-    pl.Float64: "float64",
-    pl.Boolean: "bool",
-    pl.String: "utf8",
-}
-
-
-def _arrow_type_name(dtype: pl.DataType) -> str:
-    return _ARROW_TYPE_NAMES.get(dtype.base_type(), str(dtype))
-
-
-def _integer_column(frame: pl.DataFrame, name: str) -> tuple[_native.IntColumn, Any]:
-    """The column's buffers widened to 64 bits; the export is returned to keep them alive."""
-    series = frame.get_column(name) if name in frame.columns else None
-    if series is None or not series.dtype.is_integer():
-        return _native.IntColumn(), None
-    signed = series.dtype.is_signed_integer()
-    buffers = ColumnBuffers(series.cast(pl.Int64 if signed else pl.UInt64))
-    column = _native.IntColumn(
-        values=buffers.values + buffers.offset * 8,
-        validity=buffers.validity,
-        validity_offset=buffers.offset,
-        is_signed=int(signed),
-    )
-    return column, buffers
-
-
-def _float_column(frame: pl.DataFrame, name: str) -> tuple[_native.FloatColumn, Any]:
-    series = frame.get_column(name) if name in frame.columns else None
-    if series is None or not series.dtype.is_numeric():
-        return _native.FloatColumn(), None
-    buffers = ColumnBuffers(series.cast(pl.Float64))
-    column = _native.FloatColumn(
-        values=buffers.values + buffers.offset * 8,
-        validity=buffers.validity,
-        validity_offset=buffers.offset,
-    )
-    return column, buffers
-
-
 class CachedDataset:
     """Immutable caches loaded for reading; iterate it for `CachedSample`s.
 
@@ -384,12 +330,9 @@ class CachedDataset:
 
         A copy: editing it changes nothing until it is passed to `update_metadata`.
         """
-        data = _native.take_buffer(_native.lib.drt_dataset_metadata_arrow, self._handle.value)
-        frame = pl.read_ipc(io.BytesIO(data))
-        frame = frame.with_columns(pl.col(IDENTITY_COLUMNS).cast(pl.UInt64))
-        if self._extra_columns is not None:
-            frame = pl.concat([frame, self._extra_columns], how="horizontal")
-        return frame
+        from dataset_rt import metadata_frame  # Polars is loaded on first use
+
+        return metadata_frame.read(self._handle, self._extra_columns)
 
     def update_metadata(self, metadata: pl.DataFrame) -> None:
         """Replace the active table (rows, order, weights) from a frame like `get_metadata`'s.
@@ -399,28 +342,9 @@ class CachedDataset:
         their types, weights positive and finite) before anything changes, then
         resets the stream position; the epoch length is kept.
         """
-        if not isinstance(metadata, pl.DataFrame):
-            raise TypeError(f"metadata must be a polars DataFrame, got {type(metadata).__name__}")
-        columns = json.dumps(
-            [[name, _arrow_type_name(dtype)] for name, dtype in metadata.schema.items()]
-        )
-        cache_ids, cache_array = _integer_column(metadata, "cache_id")
-        sample_ids, sample_array = _integer_column(metadata, "sample_id")
-        weights, weight_array = _float_column(metadata, WEIGHT_COLUMN)
-        _native.check(
-            _native.lib.drt_dataset_set_table(
-                self._handle.value,
-                columns.encode(),
-                metadata.height,
-                ctypes.byref(cache_ids),
-                ctypes.byref(sample_ids),
-                ctypes.byref(weights),
-            )
-        )
-        del cache_array, sample_array, weight_array
-        known = {*IDENTITY_COLUMNS, WEIGHT_COLUMN, *self._handle.stored_names()}
-        extras = [name for name in metadata.columns if name not in known]
-        self._extra_columns = metadata.select(extras) if extras else None
+        from dataset_rt import metadata_frame  # Polars is loaded on first use
+
+        self._extra_columns = metadata_frame.install(self._handle, metadata)
 
     samples_metadata = get_metadata
     set_samples_metadata = update_metadata

@@ -1,0 +1,111 @@
+"""The active metadata table as a Polars frame: read from the core's Arrow
+export, and an edited frame handed back to the core.
+
+Imported by `CachedDataset.get_metadata` / `update_metadata` on first use, so
+that a process that only reads samples never loads Polars (about 38 MiB of
+memory and a few hundred milliseconds of import).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import io
+import json
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from dataset_rt import _native
+from dataset_rt.arrow_c_stream import ColumnBuffers
+
+if TYPE_CHECKING:
+    from dataset_rt.dataset import _DatasetHandle
+
+IDENTITY_COLUMNS = ("cache_id", "sample_id")
+WEIGHT_COLUMN = "weight"
+
+
+def read(handle: _DatasetHandle, extra_columns: pl.DataFrame | None) -> pl.DataFrame:
+    """The active table with the extra columns of the last `install`, if any."""
+    data = _native.take_buffer(_native.lib.drt_dataset_metadata_arrow, handle.value)
+    frame = pl.read_ipc(io.BytesIO(data))
+    frame = frame.with_columns(pl.col(IDENTITY_COLUMNS).cast(pl.UInt64))
+    if extra_columns is not None:
+        frame = pl.concat([frame, extra_columns], how="horizontal")
+    return frame
+
+
+def install(handle: _DatasetHandle, metadata: pl.DataFrame) -> pl.DataFrame | None:
+    """Make `metadata` the active table (the core validates it first); returns
+    its extra columns, which the next `read` appends."""
+    if not isinstance(metadata, pl.DataFrame):
+        raise TypeError(f"metadata must be a polars DataFrame, got {type(metadata).__name__}")
+    columns = json.dumps(
+        [[name, _arrow_type_name(dtype)] for name, dtype in metadata.schema.items()]
+    )
+    cache_ids, cache_array = _integer_column(metadata, "cache_id")
+    sample_ids, sample_array = _integer_column(metadata, "sample_id")
+    weights, weight_array = _float_column(metadata, WEIGHT_COLUMN)
+    _native.check(
+        _native.lib.drt_dataset_set_table(
+            handle.value,
+            columns.encode(),
+            metadata.height,
+            ctypes.byref(cache_ids),
+            ctypes.byref(sample_ids),
+            ctypes.byref(weights),
+        )
+    )
+    del cache_array, sample_array, weight_array
+    known = {*IDENTITY_COLUMNS, WEIGHT_COLUMN, *handle.stored_names()}
+    extras = [name for name in metadata.columns if name not in known]
+    return metadata.select(extras) if extras else None
+
+
+_ARROW_TYPE_NAMES: dict[Any, str] = {
+    pl.Int8: "int8",
+    pl.Int16: "int16",
+    pl.Int32: "int32",
+    pl.Int64: "int64",
+    pl.UInt8: "uint8",
+    pl.UInt16: "uint16",
+    pl.UInt32: "uint32",
+    pl.UInt64: "uint64",
+    pl.Float32: "float32",
+    pl.Float64: "float64",
+    pl.Boolean: "bool",
+    pl.String: "utf8",
+}
+
+
+def _arrow_type_name(dtype: pl.DataType) -> str:
+    return _ARROW_TYPE_NAMES.get(dtype.base_type(), str(dtype))
+
+
+def _integer_column(frame: pl.DataFrame, name: str) -> tuple[_native.IntColumn, Any]:
+    """The column's buffers widened to 64 bits; the export is returned to keep them alive."""
+    series = frame.get_column(name) if name in frame.columns else None
+    if series is None or not series.dtype.is_integer():
+        return _native.IntColumn(), None
+    signed = series.dtype.is_signed_integer()
+    buffers = ColumnBuffers(series.cast(pl.Int64 if signed else pl.UInt64))
+    column = _native.IntColumn(
+        values=buffers.values + buffers.offset * 8,
+        validity=buffers.validity,
+        validity_offset=buffers.offset,
+        is_signed=int(signed),
+    )
+    return column, buffers
+
+
+def _float_column(frame: pl.DataFrame, name: str) -> tuple[_native.FloatColumn, Any]:
+    series = frame.get_column(name) if name in frame.columns else None
+    if series is None or not series.dtype.is_numeric():
+        return _native.FloatColumn(), None
+    buffers = ColumnBuffers(series.cast(pl.Float64))
+    column = _native.FloatColumn(
+        values=buffers.values + buffers.offset * 8,
+        validity=buffers.validity,
+        validity_offset=buffers.offset,
+    )
+    return column, buffers
