@@ -308,9 +308,11 @@ def write_source(
     clock = time.perf_counter
     payloads: list[bytes] = []
     metadatas: list[dict[str, Any]] = []
+    add_payload, add_metadata = payloads.append, metadatas.append
     batch_bytes = 0
     first_index = 0
     index = 0
+    batch_end = samples_max  # the index at which the current batch is full
     iterator = iter(source)
     started = clock() if timed else 0.0
     for item in iterator:
@@ -323,20 +325,20 @@ def write_source(
             )
         data, metadata = item
         payload = data if type(data) is bytes else _payload_bytes(data, index)
-        metadata = metadata.copy() if type(metadata) is dict else _metadata_copy(metadata, index)
-        payloads.append(payload)
-        metadatas.append(metadata)
+        add_payload(payload)
+        add_metadata(metadata.copy() if type(metadata) is dict else _metadata_copy(metadata, index))
         batch_bytes += len(payload)
         index += 1
-        pushing_seconds = 0.0
-        if len(payloads) >= samples_max or batch_bytes >= _BATCH_BYTES_MAX:
+        if index == batch_end or batch_bytes >= _BATCH_BYTES_MAX:
             batch = _serialize(writer, payloads, metadatas, first_index)
             pushing_seconds = _push(writer, batch, profile, progress)
-            first_index = index
-            payloads, metadatas, batch_bytes = [], [], 0
-        if timed:
             # The native push (and any wait for capacity) is the core's ingress_wait, not Python's.
-            profile.add("python_extract", clock() - started - pushing_seconds)
+            started += pushing_seconds
+            first_index, batch_end = index, index + samples_max
+            payloads, metadatas, batch_bytes = [], [], 0
+            add_payload, add_metadata = payloads.append, metadatas.append
+        if timed:
+            profile.add("python_extract", clock() - started)
             started = clock()
     if payloads:
         batch = _serialize(writer, payloads, metadatas, first_index)
