@@ -182,7 +182,7 @@ def test_abandoned_iterators_release_their_memory(
 
 
 def test_writing_and_reading_samples_never_import_polars(tmp_path: Path) -> None:
-    # Polars (about 38 MiB resident) is loaded by get_metadata/update_metadata
+    # Polars (about 24 MiB resident) is loaded by get_metadata/update_metadata
     # only: a process that writes and reads samples does without it.
     script = f"""
 import sys
