@@ -909,8 +909,8 @@ pub const CacheWriter = struct {
         writer.shard = null;
         // Not fsynced on the committing thread, which would stall the ordered
         // commit for the whole flush: a pool job fsyncs and closes the file
-        // while writing goes on, and finish() waits for it (then fsyncs every
-        // shard once more, cheap by then) before anything is published.
+        // while writing goes on, and finish() waits for it before anything
+        // is published.
         writer.syncInBackground(shard.file, .{ .shard = writer.shards.items.len });
         try writer.shard_names.append(writer.allocator, ShardName.of(writer.shards.items.len));
         try writer.shards.append(writer.allocator, .{
@@ -993,11 +993,10 @@ pub const CacheWriter = struct {
         const sync_started = system.monotonicNanoseconds();
         // The files' fsyncs run side by side, so the file system can serve
         // them with fewer journal commits than one after the other.
+        // Every shard went through `syncInBackground` when it was closed.
         writer.file_syncs.wait();
-        try writer.checkFailure(diagnostic);
-        // Once more for every shard, on this thread: cheap, as nothing is left to flush.
-        for (writer.shard_names.items) |*name| try durable_files.syncFile(writer.shards_dir.?, name.slice(), diagnostic);
         writer.stats.disk_write.add(sync_started, 0);
+        try writer.checkFailure(diagnostic);
         try durable_files.syncDir(writer.shards_dir.?, "shards", diagnostic);
         try durable_files.syncDir(writer.staging_dir.?, writer.staging_name, diagnostic);
         writer.stats.finish_manifest.add(started, writer.index_bytes.items.len);

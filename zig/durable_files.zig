@@ -25,20 +25,6 @@ pub fn writeFile(dir: std.Io.Dir, name: []const u8, bytes: []const u8, diagnosti
     return file;
 }
 
-/// fsyncs an existing file (written and closed earlier).
-pub fn syncFile(dir: std.Io.Dir, name: []const u8, diagnostic: *Diagnostic) Error!void {
-    const io = system.io();
-    const file = dir.openFile(io, name, .{}) catch |err| {
-        diagnostic.set("cannot open {s} to fsync it: {s}", .{ name, @errorName(err) });
-        return error.Io;
-    };
-    defer file.close(io);
-    file.sync(io) catch |err| {
-        diagnostic.set("cannot fsync {s}: {s}", .{ name, @errorName(err) });
-        return error.Io;
-    };
-}
-
 /// Asks the kernel to start writing `len` bytes of `file` from `offset` to disk
 /// now, without waiting, so that the fsync before publication finds little
 /// left to flush. Only a hint (Linux on x86_64 and aarch64); failures are ignored.
@@ -120,8 +106,8 @@ test "a synced file holds what was written" {
     defer tmp.cleanup();
     var diagnostic: Diagnostic = .{};
     const file = try writeFile(tmp.dir, "a.bin", "hello", &diagnostic);
-    file.close(system.io());
-    try syncFile(tmp.dir, "a.bin", &diagnostic);
+    defer file.close(system.io());
+    try file.sync(system.io());
     try syncDir(tmp.dir, "tmp", &diagnostic);
     var buffer: [16]u8 = undefined;
     const read = try tmp.dir.readFile(system.io(), "a.bin", &buffer);
