@@ -788,7 +788,7 @@ pub const CacheWriter = struct {
             if (writer.shard) |shard| {
                 const would_be = shard.byte_len + run.bytes + record_len;
                 if (shard.byte_len + run.bytes > 0 and would_be > writer.options.max_shard_bytes) {
-                    try writer.appendToShard(run.list.items, run.bytes, diagnostic);
+                    try writer.appendToShard(&run, diagnostic);
                     run.clear();
                     try writer.closeShard();
                 }
@@ -811,7 +811,7 @@ pub const CacheWriter = struct {
             payload_bytes += payload_len;
         }
         std.debug.assert(encoded_start == batch.encoded.items.len);
-        try writer.appendToShard(run.list.items, run.bytes, diagnostic);
+        try writer.appendToShard(&run, diagnostic);
         for (writer.columns, batch.columns) |*column, *chunk| try column.appendColumn(allocator, chunk);
         writer.sample_count += batch.count;
         _ = writer.stats.samples_committed.fetchAdd(batch.count, .monotonic);
@@ -846,8 +846,10 @@ pub const CacheWriter = struct {
         }
     };
 
-    fn appendToShard(writer: *CacheWriter, pieces: []const []const u8, bytes: u64, diagnostic: *Diagnostic) Error!void {
+    fn appendToShard(writer: *CacheWriter, run: *const Segments, diagnostic: *Diagnostic) Error!void {
+        const bytes = run.bytes;
         if (bytes == 0) return;
+        const pieces = run.list.items;
         const shard = &writer.shard.?;
         const hash_started = system.monotonicNanoseconds();
         for (pieces) |piece| shard.hasher.update(piece);
@@ -881,7 +883,6 @@ pub const CacheWriter = struct {
             if (written == 0) return error.WriteZero;
             position += written;
             written += skip;
-            skip = 0;
             while (next < pieces.len and written >= pieces[next].len) {
                 written -= pieces[next].len;
                 next += 1;
