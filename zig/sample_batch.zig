@@ -42,6 +42,12 @@ pub const View = extern struct {
     columns: [*]const ColumnView,
 };
 
+/// A string column's codes (see `ColumnView.distinct`); none when `distinct` is 0.
+const StringCodes = struct {
+    codes: []u32 = &.{},
+    distinct: u32 = 0,
+};
+
 pub const SampleBatch = struct {
     /// First field, so a `*View` handed out is also a `*SampleBatch`.
     view: View = undefined,
@@ -61,8 +67,8 @@ pub const SampleBatch = struct {
     deferred_lengths: []u64 = &.{},
     /// The pipeline that read the batch: only it can read the deferred payloads.
     owner: ?*const anyopaque = null,
-    /// Per column, filled by `codeStrings`: a string column's codes, or empty.
-    string_codes: [][]u32 = &.{},
+    /// Per column, filled by `codeStrings`: a string column's codes, or none.
+    string_codes: []StringCodes = &.{},
 
     pub fn init(allocator: std.mem.Allocator, capacity: usize, schema: []const types.Field) !SampleBatch {
         var batch: SampleBatch = .{};
@@ -90,7 +96,7 @@ pub const SampleBatch = struct {
         batch.sample_ids.deinit(allocator);
         batch.deferred.deinit(allocator);
         allocator.free(batch.deferred_lengths);
-        for (batch.string_codes) |codes| allocator.free(codes);
+        for (batch.string_codes) |coded| allocator.free(coded.codes);
         allocator.free(batch.string_codes);
     }
 
@@ -137,20 +143,20 @@ pub const SampleBatch = struct {
     /// distinct strings as samples (labels, splits, sources), so that a reader
     /// decodes each distinct string once per batch. Call after the last sample.
     pub fn codeStrings(batch: *SampleBatch, allocator: std.mem.Allocator) !void {
-        batch.string_codes = try allocator.alloc([]u32, batch.columns.len);
-        @memset(batch.string_codes, &.{});
+        batch.string_codes = try allocator.alloc(StringCodes, batch.columns.len);
+        @memset(batch.string_codes, .{});
         for (batch.columns, batch.string_codes) |*column, *codes| switch (column.*) {
             .string => |strings| codes.* = try dictionaryCodes(allocator, strings.offsets.items, strings.bytes.items),
             else => {},
         };
     }
 
-    /// One code per string (numbered by first occurrence), or empty when more
+    /// One code per string (numbered by first occurrence), or none when more
     /// than a quarter of them are distinct.
-    fn dictionaryCodes(allocator: std.mem.Allocator, offsets: []const u64, bytes: []const u8) ![]u32 {
+    fn dictionaryCodes(allocator: std.mem.Allocator, offsets: []const u64, bytes: []const u8) !StringCodes {
         const rows = offsets.len - 1;
         const distinct_max: u32 = @intCast(@min(rows / 4, std.math.maxInt(u32)));
-        if (distinct_max == 0) return &.{};
+        if (distinct_max == 0) return .{};
         var seen: std.StringHashMapUnmanaged(u32) = .empty;
         defer seen.deinit(allocator);
         try seen.ensureTotalCapacity(allocator, distinct_max + 1);
@@ -160,23 +166,23 @@ pub const SampleBatch = struct {
             if (!entry.found_existing) {
                 if (seen.count() > distinct_max) {
                     allocator.free(codes);
-                    return &.{};
+                    return .{};
                 }
                 entry.value_ptr.* = seen.count() - 1;
             }
             code.* = entry.value_ptr.*;
         }
-        return codes;
+        return .{ .codes = codes, .distinct = seen.count() };
     }
 
     /// Points `view` at the lists; call after the last sample is added.
     pub fn seal(batch: *SampleBatch) *View {
         for (batch.columns, batch.column_views, 0..) |*column, *view, index| {
             view.* = columnView(column);
-            if (index < batch.string_codes.len and batch.string_codes[index].len > 0) {
-                const codes = batch.string_codes[index];
-                view.values = codes.ptr;
-                view.distinct = std.mem.max(u32, codes) + 1;
+            if (index < batch.string_codes.len and batch.string_codes[index].distinct > 0) {
+                const coded = batch.string_codes[index];
+                view.values = coded.codes.ptr;
+                view.distinct = coded.distinct;
             }
         }
         batch.view = .{
