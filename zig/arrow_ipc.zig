@@ -227,8 +227,8 @@ fn appendInt(allocator: Allocator, output: *std.ArrayList(u8), comptime T: type,
 }
 
 fn padOutput(allocator: Allocator, output: *std.ArrayList(u8)) Allocator.Error!void {
-    const padding = std.mem.alignForward(usize, output.items.len, 8) - output.items.len;
-    try output.appendNTimes(allocator, 0, padding);
+    try output.ensureUnusedCapacity(allocator, 7);
+    padOutputAssumeCapacity(output);
 }
 
 /// Writes the continuation marker and a placeholder metadata length; returns the
