@@ -8,6 +8,7 @@ import hashlib
 import math
 from collections.abc import Iterator
 from pathlib import Path
+from types import MappingProxyType
 
 import pydantic
 import pytest
@@ -84,6 +85,7 @@ BAD_SAMPLES = [
     # turned into the string "3" as JSON would.
     ("int key instead of a field", (b"x", {"a": 1, 3: "x"}), ["key", "3"]),
     ("None key instead of a field", (b"x", {None: 1, "s": "x"}), ["key", "None"]),
+    ("int key, not a dict", (b"x", MappingProxyType({"a": 1, "s": "x", 3: 4})), ["key", "3"]),
     ("list value", (b"x", {"a": [1], "s": "x"}), ["'a'", "list"]),
     ("dict value", (b"x", {"a": {"b": 1}, "s": "x"}), ["'a'", "dict"]),
     ("None value", (b"x", {"a": None, "s": "x"}), ["'a'", "None"]),
