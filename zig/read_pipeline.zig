@@ -28,8 +28,35 @@ pub const Error = error{ InvalidCache, Io, OutOfMemory };
 /// Chunks never exceed this many samples, so one chunk stays a modest allocation
 /// that fits the consumer's caches.
 pub const chunk_samples_max = 256;
-/// A chunk stops growing once its records reach this many bytes.
+/// Chunks hold about this many bytes of records at most, by their caches'
+/// mean record length.
 pub const chunk_bytes_max = 4 << 20;
+
+/// Samples per chunk for these caches: up to `chunk_samples_max`, and fewer
+/// when the records are large (by the largest mean record length among the
+/// caches, from their manifests), so large samples are read as several small
+/// chunks in parallel rather than one huge chunk. Sized from the manifests, not
+/// per record: looking up each planned sample's record on the consumer's
+/// thread cost a random index access per sample in a shuffled pass.
+fn chunkSamplesFor(caches: []const *Cache) u32 {
+    var record_len: u64 = 1;
+    for (caches) |cache| record_len = @max(record_len, cache.meanRecordLen());
+    return chunkSamplesForRecordLen(record_len);
+}
+
+fn chunkSamplesForRecordLen(record_len: u64) u32 {
+    std.debug.assert(record_len >= 1);
+    return @intCast(@min(chunk_samples_max, std.math.divCeil(u64, chunk_bytes_max, record_len) catch unreachable));
+}
+
+test "chunks hold about chunk_bytes_max of records, 1 to chunk_samples_max samples" {
+    try std.testing.expectEqual(chunk_samples_max, chunkSamplesForRecordLen(1));
+    try std.testing.expectEqual(chunk_samples_max, chunkSamplesForRecordLen(1100)); // W1's 1 KiB samples
+    try std.testing.expectEqual(@as(u32, 4), chunkSamplesForRecordLen((1 << 20) + 100)); // W2's 1 MiB samples
+    try std.testing.expectEqual(@as(u32, 4), chunkSamplesForRecordLen(1 << 20));
+    try std.testing.expectEqual(@as(u32, 1), chunkSamplesForRecordLen(chunk_bytes_max));
+    try std.testing.expectEqual(@as(u32, 1), chunkSamplesForRecordLen(std.math.maxInt(u64)));
+}
 
 /// What an iterator reads: fixed at creation (the snapshot).
 pub const Plan = struct {
@@ -65,8 +92,6 @@ pub const Pipeline = struct {
     prefetch_size: u32,
     chunk_samples: u32,
     chunks: []Chunk,
-    /// Samples of the chunk at `next_submit` once sized (0: not sized yet).
-    next_count: u32 = 0,
     /// Planned index of the next chunk to submit / to hand out.
     next_submit: u64 = 0,
     next_deliver: u64 = 0,
@@ -88,7 +113,7 @@ pub const Pipeline = struct {
     ) Error!*Pipeline {
         std.debug.assert(prefetch_size >= 1);
         const window: u32 = @max(1, @min(pool.workerCount(), prefetch_size));
-        const chunk_samples: u32 = @min(prefetch_size, chunk_samples_max);
+        const chunk_samples: u32 = @min(prefetch_size, chunkSamplesFor(plan.caches));
         const pipeline = try allocator.create(Pipeline);
         errdefer allocator.destroy(pipeline);
         pipeline.* = .{
@@ -202,36 +227,15 @@ pub const Pipeline = struct {
         return &pipeline.chunks[@intCast(chunk_number % pipeline.chunks.len)];
     }
 
-    /// Samples in the chunk starting at planned index `first`: up to
-    /// `chunk_samples`, and fewer when their records pass `chunk_bytes_max`,
-    /// so large samples do not pin a prefetch window of huge chunks.
-    fn chunkSampleCount(pipeline: *const Pipeline, first: u64) u32 {
-        const plan = &pipeline.plan;
-        const limit: u32 = @intCast(@min(pipeline.chunk_samples, plan.count - first));
-        var bytes: u64 = 0;
-        var count: u32 = 0;
-        while (count < limit) {
-            const row = plan.table.plannedRow(plan.shuffle, plan.key, plan.start + first + count);
-            const location = plan.table.location(row);
-            bytes +|= plan.caches[location.cache_id].recordLenHint(location.sample_id);
-            count += 1;
-            if (bytes >= chunk_bytes_max) break;
-        }
-        return count;
-    }
-
     /// Submits the next chunks of the plan while a slot of the window is idle
     /// and the samples read ahead stay within `prefetch_size`.
     fn submitAvailable(pipeline: *Pipeline) void {
         // A slot is free once the chunk that used it before has been handed out;
         // decided from the consumer's own counters, never from a worker's state.
         while (pipeline.next_submit < pipeline.plan.count and pipeline.chunks_submitted < pipeline.chunks_delivered + pipeline.chunks.len) {
-            // Sized once, even when the read-ahead bound holds the chunk back.
-            if (pipeline.next_count == 0) pipeline.next_count = pipeline.chunkSampleCount(pipeline.next_submit);
-            const count = pipeline.next_count;
+            const count: u32 = @intCast(@min(pipeline.chunk_samples, pipeline.plan.count - pipeline.next_submit));
             const ahead = pipeline.next_submit - pipeline.next_deliver;
             if (ahead + count > pipeline.prefetch_size) break; // (never when nothing is ahead)
-            pipeline.next_count = 0;
             const chunk = pipeline.slot(pipeline.chunks_submitted);
             std.debug.assert(chunk.state == .idle);
             chunk.first = pipeline.next_submit;
@@ -276,6 +280,8 @@ pub const Pipeline = struct {
             const row = plan.table.plannedRow(plan.shuffle, plan.key, plan.start + chunk.first + offset);
             location.* = plan.table.location(row);
         }
+        for (locations) |location| plan.caches[location.cache_id].prefetchSample(location.sample_id);
+        for (locations) |location| plan.caches[location.cache_id].prefetchSampleStrings(location.sample_id);
         for (locations, 0..) |location, offset| {
             if (pipeline.cancelled.load(.monotonic)) break;
             const cache = plan.caches[location.cache_id];
