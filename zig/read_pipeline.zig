@@ -279,8 +279,8 @@ pub const Pipeline = struct {
         for (locations, 0..) |*location, offset| {
             const row = plan.table.plannedRow(plan.shuffle, plan.key, plan.start + chunk.first + offset);
             location.* = plan.table.location(row);
+            plan.caches[location.cache_id].prefetchSample(location.sample_id);
         }
-        for (locations) |location| plan.caches[location.cache_id].prefetchSample(location.sample_id);
         for (locations) |location| plan.caches[location.cache_id].prefetchSampleStrings(location.sample_id);
         for (locations, 0..) |location, offset| {
             if (pipeline.cancelled.load(.monotonic)) break;
