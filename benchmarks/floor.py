@@ -14,7 +14,9 @@ Usage: python benchmarks/floor.py   (with this project's dataset_rt importable)
 
 from __future__ import annotations
 
+import io
 import itertools
+import operator
 import os
 import statistics
 import time
@@ -47,7 +49,7 @@ def read_floor() -> float:
     names = ["index", "label", "score"]
 
     def batch() -> list[tuple]:
-        payloads = map(joined.__getitem__, map(slice, offsets, offsets[1:]))
+        payloads = map(io.BytesIO(joined).read, map(operator.sub, offsets[1:], offsets))
         metadata = BatchMetadata(names, columns)
         rows = map(MetadataRow, repeat(metadata, CHUNK), range(CHUNK))
         ids = range(CHUNK)

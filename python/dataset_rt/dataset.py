@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import io
 import itertools
 import json
+import operator
 import os
 import struct
 import sys
@@ -268,7 +270,11 @@ def _unpack(batch: _native.Batch, names: list[str]) -> list[CachedSample]:
         ]
     else:
         joined = ctypes.string_at(batch.payloads, payload_total) if payload_total else b""
-        payloads = map(joined.__getitem__, map(slice, payload_offsets, payload_offsets[1:]))
+        # Reading the payloads in turn from a BytesIO sharing `joined` makes each
+        # bytes object in one C call, without a slice object per sample: about
+        # half the cost of slicing `joined`.
+        lengths = map(operator.sub, payload_offsets[1:], payload_offsets)
+        payloads = map(io.BytesIO(joined).read, lengths)
     rows = _metadata_rows(batch, names, count)
     cache_ids = batch.cache_ids[:count]
     sample_ids = batch.sample_ids[:count]
