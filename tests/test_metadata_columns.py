@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from conftest import ListSource
 from dataset_rt import DatasetRuntime, ReaderConfig, WriterConfig, _native
 from dataset_rt import writing as writing_module
+from dataset_rt.metadata_columns import to_columns
 
 QUIET = WriterConfig(show_progress=False, prefetch_size=1)  # batches of 1,024 samples
 
@@ -164,3 +165,26 @@ def test_nan_goes_as_json_and_is_refused_as_before(runtime: DatasetRuntime, tmp_
     samples = [(b"p", {"f": 0.5})] * 3 + [(b"p", {"f": math.nan})]
     [result] = runtime.write_cache(ListSource("c", samples), tmp_path, writer_config=QUIET)
     assert "sample 3" in result.message
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_a_non_finite_float_sends_its_batch_as_json(bad: float) -> None:
+    schema = {"f": float}
+    assert to_columns([{"f": 0.5}, {"f": bad}, {"f": 1.5}], schema) is None
+    assert to_columns([{"f": 0.5}, {"f": 1.5}], schema) is not None
+
+
+def test_finite_floats_whose_sum_overflows_go_by_column(
+    runtime: DatasetRuntime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The column route checks finiteness with a sum first: these finite values
+    # overflow it, and must be found finite one by one, then read back exactly.
+    values = [1.7e308, 1.7e308, -1.0, 5e-324]
+    samples = [(bytes([i]), {"f": value}) for i, value in enumerate(values)]
+    counter = PushCounter(monkeypatch)
+    [result] = runtime.write_cache(ListSource("c", samples), tmp_path, writer_config=QUIET)
+    assert counter.calls == {"json": 0, "columns": 1}
+    dataset = runtime.cached_dataset(
+        [result.path], reader_config=ReaderConfig(seed=0, shuffle=False)
+    )
+    assert [sample.metadata["f"] for sample in dataset] == values

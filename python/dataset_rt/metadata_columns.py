@@ -59,7 +59,7 @@ def to_columns(metadatas: list[dict[str, Any]], schema: Schema) -> PushColumns |
             values = list(map(itemgetter(name), metadatas))
         except KeyError:
             return None
-        if set(map(type, values)) != {kind}:
+        if list(map(type, values)).count(kind) != len(values):  # (cheaper than a set)
             return None
         try:
             encoded_name = name.encode("utf-8")
@@ -76,7 +76,10 @@ def to_columns(metadatas: list[dict[str, Any]], schema: Schema) -> PushColumns |
                 elif kind is int:
                     stored = array("q", values)
                 else:
-                    if not all(map(math.isfinite, values)):
+                    # A finite sum means every value is finite (a NaN or an
+                    # infinity would show in it); only a sum that is not (an
+                    # overflow, or a bad value) is checked value by value.
+                    if not math.isfinite(sum(values)) and not all(map(math.isfinite, values)):
                         return None
                     stored = array("d", values)
                 column.values = stored.buffer_info()[0]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import operator
 import os
 import time
 from array import array
@@ -256,7 +257,7 @@ def _addresses(payloads: list[bytes]) -> ctypes.Array[ctypes.c_void_p]:
     # Filled as an array.array, which ctypes then views: initialising a ctypes
     # array item by item costs several times more.
     offset = _native.BYTES_DATA_OFFSET
-    addresses = array(_POINTER_TYPECODE, map(int.__add__, map(id, payloads), repeat(offset)))
+    addresses = array(_POINTER_TYPECODE, map(operator.add, map(id, payloads), repeat(offset)))
     return (ctypes.c_void_p * len(addresses)).from_buffer(addresses)
 
 
