@@ -143,7 +143,8 @@ def test_read_ahead_holds_only_metadata_of_deferred_samples(
     assert sum(len(s.data) for s in iterator) == 39 << 20
 
 
-# A 1 MiB payload is read in two halves in parallel: cut in either half.
+# A 1 MiB payload is read in 256 KiB pieces by several threads at once: cut
+# in the last piece, or so that later pieces start past the end.
 @pytest.mark.parametrize(
     ("size", "cut"), [(THRESHOLD * 2, 10), (1 << 20, 10), (1 << 20, 700 * 1024)]
 )
@@ -183,8 +184,14 @@ def test_leaving_a_deferred_batch_midway_is_safe(
         assert first.data == payloads[first.sample_id]
         if how == "close":
             iterator.close()
-            rest = list(iterator)  # nothing deferred is read after close
-            assert rest == []
+            # The rest of the batch already handed to Python may still come
+            # out, complete (its payloads were read with it); nothing more.
+            rest = list(iterator)
+            assert len(rest) <= 4
+            assert [s.sample_id for s in rest] == [
+                (epoch * 5 + k) % 30 for k in range(1, len(rest) + 1)
+            ]
+            assert [s.data for s in rest] == [payloads[s.sample_id] for s in rest]
         del iterator
         gc.collect()
     # The stream continues after the 20 abandoned epochs of 5.

@@ -481,8 +481,28 @@ export fn drt_iterator_read_deferred(iterator: ?*dataset_module.Iterator, view: 
     if (batch.owner != @as(*const anyopaque, it.pipeline)) return failMessage(status_invalid_argument, "the batch was not returned by this iterator", .{});
     const entry = batch.deferredPayload(sample) orelse return failMessage(status_invalid_argument, "sample {d} of the batch (of {d}) has no deferred payload", .{ sample, batch.count() });
     const dst = destination orelse return failMessage(status_invalid_argument, "destination is NULL", .{});
+    const reads = [1]read_pipeline.DeferredRead{.{ .entry = entry, .destination = dst[0..@intCast(entry.location.len)] }};
     var diagnostic: Diagnostic = .{};
-    it.pipeline.readDeferred(entry, dst[0..@intCast(entry.location.len)], &diagnostic) catch |err| return failError(err, &diagnostic);
+    it.pipeline.readDeferred(&reads, &diagnostic) catch |err| return failError(err, &diagnostic);
+    return status_ok;
+}
+
+export fn drt_iterator_read_deferred_batch(iterator: ?*dataset_module.Iterator, view: ?*const sample_batch.View, destinations: ?[*]const ?[*]u8) i32 {
+    const it = iterator orelse return failMessage(status_invalid_argument, "iterator is NULL", .{});
+    if (!checkProcess(it.dataset.pool)) return status_wrong_process;
+    const v = view orelse return failMessage(status_invalid_argument, "batch is NULL", .{});
+    const batch = sample_batch.SampleBatch.fromConstView(v);
+    if (batch.owner != @as(*const anyopaque, it.pipeline)) return failMessage(status_invalid_argument, "the batch was not returned by this iterator", .{});
+    const all = destinations orelse return failMessage(status_invalid_argument, "destinations is NULL", .{});
+    var reads: std.ArrayList(read_pipeline.DeferredRead) = .empty;
+    defer reads.deinit(allocator);
+    for (0..batch.count()) |sample| {
+        const entry = batch.deferredPayload(sample) orelse continue;
+        const dst = all[sample] orelse return failMessage(status_invalid_argument, "destination {d} is NULL but sample {d} has a deferred payload", .{ sample, sample });
+        reads.append(allocator, .{ .entry = entry, .destination = dst[0..@intCast(entry.location.len)] }) catch return failMessage(status_out_of_memory, "out of memory", .{});
+    }
+    var diagnostic: Diagnostic = .{};
+    it.pipeline.readDeferred(reads.items, &diagnostic) catch |err| return failError(err, &diagnostic);
     return status_ok;
 }
 

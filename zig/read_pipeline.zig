@@ -20,7 +20,8 @@ const ActiveTable = active_table.ActiveTable;
 const Cache = @import("cache_reader.zig").Cache;
 const sample_batch = @import("sample_batch.zig");
 const SampleBatch = sample_batch.SampleBatch;
-const DeferredPayload = sample_batch.DeferredPayload;
+const deferred_reads = @import("deferred_reads.zig");
+pub const DeferredRead = deferred_reads.DeferredRead;
 const Diagnostic = @import("diagnostic.zig").Diagnostic;
 
 pub const Error = error{ InvalidCache, Io, OutOfMemory };
@@ -169,54 +170,12 @@ pub const Pipeline = struct {
         return batch;
     }
 
-    /// Reads a payload one of this pipeline's batches deferred into
-    /// `destination` (exactly its length): one copy from the file. A large
-    /// payload is read in two halves at once, one on the calling thread and one
-    /// on the pool, since the caller waits for it anyway.
-    pub fn readDeferred(pipeline: *const Pipeline, entry: DeferredPayload, destination: []u8, diagnostic: *Diagnostic) Error!void {
-        const cache = pipeline.plan.caches[entry.cache_id];
-        const whole = entry.location;
-        if (whole.len < split_read_bytes_min or pipeline.pool.workerCount() < 2) {
-            return cache.readPayload(whole, destination, diagnostic);
-        }
-        const first_len = std.mem.alignForward(u64, whole.len / 2, 4096);
-        var second: HalfRead = .{ .cache = cache, .location = whole, .destination = destination[@intCast(first_len)..] };
-        second.location.offset += first_len;
-        second.location.len -= first_len;
-        second.group.add(1);
-        pipeline.pool.submit(&second.job);
-        var first = whole;
-        first.len = first_len;
-        const first_result = cache.readPayload(first, destination[0..@intCast(first_len)], diagnostic);
-        second.group.wait(); // `second` lives on this stack: never return before it ran
-        try first_result;
-        if (second.failure) |err| {
-            diagnostic.* = second.diagnostic;
-            return err;
-        }
+    /// Reads payloads this pipeline's batches deferred into the caller's
+    /// memory, one copy from the file, shared between the calling thread and
+    /// the pool (see `deferred_reads`).
+    pub fn readDeferred(pipeline: *const Pipeline, reads: []const DeferredRead, diagnostic: *Diagnostic) Error!void {
+        return deferred_reads.readAll(pipeline.allocator, pipeline.pool, pipeline.plan.caches, reads, diagnostic);
     }
-
-    /// Deferred payloads at least this large are read in two halves in parallel.
-    const split_read_bytes_min = 512 << 10;
-
-    /// The second half of a split deferred read, run on the pool.
-    const HalfRead = struct {
-        job: thread_pool.Job = .{ .run = run },
-        group: thread_pool.WaitGroup = .{},
-        cache: *const Cache,
-        location: Cache.PayloadLocation,
-        destination: []u8,
-        failure: ?Error = null,
-        diagnostic: Diagnostic = .{},
-
-        fn run(job: *thread_pool.Job) void {
-            const half: *HalfRead = @fieldParentPtr("job", job);
-            half.cache.readPayload(half.location, half.destination, &half.diagnostic) catch |err| {
-                half.failure = err;
-            };
-            half.group.finish();
-        }
-    };
 
     pub fn releaseBatch(allocator: std.mem.Allocator, batch: *SampleBatch) void {
         batch.deinit(allocator);

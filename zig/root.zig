@@ -11,6 +11,7 @@ test {
     _ = @import("cache_writer.zig");
     _ = @import("column_builder.zig");
     _ = @import("dataset.zig");
+    _ = @import("deferred_reads.zig");
     _ = @import("diagnostic.zig");
     _ = @import("durable_files.zig");
     _ = @import("flatbuffers.zig");

@@ -284,6 +284,7 @@ def _declare(library: ctypes.CDLL) -> None:
         "drt_iterator_next": ([handle, POINTER(POINTER(Batch))], c_int32),
         "drt_batch_deferred": ([POINTER(Batch), POINTER(POINTER(c_uint64))], c_int32),
         "drt_iterator_read_deferred": ([handle, POINTER(Batch), c_uint64, c_void_p], c_int32),
+        "drt_iterator_read_deferred_batch": ([handle, POINTER(Batch), c_void_p], c_int32),
         "drt_batch_release": ([POINTER(Batch)], None),
         "drt_iterator_bytes_held": ([handle], c_uint64),
         "drt_iterator_destroy": ([handle], None),

@@ -84,7 +84,7 @@ class _NativeIterator:
         self.handle = handle
         self._deferred = ctypes.POINTER(ctypes.c_uint64)()
 
-    def next_batch(self) -> Iterable[CachedSample] | None:
+    def next_batch(self) -> list[CachedSample] | None:
         if self.handle is None:
             return None
         batch = ctypes.POINTER(_native.Batch)()
@@ -96,15 +96,11 @@ class _NativeIterator:
         try:
             _native.check(_native.lib.drt_batch_deferred(batch, ctypes.byref(deferred)))
             if deferred:
-                lengths = deferred[: batch.contents.count]
-                parts = _unpack_parts(batch.contents, self.dataset.stored_names(), lengths)
-                return _DeferredBatch(self, batch, lengths, parts)  # it releases the batch
-            samples = _unpack(batch.contents, self.dataset.stored_names())
-        except BaseException:
+                payloads = _read_payloads(self.handle, batch, deferred)
+                return _unpack(batch.contents, self.dataset.stored_names(), payloads)
+            return _unpack(batch.contents, self.dataset.stored_names())
+        finally:
             _native.lib.drt_batch_release(batch)
-            raise
-        _native.lib.drt_batch_release(batch)
-        return samples
 
     def close(self) -> None:
         if self.handle is not None:
@@ -116,55 +112,7 @@ class _NativeIterator:
             self.close()
 
 
-class _DeferredBatch:
-    """A batch with deferred payloads, handed out one sample at a time: each
-    deferred payload is read by the core straight from its file into a new
-    bytes object when its sample is reached, so memory holds only the samples
-    the consumer keeps. Releases the native batch at its end or when dropped."""
-
-    __slots__ = ("_native", "_batch", "_lengths", "_parts", "_position")
-
-    def __init__(
-        self, native: _NativeIterator, batch: Any, lengths: list[int], parts: tuple[Any, ...]
-    ) -> None:
-        self._native = native  # keeps the native iterator alive while the batch is read
-        self._batch = batch
-        self._lengths = lengths
-        self._parts = parts
-        self._position = 0
-
-    def __iter__(self) -> _DeferredBatch:
-        return self
-
-    def __next__(self) -> CachedSample:
-        sample = self._position
-        handle = self._native.handle
-        if sample >= len(self._lengths) or handle is None:  # the end, or closed mid-batch
-            self._release()
-            raise StopIteration
-        self._position = sample + 1
-        payloads, rows, cache_ids, sample_ids = self._parts
-        payload = payloads[sample]
-        length = self._lengths[sample]
-        if length:
-            payload = _native.unfilled_bytes(length)
-            address = _native.bytes_address(payload)
-            _native.check(
-                _native.lib.drt_iterator_read_deferred(handle, self._batch, sample, address)
-            )
-        return _new_sample((payload, rows[sample], cache_ids[sample], sample_ids[sample]))
-
-    def _release(self) -> None:
-        if self._batch is not None:
-            _native.lib.drt_batch_release(self._batch)
-            self._batch = None
-
-    def __del__(self) -> None:
-        if not _native.shutting_down():
-            self._release()
-
-
-def _batches(native: _NativeIterator) -> Iterator[Iterable[CachedSample]]:
+def _batches(native: _NativeIterator) -> Iterator[list[CachedSample]]:
     while (batch := native.next_batch()) is not None:
         yield batch
 
@@ -241,44 +189,60 @@ def _metadata_rows(batch: _native.Batch, names: list[str], count: int) -> Iterat
     return map(MetadataRow, repeat(metadata, count), range(count))
 
 
-def _unpack_parts(
-    batch: _native.Batch, names: list[str], deferred: list[int]
-) -> tuple[list[bytes], list[MetadataRow], list[int], list[int]]:
-    """Payloads (b"" where deferred), metadata rows and identities of a batch
-    whose large payloads were left in their files."""
-    count = batch.count
-    offsets = batch.payload_offsets[: count + 1]
-    base = batch.payloads
+def _read_payloads(handle: ctypes.c_void_p, batch: Any, deferred: Any) -> list[bytes]:
+    """The payloads of a batch that left its large ones in their files: each of
+    those is read by the core straight into a new bytes object (all of the
+    batch's at once, by the calling thread and the pool together), the others
+    are copied out of the batch."""
+    contents = batch.contents
+    count = contents.count
+    lengths = deferred[:count]
+    offsets = contents.payload_offsets[: count + 1]
+    base = contents.payloads
     payloads = [
-        b"" if length else ctypes.string_at(base + start, end - start)
-        for length, start, end in zip(deferred, offsets, offsets[1:], strict=False)
+        _native.unfilled_bytes(length) if length else ctypes.string_at(base + start, end - start)
+        for length, start, end in zip(lengths, offsets, offsets[1:], strict=False)
     ]
-    rows = list(_metadata_rows(batch, names, count))
-    return payloads, rows, batch.cache_ids[:count], batch.sample_ids[:count]
-
-
-def _unpack(batch: _native.Batch, names: list[str]) -> list[CachedSample]:
-    """The batch's samples; all per-sample steps run as C-level maps."""
-    count = batch.count
-    payload_offsets = batch.payload_offsets[: count + 1]
-    payload_total = payload_offsets[count]
-    if payload_total > _DIRECT_COPY_BYTES * count:
-        base = batch.payloads
-        payloads = [
-            ctypes.string_at(base + start, end - start)
-            for start, end in zip(payload_offsets, payload_offsets[1:], strict=False)
+    destinations = (ctypes.c_void_p * count)(
+        *[
+            _native.bytes_address(payload) if length else None
+            for payload, length in zip(payloads, lengths, strict=True)
         ]
-    else:
-        joined = ctypes.string_at(batch.payloads, payload_total) if payload_total else b""
-        # Reading the payloads in turn from a BytesIO sharing `joined` makes each
-        # bytes object in one C call, without a slice object per sample: about
-        # half the cost of slicing `joined`.
-        lengths = map(operator.sub, payload_offsets[1:], payload_offsets)
-        payloads = map(io.BytesIO(joined).read, lengths)
+    )
+    _native.check(_native.lib.drt_iterator_read_deferred_batch(handle, batch, destinations))
+    return payloads
+
+
+def _unpack(
+    batch: _native.Batch, names: list[str], payloads: Iterable[bytes] | None = None
+) -> list[CachedSample]:
+    """The batch's samples (with `payloads` when they were read already); all
+    per-sample steps run as C-level maps."""
+    count = batch.count
+    if payloads is None:
+        payloads = _copy_payloads(batch, count)
     rows = _metadata_rows(batch, names, count)
     cache_ids = batch.cache_ids[:count]
     sample_ids = batch.sample_ids[:count]
     return list(map(_new_sample, zip(payloads, rows, cache_ids, sample_ids, strict=False)))
+
+
+def _copy_payloads(batch: _native.Batch, count: int) -> Iterable[bytes]:
+    """The batch's payloads, copied out of it."""
+    payload_offsets = batch.payload_offsets[: count + 1]
+    payload_total = payload_offsets[count]
+    if payload_total > _DIRECT_COPY_BYTES * count:
+        base = batch.payloads
+        return [
+            ctypes.string_at(base + start, end - start)
+            for start, end in zip(payload_offsets, payload_offsets[1:], strict=False)
+        ]
+    joined = ctypes.string_at(batch.payloads, payload_total) if payload_total else b""
+    # Reading the payloads in turn from a BytesIO sharing `joined` makes each
+    # bytes object in one C call, without a slice object per sample: about
+    # half the cost of slicing `joined`.
+    lengths = map(operator.sub, payload_offsets[1:], payload_offsets)
+    return map(io.BytesIO(joined).read, lengths)
 
 
 class CachedDataset:

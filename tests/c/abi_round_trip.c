@@ -135,6 +135,46 @@ static int check_label_codes(const drt_batch *batch, uint32_t *coded_batches) {
     return 0;
 }
 
+/* Reads every deferred payload of a batch at once with
+ * drt_iterator_read_deferred_batch into buffers of its own and checks them;
+ * a NULL destination for a deferred payload must be refused. */
+static int check_batch_read(drt_iterator *iterator, const drt_batch *batch, const uint64_t *deferred) {
+    void **destinations = calloc((size_t)batch->count, sizeof *destinations);
+    if (destinations == NULL) return fail("calloc");
+    int failed = 0;
+    int any = 0;
+    for (uint64_t k = 0; k < batch->count && !failed; k++) {
+        if (deferred[k] == 0) continue;
+        any = 1;
+        destinations[k] = malloc((size_t)deferred[k]);
+        if (destinations[k] == NULL) failed = fail("malloc");
+    }
+    if (!failed && any) {
+        uint64_t first = 0;
+        while (deferred[first] == 0) first++;
+        void *kept = destinations[first];
+        destinations[first] = NULL;
+        if (drt_iterator_read_deferred_batch(iterator, batch, (void *const *)destinations) != DRT_ERR_INVALID_ARGUMENT) {
+            failed = fail("read_deferred_batch with a NULL destination did not fail");
+        }
+        destinations[first] = kept;
+    }
+    if (!failed && drt_iterator_read_deferred_batch(iterator, batch, (void *const *)destinations) != DRT_OK) failed = fail("read_deferred_batch");
+    static uint8_t expected[3000];
+    for (uint64_t k = 0; k < batch->count && !failed; k++) {
+        if (deferred[k] == 0) continue;
+        uint32_t i = (uint32_t)batch->sample_ids[k];
+        fill_payload(i, expected);
+        if (deferred[k] != payload_len(i) || memcmp(destinations[k], expected, (size_t)deferred[k]) != 0) {
+            fprintf(stderr, "sample %u: read_deferred_batch gave other bytes\n", i);
+            failed = 1;
+        }
+    }
+    for (uint64_t k = 0; k < batch->count; k++) free(destinations[k]);
+    free(destinations);
+    return failed;
+}
+
 /* Reads the cache back; payloads of at least defer_bytes (0: none) are deferred
  * and read into a buffer of the caller with drt_iterator_read_deferred. */
 static int read_cache(drt_runtime *runtime, const char *base_dir, const char *name, uint64_t defer_bytes) {
@@ -165,6 +205,7 @@ static int read_cache(drt_runtime *runtime, const char *base_dir, const char *na
         if (batch == NULL) break;
         const uint64_t *deferred = NULL;
         if (drt_batch_deferred(batch, &deferred) != DRT_OK) return fail("batch_deferred");
+        if (deferred != NULL && check_batch_read(iterator, batch, deferred) != 0) return 1;
         for (uint64_t k = 0; k < batch->count; k++, seen++) {
             uint32_t i = seen;
             size_t len = (size_t)(batch->payload_offsets[k + 1] - batch->payload_offsets[k]);

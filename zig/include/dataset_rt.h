@@ -271,10 +271,17 @@ int32_t drt_iterator_next(drt_iterator *iterator, drt_batch **out);
 int32_t drt_batch_deferred(const drt_batch *batch, const uint64_t **lengths_out);
 /* Reads the deferred payload of sample `sample` of a batch this iterator
  * returned into destination, which must hold its length (drt_batch_deferred).
- * Returns when the payload is there (a large one is read half on the calling
- * thread, half on a pool worker); may be repeated. */
+ * Returns when the payload is there (a large one is read in pieces by the
+ * calling thread and the pool's workers together); may be repeated. */
 int32_t drt_iterator_read_deferred(drt_iterator *iterator, const drt_batch *batch,
                                    uint64_t sample, void *destination);
+/* Reads every deferred payload of a batch this iterator returned at once:
+ * destinations has count entries, entry i holding sample i's deferred payload
+ * length (it is ignored, and may be NULL, for a sample without one). The
+ * calling thread and the pool's workers share the reading; returns when every
+ * payload is there, or with the first error once no read is running. */
+int32_t drt_iterator_read_deferred_batch(drt_iterator *iterator, const drt_batch *batch,
+                                         void *const *destinations);
 void drt_batch_release(drt_batch *batch);
 /* Bytes of samples read ahead and held by the iterator (not yet handed out). */
 uint64_t drt_iterator_bytes_held(const drt_iterator *iterator);

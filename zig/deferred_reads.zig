@@ -1,0 +1,183 @@
+//! Reading deferred payloads (left in their shards by the read pipeline) into
+//! the consumer's memory, shared out between the calling thread and the pool.
+//!
+//! The payloads are cut into pieces of `piece_bytes`. The calling thread starts
+//! on them at once, and up to one helper job per pool worker joins in as the
+//! workers wake: no thread waits for another to start, and the work stays
+//! balanced to the last piece. The caller returns once every piece it or a
+//! helper took is read. A helper that wakes after that finds nothing left;
+//! the shared state is reference counted, so it may outlive the call.
+const std = @import("std");
+const system = @import("system.zig");
+const thread_pool = @import("thread_pool.zig");
+const Cache = @import("cache_reader.zig").Cache;
+const DeferredPayload = @import("sample_batch.zig").DeferredPayload;
+const Diagnostic = @import("diagnostic.zig").Diagnostic;
+
+pub const Error = error{ InvalidCache, Io, OutOfMemory };
+
+/// One payload to read, and the caller's memory to read it into (exactly its length).
+pub const DeferredRead = struct {
+    entry: DeferredPayload,
+    destination: []u8,
+};
+
+/// Pieces are this large (the last of a payload smaller): large enough that a
+/// piece's read dwarfs taking it, small enough to share a few MiB between threads.
+pub const piece_bytes = 256 << 10;
+
+/// At most this many helper jobs join one call.
+const helpers_max = 16;
+
+/// Reads every payload of `reads` into its destination; returns when all are
+/// there, or with the first failure once no read is still running.
+pub fn readAll(
+    allocator: std.mem.Allocator,
+    pool: *thread_pool.ThreadPool,
+    caches: []const *Cache,
+    reads: []const DeferredRead,
+    diagnostic: *Diagnostic,
+) Error!void {
+    var pieces: u64 = 0;
+    for (reads) |read| {
+        std.debug.assert(read.destination.len == read.entry.location.len);
+        pieces += std.math.divCeil(u64, read.entry.location.len, piece_bytes) catch unreachable;
+    }
+    const helpers: usize = @intCast(@min(pool.workerCount(), helpers_max, pieces -| 1));
+    if (helpers == 0) {
+        for (reads) |read| try readOne(caches, read.entry, read.destination, diagnostic);
+        return;
+    }
+    const shared = try allocator.create(Shared);
+    shared.* = .{ .allocator = allocator, .caches = caches, .reads = reads };
+    shared.references.store(@intCast(1 + helpers), .monotonic);
+    for (shared.helpers[0..helpers]) |*helper| {
+        helper.* = .{ .shared = shared };
+        pool.submit(&helper.job);
+    }
+    shared.work();
+    const outcome = shared.waitForPieces();
+    if (outcome != null) diagnostic.* = shared.diagnostic;
+    shared.release();
+    if (outcome) |failure| return failure;
+}
+
+fn readOne(caches: []const *Cache, entry: DeferredPayload, destination: []u8, diagnostic: *Diagnostic) Error!void {
+    return caches[entry.cache_id].readPayload(entry.location, destination, diagnostic);
+}
+
+const Helper = struct {
+    job: thread_pool.Job = .{ .run = run },
+    shared: *Shared,
+
+    fn run(job: *thread_pool.Job) void {
+        const helper: *Helper = @fieldParentPtr("job", job);
+        const shared = helper.shared;
+        shared.work();
+        shared.release(); // may free `helper`: touch nothing after it
+    }
+};
+
+/// One piece: a span of one payload, and where it goes.
+const Piece = struct {
+    entry: DeferredPayload,
+    destination: []u8,
+};
+
+const Shared = struct {
+    allocator: std.mem.Allocator,
+    caches: []const *Cache,
+    /// The caller's list: only read under `mutex` while pieces remain, which
+    /// they no longer do once the caller has returned.
+    reads: []const DeferredRead,
+    helpers: [helpers_max]Helper = undefined,
+    references: std.atomic.Value(u32) = .init(0),
+    mutex: std.Io.Mutex = .init,
+    /// Signalled when the last running piece ends.
+    idle: std.Io.Condition = .init,
+    /// The next piece: `next_offset` bytes into `reads[next_read]`.
+    next_read: usize = 0,
+    next_offset: u64 = 0,
+    running: usize = 0,
+    failure: ?Error = null,
+    diagnostic: Diagnostic = .{},
+
+    /// Takes the next piece (and counts it running), or null when none is left
+    /// or a read failed.
+    fn take(shared: *Shared) ?Piece {
+        if (shared.failure != null or shared.next_read == shared.reads.len) return null;
+        const read = shared.reads[shared.next_read];
+        const offset = shared.next_offset;
+        const len = @min(piece_bytes, read.entry.location.len - offset);
+        var entry = read.entry;
+        entry.location.offset += offset;
+        entry.location.len = len;
+        shared.next_offset += len;
+        if (shared.next_offset == read.entry.location.len) {
+            shared.next_read += 1;
+            shared.next_offset = 0;
+        }
+        shared.running += 1;
+        return .{ .entry = entry, .destination = read.destination[@intCast(offset)..][0..@intCast(len)] };
+    }
+
+    fn work(shared: *Shared) void {
+        const io = system.io();
+        var diagnostic: Diagnostic = .{};
+        shared.mutex.lockUncancelable(io);
+        defer shared.mutex.unlock(io);
+        while (shared.take()) |piece| {
+            shared.mutex.unlock(io);
+            const result = readOne(shared.caches, piece.entry, piece.destination, &diagnostic);
+            shared.mutex.lockUncancelable(io);
+            shared.running -= 1;
+            if (result) |_| {} else |err| if (shared.failure == null) {
+                shared.failure = err;
+                shared.diagnostic = diagnostic;
+            }
+            if (shared.running == 0) shared.idle.broadcast(io);
+        }
+    }
+
+    /// Once the caller's own `work` found nothing left to take: waits for the
+    /// pieces helpers are still reading, then gives the first failure.
+    fn waitForPieces(shared: *Shared) ?Error {
+        const io = system.io();
+        shared.mutex.lockUncancelable(io);
+        defer shared.mutex.unlock(io);
+        while (shared.running > 0) shared.idle.waitUncancelable(io, &shared.mutex);
+        return shared.failure;
+    }
+
+    fn release(shared: *Shared) void {
+        if (shared.references.fetchSub(1, .acq_rel) == 1) shared.allocator.destroy(shared);
+    }
+};
+
+test "pieces cover each payload once, in order, none over piece_bytes" {
+    const lens = [_]u64{ 1, piece_bytes, piece_bytes + 1, 3 * piece_bytes + 17 };
+    var memory: [lens.len][]u8 = undefined;
+    var reads: [lens.len]DeferredRead = undefined;
+    for (&memory, &reads, lens, 0..) |*buffer, *read, len, i| {
+        buffer.* = try std.testing.allocator.alloc(u8, @intCast(len));
+        read.* = .{
+            .entry = .{ .cache_id = 0, .location = .{ .sample_id = i, .shard_id = 0, .offset = 1000 * i, .len = len } },
+            .destination = buffer.*,
+        };
+    }
+    defer for (memory) |buffer| std.testing.allocator.free(buffer);
+    var shared: Shared = .{ .allocator = std.testing.allocator, .caches = &.{}, .reads = &reads };
+    var covered: [lens.len]u64 = @splat(0);
+    var pieces: usize = 0;
+    while (shared.take()) |piece| : (pieces += 1) {
+        const i: usize = @intCast(piece.entry.location.sample_id);
+        try std.testing.expect(piece.entry.location.len <= piece_bytes and piece.entry.location.len > 0);
+        try std.testing.expectEqual(1000 * i + covered[i], piece.entry.location.offset);
+        try std.testing.expectEqual(memory[i].ptr + covered[i], piece.destination.ptr);
+        try std.testing.expectEqual(piece.entry.location.len, piece.destination.len);
+        covered[i] += piece.entry.location.len;
+    }
+    try std.testing.expectEqualSlices(u64, &lens, &covered);
+    try std.testing.expectEqual(@as(usize, 1 + 1 + 2 + 4), pieces);
+    try std.testing.expectEqual(pieces, shared.running);
+}
