@@ -1,6 +1,7 @@
 //! Process-level services the core needs everywhere: the `Io` instance, a
 //! monotonic clock and the process id (to notice a fork).
 const std = @import("std");
+const builtin = @import("builtin");
 
 /// The library has no `main`, so it uses the static single-threaded Io. It installs
 /// no signal handlers (unlike `Io.Threaded.init`), which matters inside CPython,
@@ -16,5 +17,6 @@ pub fn monotonicNanoseconds() u64 {
 }
 
 pub fn processId() i64 {
+    if (builtin.os.tag == .windows) return std.os.windows.GetCurrentProcessId(); // getpid() is a HANDLE there
     return @intCast(std.c.getpid());
 }
