@@ -188,3 +188,23 @@ def test_finite_floats_whose_sum_overflows_go_by_column(
         [result.path], reader_config=ReaderConfig(seed=0, shuffle=False)
     )
     assert [sample.metadata["f"] for sample in dataset] == values
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [["cat", "dog", "", "bird"], ["cat", "dög", "", "🐦"], ["", ""]],
+    ids=["ascii", "utf8", "empty"],
+)
+def test_string_columns_by_column_equal_json(
+    runtime: DatasetRuntime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, labels: list[str]
+) -> None:
+    # An all-ASCII column is encoded in one piece, any other string by string:
+    # both must give the JSON route's cache, byte for byte.
+    samples = [(bytes([i]), {"label": labels[i % len(labels)], "i": i}) for i in range(50)]
+    by_columns, as_json, counter = write_both(runtime, tmp_path, samples, monkeypatch)
+    assert counter.calls == {"columns": 1, "json": 1}
+    assert by_columns == as_json
+    ds = runtime.cached_dataset(
+        [tmp_path / "c" / "c"], reader_config=ReaderConfig(seed=0, shuffle=False)
+    )
+    assert [s.metadata["label"] for s in ds] == [m["label"] for _, m in samples]

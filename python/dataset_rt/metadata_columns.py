@@ -38,6 +38,18 @@ def schema_of(metadata: dict[str, Any]) -> Schema | None:
     return schema if schema and keys_ok and all(map(_KINDS.__contains__, schema.values())) else None
 
 
+def _string_column(values: list[str]) -> tuple[array[int], bytes]:
+    """A string column's byte offsets and UTF-8 bytes (UnicodeEncodeError for
+    a lone surrogate)."""
+    joined = "".join(values)
+    if joined.isascii():
+        # One byte per character: the offsets come from the str lengths and the
+        # whole column is encoded at once.
+        return array("Q", itertools.accumulate(map(len, values), initial=0)), joined.encode("ascii")
+    encoded = list(map(str.encode, values))
+    return array("Q", itertools.accumulate(map(len, encoded), initial=0)), b"".join(encoded)
+
+
 class PushColumns:
     """The ``drt_push_column`` array of one batch and the buffers it points into."""
 
@@ -64,9 +76,7 @@ def to_columns(metadatas: list[dict[str, Any]], schema: Schema) -> PushColumns |
         try:
             encoded_name = name.encode("utf-8")
             if kind is str:
-                encoded = list(map(str.encode, values))
-                offsets = array("Q", itertools.accumulate(map(len, encoded), initial=0))
-                text = b"".join(encoded)
+                offsets, text = _string_column(values)
                 column.offsets = offsets.buffer_info()[0]
                 column.bytes = _native.bytes_address(text)
                 buffers += (offsets, text)
