@@ -42,8 +42,11 @@ def test_c_program_writes_and_reads_back_a_cache(tmp_path: Path) -> None:
     # Sizes are i * 37 % 3000: 648 of the 1000 payloads have at least 1000 bytes.
     assert "read back 1000 samples of c_raw, 648 payloads deferred" in result.stdout
     assert "read back 1000 samples of c_columns" in result.stdout
+    assert "read back 1000 samples of c_columns_joined" in result.stdout
     assert (tmp_path / "caches" / "c_source" / "manifest.json").exists()
-    # Metadata pushed by column gives the very bytes the JSON push gives.
+    # Metadata pushed by column, with the payloads apart or in one buffer, gives
+    # the very bytes the JSON push gives.
     for name in ("index.bin", "metadata.arrow", "shards/000000.bin", "shards/000001.bin"):
         raw = (tmp_path / "caches" / "c_raw" / name).read_bytes()
         assert raw == (tmp_path / "caches" / "c_columns" / name).read_bytes(), name
+        assert raw == (tmp_path / "caches" / "c_columns_joined" / name).read_bytes(), name

@@ -29,6 +29,7 @@ class PushCounter:
             ("drt_writer_push", "json"),
             ("drt_writer_push_borrowed", "json"),
             ("drt_writer_push_columns", "columns"),
+            ("drt_writer_push_columns_joined", "columns"),
         ):
             monkeypatch.setattr(_native.lib, name, self._counting(getattr(_native.lib, name), kind))
 

@@ -214,7 +214,35 @@ export fn drt_writer_push_columns(
     return pushBorrowed(writer, payloads, payload_lens, count, .{ .columns = pushed });
 }
 
-/// The two pushes whose payloads the core reads later from the caller's memory.
+export fn drt_writer_push_columns_joined(
+    writer: ?*cache_writer.CacheWriter,
+    payloads: ?[*]const u8,
+    payloads_len: u64,
+    payload_lens: ?[*]const u64,
+    count: u64,
+    columns: ?[*]const metadata_columns.PushColumn,
+    column_count: u64,
+) i32 {
+    const w = writer orelse return failMessage(status_invalid_argument, "writer is NULL", .{});
+    if (!checkProcess(w.pool)) return status_wrong_process;
+    if (count == 0) return status_ok;
+    const lens = (payload_lens orelse return failMessage(status_invalid_argument, "payload_lens is NULL", .{}))[0..@intCast(count)];
+    var total: u64 = 0;
+    for (lens) |len| total +|= len;
+    if (total != payloads_len) return failMessage(status_invalid_argument, "payload_lens add up to {d} bytes but payloads_len is {d}", .{ total, payloads_len });
+    const base: ?[*]const u8 = if (payloads_len == 0) null else payloads orelse return failMessage(status_invalid_argument, "payloads is NULL", .{});
+    // Each payload's address within the buffer, then the same path as separate payloads.
+    const parts = allocator.alloc(?[*]const u8, @intCast(count)) catch return failMessage(status_out_of_memory, "out of memory", .{});
+    defer allocator.free(parts);
+    var offset: usize = 0;
+    for (parts, lens) |*part, len| {
+        part.* = if (len == 0) null else base.? + offset;
+        offset += @intCast(len);
+    }
+    return drt_writer_push_columns(writer, parts.ptr, payload_lens, count, columns, column_count);
+}
+
+/// The pushes whose payloads the core reads later from the caller's memory.
 fn pushBorrowed(
     writer: ?*cache_writer.CacheWriter,
     payloads: ?[*]const ?[*]const u8,

@@ -247,6 +247,11 @@ def _declare(library: ctypes.CDLL) -> None:
             [handle, POINTER(c_void_p), POINTER(c_uint64), c_uint64, POINTER(PushColumn), c_uint64],
             c_int32,
         ),
+        "drt_writer_push_columns_joined": (
+            [handle, c_char_p, c_uint64, POINTER(c_uint64), c_uint64]
+            + [POINTER(PushColumn), c_uint64],
+            c_int32,
+        ),
         "drt_writer_finish": ([handle], c_int32),
         "drt_writer_path": ([handle], c_char_p),
         "drt_writer_stats_get": ([handle, POINTER(WriterStats)], c_int32),

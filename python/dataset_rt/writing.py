@@ -35,12 +35,13 @@ from dataset_rt.records import (
 )
 
 # Batches whose payloads average at least this many bytes are handed to the core
-# without copying (drt_writer_push_borrowed); smaller ones are joined and copied.
+# without copying (drt_writer_push_borrowed, drt_writer_push_columns); smaller
+# ones are joined first (drt_writer_push, drt_writer_push_columns_joined).
 _BORROW_BYTES_MIN = 64 * 1024
 
-# (payloads, their lengths, count, metadata as a JSON array or by column): one
-# batch for the core.
-SerializedBatch = tuple[list[bytes], ctypes.Array[ctypes.c_uint64], int, "bytes | PushColumns"]
+# (payloads, their lengths, count, metadata as a JSON array or by column, payload
+# bytes in all): one batch for the core.
+SerializedBatch = tuple[list[bytes], ctypes.Array[ctypes.c_uint64], int, "bytes | PushColumns", int]
 
 # array.array typecodes of a C pointer and of a uint64.
 _POINTER_TYPECODE = "Q" if ctypes.sizeof(ctypes.c_void_p) == 8 else "I"
@@ -142,8 +143,9 @@ class NativeWriter:
         return self._column_schema
 
     def push(self, batch: SerializedBatch) -> None:
-        payloads, lengths, count, metadata = batch
-        if isinstance(metadata, PushColumns):
+        payloads, lengths, count, metadata, payload_bytes = batch
+        large = payload_bytes >= _BORROW_BYTES_MIN * count
+        if isinstance(metadata, PushColumns) and large:
             # The core reads the payloads from these bytes objects on the pool
             # (kept alive until committed) and takes the metadata by column.
             _native.check(
@@ -157,7 +159,24 @@ class NativeWriter:
                 )
             )
             self._borrowed.append((self._samples_pushed + count, payloads))
-        elif sum(lengths) >= _BORROW_BYTES_MIN * count:
+        elif isinstance(metadata, PushColumns):
+            # Small payloads: joining them costs a fraction of taking each one's
+            # address; the core reads them from the joined copy, kept alive
+            # until committed.
+            joined = b"".join(payloads)
+            _native.check(
+                _native.lib.drt_writer_push_columns_joined(
+                    self._handle,
+                    joined,
+                    len(joined),
+                    lengths,
+                    count,
+                    metadata.array,
+                    len(metadata.array),
+                )
+            )
+            self._borrowed.append((self._samples_pushed + count, [joined]))
+        elif large:
             # Large payloads: the core reads them from these bytes objects on the
             # pool instead of Python joining them and the core copying them.
             _native.check(
@@ -268,26 +287,32 @@ def _lengths(payloads: list[bytes]) -> ctypes.Array[ctypes.c_uint64]:
 
 
 def _serialize(
-    writer: NativeWriter, payloads: list[bytes], metadatas: list[dict[str, Any]], first_index: int
+    writer: NativeWriter,
+    payloads: list[bytes],
+    metadatas: list[dict[str, Any]],
+    first_index: int,
+    payload_bytes: int | None = None,
 ) -> SerializedBatch:
     """One batch for the core: (payloads, lengths, count, metadata by column or as a
-    JSON array)."""
+    JSON array, payload bytes in all: counted here unless given)."""
     count = len(payloads)
     lengths = _lengths(payloads)
+    if payload_bytes is None:
+        payload_bytes = sum(lengths)
     schema = writer.column_schema(metadatas[0])
     # Same number of keys as the schema in every sample, and (to_columns) each of
     # the schema's keys present: exactly the schema's keys, all str.
     if schema is not None and set(map(len, metadatas)) == {len(schema)}:
         columns = to_columns(metadatas, schema)
         if columns is not None:
-            return payloads, lengths, count, columns
+            return payloads, lengths, count, columns, payload_bytes
     for offset, metadata in enumerate(metadatas):
         _check_keys(metadata, first_index + offset)  # JSON would turn 1 into "1"
     try:
         metadata = _encode_metadata(metadatas).encode("utf-8", "surrogatepass")
     except (TypeError, ValueError):
         raise SampleError(_describe_unserializable(metadatas, first_index)) from None
-    return payloads, lengths, count, metadata
+    return payloads, lengths, count, metadata, payload_bytes
 
 
 def write_source(
@@ -330,7 +355,7 @@ def write_source(
         batch_bytes += len(payload)
         index += 1
         if index == batch_end or batch_bytes >= _BATCH_BYTES_MAX:
-            batch = _serialize(writer, payloads, metadatas, first_index)
+            batch = _serialize(writer, payloads, metadatas, first_index, batch_bytes)
             pushing_seconds = _push(writer, batch, profile, progress)
             # The native push (and any wait for capacity) is the core's ingress_wait, not Python's.
             started += pushing_seconds
@@ -341,7 +366,7 @@ def write_source(
             profile.add("python_extract", clock() - started)
             started = clock()
     if payloads:
-        batch = _serialize(writer, payloads, metadatas, first_index)
+        batch = _serialize(writer, payloads, metadatas, first_index, batch_bytes)
         _push(writer, batch, profile, progress)
     path = writer.finish()
     stats = writer.stats()
@@ -360,7 +385,7 @@ def _push(
     writer.push(batch)
     seconds = time.perf_counter() - started if profile.enabled else 0.0
     if profile.enabled:
-        profile.add_bytes("python_extract", sum(batch[1]))
+        profile.add_bytes("python_extract", batch[4])
     stats = writer.stats()
     writer.release_committed(stats.samples_committed)
     progress.update(stats.samples_committed, stats.payload_bytes_committed)

@@ -30,7 +30,7 @@ static int expected_metadata(uint32_t i, char *out, size_t cap) {
     return snprintf(out, cap, "{\"index\":%u,\"label\":\"l%u\",\"score\":%u.5}", i, i % 4u, i);
 }
 
-enum push_mode { PUSH_COPIED, PUSH_BORROWED, PUSH_COLUMNS };
+enum push_mode { PUSH_COPIED, PUSH_BORROWED, PUSH_COLUMNS, PUSH_COLUMNS_JOINED };
 
 static int write_cache(drt_runtime *runtime, const char *base_dir, const char *name, uint32_t compression,
                        enum push_mode mode) {
@@ -80,8 +80,16 @@ static int write_cache(drt_runtime *runtime, const char *base_dir, const char *n
             {(const uint8_t *)"index", 5, 1, 0, indexes, NULL, NULL},
             {(const uint8_t *)"label", 5, 3, 0, NULL, label_offsets, (const uint8_t *)labels},
         };
+        /* The batch's borrowed payloads lie back to back in all_payloads. */
+        const uint8_t *joined = all_payloads + (all_used - used);
+        if (mode == PUSH_COLUMNS_JOINED && used > 0 &&
+            drt_writer_push_columns_joined(writer, joined, used - 1, lens, count, columns, 3) != DRT_ERR_INVALID_ARGUMENT) {
+            drt_writer_destroy(writer);
+            return fail("push_columns_joined with a wrong payloads_len was accepted");
+        }
         int32_t status =
-            mode == PUSH_COLUMNS ? drt_writer_push_columns(writer, parts, lens, count, columns, 3)
+            mode == PUSH_COLUMNS_JOINED ? drt_writer_push_columns_joined(writer, joined, used, lens, count, columns, 3)
+            : mode == PUSH_COLUMNS ? drt_writer_push_columns(writer, parts, lens, count, columns, 3)
             : mode == PUSH_BORROWED ? drt_writer_push_borrowed(writer, parts, lens, count, (const uint8_t *)metadata, text)
                                     : drt_writer_push(writer, payloads, used, lens, count, (const uint8_t *)metadata, text);
         if (status != DRT_OK) {
@@ -280,6 +288,8 @@ int main(int argc, char **argv) {
     if (rc == 0) rc = read_cache(runtime, argv[1], "c_raw", 1000);
     if (rc == 0) rc = write_cache(runtime, argv[1], "c_columns", DRT_COMPRESSION_NONE, PUSH_COLUMNS);
     if (rc == 0) rc = read_cache(runtime, argv[1], "c_columns", 0);
+    if (rc == 0) rc = write_cache(runtime, argv[1], "c_columns_joined", DRT_COMPRESSION_NONE, PUSH_COLUMNS_JOINED);
+    if (rc == 0) rc = read_cache(runtime, argv[1], "c_columns_joined", 0);
     drt_runtime_destroy(runtime);
     return rc;
 }

@@ -146,6 +146,16 @@ typedef struct drt_push_column {
 int32_t drt_writer_push_columns(drt_writer *writer, const uint8_t *const *payloads,
                                 const uint64_t *payload_lens, uint64_t count,
                                 const drt_push_column *columns, uint64_t column_count);
+/*
+ * Like drt_writer_push_columns, with the payloads in one buffer as for
+ * drt_writer_push: payload i is payloads[sum(payload_lens[0..i]) .. +payload_lens[i]],
+ * and payloads_len must be the sum of the lengths. The buffer is borrowed like
+ * drt_writer_push_borrowed's payloads: alive and unchanged until committed.
+ */
+int32_t drt_writer_push_columns_joined(drt_writer *writer, const uint8_t *payloads,
+                                       uint64_t payloads_len, const uint64_t *payload_lens,
+                                       uint64_t count, const drt_push_column *columns,
+                                       uint64_t column_count);
 
 /* Waits for all samples, writes index, metadata and manifest, fsyncs and publishes. */
 int32_t drt_writer_finish(drt_writer *writer);
