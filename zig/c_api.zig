@@ -226,20 +226,12 @@ export fn drt_writer_push_columns_joined(
     const w = writer orelse return failMessage(status_invalid_argument, "writer is NULL", .{});
     if (!checkProcess(w.pool)) return status_wrong_process;
     if (count == 0) return status_ok;
-    const lens = (payload_lens orelse return failMessage(status_invalid_argument, "payload_lens is NULL", .{}))[0..@intCast(count)];
-    var total: u64 = 0;
-    for (lens) |len| total +|= len;
-    if (total != payloads_len) return failMessage(status_invalid_argument, "payload_lens add up to {d} bytes but payloads_len is {d}", .{ total, payloads_len });
-    const base: ?[*]const u8 = if (payloads_len == 0) null else payloads orelse return failMessage(status_invalid_argument, "payloads is NULL", .{});
-    // Each payload's address within the buffer, then the same path as separate payloads.
-    const parts = allocator.alloc(?[*]const u8, @intCast(count)) catch return failMessage(status_out_of_memory, "out of memory", .{});
-    defer allocator.free(parts);
-    var offset: usize = 0;
-    for (parts, lens) |*part, len| {
-        part.* = if (len == 0) null else base.? + offset;
-        offset += @intCast(len);
-    }
-    return drt_writer_push_columns(writer, parts.ptr, payload_lens, count, columns, column_count);
+    const lens = payload_lens orelse return failMessage(status_invalid_argument, "payload_lens is NULL", .{});
+    const payload_bytes: []const u8 = if (payloads_len == 0) &.{} else (payloads orelse return failMessage(status_invalid_argument, "payloads is NULL", .{}))[0..@intCast(payloads_len)];
+    const pushed: []const metadata_columns.PushColumn = if (column_count == 0) &.{} else (columns orelse return failMessage(status_invalid_argument, "columns is NULL", .{}))[0..@intCast(column_count)];
+    var diagnostic: Diagnostic = .{};
+    w.pushColumnsJoined(payload_bytes, lens[0..@intCast(count)], pushed, &diagnostic) catch |err| return failError(err, &diagnostic);
+    return status_ok;
 }
 
 /// The pushes whose payloads the core reads later from the caller's memory.

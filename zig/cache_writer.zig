@@ -390,13 +390,7 @@ pub const CacheWriter = struct {
         const batch = try writer.createBatch(payload_lens, metadata_text, payloads.len);
         errdefer batch.destroy(writer.allocator);
         batch.payloads = try writer.allocator.dupe(u8, payloads);
-        const parts = try writer.allocator.alloc([*]const u8, payload_lens.len);
-        batch.payload_parts = parts;
-        var offset: usize = 0;
-        for (parts, payload_lens) |*part, len| {
-            part.* = batch.payloads.ptr + offset;
-            offset += @intCast(len);
-        }
+        batch.payload_parts = try joinedParts(writer.allocator, batch.payloads, payload_lens);
         writer.submitBatch(batch);
     }
 
@@ -429,6 +423,29 @@ pub const CacheWriter = struct {
         diagnostic: *Diagnostic,
     ) Error!void {
         const total = try borrowedBytes(payloads, payload_lens, writer.samples_pushed, diagnostic);
+        try writer.pushColumnsOf(.{ .separate = payloads }, total, payload_lens, pushed, diagnostic);
+    }
+
+    /// Like `pushColumns`, with the payloads back to back in one borrowed
+    /// buffer, as `push` takes them (the lengths must add up to its length).
+    pub fn pushColumnsJoined(
+        writer: *CacheWriter,
+        payloads: []const u8,
+        payload_lens: []const u64,
+        pushed: []const metadata_columns.PushColumn,
+        diagnostic: *Diagnostic,
+    ) Error!void {
+        try writer.pushColumnsOf(.{ .joined = payloads }, payloads.len, payload_lens, pushed, diagnostic);
+    }
+
+    fn pushColumnsOf(
+        writer: *CacheWriter,
+        payloads: union(enum) { separate: []const ?[*]const u8, joined: []const u8 },
+        total: u64,
+        payload_lens: []const u64,
+        pushed: []const metadata_columns.PushColumn,
+        diagnostic: *Diagnostic,
+    ) Error!void {
         try writer.checkPushable(total, payload_lens, null, diagnostic);
         if (payload_lens.len == 0) return;
         const allocator = writer.allocator;
@@ -453,7 +470,10 @@ pub const CacheWriter = struct {
         batch.columns = try column_builder.initAll(allocator, writer.schema);
         for (batch.columns, ordered) |*column, values| try column.appendValues(allocator, values);
         batch.columnar = true;
-        batch.payload_parts = try borrowedParts(allocator, payloads);
+        batch.payload_parts = switch (payloads) {
+            .separate => |separate| try borrowedParts(allocator, separate),
+            .joined => |joined| try joinedParts(allocator, joined, payload_lens),
+        };
         writer.submitBatch(batch);
     }
 
@@ -481,6 +501,18 @@ pub const CacheWriter = struct {
     fn borrowedParts(allocator: std.mem.Allocator, payloads: []const ?[*]const u8) Error![]const [*]const u8 {
         const parts = try allocator.alloc([*]const u8, payloads.len);
         for (parts, payloads) |*part, payload| part.* = payload orelse &no_bytes; // only for empty payloads
+        return parts;
+    }
+
+    /// Where each payload starts in `payloads`, whose length the lengths add up
+    /// to (checked by `checkPushable`).
+    fn joinedParts(allocator: std.mem.Allocator, payloads: []const u8, payload_lens: []const u64) Error![]const [*]const u8 {
+        const parts = try allocator.alloc([*]const u8, payload_lens.len);
+        var offset: usize = 0;
+        for (parts, payload_lens) |*part, len| {
+            part.* = payloads.ptr + offset;
+            offset += @intCast(len);
+        }
         return parts;
     }
 
