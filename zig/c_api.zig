@@ -493,12 +493,24 @@ export fn drt_batch_deferred(view: ?*const sample_batch.View, lengths_out: ?*?[*
     return status_ok;
 }
 
+/// `view` as a batch `it` returned, or null (the error set) when it is not one.
+fn batchOf(it: *const dataset_module.Iterator, view: ?*const sample_batch.View) ?*const sample_batch.SampleBatch {
+    const v = view orelse {
+        _ = failMessage(status_invalid_argument, "batch is NULL", .{});
+        return null;
+    };
+    const batch = sample_batch.SampleBatch.fromConstView(v);
+    if (batch.owner != @as(*const anyopaque, it.pipeline)) {
+        _ = failMessage(status_invalid_argument, "the batch was not returned by this iterator", .{});
+        return null;
+    }
+    return batch;
+}
+
 export fn drt_iterator_read_deferred(iterator: ?*dataset_module.Iterator, view: ?*const sample_batch.View, sample: u64, destination: ?[*]u8) i32 {
     const it = iterator orelse return failMessage(status_invalid_argument, "iterator is NULL", .{});
     if (!checkProcess(it.dataset.pool)) return status_wrong_process;
-    const v = view orelse return failMessage(status_invalid_argument, "batch is NULL", .{});
-    const batch = sample_batch.SampleBatch.fromConstView(v);
-    if (batch.owner != @as(*const anyopaque, it.pipeline)) return failMessage(status_invalid_argument, "the batch was not returned by this iterator", .{});
+    const batch = batchOf(it, view) orelse return status_invalid_argument;
     const entry = batch.deferredPayload(sample) orelse return failMessage(status_invalid_argument, "sample {d} of the batch (of {d}) has no deferred payload", .{ sample, batch.count() });
     const dst = destination orelse return failMessage(status_invalid_argument, "destination is NULL", .{});
     const reads = [1]read_pipeline.DeferredRead{.{ .entry = entry, .destination = dst[0..@intCast(entry.location.len)] }};
@@ -510,9 +522,7 @@ export fn drt_iterator_read_deferred(iterator: ?*dataset_module.Iterator, view: 
 export fn drt_iterator_read_deferred_batch(iterator: ?*dataset_module.Iterator, view: ?*const sample_batch.View, destinations: ?[*]const ?[*]u8) i32 {
     const it = iterator orelse return failMessage(status_invalid_argument, "iterator is NULL", .{});
     if (!checkProcess(it.dataset.pool)) return status_wrong_process;
-    const v = view orelse return failMessage(status_invalid_argument, "batch is NULL", .{});
-    const batch = sample_batch.SampleBatch.fromConstView(v);
-    if (batch.owner != @as(*const anyopaque, it.pipeline)) return failMessage(status_invalid_argument, "the batch was not returned by this iterator", .{});
+    const batch = batchOf(it, view) orelse return status_invalid_argument;
     const all = destinations orelse return failMessage(status_invalid_argument, "destinations is NULL", .{});
     var reads: std.ArrayList(read_pipeline.DeferredRead) = .empty;
     defer reads.deinit(allocator);
