@@ -95,4 +95,4 @@ def test_a_child_destroying_an_inherited_writer_keeps_the_parents_staging(tmp_pa
 def _batch(writer: NativeWriter, payloads: list[bytes], metadatas: list[dict[str, object]]):  # noqa: ANN202
     from dataset_rt.writing import _serialize
 
-    return _serialize(writer, payloads, metadatas, 0)
+    return _serialize(writer, payloads, metadatas, 0, sum(map(len, payloads)))

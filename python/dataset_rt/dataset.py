@@ -95,10 +95,12 @@ class _NativeIterator:
         deferred = self._deferred
         try:
             _native.check(_native.lib.drt_batch_deferred(batch, ctypes.byref(deferred)))
+            contents = batch.contents
             if deferred:
                 payloads = _read_payloads(self.handle, batch, deferred)
-                return _unpack(batch.contents, self.dataset.stored_names(), payloads)
-            return _unpack(batch.contents, self.dataset.stored_names())
+            else:
+                payloads = _copy_payloads(contents, contents.count)
+            return _unpack(contents, self.dataset.stored_names(), payloads)
         finally:
             _native.lib.drt_batch_release(batch)
 
@@ -214,13 +216,11 @@ def _read_payloads(handle: ctypes.c_void_p, batch: Any, deferred: Any) -> list[b
 
 
 def _unpack(
-    batch: _native.Batch, names: list[str], payloads: Iterable[bytes] | None = None
+    batch: _native.Batch, names: list[str], payloads: Iterable[bytes]
 ) -> list[CachedSample]:
-    """The batch's samples (with `payloads` when they were read already); all
-    per-sample steps run as C-level maps."""
+    """The batch's samples, with their payloads already out of it; all per-sample
+    steps run as C-level maps."""
     count = batch.count
-    if payloads is None:
-        payloads = _copy_payloads(batch, count)
     rows = _metadata_rows(batch, names, count)
     cache_ids = batch.cache_ids[:count]
     sample_ids = batch.sample_ids[:count]

@@ -291,14 +291,12 @@ def _serialize(
     payloads: list[bytes],
     metadatas: list[dict[str, Any]],
     first_index: int,
-    payload_bytes: int | None = None,
+    payload_bytes: int,
 ) -> SerializedBatch:
     """One batch for the core: (payloads, lengths, count, metadata by column or as a
-    JSON array, payload bytes in all: counted here unless given)."""
+    JSON array, `payload_bytes`: the payloads' bytes in all, counted by the caller)."""
     count = len(payloads)
     lengths = _lengths(payloads)
-    if payload_bytes is None:
-        payload_bytes = sum(lengths)
     schema = writer.column_schema(metadatas[0])
     # Same number of keys as the schema in every sample, and (to_columns) each of
     # the schema's keys present: exactly the schema's keys, all str.
