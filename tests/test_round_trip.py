@@ -21,8 +21,8 @@ from dataset_rt import (
     ReaderConfig,
     ShardCompression,
     WriterConfig,
+    metadata_row,
 )
-from dataset_rt import dataset as dataset_module
 
 IN_ORDER = ReaderConfig(seed=0, shuffle=False)
 MiB = 1024 * 1024
@@ -145,6 +145,10 @@ def assert_sample_equals(
     got = dict(sample.metadata)
     assert sample.metadata == metadata, f"{where}: metadata {got!r} != written {metadata!r}"
     assert set(got) == set(metadata), f"{where}: metadata keys {sorted(got)} != {sorted(metadata)}"
+    absent = "".join(metadata) + "?"  # longer than every key
+    assert absent not in sample.metadata and sample.metadata.get(absent) is None, where
+    with pytest.raises(KeyError):
+        sample.metadata[absent]
     for key, value in metadata.items():
         assert same_value(got[key], value), (
             f"{where}: field {key!r} read back as {got[key]!r} ({type(got[key]).__name__}), "
@@ -424,20 +428,20 @@ def test_string_columns_of_few_values_read_back_exactly_through_their_codes(
     config = WriterConfig(show_progress=False)
     (cache,) = write_ok(runtime, [ListSource("src", samples)], base, config)
     coded = []
-    copy_columns = dataset_module._copy_columns
+    column_values = metadata_row._column_values
 
-    def recording(batch, count: int):  # noqa: ANN001, ANN202
-        columns = copy_columns(batch, count)
-        coded.append(columns[0][4] > 0)  # "label" sorts first; its distinct strings
-        return columns
+    def recording(kind: int, distinct: int, *parts):  # noqa: ANN002, ANN202
+        if kind == 3:  # the string column "label"; its distinct strings when coded
+            coded.append(distinct > 0)
+        return column_values(kind, distinct, *parts)
 
-    dataset_module._copy_columns = recording
+    metadata_row._column_values = recording
     try:
         reader = ReaderConfig(seed=1, shuffle=shuffle, prefetch_size=prefetch)
         for sample in runtime.cached_dataset([cache], reader_config=reader):
             assert sample.metadata["label"] == labels[sample.sample_id]
             assert sample.metadata["n"] == sample.sample_id
     finally:
-        dataset_module._copy_columns = copy_columns
+        metadata_row._column_values = column_values
     if len(labels) >= 4 * len(pool) and prefetch >= len(labels):
         assert any(coded), "no batch of a column of few distinct strings was coded"

@@ -256,6 +256,7 @@ pub const Pipeline = struct {
         }
         try batch.finishDeferred(allocator);
         try batch.codeStrings(allocator);
+        try batch.pack(allocator);
         batch.owner = pipeline;
         chunk.batch = batch;
         _ = pipeline.bytes_held.fetchAdd(batchBytes(batch), .monotonic);
@@ -280,6 +281,6 @@ pub const Pipeline = struct {
     }
 
     fn batchBytes(batch: *const SampleBatch) u64 {
-        return batch.payloads.items.len + batch.metadata_json.items.len;
+        return batch.payloads.items.len + batch.metadata_json.items.len + batch.packed_bytes.len;
     }
 };

@@ -5,6 +5,7 @@ const types = @import("metadata_types.zig");
 const column_builder = @import("column_builder.zig");
 const ColumnBuilder = column_builder.ColumnBuilder;
 const PayloadLocation = @import("cache_reader.zig").Cache.PayloadLocation;
+const native_endian = @import("builtin").cpu.arch.endian();
 
 /// A sample whose raw payload was left in its shard (see `drt_batch_deferred`).
 pub const DeferredPayload = struct {
@@ -40,7 +41,32 @@ pub const View = extern struct {
     sample_ids: [*]const u64,
     column_count: u64,
     columns: [*]const ColumnView,
+    /// Everything above but the payloads and JSON, in one buffer (`SampleBatch.pack`).
+    /// `packed` in dataset_rt.h (a keyword here).
+    packed_ptr: [*]const u8,
+    packed_len: u64,
 };
+
+/// 8-byte words before the packed columns' descriptors: count, column_count,
+/// payload_bytes, deferred.
+pub const packed_head_words = 4;
+/// 8-byte words of one packed column descriptor: kind, distinct, values_len,
+/// offsets_len, bytes_len.
+pub const packed_column_words = 5;
+
+/// One metadata column's buffers as bytes: `values` (bool u8, int i64, float
+/// f64, coded string u32 codes, else empty), string `offsets` and `bytes`.
+const ColumnParts = struct {
+    kind: types.Kind,
+    distinct: u32,
+    values: []const u8,
+    offsets: []const u8,
+    bytes: []const u8,
+};
+
+fn padded8(len: usize) usize {
+    return std.mem.alignForward(usize, len, 8);
+}
 
 /// A string column's codes (see `ColumnView.distinct`); none when `distinct` is 0.
 const StringCodes = struct {
@@ -69,6 +95,8 @@ pub const SampleBatch = struct {
     owner: ?*const anyopaque = null,
     /// Per column, filled by `codeStrings`: a string column's codes, or none.
     string_codes: []StringCodes = &.{},
+    /// Filled by `pack`.
+    packed_bytes: []u8 = &.{},
 
     pub fn init(allocator: std.mem.Allocator, capacity: usize, schema: []const types.Field) !SampleBatch {
         var batch: SampleBatch = .{};
@@ -98,6 +126,7 @@ pub const SampleBatch = struct {
         allocator.free(batch.deferred_lengths);
         for (batch.string_codes) |coded| allocator.free(coded.codes);
         allocator.free(batch.string_codes);
+        allocator.free(batch.packed_bytes);
     }
 
     pub fn count(batch: *const SampleBatch) usize {
@@ -175,15 +204,77 @@ pub const SampleBatch = struct {
         return .{ .codes = codes, .distinct = seen.count() };
     }
 
+    /// Copies the batch but its payloads and JSON into `packed_bytes`, so that a
+    /// binding takes it in one copy instead of a call per array. Call after
+    /// `finishDeferred` and `codeStrings`. Layout (native-endian, each part
+    /// zero-padded to a multiple of 8 bytes): the head words, a descriptor per
+    /// column, payload lengths (u64), sample ids (u64), cache ids (u32), then
+    /// per column its values, offsets and bytes.
+    pub fn pack(batch: *SampleBatch, allocator: std.mem.Allocator) !void {
+        const n = batch.count();
+        var len = (packed_head_words + packed_column_words * batch.columns.len + 2 * n) * 8 + padded8(4 * n);
+        for (0..batch.columns.len) |index| {
+            const parts = batch.columnParts(index);
+            len += padded8(parts.values.len) + padded8(parts.offsets.len) + padded8(parts.bytes.len);
+        }
+        allocator.free(batch.packed_bytes);
+        batch.packed_bytes = &.{};
+        const out = try allocator.alloc(u8, len);
+        @memset(out, 0);
+        batch.packed_bytes = out;
+        var at: usize = 0;
+        const head = [packed_head_words]u64{ n, batch.columns.len, batch.payloads.items.len, @intFromBool(batch.deferred_lengths.len > 0) };
+        at = putPadded(out, at, std.mem.sliceAsBytes(&head));
+        for (0..batch.columns.len) |index| {
+            const parts = batch.columnParts(index);
+            const words = [packed_column_words]u64{ @backingInt(parts.kind), parts.distinct, parts.values.len, parts.offsets.len, parts.bytes.len };
+            at = putPadded(out, at, std.mem.sliceAsBytes(&words));
+        }
+        for (batch.payload_offsets.items[0..n], batch.payload_offsets.items[1..]) |start, end| {
+            std.mem.writeInt(u64, out[at..][0..8], end - start, native_endian);
+            at += 8;
+        }
+        at = putPadded(out, at, std.mem.sliceAsBytes(batch.sample_ids.items));
+        at = putPadded(out, at, std.mem.sliceAsBytes(batch.cache_ids.items));
+        for (0..batch.columns.len) |index| {
+            const parts = batch.columnParts(index);
+            at = putPadded(out, at, parts.values);
+            at = putPadded(out, at, parts.offsets);
+            at = putPadded(out, at, parts.bytes);
+        }
+        std.debug.assert(at == len);
+    }
+
+    /// Copies `bytes` to `out[at..]`; returns the offset after it, padded to 8.
+    fn putPadded(out: []u8, at: usize, bytes: []const u8) usize {
+        @memcpy(out[at..][0..bytes.len], bytes);
+        return at + padded8(bytes.len);
+    }
+
+    fn columnParts(batch: *const SampleBatch, index: usize) ColumnParts {
+        return switch (batch.columns[index]) {
+            .bool => |list| .{ .kind = .bool, .distinct = 0, .values = list.items, .offsets = &.{}, .bytes = &.{} },
+            .int => |list| .{ .kind = .int, .distinct = 0, .values = std.mem.sliceAsBytes(list.items), .offsets = &.{}, .bytes = &.{} },
+            .float => |list| .{ .kind = .float, .distinct = 0, .values = std.mem.sliceAsBytes(list.items), .offsets = &.{}, .bytes = &.{} },
+            .string => |strings| blk: {
+                const coded: StringCodes = if (index < batch.string_codes.len) batch.string_codes[index] else .{};
+                break :blk .{ .kind = .string, .distinct = coded.distinct, .values = std.mem.sliceAsBytes(coded.codes), .offsets = std.mem.sliceAsBytes(strings.offsets.items), .bytes = strings.bytes.items };
+            },
+        };
+    }
+
     /// Points `view` at the lists; call after the last sample is added.
     pub fn seal(batch: *SampleBatch) *View {
-        for (batch.columns, batch.column_views, 0..) |*column, *view, index| {
-            view.* = columnView(column);
-            if (index < batch.string_codes.len and batch.string_codes[index].distinct > 0) {
-                const coded = batch.string_codes[index];
-                view.values = coded.codes.ptr;
-                view.distinct = coded.distinct;
-            }
+        for (batch.column_views, 0..) |*view, index| {
+            const parts = batch.columnParts(index);
+            const string = parts.kind == .string;
+            view.* = .{
+                .kind = @backingInt(parts.kind),
+                .distinct = parts.distinct,
+                .values = if (string and parts.distinct == 0) null else parts.values.ptr,
+                .offsets = if (string) @ptrCast(@alignCast(parts.offsets.ptr)) else null,
+                .bytes = if (string) parts.bytes.ptr else null,
+            };
         }
         batch.view = .{
             .count = batch.count(),
@@ -195,17 +286,10 @@ pub const SampleBatch = struct {
             .sample_ids = batch.sample_ids.items.ptr,
             .column_count = batch.columns.len,
             .columns = batch.column_views.ptr,
+            .packed_ptr = batch.packed_bytes.ptr,
+            .packed_len = batch.packed_bytes.len,
         };
         return &batch.view;
-    }
-
-    fn columnView(column: *const ColumnBuilder) ColumnView {
-        return switch (column.*) {
-            .bool => |list| .{ .kind = @backingInt(types.Kind.bool), .values = list.items.ptr, .offsets = null, .bytes = null },
-            .int => |list| .{ .kind = @backingInt(types.Kind.int), .values = list.items.ptr, .offsets = null, .bytes = null },
-            .float => |list| .{ .kind = @backingInt(types.Kind.float), .values = list.items.ptr, .offsets = null, .bytes = null },
-            .string => |strings| .{ .kind = @backingInt(types.Kind.string), .values = null, .offsets = strings.offsets.items.ptr, .bytes = strings.bytes.items.ptr },
-        };
     }
 
     pub fn fromView(view: *View) *SampleBatch {
@@ -252,4 +336,41 @@ test "string columns with many distinct values are not coded" {
     const view = batch.seal();
     try std.testing.expectEqual(@as(u32, 0), view.columns[0].distinct);
     try std.testing.expect(view.columns[0].values == null);
+}
+
+test "pack lays out the batch's arrays and columns in one buffer" {
+    const allocator = std.testing.allocator;
+    const schema = [_]types.Field{ .{ .name = "ok", .kind = .bool }, .{ .name = "label", .kind = .string }, .{ .name = "n", .kind = .int } };
+    var batch = try SampleBatch.init(allocator, 5, &schema);
+    defer batch.deinit(allocator);
+    const payloads = [_][]const u8{ "a", "bcd", "", "ef", "g" };
+    for (payloads, 0..) |payload, i| {
+        try batch.payloads.appendSlice(allocator, payload);
+        try batch.columns[0].append(allocator, .{ .bool = i % 2 == 0 });
+        try batch.columns[1].append(allocator, .{ .string = if (i == 1) "dog" else "cat" });
+        try batch.columns[2].append(allocator, .{ .int = -@as(i64, @intCast(i)) });
+        try batch.closeSample(allocator, @intCast(i % 2), 100 + i);
+    }
+    try batch.codeStrings(allocator); // 2 distinct labels among 5: not coded
+    try batch.pack(allocator);
+    const view = batch.seal();
+    const bytes = view.packed_ptr[0..@intCast(view.packed_len)];
+    try std.testing.expectEqual(@as(usize, 0), bytes.len % 8);
+    var words: [256]u64 = @splat(0);
+    @memcpy(std.mem.sliceAsBytes(words[0 .. bytes.len / 8]), bytes);
+    // Head and descriptors.
+    try std.testing.expectEqualSlices(u64, &.{ 5, 3, 7, 0 }, words[0..4]);
+    try std.testing.expectEqualSlices(u64, &.{ 0, 0, 5, 0, 0 }, words[4..9]);
+    try std.testing.expectEqualSlices(u64, &.{ 3, 0, 0, 6 * 8, 15 }, words[9..14]);
+    try std.testing.expectEqualSlices(u64, &.{ 1, 0, 5 * 8, 0, 0 }, words[14..19]);
+    // Payload lengths, sample ids, cache ids (five u32 in three words).
+    try std.testing.expectEqualSlices(u64, &.{ 1, 3, 0, 2, 1 }, words[19..24]);
+    try std.testing.expectEqualSlices(u64, &.{ 100, 101, 102, 103, 104 }, words[24..29]);
+    try std.testing.expectEqualSlices(u32, &.{ 0, 1, 0, 1, 0, 0 }, std.mem.bytesAsSlice(u32, std.mem.sliceAsBytes(words[29..32])));
+    // Columns: bools padded to a word, string offsets and bytes, ints.
+    try std.testing.expectEqualSlices(u8, &.{ 1, 0, 1, 0, 1, 0, 0, 0 }, std.mem.sliceAsBytes(words[32..33]));
+    try std.testing.expectEqualSlices(u64, &.{ 0, 3, 6, 9, 12, 15 }, words[33..39]);
+    try std.testing.expectEqualStrings("catdogcatcatcat\x00", std.mem.sliceAsBytes(words[39..41]));
+    try std.testing.expectEqualSlices(i64, &.{ 0, -1, -2, -3, -4 }, std.mem.bytesAsSlice(i64, std.mem.sliceAsBytes(words[41..46])));
+    try std.testing.expectEqual(@as(usize, 46 * 8), bytes.len);
 }

@@ -162,6 +162,8 @@ class Batch(Structure):
         ("sample_ids", POINTER(c_uint64)),
         ("column_count", c_uint64),
         ("columns", POINTER(BatchColumn)),
+        ("packed", c_void_p),
+        ("packed_len", c_uint64),
     ]
 
 

@@ -7,10 +7,8 @@ import functools
 import io
 import itertools
 import json
-import operator
 import os
 import struct
-import sys
 from collections.abc import Iterable, Iterator
 from itertools import repeat
 from pathlib import Path
@@ -82,7 +80,6 @@ class _NativeIterator:
             )
         )
         self.handle = handle
-        self._deferred = ctypes.POINTER(ctypes.c_uint64)()
 
     def next_batch(self) -> list[CachedSample] | None:
         if self.handle is None:
@@ -92,15 +89,30 @@ class _NativeIterator:
         if not batch:
             self.close()
             return None
-        deferred = self._deferred
         try:
-            _native.check(_native.lib.drt_batch_deferred(batch, ctypes.byref(deferred)))
             contents = batch.contents
+            # One copy of everything but the payloads (layout in dataset_rt.h).
+            packed = ctypes.string_at(contents.packed, contents.packed_len)
+            count, column_count, payload_bytes, deferred = _PACKED_HEAD.unpack_from(packed)
+            words = memoryview(packed).cast("Q")
+            lengths_at = _PACKED_HEAD_WORDS + 5 * column_count
+            ids_at = lengths_at + count
+            cache_ids_at = 8 * (ids_at + count)
+            cache_ids = memoryview(packed)[cache_ids_at : cache_ids_at + 4 * count].cast("I")
+            metadata = BatchMetadata(
+                self.dataset.stored_names(),
+                packed,
+                words[_PACKED_HEAD_WORDS:lengths_at],
+                cache_ids_at + ((4 * count + 7) & ~7),  # cache ids padded to 8 bytes
+            )
             if deferred:
-                payloads = _read_payloads(self.handle, batch, deferred)
+                payloads = _read_payloads(self.handle, batch)
             else:
-                payloads = _copy_payloads(contents, contents.count)
-            return _unpack(contents, self.dataset.stored_names(), payloads)
+                lengths = words[lengths_at:ids_at]
+                payloads = _copy_payloads(contents.payloads, payload_bytes, lengths)
+            rows = map(MetadataRow, repeat(metadata, count), range(count))
+            samples = zip(payloads, rows, cache_ids, words[ids_at : ids_at + count], strict=False)
+            return list(map(_new_sample, samples))
         finally:
             _native.lib.drt_batch_release(batch)
 
@@ -160,42 +172,18 @@ _DIRECT_COPY_BYTES = 64 * 1024
 _DEFER_PAYLOAD_BYTES = 64 * 1024
 
 
-_VALUE_BYTES = {_native.KIND_BOOL: 1, _native.KIND_INT: 8, _native.KIND_FLOAT: 8}
-# drt_batch_column: kind, distinct, values, offsets, bytes.
-_COLUMN_VIEW = struct.Struct("=IIQQQ")
-assert _COLUMN_VIEW.size == ctypes.sizeof(_native.BatchColumn)
+# drt_batch.packed starts with count, column_count, payload_bytes and deferred.
+_PACKED_HEAD_WORDS = 4
+_PACKED_HEAD = struct.Struct(f"={_PACKED_HEAD_WORDS}Q")
 
 
-def _copy_columns(batch: _native.Batch, count: int) -> list[tuple[int, bytes, bytes, bytes, int]]:
-    """(kind, values or offsets, string bytes, string codes, distinct strings) of
-    each metadata column, copied out of the batch (see `BatchMetadata`)."""
-    views = ctypes.string_at(batch.columns, batch.column_count * _COLUMN_VIEW.size)
-    columns = []
-    string_at = ctypes.string_at
-    for kind, distinct, values, offsets, strings in _COLUMN_VIEW.iter_unpack(views):
-        if kind == _native.KIND_STRING:
-            offsets_bytes = string_at(offsets, (count + 1) * 8)
-            end = int.from_bytes(offsets_bytes[-8:], sys.byteorder)
-            codes = string_at(values, count * 4) if distinct else b""
-            string_bytes = string_at(strings, end) if end else b""
-            columns.append((kind, offsets_bytes, string_bytes, codes, distinct))
-        else:
-            size = count * _VALUE_BYTES[kind]
-            columns.append((kind, string_at(values, size) if size else b"", b"", b"", 0))
-    return columns
-
-
-def _metadata_rows(batch: _native.Batch, names: list[str], count: int) -> Iterator[MetadataRow]:
-    """One undecoded row per sample over the batch's copied metadata columns."""
-    metadata = BatchMetadata(names, _copy_columns(batch, count))
-    return map(MetadataRow, repeat(metadata, count), range(count))
-
-
-def _read_payloads(handle: ctypes.c_void_p, batch: Any, deferred: Any) -> list[bytes]:
+def _read_payloads(handle: ctypes.c_void_p, batch: Any) -> list[bytes]:
     """The payloads of a batch that left its large ones in their files: each of
     those is read by the core straight into a new bytes object (all of the
     batch's at once, by the calling thread and the pool together), the others
     are copied out of the batch."""
+    deferred = ctypes.POINTER(ctypes.c_uint64)()
+    _native.check(_native.lib.drt_batch_deferred(batch, ctypes.byref(deferred)))
     contents = batch.contents
     count = contents.count
     lengths = deferred[:count]
@@ -215,33 +203,15 @@ def _read_payloads(handle: ctypes.c_void_p, batch: Any, deferred: Any) -> list[b
     return payloads
 
 
-def _unpack(
-    batch: _native.Batch, names: list[str], payloads: Iterable[bytes]
-) -> list[CachedSample]:
-    """The batch's samples, with their payloads already out of it; all per-sample
-    steps run as C-level maps."""
-    count = batch.count
-    rows = _metadata_rows(batch, names, count)
-    cache_ids = batch.cache_ids[:count]
-    sample_ids = batch.sample_ids[:count]
-    return list(map(_new_sample, zip(payloads, rows, cache_ids, sample_ids, strict=False)))
-
-
-def _copy_payloads(batch: _native.Batch, count: int) -> Iterable[bytes]:
-    """The batch's payloads, copied out of it."""
-    payload_offsets = batch.payload_offsets[: count + 1]
-    payload_total = payload_offsets[count]
-    if payload_total > _DIRECT_COPY_BYTES * count:
-        base = batch.payloads
-        return [
-            ctypes.string_at(base + start, end - start)
-            for start, end in zip(payload_offsets, payload_offsets[1:], strict=False)
-        ]
-    joined = ctypes.string_at(batch.payloads, payload_total) if payload_total else b""
+def _copy_payloads(base: int | None, payload_bytes: int, lengths: memoryview) -> Iterable[bytes]:
+    """The batch's payloads (`lengths` of them, joined at `base`), copied out of it."""
+    if payload_bytes > _DIRECT_COPY_BYTES * len(lengths):
+        starts = itertools.accumulate(lengths, initial=base)
+        return list(map(ctypes.string_at, starts, lengths))
+    joined = ctypes.string_at(base, payload_bytes) if payload_bytes else b""
     # Reading the payloads in turn from a BytesIO sharing `joined` makes each
     # bytes object in one C call, without a slice object per sample: about
     # half the cost of slicing `joined`.
-    lengths = map(operator.sub, payload_offsets[1:], payload_offsets)
     return map(io.BytesIO(joined).read, lengths)
 
 

@@ -143,6 +143,56 @@ static int check_label_codes(const drt_batch *batch, uint32_t *coded_batches) {
     return 0;
 }
 
+static uint64_t padded8(uint64_t len) { return (len + 7) & ~(uint64_t)7; }
+
+/* Compares `bytes` with the packed part at *at (then moves past it and its padding). */
+static int packed_part(const drt_batch *batch, uint64_t *at, const void *bytes, uint64_t len, const char *what) {
+    if (*at + len > batch->packed_len || (len != 0 && memcmp(batch->packed + *at, bytes, (size_t)len) != 0)) {
+        fprintf(stderr, "packed %s (at %llu, %llu bytes) differs from the batch's\n", what, (unsigned long long)*at, (unsigned long long)len);
+        return 1;
+    }
+    *at += padded8(len);
+    return 0;
+}
+
+/* drt_batch.packed holds the same counts, ids, lengths and columns as the
+ * struct's arrays, in the layout documented in the header. */
+static int check_packed(const drt_batch *batch, const uint64_t *deferred) {
+    const uint64_t n = batch->count;
+    uint64_t head[4] = {n, batch->column_count, batch->payload_offsets[n], deferred != NULL};
+    uint64_t at = 0;
+    if (packed_part(batch, &at, head, sizeof head, "head") != 0) return 1;
+    uint64_t value_bytes[4] = {1, 8, 8, 4}; /* bool, int, float, string code */
+    for (uint64_t c = 0; c < batch->column_count; c++) {
+        const drt_batch_column *column = &batch->columns[c];
+        int string = column->kind == 3;
+        uint64_t words[5] = {column->kind, column->distinct,
+                             string && column->distinct == 0 ? 0 : n * value_bytes[column->kind],
+                             string ? (n + 1) * 8 : 0, string ? column->offsets[n] : 0};
+        if (packed_part(batch, &at, words, sizeof words, "column descriptor") != 0) return 1;
+    }
+    for (uint64_t k = 0; k < n; k++) {
+        uint64_t len = batch->payload_offsets[k + 1] - batch->payload_offsets[k];
+        if (memcmp(batch->packed + at + 8 * k, &len, 8) != 0) return fail("packed payload length differs");
+    }
+    at += 8 * n;
+    if (packed_part(batch, &at, batch->sample_ids, 8 * n, "sample ids") != 0) return 1;
+    if (packed_part(batch, &at, batch->cache_ids, 4 * n, "cache ids") != 0) return 1;
+    for (uint64_t c = 0; c < batch->column_count; c++) {
+        const drt_batch_column *column = &batch->columns[c];
+        int string = column->kind == 3;
+        uint64_t values_len = string && column->distinct == 0 ? 0 : n * value_bytes[column->kind];
+        if (packed_part(batch, &at, column->values, values_len, "column values") != 0) return 1;
+        if (string && packed_part(batch, &at, column->offsets, (n + 1) * 8, "string offsets") != 0) return 1;
+        if (string && packed_part(batch, &at, column->bytes, column->offsets[n], "string bytes") != 0) return 1;
+    }
+    if (at != batch->packed_len) {
+        fprintf(stderr, "packed_len %llu, its parts end at %llu\n", (unsigned long long)batch->packed_len, (unsigned long long)at);
+        return 1;
+    }
+    return 0;
+}
+
 /* Reads every deferred payload of a batch at once with
  * drt_iterator_read_deferred_batch into buffers of its own and checks them;
  * a NULL destination for a deferred payload must be refused. */
@@ -213,6 +263,7 @@ static int read_cache(drt_runtime *runtime, const char *base_dir, const char *na
         if (batch == NULL) break;
         const uint64_t *deferred = NULL;
         if (drt_batch_deferred(batch, &deferred) != DRT_OK) return fail("batch_deferred");
+        if (check_packed(batch, deferred) != 0) return 1;
         if (deferred != NULL && check_batch_read(iterator, batch, deferred) != 0) return 1;
         for (uint64_t k = 0; k < batch->count; k++, seen++) {
             uint32_t i = seen;

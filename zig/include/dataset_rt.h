@@ -259,7 +259,20 @@ typedef struct drt_batch {
     const uint64_t *sample_ids;
     uint64_t column_count;            /* the metadata schema's fields */
     const drt_batch_column *columns;  /* the same metadata, by column */
+    const uint8_t *packed;            /* all of the above but payloads and JSON, in one buffer: */
+    uint64_t packed_len;              /* a binding copies it in one call (layout below) */
 } drt_batch;
+
+/* drt_batch.packed: native-endian integers; every part is zero-padded to a
+ * multiple of 8 bytes, so each starts 8-aligned relative to the buffer.
+ *   head:        u64 count, column_count, payload_bytes (payload_offsets[count]),
+ *                deferred (1 when drt_batch_deferred gives lengths, else 0)
+ *   per column:  u64 kind, distinct, values_len, offsets_len, bytes_len (in bytes)
+ *   u64 payload lengths[count]; u64 sample_ids[count]; u32 cache_ids[count]
+ *   per column:  values (values_len bytes: bool u8, int i64, float f64, or a
+ *                string column's u32 codes when distinct > 0), then offsets
+ *                (offsets_len bytes: u64, string columns only), then bytes
+ *                (bytes_len bytes of UTF-8, string columns only). */
 
 /* Snapshots the active table, weights and epoch length, takes the next epoch of
  * the stream and starts reading ahead (at most min(num_workers, prefetch_size)
