@@ -14,7 +14,7 @@ from itertools import repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dataset_rt import _native
+from dataset_rt import _native, malloc_tuning
 from dataset_rt.config import ReaderConfig
 from dataset_rt.metadata_row import BatchMetadata, MetadataRow
 from dataset_rt.records import CachedSample
@@ -182,6 +182,7 @@ def _read_payloads(handle: ctypes.c_void_p, batch: Any) -> list[bytes]:
     those is read by the core straight into a new bytes object (all of the
     batch's at once, by the calling thread and the pool together), the others
     are copied out of the batch."""
+    malloc_tuning.tune_once()
     deferred = ctypes.POINTER(ctypes.c_uint64)()
     _native.check(_native.lib.drt_batch_deferred(batch, ctypes.byref(deferred)))
     contents = batch.contents
@@ -206,6 +207,7 @@ def _read_payloads(handle: ctypes.c_void_p, batch: Any) -> list[bytes]:
 def _copy_payloads(base: int | None, payload_bytes: int, lengths: memoryview) -> Iterable[bytes]:
     """The batch's payloads (`lengths` of them, joined at `base`), copied out of it."""
     if payload_bytes > _DIRECT_COPY_BYTES * len(lengths):
+        malloc_tuning.tune_once()
         starts = itertools.accumulate(lengths, initial=base)
         return list(map(ctypes.string_at, starts, lengths))
     joined = ctypes.string_at(base, payload_bytes) if payload_bytes else b""

@@ -8,9 +8,11 @@ so in a plain loop over 1 MiB payloads every batch faulted its memory in again:
 about 63,000 page faults per 512 MiB pass, 2.3 GB/s instead of 9.4 GB/s (see
 docs/runtime.md). Fixing the thresholds keeps that memory for the next batch.
 
-This changes the whole process's allocator, so it is done once, by the first
-`DatasetRuntime`, and not at all when the user already set glibc's malloc
-parameters through the environment or opts out with
+This changes the whole process's allocator, so it is done once, when an
+iterator first hands out payloads of 64 KiB or more (processes that read only
+small payloads keep glibc's defaults: the fixed thresholds cost W3's
+open-and-metadata process 48 MiB of peak RSS), and not at all when the user
+already set glibc's malloc parameters through the environment or opts out with
 ``DATASET_RT_MALLOC_TUNING=0``.
 """
 

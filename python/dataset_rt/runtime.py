@@ -7,7 +7,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from dataset_rt import _native, malloc_tuning
+from dataset_rt import _native
 from dataset_rt.config import ReaderConfig, WriterConfig
 from dataset_rt.dataset import CachedDataset
 from dataset_rt.records import (
@@ -37,7 +37,6 @@ class RuntimeHandle:
     iterator holding it is gone, so no native object outlives its threads."""
 
     def __init__(self, num_workers: int) -> None:
-        malloc_tuning.tune_once()
         handle = ctypes.c_void_p()
         _native.check(_native.lib.drt_runtime_create(num_workers, ctypes.byref(handle)))
         self.value = handle
@@ -57,11 +56,6 @@ class DatasetRuntime:
     loading and reading through this runtime reuse them. The threads stop when
     the runtime and everything created through it are garbage-collected, or
     after `close` once those are gone.
-
-    On Linux with glibc, the first runtime also fixes malloc's thresholds so
-    that the memory of large payloads is reused rather than given back and
-    faulted in again (`dataset_rt.malloc_tuning`; ``DATASET_RT_MALLOC_TUNING=0``
-    opts out, and settings of the user's own are kept).
     """
 
     __slots__ = ("_handle", "_num_workers")
