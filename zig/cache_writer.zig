@@ -19,6 +19,7 @@ const arrow_ipc = @import("arrow_ipc.zig");
 const sha256 = @import("sha256.zig");
 const index_file = @import("index_file.zig");
 const shard_record = @import("shard_record.zig");
+const lz4 = @import("lz4.zig");
 const durable_files = @import("durable_files.zig");
 const column_builder = @import("column_builder.zig");
 const ColumnBuilder = column_builder.ColumnBuilder;
@@ -663,7 +664,9 @@ pub const CacheWriter = struct {
     }
 
     fn encodeBatch(writer: *CacheWriter, batch: *Batch) !void {
-        if (batch.columnar) return writer.encodeColumnar(batch);
+        // One compressor table for the batch's records (16 KiB of the worker's 4 MiB stack).
+        var lz4_table: lz4.Table = .{};
+        if (batch.columnar) return writer.encodeColumnar(batch, &lz4_table);
         const allocator = writer.allocator;
         const schema = writer.schema;
         batch.record_lens = try allocator.alloc(u64, batch.count);
@@ -696,7 +699,7 @@ pub const CacheWriter = struct {
             try metadata_json.writeCanonical(allocator, schema, values, &canonical);
             for (batch.columns, values) |*column, value| try column.append(allocator, value);
 
-            compression_ns += try writer.appendRecord(batch, i, canonical.items);
+            compression_ns += try writer.appendRecord(batch, i, canonical.items, &lz4_table);
         }
         const extra = parser.nextObject(allocator, &scratch, &batch.diagnostic) catch |err| {
             if (err == error.OutOfMemory) return error.OutOfMemory;
@@ -712,7 +715,7 @@ pub const CacheWriter = struct {
     }
 
     /// Encodes a batch whose metadata came by column (checked at push).
-    fn encodeColumnar(writer: *CacheWriter, batch: *Batch) !void {
+    fn encodeColumnar(writer: *CacheWriter, batch: *Batch, lz4_table: *lz4.Table) !void {
         const allocator = writer.allocator;
         batch.record_lens = try allocator.alloc(u64, batch.count);
         var canonical: std.ArrayList(u8) = .empty;
@@ -724,26 +727,26 @@ pub const CacheWriter = struct {
             for (batch.columns, values) |*column, *value| value.* = column.view().get(i);
             canonical.clearRetainingCapacity();
             try metadata_json.writeCanonical(allocator, writer.schema, values, &canonical);
-            compression_ns += try writer.appendRecord(batch, i, canonical.items);
+            compression_ns += try writer.appendRecord(batch, i, canonical.items, lz4_table);
         }
         writer.countCompression(batch, compression_ns);
     }
 
     /// Frames sample `i` of the batch after its canonical metadata; returns
     /// the nanoseconds spent compressing.
-    fn appendRecord(writer: *CacheWriter, batch: *Batch, i: usize, canonical: []const u8) !u64 {
+    fn appendRecord(writer: *CacheWriter, batch: *Batch, i: usize, canonical: []const u8, lz4_table: *lz4.Table) !u64 {
         const payload_len: usize = @intCast(batch.payload_lens[i]);
         const payload = batch.payload_parts[i][0..payload_len];
         if (writer.isExternal(payload_len)) {
             // Only the head is framed; the committer writes the payload from where it is.
             try batch.encoded.ensureUnusedCapacity(writer.allocator, shard_record.header_bytes + canonical.len);
-            const head_len = shard_record.appendAssumeCapacity(&batch.encoded, canonical, "", .none);
+            const head_len = shard_record.appendAssumeCapacity(&batch.encoded, canonical, "", .none, lz4_table);
             batch.record_lens[i] = head_len + payload_len;
             return 0;
         }
         try batch.encoded.ensureUnusedCapacity(writer.allocator, shard_record.encodedBytesMax(canonical.len, payload_len, writer.options.compression));
         const compress_started = system.monotonicNanoseconds();
-        batch.record_lens[i] = shard_record.appendAssumeCapacity(&batch.encoded, canonical, payload, writer.options.compression);
+        batch.record_lens[i] = shard_record.appendAssumeCapacity(&batch.encoded, canonical, payload, writer.options.compression, lz4_table);
         return if (writer.options.compression == .lz4) system.monotonicNanoseconds() - compress_started else 0;
     }
 

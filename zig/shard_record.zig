@@ -22,12 +22,14 @@ pub fn encodedBytesMax(metadata_json_len: usize, payload_len: usize, compression
 }
 
 /// Appends the framed record to `out` (capacity reserved by the caller from
-/// `encodedBytesMax`); returns the record's length.
+/// `encodedBytesMax`); returns the record's length. `lz4_table` is the
+/// compressor's table, kept by the caller from record to record.
 pub fn appendAssumeCapacity(
     out: *std.ArrayList(u8),
     metadata_json: []const u8,
     payload: []const u8,
     compression: Compression,
+    lz4_table: *lz4.Table,
 ) usize {
     const start = out.items.len;
     var header: [header_bytes]u8 = undefined;
@@ -42,7 +44,7 @@ pub fn appendAssumeCapacity(
             std.mem.writeInt(u32, &prefix, @intCast(payload.len), .little);
             out.appendSliceAssumeCapacity(&prefix);
             const destination = out.unusedCapacitySlice();
-            const written = lz4.compress(payload, destination);
+            const written = lz4.compressWith(lz4_table, payload, destination);
             out.items.len += written;
         },
     }
@@ -105,7 +107,8 @@ fn roundTrip(compression: Compression, payload: []const u8) !void {
     defer out.deinit(allocator);
     const json = "{\"a\":1}";
     try out.ensureTotalCapacity(allocator, encodedBytesMax(json.len, payload.len, compression));
-    const len = appendAssumeCapacity(&out, json, payload, compression);
+    var table: lz4.Table = .{};
+    const len = appendAssumeCapacity(&out, json, payload, compression, &table);
     try std.testing.expectEqual(out.items.len, len);
     var diagnostic: Diagnostic = .{};
     const parts = try split(out.items, compression, &diagnostic);
