@@ -22,7 +22,7 @@ import statistics
 import time
 from itertools import repeat
 
-from dataset_rt.dataset import _new_sample
+from dataset_rt.dataset import _samples
 from dataset_rt.metadata_columns import to_columns
 from dataset_rt.metadata_row import BatchMetadata, MetadataRow
 from dataset_rt.records import CacheInput
@@ -47,7 +47,7 @@ def read_floor() -> float:
         metadata = BatchMetadata(names, b"", no_columns, 0)
         rows = map(MetadataRow, repeat(metadata, CHUNK), range(CHUNK))
         ids = range(CHUNK)
-        return list(map(_new_sample, zip(payloads, rows, repeat(0), ids, strict=False)))
+        return _samples(CHUNK, zip(payloads, rows, repeat(0), ids, strict=False))
 
     started = time.perf_counter()
     for sample in itertools.chain.from_iterable(batch() for _ in range(SAMPLES // CHUNK)):

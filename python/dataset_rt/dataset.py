@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ctypes
-import functools
 import io
 import itertools
 import json
@@ -51,6 +50,7 @@ class _DatasetHandle:
             )
         )
         self.value = handle
+        self.cache_count = len(paths)
         self._stored_names: list[str] | None = None
 
     def stored_names(self) -> list[str]:
@@ -98,7 +98,12 @@ class _NativeIterator:
             lengths_at = _PACKED_HEAD_WORDS + 5 * column_count
             ids_at = lengths_at + count
             cache_ids_at = 8 * (ids_at + count)
-            cache_ids = memoryview(packed)[cache_ids_at : cache_ids_at + 4 * count].cast("I")
+            # With one cache every id is 0: repeating it spares unpacking one per sample.
+            cache_ids = (
+                repeat(0, count)
+                if self.dataset.cache_count == 1
+                else memoryview(packed)[cache_ids_at : cache_ids_at + 4 * count].cast("I")
+            )
             metadata = BatchMetadata(
                 self.dataset.stored_names(),
                 packed,
@@ -111,8 +116,8 @@ class _NativeIterator:
                 lengths = words[lengths_at:ids_at]
                 payloads = _copy_payloads(contents.payloads, payload_bytes, lengths)
             rows = map(MetadataRow, repeat(metadata, count), range(count))
-            samples = zip(payloads, rows, cache_ids, words[ids_at : ids_at + count], strict=False)
-            return list(map(_new_sample, samples))
+            fields = zip(payloads, rows, cache_ids, words[ids_at : ids_at + count], strict=False)
+            return _samples(count, fields)
         finally:
             _native.lib.drt_batch_release(batch)
 
@@ -160,8 +165,11 @@ class SampleIterator(itertools.chain):  # type: ignore[type-arg]
         self._native.close()
 
 
-# Builds a CachedSample from a 4-tuple in C, without the NamedTuple's Python __new__.
-_new_sample = functools.partial(tuple.__new__, CachedSample)
+def _samples(count: int, fields: Iterable[tuple[Any, ...]]) -> list[CachedSample]:
+    """`count` CachedSamples from 4-tuples, each built in C by ``tuple.__new__``
+    without the NamedTuple's Python ``__new__``."""
+    return list(map(tuple.__new__, repeat(CachedSample, count), fields))  # type: ignore[arg-type]
+
 
 # Above this mean payload size, each payload is copied straight from native memory
 # (one copy); below it, one copy of the whole batch and C-level slicing is faster.
