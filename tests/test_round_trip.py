@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import pickle
 import struct
 from pathlib import Path
 
@@ -445,3 +446,19 @@ def test_string_columns_of_few_values_read_back_exactly_through_their_codes(
         metadata_row._column_values = column_values
     if len(labels) >= 4 * len(pool) and prefetch >= len(labels):
         assert any(coded), "no batch of a column of few distinct strings was coded"
+
+
+def test_samples_pickle_and_metadata_rows_rebuild_from_a_mapping(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    # DataLoader workers pickle samples; torch's default_convert rebuilds a
+    # mapping as type(m)(dict(m)). Both must give back equal rows, alone.
+    samples = [(b"p%d" % n, {"n": n, "label": "ab"[n % 2], "x": n / 4}) for n in range(70)]
+    (cache,) = write_ok(runtime, [ListSource("src", samples)], tmp_path, QUIET)
+    for sample in runtime.cached_dataset([cache], reader_config=IN_ORDER):
+        copy = pickle.loads(pickle.dumps(sample))
+        assert copy == sample and dict(copy.metadata) == samples[sample.sample_id][1]
+        rebuilt = type(sample.metadata)(dict(sample.metadata))
+        assert type(rebuilt) is type(sample.metadata)
+        assert rebuilt == samples[sample.sample_id][1]
+        assert rebuilt["label"] == "ab"[sample.sample_id % 2]

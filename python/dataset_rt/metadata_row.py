@@ -114,12 +114,13 @@ class MetadataRow(Mapping[str, Any]):
 
     __slots__ = ("_source", "_index")
 
-    def __init__(self, source: BatchMetadata | Mapping[str, Any], index: int = 0) -> None:
-        # The binding passes (batch, index); libraries that rebuild mappings as
-        # type(m)(dict) (torch's default_convert does) pass a mapping.
-        if not isinstance(source, BatchMetadata):
-            source = _SingleRow(dict(source))  # type: ignore[assignment]
-            index = 0
+    def __init__(self, source: BatchMetadata | Mapping[str, Any], index: int = -1) -> None:
+        # The binding passes (batch, index >= 0); libraries that rebuild mappings
+        # as type(m)(dict) (torch's default_convert does), and unpickling, pass a
+        # mapping alone. (Comparing the index is cheaper than an isinstance check,
+        # and this runs once per sample.)
+        if index < 0:
+            source, index = _SingleRow(dict(source)), 0
         self._source = source
         self._index = index
 
