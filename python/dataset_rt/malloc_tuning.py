@@ -1,6 +1,6 @@
 """glibc malloc settings that keep the memory of large payloads in the process.
 
-Each payload of at least 128 KiB becomes a ``bytes`` object of its own,
+Each payload of 64 KiB or more is read into a ``bytes`` object of its own,
 allocated by the consumer's thread and freed when the training loop drops the
 sample. With glibc's default (adaptive) settings the heap's top is given back
 to the kernel whenever more than about twice the largest freed block is free,
