@@ -144,6 +144,14 @@ def side_environment(side: str) -> dict[str, str]:
         for name in ("PYTHONPATH", "DATASET_RT_LIBRARY", "VIRTUAL_ENV", "PYTHONHOME"):
             env.pop(name, None)
         env["PYTHONNOUSERSITE"] = "1"
+    else:
+        # Children run in benchmarks/: relative paths given to the harness
+        # (PYTHONPATH=python, DATASET_RT_LIBRARY=zig-out/...) must keep their meaning.
+        if env.get("PYTHONPATH"):
+            entries = env["PYTHONPATH"].split(os.pathsep)
+            env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(e) if e else e for e in entries)
+        if env.get("DATASET_RT_LIBRARY"):
+            env["DATASET_RT_LIBRARY"] = os.path.abspath(env["DATASET_RT_LIBRARY"])
     return env
 
 
