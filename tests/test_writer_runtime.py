@@ -320,3 +320,54 @@ def test_two_processes_writing_the_same_target_publish_exactly_one_complete_cach
         assert sample.data == f"{tag}-{i}".encode() * 50 and sample.metadata["i"] == i, (
             f"sample {i} is not writer {tag}'s"
         )
+
+
+# ---- more shards than the pool's queue holds ------------------------------------------
+
+# One worker, one batch of 3,000 samples and a shard per record: the committer
+# (on the only worker) closes 3,000 shards in one go, each with an fsync and a
+# hash job, more than the pool's queue holds (1,024). It once waited for room
+# in the queue that only it could make, and the write hung.
+MANY_SHARDS_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    from dataset_rt import CacheInput, DatasetRuntime, WriterConfig
+
+    class Tiny:
+        name = "tiny"
+        def __iter__(self):
+            for i in range(3000):
+                yield CacheInput(i.to_bytes(4, "little") * 4, {"i": i})
+
+    config = WriterConfig(show_progress=False, max_shard_bytes=1, prefetch_size=4096)
+    (result,) = DatasetRuntime(num_workers=1).write_cache(Tiny(), sys.argv[1], writer_config=config)
+    print(type(result).__name__, result[1])
+    """
+)
+
+
+def test_one_worker_closing_more_shards_at_once_than_the_pool_queue_holds_finishes(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(PACKAGE_DIR), os.environ.get("PYTHONPATH", "")]),
+    }
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", MANY_SHARDS_SCRIPT, str(tmp_path)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("writing 3,000 one-record shards on one worker hung (over 120 s)")
+    assert done.returncode == 0, f"writer process failed ({done.returncode}):\n{done.stderr}"
+    assert done.stdout.split()[0] == "CacheWriteSuccess", f"write result: {done.stdout}"
+    assert len(list((tmp_path / "tiny" / "shards").iterdir())) == 3000, "one shard per record"
+    dataset = runtime.cached_dataset(
+        [tmp_path / "tiny"], reader_config=ReaderConfig(seed=0, shuffle=False, validate_cache=True)
+    )
+    payloads = [sample.data for sample in dataset]
+    assert payloads == [i.to_bytes(4, "little") * 4 for i in range(3000)], "payloads differ"

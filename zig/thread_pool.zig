@@ -86,6 +86,25 @@ pub const ThreadPool = struct {
         pool.not_empty.signal(io);
     }
 
+    /// Queues `job`, or runs it on the calling thread when the queue is full.
+    /// For jobs submitted by a job: a pool thread must never wait for room in
+    /// the queue, since only the pool's threads (with one worker, itself alone)
+    /// make room.
+    pub fn submitOrRun(pool: *ThreadPool, job: *Job) void {
+        const io = system.io();
+        pool.mutex.lockUncancelable(io);
+        std.debug.assert(!pool.stopping);
+        if (pool.queue_len == queue_capacity) {
+            pool.mutex.unlock(io);
+            job.run(job);
+            return;
+        }
+        pool.queue[(pool.queue_head + pool.queue_len) % queue_capacity] = job;
+        pool.queue_len += 1;
+        pool.not_empty.signal(io);
+        pool.mutex.unlock(io);
+    }
+
     fn stopAndJoin(pool: *ThreadPool, threads: []std.Thread) void {
         const io = system.io();
         pool.mutex.lockUncancelable(io);
@@ -171,4 +190,32 @@ test "every submitted job runs exactly once, also past the queue capacity" {
     group.wait();
     try std.testing.expectEqual(@as(u64, jobs.len), counter.load(.monotonic));
     try std.testing.expectEqual(@as(u32, 3), pool.workerCount());
+}
+
+/// Submits more jobs than the queue holds from inside a job, as the writer's
+/// committer does (one fsync job per closed shard).
+const FanOutJob = struct {
+    job: Job = .{ .run = run },
+    pool: *ThreadPool,
+    children: []TestJob,
+
+    fn run(job: *Job) void {
+        const self: *FanOutJob = @fieldParentPtr("job", job);
+        for (self.children) |*child| self.pool.submitOrRun(&child.job);
+    }
+};
+
+test "a job submitting past the queue capacity on a one-thread pool does not wait for itself" {
+    const pool = try ThreadPool.create(std.testing.allocator, 1);
+    defer pool.release();
+    var counter: std.atomic.Value(u64) = .init(0);
+    var group: WaitGroup = .{};
+    const children = try std.testing.allocator.alloc(TestJob, queue_capacity * 3);
+    defer std.testing.allocator.free(children);
+    for (children) |*child| child.* = .{ .counter = &counter, .group = &group };
+    group.add(children.len);
+    var fan_out: FanOutJob = .{ .pool = pool, .children = children };
+    pool.submit(&fan_out.job);
+    group.wait(); // with `submit` in the job, the only worker would block forever
+    try std.testing.expectEqual(@as(u64, children.len), counter.load(.monotonic));
 }
