@@ -4,8 +4,8 @@
 //! pool job that validates the metadata against the schema, writes the canonical
 //! record JSON, frames and compresses the records. Encoded batches are committed
 //! strictly in push order by whichever worker finished the next one: sample ids,
-//! shard rotation, shard writes and index rows. Each closed shard is hashed
-//! (SHA-256) by a pool job of its own, beside the writes. `finish` writes
+//! shard rotation, shard writes and index rows. Each shard is hashed (SHA-256)
+//! on the pool as it grows, beside the writes (`ShardHasher`). `finish` writes
 //! index.bin, metadata.arrow and manifest.json into the staging directory, fsyncs
 //! everything and publishes by one rename. Until then nothing is visible under
 //! the target path; `destroy` on an unfinished writer removes the staging directory.
@@ -25,6 +25,7 @@ const durable_files = @import("durable_files.zig");
 const column_builder = @import("column_builder.zig");
 const ColumnBuilder = column_builder.ColumnBuilder;
 const thread_pool = @import("thread_pool.zig");
+const ShardHasher = @import("shard_hasher.zig").ShardHasher;
 const Diagnostic = @import("diagnostic.zig").Diagnostic;
 
 pub const Error = error{ InvalidArgument, InvalidInput, Io, OutOfMemory, AlreadyExists, State };
@@ -43,9 +44,13 @@ pub const StageCounter = struct {
     bytes: std.atomic.Value(u64) = .init(0),
 
     pub fn add(counter: *StageCounter, started_ns: u64, bytes: u64) void {
-        const elapsed = system.monotonicNanoseconds() -| started_ns;
+        counter.addMeasured(system.monotonicNanoseconds() -| started_ns, bytes);
+    }
+
+    /// One call of `nanoseconds` measured elsewhere.
+    pub fn addMeasured(counter: *StageCounter, nanoseconds: u64, bytes: u64) void {
         _ = counter.calls.fetchAdd(1, .monotonic);
-        _ = counter.nanoseconds.fetchAdd(elapsed, .monotonic);
+        _ = counter.nanoseconds.fetchAdd(nanoseconds, .monotonic);
         _ = counter.bytes.fetchAdd(bytes, .monotonic);
     }
 };
@@ -126,6 +131,8 @@ const OpenShard = struct {
     writeback_start: u64 = 0,
     /// Bytes before this offset were written when the last interim fsync started.
     synced_start: u64 = 0,
+    /// Hashes the shard on the pool as it grows; one of `shard_hashers`.
+    hasher: *ShardHasher,
 };
 
 pub const CacheWriter = struct {
@@ -168,9 +175,9 @@ pub const CacheWriter = struct {
     stats: Stats = .{},
     /// fsyncs of written files running on the pool (`syncInBackground`).
     file_syncs: thread_pool.WaitGroup = .{},
-    /// One per closed shard, in shard order (`hashInBackground`); appended by
-    /// the committer, read by `finish` once `shard_hashing` is done.
-    shard_hashes: std.ArrayList(*ShardHash) = .empty,
+    /// One per shard, in shard order; appended by the committer, read by
+    /// `finish` once `shard_hashing` (the running hash jobs) is done.
+    shard_hashers: std.ArrayList(*ShardHasher) = .empty,
     shard_hashing: thread_pool.WaitGroup = .{},
     /// Whether an interim fsync of the open shard is running (`syncOpenShard`).
     interim_sync_running: std.atomic.Value(bool) = .init(false),
@@ -362,8 +369,8 @@ pub const CacheWriter = struct {
         writer.waitForInFlight();
         writer.file_syncs.wait();
         writer.shard_hashing.wait();
-        for (writer.shard_hashes.items) |hash| allocator.destroy(hash);
-        writer.shard_hashes.deinit(allocator);
+        for (writer.shard_hashers.items) |hasher| hasher.destroy();
+        writer.shard_hashers.deinit(allocator);
         for (writer.encoded_waiting.items) |batch| batch.destroy(allocator);
         writer.encoded_waiting.deinit(allocator);
         if (writer.shard) |*shard| shard.file.close(io);
@@ -908,6 +915,7 @@ pub const CacheWriter = struct {
         if (shard.byte_len - shard.writeback_start >= writeback_bytes) {
             durable_files.startWriteback(shard.file, shard.writeback_start, shard.byte_len - shard.writeback_start);
             shard.writeback_start = shard.byte_len;
+            shard.hasher.advance(shard.byte_len, false);
         }
         if (shard.byte_len - shard.synced_start >= interim_sync_bytes and !writer.interim_sync_running.load(.acquire)) {
             writer.syncOpenShard(shard);
@@ -971,7 +979,21 @@ pub const CacheWriter = struct {
             diagnostic.set("cannot create shard {s}: {s}", .{ name.slice(), @errorName(err) });
             return error.Io;
         };
-        writer.shard = .{ .file = file };
+        errdefer file.close(io);
+        // A second, read-only handle for the hasher, which reads the shard back.
+        const reading = writer.shards_dir.?.openFile(io, name.slice(), .{}) catch |err| {
+            diagnostic.set("cannot open shard {s} to hash it: {s}", .{ name.slice(), @errorName(err) });
+            return error.Io;
+        };
+        const hasher = ShardHasher.create(writer.allocator, writer.pool, &writer.shard_hashing, reading, name.slice()) catch {
+            reading.close(io);
+            return error.OutOfMemory;
+        };
+        writer.shard_hashers.append(writer.allocator, hasher) catch {
+            hasher.destroy();
+            return error.OutOfMemory;
+        };
+        writer.shard = .{ .file = file, .hasher = hasher };
     }
 
     fn closeShard(writer: *CacheWriter) Error!void {
@@ -991,87 +1013,9 @@ pub const CacheWriter = struct {
                 .none => .none,
                 .lz4 => .lz4,
             }, .ratio = writer.options.compression_ratio },
-            .sha256 = undefined, // from `shard_hashes` in `finish`
+            .sha256 = undefined, // from its hasher in `finish`
         });
-        writer.hashInBackground(writer.shards.items.len - 1, shard.byte_len);
-    }
-
-    /// A closed shard's SHA-256, computed by a pool job from the file as
-    /// written. The committer only writes, and shards are hashed side by side
-    /// with the writes and with each other (a shard's hash is sequential, so
-    /// on the committer it bounded large writes at one core's hashing speed).
-    const ShardHash = struct {
-        job: thread_pool.Job = .{ .run = run },
-        writer: *CacheWriter,
-        /// Opened read-only for the job, which closes it.
-        file: std.Io.File,
-        shard: u64,
-        byte_len: u64,
-        digest: [32]u8 = undefined,
-
-        const read_bytes = 1 << 20;
-
-        fn run(job: *thread_pool.Job) void {
-            const hash: *ShardHash = @fieldParentPtr("job", job);
-            const writer = hash.writer;
-            defer writer.shard_hashing.finish();
-            defer hash.file.close(system.io());
-            const started = system.monotonicNanoseconds();
-            var diagnostic: Diagnostic = .{};
-            hash.compute(&diagnostic) catch |err| return writer.fail(err, &diagnostic);
-            writer.stats.hashing.add(started, hash.byte_len);
-        }
-
-        fn compute(hash: *ShardHash, diagnostic: *Diagnostic) Error!void {
-            const name = ShardName.of(hash.shard);
-            const buffer = hash.writer.allocator.alloc(u8, @min(read_bytes, @max(1, hash.byte_len))) catch {
-                diagnostic.set("out of memory while hashing shard {s}", .{name.slice()});
-                return error.OutOfMemory;
-            };
-            defer hash.writer.allocator.free(buffer);
-            var hasher = sha256.Hasher.init();
-            var offset: u64 = 0;
-            while (offset < hash.byte_len) {
-                const wanted = buffer[0..@intCast(@min(buffer.len, hash.byte_len - offset))];
-                const read = hash.file.readPositionalAll(system.io(), wanted, offset) catch |err| {
-                    diagnostic.set("cannot read shard {s} back to hash it: {s}", .{ name.slice(), @errorName(err) });
-                    return error.Io;
-                };
-                if (read != wanted.len) {
-                    diagnostic.set("shard {s} holds {d} bytes, {d} were written", .{ name.slice(), offset + read, hash.byte_len });
-                    return error.Io;
-                }
-                hasher.update(wanted);
-                offset += read;
-            }
-            hash.digest = hasher.final();
-        }
-    };
-
-    /// Starts hashing closed shard `shard` on the pool; `finish` waits for it.
-    /// A failure fails the write (`fail`), as a failed fsync does.
-    fn hashInBackground(writer: *CacheWriter, shard: u64, byte_len: u64) void {
-        const io = system.io();
-        const name = ShardName.of(shard);
-        var diagnostic: Diagnostic = .{};
-        const hash = writer.allocator.create(ShardHash) catch {
-            diagnostic.set("out of memory while closing shard {s}", .{name.slice()});
-            return writer.fail(error.OutOfMemory, &diagnostic);
-        };
-        writer.shard_hashes.append(writer.allocator, hash) catch {
-            writer.allocator.destroy(hash);
-            diagnostic.set("out of memory while closing shard {s}", .{name.slice()});
-            return writer.fail(error.OutOfMemory, &diagnostic);
-        };
-        const file = writer.shards_dir.?.openFile(io, name.slice(), .{}) catch |err| {
-            _ = writer.shard_hashes.pop();
-            writer.allocator.destroy(hash);
-            diagnostic.set("cannot open shard {s} to hash it: {s}", .{ name.slice(), @errorName(err) });
-            return writer.fail(error.Io, &diagnostic);
-        };
-        hash.* = .{ .writer = writer, .file = file, .shard = shard, .byte_len = byte_len };
-        writer.shard_hashing.add(1);
-        writer.pool.submitOrRun(&hash.job);
+        shard.hasher.advance(shard.byte_len, true);
     }
 
     /// A written file's fsync, run on the pool; it owns (and closes) the file.
@@ -1152,8 +1096,11 @@ pub const CacheWriter = struct {
         const metadata_digest = try writer.writeMetadata(diagnostic);
         writer.shard_hashing.wait();
         try writer.checkFailure(diagnostic);
-        std.debug.assert(writer.shard_hashes.items.len == writer.shards.items.len);
-        for (writer.shards.items, writer.shard_hashes.items) |*shard, hash| shard.sha256 = hash.digest;
+        std.debug.assert(writer.shard_hashers.items.len == writer.shards.items.len);
+        for (writer.shards.items, writer.shard_hashers.items) |*shard, hasher| {
+            shard.sha256 = try hasher.result(diagnostic);
+            writer.stats.hashing.addMeasured(hasher.nanoseconds, shard.byte_len);
+        }
         try writer.writeManifest(index_digest, metadata_digest, diagnostic);
         const sync_started = system.monotonicNanoseconds();
         // The files' fsyncs run side by side, so the file system can serve

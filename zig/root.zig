@@ -26,6 +26,7 @@ test {
     _ = @import("sample_batch.zig");
     _ = @import("sampler.zig");
     _ = @import("sha256.zig");
+    _ = @import("shard_hasher.zig");
     _ = @import("shard_record.zig");
     _ = @import("thread_pool.zig");
 }

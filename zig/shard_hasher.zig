@@ -1,0 +1,202 @@
+//! A shard's SHA-256, computed on the pool while the shard is being written.
+//!
+//! The committer only writes; every few MiB it tells the shard's hasher how far
+//! the shard has grown (`advance`), and a pool job reads the new bytes back
+//! (from the page cache, where they were just written) and hashes them. A
+//! shard's hash is sequential, so at most one job per shard runs at a time;
+//! shards are hashed beside the writes and beside each other, and when the
+//! shard is closed only its last few MiB are left to hash. `group` counts the
+//! running jobs: once it is done, every closed shard's digest is final.
+const std = @import("std");
+const system = @import("system.zig");
+const sha256 = @import("sha256.zig");
+const thread_pool = @import("thread_pool.zig");
+const Diagnostic = @import("diagnostic.zig").Diagnostic;
+
+pub const Error = error{ Io, OutOfMemory };
+
+/// Bytes read back per piece.
+const read_bytes = 1 << 20;
+
+pub const ShardHasher = struct {
+    job: thread_pool.Job = .{ .run = run },
+    allocator: std.mem.Allocator,
+    pool: *thread_pool.ThreadPool,
+    group: *thread_pool.WaitGroup,
+    /// The shard, opened read-only; closed once the digest is final.
+    file: ?std.Io.File,
+    /// For messages: the shard's file name (owned).
+    name: []u8,
+
+    // Touched only by the running job (one at a time), read after `group` is done.
+    hasher: sha256.Hasher, // (its kernel is picked at run time: no default)
+    hashed: u64 = 0,
+    nanoseconds: u64 = 0,
+    digest: ?[32]u8 = null,
+
+    // Guarded by `mutex`.
+    mutex: std.Io.Mutex = .init,
+    written: u64 = 0,
+    closed: bool = false,
+    running: bool = false,
+    failure: ?Error = null,
+    diagnostic: Diagnostic = .{},
+
+    /// `file` is the shard opened for reading; the hasher owns it.
+    pub fn create(
+        allocator: std.mem.Allocator,
+        pool: *thread_pool.ThreadPool,
+        group: *thread_pool.WaitGroup,
+        file: std.Io.File,
+        name: []const u8,
+    ) error{OutOfMemory}!*ShardHasher {
+        const hasher = try allocator.create(ShardHasher);
+        errdefer allocator.destroy(hasher);
+        hasher.* = .{ .allocator = allocator, .pool = pool, .group = group, .file = file, .name = try allocator.dupe(u8, name), .hasher = sha256.Hasher.init() };
+        return hasher;
+    }
+
+    /// The committer has written the shard's first `written` bytes; `closed`:
+    /// and nothing more. Starts a job unless one is running (it will see this).
+    pub fn advance(hasher: *ShardHasher, written: u64, closed: bool) void {
+        const io = system.io();
+        hasher.mutex.lockUncancelable(io);
+        std.debug.assert(written >= hasher.written and !hasher.closed);
+        hasher.written = written;
+        hasher.closed = closed;
+        const start = !hasher.running and hasher.failure == null;
+        if (start) hasher.running = true;
+        hasher.mutex.unlock(io);
+        if (!start) return;
+        hasher.group.add(1);
+        // Called on a pool thread (the committer): never wait for room in the queue.
+        hasher.pool.submitOrRun(&hasher.job);
+    }
+
+    /// The shard's digest, once it was closed and `group` is done.
+    pub fn result(hasher: *const ShardHasher, diagnostic: *Diagnostic) Error![32]u8 {
+        if (hasher.failure) |failure| {
+            diagnostic.* = hasher.diagnostic;
+            return failure;
+        }
+        return hasher.digest.?;
+    }
+
+    /// Once `group` is done: closes the file if the digest never became final
+    /// (an unfinished write) and frees the hasher.
+    pub fn destroy(hasher: *ShardHasher) void {
+        if (hasher.file) |file| file.close(system.io());
+        hasher.allocator.free(hasher.name);
+        hasher.allocator.destroy(hasher);
+    }
+
+    fn run(job: *thread_pool.Job) void {
+        const hasher: *ShardHasher = @fieldParentPtr("job", job);
+        const io = system.io();
+        var buffer: []u8 = &.{};
+        defer hasher.allocator.free(buffer);
+        while (true) {
+            hasher.mutex.lockUncancelable(io);
+            const target = hasher.written;
+            if (hasher.hashed == target) {
+                const final = hasher.closed;
+                if (final) hasher.digest = hasher.hasher.final();
+                hasher.running = false;
+                hasher.mutex.unlock(io);
+                if (final) hasher.closeFile();
+                hasher.group.finish(); // may let `hasher` be destroyed: touch nothing after it
+                return;
+            }
+            hasher.mutex.unlock(io);
+            const started = system.monotonicNanoseconds();
+            var diagnostic: Diagnostic = .{};
+            hasher.hashUpTo(target, &buffer, &diagnostic) catch |err| {
+                hasher.mutex.lockUncancelable(io);
+                hasher.failure = err;
+                hasher.diagnostic = diagnostic;
+                hasher.running = false;
+                hasher.mutex.unlock(io);
+                hasher.closeFile();
+                hasher.group.finish();
+                return;
+            };
+            hasher.nanoseconds += system.monotonicNanoseconds() -| started;
+        }
+    }
+
+    fn hashUpTo(hasher: *ShardHasher, target: u64, buffer: *[]u8, diagnostic: *Diagnostic) Error!void {
+        if (buffer.len == 0) {
+            buffer.* = hasher.allocator.alloc(u8, @intCast(@min(read_bytes, target - hasher.hashed))) catch {
+                diagnostic.set("out of memory while hashing shard {s}", .{hasher.name});
+                return error.OutOfMemory;
+            };
+        }
+        while (hasher.hashed < target) {
+            const piece = buffer.*[0..@intCast(@min(buffer.len, target - hasher.hashed))];
+            const read = hasher.file.?.readPositionalAll(system.io(), piece, hasher.hashed) catch |err| {
+                diagnostic.set("cannot read shard {s} back to hash it: {s}", .{ hasher.name, @errorName(err) });
+                return error.Io;
+            };
+            if (read != piece.len) {
+                diagnostic.set("shard {s} holds {d} bytes, {d} were written", .{ hasher.name, hasher.hashed + read, target });
+                return error.Io;
+            }
+            hasher.hasher.update(piece);
+            hasher.hashed += read;
+        }
+    }
+
+    fn closeFile(hasher: *ShardHasher) void {
+        if (hasher.file) |file| file.close(system.io());
+        hasher.file = null;
+    }
+};
+
+test "a shard written in steps hashes to the SHA-256 of all its bytes" {
+    var tmp = std.testing.tmpDir(.{});
+    defer tmp.cleanup();
+    const io = system.io();
+    const pool = try thread_pool.ThreadPool.create(std.testing.allocator, 2);
+    defer pool.release();
+    var group: thread_pool.WaitGroup = .{};
+    const writing = try tmp.dir.createFile(io, "000000.bin", .{});
+    defer writing.close(io);
+    const reading = try tmp.dir.openFile(io, "000000.bin", .{});
+    const hasher = try ShardHasher.create(std.testing.allocator, pool, &group, reading, "000000.bin");
+    var expected = sha256.Hasher.init();
+    var random = std.Random.DefaultPrng.init(7);
+    var chunk: [3 << 20]u8 = undefined;
+    var written: u64 = 0;
+    for (0..5) |step| {
+        const len = random.random().uintLessThan(usize, chunk.len);
+        random.random().bytes(chunk[0..len]);
+        try writing.writePositionalAll(io, chunk[0..len], written);
+        expected.update(chunk[0..len]);
+        written += len;
+        hasher.advance(written, step == 4);
+    }
+    group.wait();
+    var diagnostic: Diagnostic = .{};
+    try std.testing.expectEqual(expected.final(), try hasher.result(&diagnostic));
+    try std.testing.expect(hasher.file == null);
+    hasher.destroy();
+}
+
+test "a shard shorter than was written fails its hash, naming it" {
+    var tmp = std.testing.tmpDir(.{});
+    defer tmp.cleanup();
+    const io = system.io();
+    const pool = try thread_pool.ThreadPool.create(std.testing.allocator, 1);
+    defer pool.release();
+    var group: thread_pool.WaitGroup = .{};
+    const writing = try tmp.dir.createFile(io, "000003.bin", .{});
+    defer writing.close(io);
+    try writing.writePositionalAll(io, "only ten b", 0);
+    const hasher = try ShardHasher.create(std.testing.allocator, pool, &group, try tmp.dir.openFile(io, "000003.bin", .{}), "000003.bin");
+    defer hasher.destroy();
+    hasher.advance(25, true);
+    group.wait();
+    var diagnostic: Diagnostic = .{};
+    try std.testing.expectError(error.Io, hasher.result(&diagnostic));
+    try std.testing.expectEqualStrings("shard 000003.bin holds 10 bytes, 25 were written", diagnostic.message());
+}
