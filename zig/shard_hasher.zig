@@ -92,9 +92,20 @@ pub const ShardHasher = struct {
 
     fn run(job: *thread_pool.Job) void {
         const hasher: *ShardHasher = @fieldParentPtr("job", job);
-        const io = system.io();
+        // Copied out: `group.finish()` may let the hasher be destroyed, and the
+        // buffer is freed after it.
+        const allocator = hasher.allocator;
+        const group = hasher.group;
         var buffer: []u8 = &.{};
-        defer hasher.allocator.free(buffer);
+        hasher.hashWhatIsWritten(&buffer);
+        allocator.free(buffer);
+        group.finish(); // touch nothing of `hasher` after this
+    }
+
+    /// Hashes until the written bytes are all hashed, then makes the digest
+    /// final if the shard is closed, or records a failure.
+    fn hashWhatIsWritten(hasher: *ShardHasher, buffer: *[]u8) void {
+        const io = system.io();
         while (true) {
             hasher.mutex.lockUncancelable(io);
             const target = hasher.written;
@@ -104,20 +115,18 @@ pub const ShardHasher = struct {
                 hasher.running = false;
                 hasher.mutex.unlock(io);
                 if (final) hasher.closeFile();
-                hasher.group.finish(); // may let `hasher` be destroyed: touch nothing after it
                 return;
             }
             hasher.mutex.unlock(io);
             const started = system.monotonicNanoseconds();
             var diagnostic: Diagnostic = .{};
-            hasher.hashUpTo(target, &buffer, &diagnostic) catch |err| {
+            hasher.hashUpTo(target, buffer, &diagnostic) catch |err| {
                 hasher.mutex.lockUncancelable(io);
                 hasher.failure = err;
                 hasher.diagnostic = diagnostic;
                 hasher.running = false;
                 hasher.mutex.unlock(io);
                 hasher.closeFile();
-                hasher.group.finish();
                 return;
             };
             hasher.nanoseconds += system.monotonicNanoseconds() -| started;
