@@ -240,6 +240,15 @@ def test_runtime_starts_exactly_num_workers_threads_reuses_them_and_stops_them_w
 
 # ---- concurrent writers ----------------------------------------------------------------
 
+
+def child_environment() -> dict[str, str]:
+    """This environment, with this checkout's package first on the path."""
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(PACKAGE_DIR), os.environ.get("PYTHONPATH", "")]),
+    }
+
+
 WRITER_SCRIPT = textwrap.dedent(
     """
     import json, os, sys, time
@@ -272,10 +281,7 @@ def test_two_processes_writing_the_same_target_publish_exactly_one_complete_cach
 ) -> None:
     base = tmp_path / "caches"
     go = tmp_path / "go"
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(PACKAGE_DIR), os.environ.get("PYTHONPATH", "")]),
-    }
+    env = child_environment()
     processes = [
         subprocess.Popen(
             [sys.executable, "-c", WRITER_SCRIPT, str(base), tag, str(go)],
@@ -349,10 +355,7 @@ MANY_SHARDS_SCRIPT = textwrap.dedent(
 def test_one_worker_closing_more_shards_at_once_than_the_pool_queue_holds_finishes(
     runtime: DatasetRuntime, tmp_path: Path
 ) -> None:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(PACKAGE_DIR), os.environ.get("PYTHONPATH", "")]),
-    }
+    env = child_environment()
     try:
         done = subprocess.run(
             [sys.executable, "-c", MANY_SHARDS_SCRIPT, str(tmp_path)],

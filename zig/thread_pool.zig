@@ -81,9 +81,7 @@ pub const ThreadPool = struct {
         defer pool.mutex.unlock(io);
         std.debug.assert(!pool.stopping);
         while (pool.queue_len == queue_capacity) pool.not_full.waitUncancelable(io, &pool.mutex);
-        pool.queue[(pool.queue_head + pool.queue_len) % queue_capacity] = job;
-        pool.queue_len += 1;
-        pool.not_empty.signal(io);
+        pool.enqueueLocked(job);
     }
 
     /// Queues `job`, or runs it on the calling thread when the queue is full.
@@ -99,10 +97,15 @@ pub const ThreadPool = struct {
             job.run(job);
             return;
         }
+        pool.enqueueLocked(job);
+        pool.mutex.unlock(io);
+    }
+
+    /// Appends `job` to the queue, which has room; the caller holds `mutex`.
+    fn enqueueLocked(pool: *ThreadPool, job: *Job) void {
         pool.queue[(pool.queue_head + pool.queue_len) % queue_capacity] = job;
         pool.queue_len += 1;
-        pool.not_empty.signal(io);
-        pool.mutex.unlock(io);
+        pool.not_empty.signal(system.io());
     }
 
     fn stopAndJoin(pool: *ThreadPool, threads: []std.Thread) void {
