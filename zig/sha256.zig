@@ -2,7 +2,7 @@
 //!
 //! The library is built for a baseline CPU, where std's SHA-256 runs its portable
 //! rounds (~0.2 GB/s). On x86_64, build.zig also links a copy of the block function
-//! compiled with SHA-NI (sha256_ni.zig, ~1.3 GB/s); `Hasher.init` picks it when CPUID
+//! using SHA-NI (sha256_ni.zig, ~1.4 GB/s); `Hasher.init` picks it when CPUID
 //! and the OS say the instructions are usable. Padding and buffering live here, so both
 //! kernels see only whole blocks and produce identical digests.
 const std = @import("std");
