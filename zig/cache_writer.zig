@@ -16,6 +16,7 @@ const types = @import("metadata_types.zig");
 const metadata_json = @import("metadata_json.zig");
 const metadata_columns = @import("metadata_columns.zig");
 const manifest = @import("manifest.zig");
+const ShardName = manifest.ShardName;
 const arrow_ipc = @import("arrow_ipc.zig");
 const sha256 = @import("sha256.zig");
 const index_file = @import("index_file.zig");
@@ -103,22 +104,6 @@ const Batch = struct {
         column_builder.deinitAll(allocator, batch.columns);
         allocator.free(batch.columns);
         allocator.destroy(batch);
-    }
-};
-
-/// A shard's file name, "NNNNNN.bin" with as many digits as its index needs.
-const ShardName = struct {
-    buffer: [manifest.shard_name_bytes_max]u8 = undefined,
-    len: usize = 0,
-
-    fn of(index: u64) ShardName {
-        var name: ShardName = .{};
-        name.len = manifest.shardName(&name.buffer, index).len;
-        return name;
-    }
-
-    fn slice(name: *const ShardName) []const u8 {
-        return name.buffer[0..name.len];
     }
 };
 
@@ -985,7 +970,7 @@ pub const CacheWriter = struct {
             diagnostic.set("cannot open shard {s} to hash it: {s}", .{ name.slice(), @errorName(err) });
             return error.Io;
         };
-        const hasher = ShardHasher.create(writer.allocator, writer.pool, &writer.shard_hashing, reading, name.slice()) catch {
+        const hasher = ShardHasher.create(writer.allocator, writer.pool, &writer.shard_hashing, reading, writer.shards.items.len) catch {
             reading.close(io);
             return error.OutOfMemory;
         };
@@ -1172,12 +1157,6 @@ pub const CacheWriter = struct {
         writer.stats.publish.add(started, 0);
     }
 };
-
-test "shard names keep six digits and grow past 999999" {
-    try std.testing.expectEqualStrings("000000.bin", ShardName.of(0).slice());
-    try std.testing.expectEqualStrings("999999.bin", ShardName.of(999_999).slice());
-    try std.testing.expectEqualStrings("1000000.bin", ShardName.of(1_000_000).slice());
-}
 
 test "pieces written at an offset land back to back, more of them than one call takes" {
     var tmp = std.testing.tmpDir(.{});

@@ -378,6 +378,28 @@ pub fn shardName(buffer: *[shard_name_bytes_max]u8, index: u64) []const u8 {
     return std.fmt.bufPrint(buffer, "{d:0>6}.bin", .{index}) catch unreachable;
 }
 
+/// A shard's file name held by value: "NNNNNN.bin" with as many digits as its index needs.
+pub const ShardName = struct {
+    buffer: [shard_name_bytes_max]u8 = undefined,
+    len: usize = 0,
+
+    pub fn of(index: u64) ShardName {
+        var name: ShardName = .{};
+        name.len = shardName(&name.buffer, index).len;
+        return name;
+    }
+
+    pub fn slice(name: *const ShardName) []const u8 {
+        return name.buffer[0..name.len];
+    }
+};
+
+test "shard names keep six digits and grow past 999999" {
+    try std.testing.expectEqualStrings("000000.bin", ShardName.of(0).slice());
+    try std.testing.expectEqualStrings("999999.bin", ShardName.of(999_999).slice());
+    try std.testing.expectEqualStrings("1000000.bin", ShardName.of(1_000_000).slice());
+}
+
 /// Formats a field path for a message; the longest possible path fits `path_bytes_max`.
 fn bufferedPath(buffer: *[path_bytes_max]u8, comptime format: []const u8, args: anytype) []const u8 {
     return std.fmt.bufPrint(buffer, format, args) catch unreachable;

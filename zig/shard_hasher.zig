@@ -12,6 +12,7 @@ const system = @import("system.zig");
 const sha256 = @import("sha256.zig");
 const thread_pool = @import("thread_pool.zig");
 const Diagnostic = @import("diagnostic.zig").Diagnostic;
+const ShardName = @import("manifest.zig").ShardName;
 
 pub const Error = error{ Io, OutOfMemory };
 
@@ -25,8 +26,8 @@ pub const ShardHasher = struct {
     group: *thread_pool.WaitGroup,
     /// The shard, opened read-only; closed once the digest is final.
     file: ?std.Io.File,
-    /// For messages: the shard's file name (owned).
-    name: []u8,
+    /// For messages: the shard's file name.
+    name: ShardName,
 
     // Touched only by the running job (one at a time), read after `group` is done.
     hasher: sha256.Hasher, // (its kernel is picked at run time: no default)
@@ -48,11 +49,11 @@ pub const ShardHasher = struct {
         pool: *thread_pool.ThreadPool,
         group: *thread_pool.WaitGroup,
         file: std.Io.File,
-        name: []const u8,
+        shard_index: u64,
     ) error{OutOfMemory}!*ShardHasher {
         const hasher = try allocator.create(ShardHasher);
         errdefer allocator.destroy(hasher);
-        hasher.* = .{ .allocator = allocator, .pool = pool, .group = group, .file = file, .name = try allocator.dupe(u8, name), .hasher = sha256.Hasher.init() };
+        hasher.* = .{ .allocator = allocator, .pool = pool, .group = group, .file = file, .name = .of(shard_index), .hasher = sha256.Hasher.init() };
         return hasher;
     }
 
@@ -86,7 +87,6 @@ pub const ShardHasher = struct {
     /// (an unfinished write) and frees the hasher.
     pub fn destroy(hasher: *ShardHasher) void {
         if (hasher.file) |file| file.close(system.io());
-        hasher.allocator.free(hasher.name);
         hasher.allocator.destroy(hasher);
     }
 
@@ -136,18 +136,18 @@ pub const ShardHasher = struct {
     fn hashUpTo(hasher: *ShardHasher, target: u64, buffer: *[]u8, diagnostic: *Diagnostic) Error!void {
         if (buffer.len == 0) {
             buffer.* = hasher.allocator.alloc(u8, @intCast(@min(read_bytes, target - hasher.hashed))) catch {
-                diagnostic.set("out of memory while hashing shard {s}", .{hasher.name});
+                diagnostic.set("out of memory while hashing shard {s}", .{hasher.name.slice()});
                 return error.OutOfMemory;
             };
         }
         while (hasher.hashed < target) {
             const piece = buffer.*[0..@intCast(@min(buffer.len, target - hasher.hashed))];
             const read = hasher.file.?.readPositionalAll(system.io(), piece, hasher.hashed) catch |err| {
-                diagnostic.set("cannot read shard {s} back to hash it: {s}", .{ hasher.name, @errorName(err) });
+                diagnostic.set("cannot read shard {s} back to hash it: {s}", .{ hasher.name.slice(), @errorName(err) });
                 return error.Io;
             };
             if (read != piece.len) {
-                diagnostic.set("shard {s} holds {d} bytes, {d} were written", .{ hasher.name, hasher.hashed + read, target });
+                diagnostic.set("shard {s} holds {d} bytes, {d} were written", .{ hasher.name.slice(), hasher.hashed + read, target });
                 return error.Io;
             }
             hasher.hasher.update(piece);
@@ -171,7 +171,7 @@ test "a shard written in steps hashes to the SHA-256 of all its bytes" {
     const writing = try tmp.dir.createFile(io, "000000.bin", .{});
     defer writing.close(io);
     const reading = try tmp.dir.openFile(io, "000000.bin", .{});
-    const hasher = try ShardHasher.create(std.testing.allocator, pool, &group, reading, "000000.bin");
+    const hasher = try ShardHasher.create(std.testing.allocator, pool, &group, reading, 0);
     var expected = sha256.Hasher.init();
     var random = std.Random.DefaultPrng.init(7);
     var chunk: [3 << 20]u8 = undefined;
@@ -201,7 +201,7 @@ test "a shard shorter than was written fails its hash, naming it" {
     const writing = try tmp.dir.createFile(io, "000003.bin", .{});
     defer writing.close(io);
     try writing.writePositionalAll(io, "only ten b", 0);
-    const hasher = try ShardHasher.create(std.testing.allocator, pool, &group, try tmp.dir.openFile(io, "000003.bin", .{}), "000003.bin");
+    const hasher = try ShardHasher.create(std.testing.allocator, pool, &group, try tmp.dir.openFile(io, "000003.bin", .{}), 3);
     defer hasher.destroy();
     hasher.advance(25, true);
     group.wait();
