@@ -340,7 +340,7 @@ def run_rw(runner: Runner, name: str, spec: tuple, repeats: int, work: Path) -> 
                 f"({count / write['seconds']:,.0f} samples/s, "
                 f"peak {write['peak_rss_kib'] / 1024:.0f} MiB)"
             )
-            sample[side] = {"write": write, "reads": {}}
+            sample[side] = {"write": write, "reads": {}, "wrote_first": side == order[0]}
         for mode in READ_MODES:
             for side in order:
                 read = runner.child(
@@ -451,7 +451,7 @@ def run_scale(runner: Runner, name: str, spec: tuple, repeats: int, work: Path) 
         for side in order:
             write = write_child(runner, side, spec, base / side)
             log(f"{name} r{repeat + 1}/{repeats} {side:4} write: {write['seconds']:.3f}s")
-            sample[side] = {"write": write}
+            sample[side] = {"write": write, "wrote_first": side == order[0]}
         for side in order:
             scale = runner.child(
                 side, "scale", "--cache", sample[side]["write"]["cache_path"], "--count", str(count)
@@ -608,7 +608,38 @@ def markdown(report: dict) -> str:
             *cpu_rows,
             "",
         ]
+    lines += write_order_lines(report["workloads"])
     return "\n".join(lines)
+
+
+def write_order_lines(workloads: dict) -> list[str]:
+    """Write times by who wrote first in the repeat: the repeats alternate, and where
+    the second writer of a repeat is slower, an odd number of repeats gives one side
+    the first place once more than the other."""
+    rows = []
+    for name, result in workloads.items():
+        cells = []
+        for side in SIDES:
+            samples = result.get("raw", {}).get(side, [])
+            for first in (True, False):
+                seconds = [
+                    one["write"]["seconds"] for one in samples if one.get("wrote_first") is first
+                ]
+                cells.append(
+                    f"{statistics.median(seconds):.3f} s ({len(seconds)})" if seconds else "-"
+                )
+        if any(cell != "-" for cell in cells):
+            rows.append(f"| {name} | " + " | ".join(cells) + " |")
+    if not rows:
+        return []
+    return [
+        "Write seconds by place in the repeat, medians (repeats):",
+        "",
+        "| workload | ours first | ours second | peer first | peer second |",
+        "| --- | ---: | ---: | ---: | ---: |",
+        *rows,
+        "",
+    ]
 
 
 def main() -> None:
