@@ -203,3 +203,21 @@ assert "polars" in sys.modules
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_first_chunk_is_short_then_chunks_fill_the_window(
+    pool: DatasetRuntime, big_cache: Path
+) -> None:
+    # The first sample waits for its whole chunk, so an iterator's first chunk
+    # holds at most 16 samples (read_pipeline.first_chunk_samples_max); after
+    # it, chunks take the whole prefetch window (here 64 samples of 48 KiB).
+    ds = load(pool, big_cache, prefetch_size=64)
+    iterator = iter(ds)
+    first_chunk = wait_for_read_ahead(iterator, minimum=16 * SAMPLE_BYTES)
+    assert 16 * SAMPLE_BYTES <= first_chunk < 17 * SAMPLE_BYTES
+    for expected, sample in zip(range(16), iterator, strict=False):
+        assert sample.sample_id == expected
+    # The next chunk (64 samples, the rest of the window) is submitted when the
+    # first is handed out.
+    assert wait_for_read_ahead(iterator, minimum=64 * SAMPLE_BYTES) >= 64 * SAMPLE_BYTES
+    iterator.close()

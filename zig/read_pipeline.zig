@@ -32,6 +32,10 @@ pub const chunk_samples_max = 256;
 /// Chunks hold about this many bytes of records at most, by their caches'
 /// mean record length.
 pub const chunk_bytes_max = 4 << 20;
+/// An iterator's first chunk holds at most this many samples: the first sample
+/// waits for its whole chunk to be read and unpacked, so a short first chunk
+/// starts the consumer sooner while the next, full-sized chunks are read.
+pub const first_chunk_samples_max = 16;
 
 /// Samples per chunk for these caches: up to `chunk_samples_max`, and fewer
 /// when the records are large (by the largest mean record length among the
@@ -192,7 +196,8 @@ pub const Pipeline = struct {
         // A slot is free once the chunk that used it before has been handed out;
         // decided from the consumer's own counters, never from a worker's state.
         while (pipeline.next_submit < pipeline.plan.count and pipeline.chunks_submitted < pipeline.chunks_delivered + pipeline.chunks.len) {
-            const count: u32 = @intCast(@min(pipeline.chunk_samples, pipeline.plan.count - pipeline.next_submit));
+            const size = if (pipeline.chunks_submitted == 0) @min(pipeline.chunk_samples, first_chunk_samples_max) else pipeline.chunk_samples;
+            const count: u32 = @intCast(@min(size, pipeline.plan.count - pipeline.next_submit));
             const ahead = pipeline.next_submit - pipeline.next_deliver;
             if (ahead + count > pipeline.prefetch_size) break; // (never when nothing is ahead)
             const chunk = pipeline.slot(pipeline.chunks_submitted);
