@@ -51,14 +51,13 @@ class _DatasetHandle:
         )
         self.value = handle
         self.cache_count = len(paths)
-        self._stored_names: list[str] | None = None
+        # Read here rather than with the first batch, where it would delay the
+        # first sample.
+        text = _native.take_buffer(_native.lib.drt_dataset_schema_json, handle)
+        self._stored_names: list[str] = [field["name"] for field in json.loads(text)]
 
     def stored_names(self) -> list[str]:
         """The stored metadata columns' names, in schema order."""
-        if self._stored_names is None:
-            text = _native.take_buffer(_native.lib.drt_dataset_schema_json, self.value)
-            schema = json.loads(text)
-            self._stored_names = [field["name"] for field in schema]
         return self._stored_names
 
     def __del__(self) -> None:
