@@ -12,9 +12,10 @@ pub const ActiveTable = struct {
     allocator: std.mem.Allocator,
     references: std.atomic.Value(u32) = .init(1),
     row_count: u64,
-    /// Row i's sample; null means the default table: every sample of every
-    /// cache in physical order, found through `cache_starts`.
-    locations: ?[]Location = null,
+    /// Row i's sample as a global row (its cache's start in `cache_starts` plus
+    /// its sample id: 8 bytes a row where a `Location` takes 16); null means the
+    /// default table: every sample of every cache in physical order.
+    global_rows: ?[]u64 = null,
     /// Null means every weight is 1.0 (the default, not materialized).
     weights: ?[]f64 = null,
     /// Built only for shuffled datasets with materialized weights.
@@ -29,21 +30,22 @@ pub const ActiveTable = struct {
         return table;
     }
 
-    /// A table from validated rows and weights; takes ownership of both slices.
+    /// A table from validated global rows (`globalRow`) and weights; takes
+    /// ownership of both slices.
     pub fn createExplicit(
         allocator: std.mem.Allocator,
         cache_starts: []const u64,
-        locations: []Location,
+        global_rows: []u64,
         weights: []f64,
         shuffle: bool,
     ) !*ActiveTable {
-        std.debug.assert(locations.len == weights.len and locations.len >= 1);
+        std.debug.assert(global_rows.len == weights.len and global_rows.len >= 1);
         const table = try allocator.create(ActiveTable);
         errdefer allocator.destroy(table);
         table.* = .{
             .allocator = allocator,
-            .row_count = locations.len,
-            .locations = locations,
+            .row_count = global_rows.len,
+            .global_rows = global_rows,
             .weights = weights,
             .cache_starts = cache_starts,
         };
@@ -60,15 +62,15 @@ pub const ActiveTable = struct {
         if (table.references.fetchSub(1, .acq_rel) != 1) return;
         const allocator = table.allocator;
         if (table.alias) |*alias| alias.deinit(allocator);
-        if (table.locations) |locations| allocator.free(locations);
+        if (table.global_rows) |global_rows| allocator.free(global_rows);
         if (table.weights) |weights| allocator.free(weights);
         allocator.destroy(table);
     }
 
     pub fn location(table: *const ActiveTable, row: u64) Location {
         std.debug.assert(row < table.row_count);
-        if (table.locations) |locations| return locations[@intCast(row)];
-        return locateDefault(table.cache_starts, row);
+        const global_row = if (table.global_rows) |global_rows| global_rows[@intCast(row)] else row;
+        return locateDefault(table.cache_starts, global_row);
     }
 
     pub fn weight(table: *const ActiveTable, row: u64) f64 {
@@ -86,8 +88,13 @@ pub const ActiveTable = struct {
     }
 };
 
-/// The cache holding global row `row` of the default table: the last cache whose
-/// first row is <= row (empty caches share their start with the next cache).
+/// The global row of a sample that exists (`sample_id` below its cache's count).
+pub fn globalRow(cache_starts: []const u64, location: Location) u64 {
+    return cache_starts[location.cache_id] + location.sample_id;
+}
+
+/// The cache holding global row `row`: the last cache whose first row is <= row
+/// (empty caches share their start with the next cache, and hold no row).
 pub fn locateDefault(cache_starts: []const u64, row: u64) Location {
     var low: usize = 0;
     var high: usize = cache_starts.len;
@@ -103,6 +110,24 @@ test "global rows map to the cache that holds them, skipping empty caches" {
     try std.testing.expectEqual(Location{ .cache_id = 0, .sample_id = 2 }, locateDefault(&starts, 2));
     try std.testing.expectEqual(Location{ .cache_id = 2, .sample_id = 0 }, locateDefault(&starts, 3));
     try std.testing.expectEqual(Location{ .cache_id = 3, .sample_id = 5 }, locateDefault(&starts, 15));
+}
+
+test "an explicit table's rows locate the samples they were built from, around empty caches" {
+    const starts = [_]u64{ 0, 3, 3, 10 }; // cache 1 is empty
+    const samples = [_]Location{
+        .{ .cache_id = 3, .sample_id = 5 },
+        .{ .cache_id = 0, .sample_id = 0 },
+        .{ .cache_id = 2, .sample_id = 0 },
+        .{ .cache_id = 0, .sample_id = 2 },
+        .{ .cache_id = 2, .sample_id = 6 },
+    };
+    const global_rows = try std.testing.allocator.alloc(u64, samples.len);
+    for (global_rows, samples) |*global_row, sample| global_row.* = globalRow(&starts, sample);
+    const weights = try std.testing.allocator.alloc(f64, samples.len);
+    @memset(weights, 1.0);
+    const table = try ActiveTable.createExplicit(std.testing.allocator, &starts, global_rows, weights, true);
+    defer table.release();
+    for (samples, 0..) |sample, row| try std.testing.expectEqual(sample, table.location(row));
 }
 
 test "an unshuffled default table walks rows cyclically in physical order" {

@@ -53,11 +53,11 @@ pub fn exportArrow(allocator: std.mem.Allocator, dataset: *const Dataset, table:
     const columns = try allocator.alloc(types.Column, schema.len + 3);
     defer allocator.free(columns);
     const stored_columns = columns[2..][0..schema.len];
-    if (table.locations == null and dataset.caches.len == 1) {
+    if (table.global_rows == null and dataset.caches.len == 1) {
         // The default table of one cache is that cache's columns as they are.
         @memcpy(stored_columns, dataset.caches[0].columns);
     } else {
-        if (table.locations == null) {
+        if (table.global_rows == null) {
             // The default table is every cache in physical order: copy whole columns.
             for (dataset.caches) |cache| {
                 for (stored, cache.columns) |*column, cache_column| try column.appendValues(allocator, cache_column.values);
@@ -181,8 +181,8 @@ pub fn buildTable(allocator: std.mem.Allocator, dataset: *const Dataset, update:
     const sample_ids = update.sample_ids.values orelse return missingBuffer("sample_id", diagnostic);
     const weight_values = update.weights.values orelse return missingBuffer("weight", diagnostic);
     const row_count: usize = @intCast(update.row_count);
-    const locations = try allocator.alloc(active_table.Location, row_count);
-    errdefer allocator.free(locations);
+    const global_rows = try allocator.alloc(u64, row_count);
+    errdefer allocator.free(global_rows);
     const weights = try allocator.alloc(f64, row_count);
     errdefer allocator.free(weights);
     for (0..row_count) |row| {
@@ -192,7 +192,7 @@ pub fn buildTable(allocator: std.mem.Allocator, dataset: *const Dataset, update:
             diagnostic.set("unknown samples metadata row identity (cache_id={d}, sample_id={d}) in row {d}", .{ cache_id, sample_id, row });
             return error.InvalidInput;
         }
-        locations[row] = .{ .cache_id = @intCast(cache_id), .sample_id = sample_id };
+        global_rows[row] = active_table.globalRow(dataset.cache_starts, .{ .cache_id = @intCast(cache_id), .sample_id = sample_id });
         if (!isValid(update.weights.validity, update.weights.validity_offset, row)) {
             diagnostic.set("samples metadata column 'weight' must be non-null (row {d})", .{row});
             return error.InvalidInput;
@@ -204,7 +204,7 @@ pub fn buildTable(allocator: std.mem.Allocator, dataset: *const Dataset, update:
         }
         weights[row] = weight;
     }
-    return ActiveTable.createExplicit(allocator, dataset.cache_starts, locations, weights, dataset.options.shuffle) catch return error.OutOfMemory;
+    return ActiveTable.createExplicit(allocator, dataset.cache_starts, global_rows, weights, dataset.options.shuffle) catch return error.OutOfMemory;
 }
 
 fn missingBuffer(name: []const u8, diagnostic: *Diagnostic) Error {
