@@ -29,10 +29,11 @@ def read(handle: _DatasetHandle, extra_columns: pl.DataFrame | None) -> pl.DataF
     """The active table with the extra columns of the last `install`, if any."""
     data = _native.take_buffer(_native.lib.drt_dataset_metadata_arrow, handle.value)
     frame = pl.read_ipc(io.BytesIO(data))
-    # Freed before the cast adds its columns: the IPC copy beside them was the
-    # call's peak (W3, 1,000,000 rows: 18 MiB more).
+    # Freed as soon as Polars has read it: it is 45 MiB for 1,000,000 rows.
     del data
-    frame = frame.with_columns(pl.col(IDENTITY_COLUMNS).cast(pl.UInt64))
+    # The ids are never negative: their bits reinterpreted as UInt64 are the
+    # same numbers, without the copy a cast makes (16 MiB per million rows).
+    frame = frame.with_columns(pl.col(IDENTITY_COLUMNS).reinterpret(signed=False))
     if extra_columns is not None:
         frame = pl.concat([frame, extra_columns], how="horizontal")
     return frame
