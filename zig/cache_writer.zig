@@ -970,7 +970,7 @@ pub const CacheWriter = struct {
             diagnostic.set("cannot open shard {s} to hash it: {s}", .{ name.slice(), @errorName(err) });
             return error.Io;
         };
-        const hasher = ShardHasher.create(writer.allocator, writer.pool, &writer.shard_hashing, reading, writer.shards.items.len) catch {
+        const hasher = ShardHasher.create(writer.allocator, writer.pool, &writer.shard_hashing, reading, name) catch {
             reading.close(io);
             return error.OutOfMemory;
         };

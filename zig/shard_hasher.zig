@@ -43,17 +43,17 @@ pub const ShardHasher = struct {
     failure: ?Error = null,
     diagnostic: Diagnostic = .{},
 
-    /// `file` is the shard opened for reading; the hasher owns it.
+    /// `file` is the shard `name` opened for reading; the hasher owns it.
     pub fn create(
         allocator: std.mem.Allocator,
         pool: *thread_pool.ThreadPool,
         group: *thread_pool.WaitGroup,
         file: std.Io.File,
-        shard_index: u64,
+        name: ShardName,
     ) error{OutOfMemory}!*ShardHasher {
         const hasher = try allocator.create(ShardHasher);
         errdefer allocator.destroy(hasher);
-        hasher.* = .{ .allocator = allocator, .pool = pool, .group = group, .file = file, .name = .of(shard_index), .hasher = sha256.Hasher.init() };
+        hasher.* = .{ .allocator = allocator, .pool = pool, .group = group, .file = file, .name = name, .hasher = sha256.Hasher.init() };
         return hasher;
     }
 
@@ -171,7 +171,7 @@ test "a shard written in steps hashes to the SHA-256 of all its bytes" {
     const writing = try tmp.dir.createFile(io, "000000.bin", .{});
     defer writing.close(io);
     const reading = try tmp.dir.openFile(io, "000000.bin", .{});
-    const hasher = try ShardHasher.create(std.testing.allocator, pool, &group, reading, 0);
+    const hasher = try ShardHasher.create(std.testing.allocator, pool, &group, reading, .of(0));
     var expected = sha256.Hasher.init();
     var random = std.Random.DefaultPrng.init(7);
     var chunk: [3 << 20]u8 = undefined;
@@ -201,7 +201,7 @@ test "a shard shorter than was written fails its hash, naming it" {
     const writing = try tmp.dir.createFile(io, "000003.bin", .{});
     defer writing.close(io);
     try writing.writePositionalAll(io, "only ten b", 0);
-    const hasher = try ShardHasher.create(std.testing.allocator, pool, &group, try tmp.dir.openFile(io, "000003.bin", .{}), 3);
+    const hasher = try ShardHasher.create(std.testing.allocator, pool, &group, try tmp.dir.openFile(io, "000003.bin", .{}), .of(3));
     defer hasher.destroy();
     hasher.advance(25, true);
     group.wait();
