@@ -2,10 +2,10 @@
 
 Usage (``just bench [args]`` runs ``python benchmarks/run.py [args]``):
 
-    python benchmarks/run.py                 # full run, 3 repeats
+    python benchmarks/run.py                 # full run, 4 repeats
     python benchmarks/run.py --quick         # smoke test: small sizes, 1 repeat
     python benchmarks/run.py --only W1,W2    # a selection of workloads
-    python benchmarks/run.py --repeats 5
+    python benchmarks/run.py --repeats 6
 
 "Ours" is the interpreter running this script with this project's `dataset_rt`
 importable (the project venv, or ``PYTHONPATH=python``; `DATASET_RT_LIBRARY`
@@ -17,7 +17,9 @@ reused afterwards; ``--peer-python`` points at an existing interpreter instead.
 Every measurement is one fresh process running ``benchmarks/workload.py`` (the
 same script for both sides), so peak RSS is per measurement. The two sides
 alternate measurement by measurement, and the side that goes first swaps every
-repeat. Each read process first reads every file of the cache once with plain
+repeat; an even number of repeats (the default is 4) gives each side the first
+place equally often, which matters where the second writer of a repeat is
+slower. Each read process first reads every file of the cache once with plain
 reads (warm page cache for both), then opens the cache and times one pass.
 Figures are medians over the repeats; the ratio is ours/peer of the medians.
 
@@ -66,6 +68,11 @@ QUICK_SIZES = {
     "W3": (100_000, 64, "none", "mixed", "scale"),
 }
 READ_MODES = ("ordered", "ordered_meta", "shuffled")
+
+# Even: the side that writes first swaps every repeat, and writing second can be
+# slower (docs/benchmarks.md, "Large writes are slower a few seconds after
+# memory was freed"), so each side must write first as often as the other.
+DEFAULT_REPEATS = 4
 # Timed passes per read (and copy-ceiling) process, median reported: W2's passes
 # take about 0.1 s, too short for one to be timed reliably on a shared machine,
 # and single W1 passes (0.3-0.6 s ours) swung by 2x between repeats. The same
@@ -650,7 +657,9 @@ def main() -> None:
         "--quick", action="store_true", help="small sizes and 1 repeat (smoke test)"
     )
     parser.add_argument("--only", help="comma-separated workloads (W1,W1-lz4,W2,W3)")
-    parser.add_argument("--repeats", type=int, help="repeats per side (default 3, quick 1)")
+    parser.add_argument(
+        "--repeats", type=int, help="repeats per side (default 4, quick 1; even keeps writes fair)"
+    )
     parser.add_argument(
         "--workers", type=int, default=2, help="DatasetRuntime num_workers (default 2)"
     )
@@ -665,7 +674,14 @@ def main() -> None:
     args = parser.parse_args()
 
     sizes = QUICK_SIZES if args.quick else FULL_SIZES
-    repeats = args.repeats or (1 if args.quick else 3)
+    repeats = args.repeats or (1 if args.quick else DEFAULT_REPEATS)
+    if repeats < 1:
+        raise SystemExit(f"--repeats must be at least 1, got {repeats}")
+    if repeats % 2 and repeats > 1:
+        log(
+            f"warning: {repeats} repeats: ours writes first {repeats // 2 + 1} times, "
+            f"the peer {repeats // 2}; an even number keeps the write figures fair"
+        )
     selected = list(sizes)
     if args.only:
         selected = [name.strip() for name in args.only.split(",") if name.strip()]
