@@ -13,6 +13,7 @@ const metadata_json = @import("metadata_json.zig");
 const manifest = @import("manifest.zig");
 const arrow_ipc = @import("arrow_ipc.zig");
 const sha256 = @import("sha256.zig");
+const positional_read = @import("positional_read.zig");
 const index_file = @import("index_file.zig");
 const shard_record = @import("shard_record.zig");
 const ColumnBuilder = @import("column_builder.zig").ColumnBuilder;
@@ -549,8 +550,7 @@ pub const Cache = struct {
     }
 
     fn readExactly(shard: Shard, shard_id: u64, buffer: []u8, offset: u64, diagnostic: *Diagnostic) Error!void {
-        const io = system.io();
-        const read = shard.file.readPositionalAll(io, buffer, offset) catch |err| {
+        const read = positional_read.readAll(shard.file, buffer, offset) catch |err| {
             diagnostic.set("cannot read shard {d}: {s}", .{ shard_id, @errorName(err) });
             return error.Io;
         };
