@@ -989,7 +989,7 @@ pub const CacheWriter = struct {
         // while writing goes on, and finish() waits for it before anything
         // is published.
         writer.syncInBackground(shard.file, .{ .shard = writer.shards.items.len });
-        try writer.shard_names.append(writer.allocator, ShardName.of(writer.shards.items.len));
+        try writer.shard_names.append(writer.allocator, shard.hasher.name);
         try writer.shards.append(writer.allocator, .{
             .name = &.{}, // pointed at shard_names once the list stops growing
             .uncompressed_byte_len = shard.uncompressed_byte_len,
