@@ -11,6 +11,10 @@
 #      qemu-user: the core's code on another CPU (portable SHA-256, its atomics and
 #      alignment). Skipped with a message when qemu-aarch64 is missing, except under CI
 #      (CI=true), where .ci/run installs it and a missing emulator fails the run.
+#   6. the Windows build (ReleaseSafe DLL) reads back, under wine, the caches the C test
+#      program wrote on Linux: tests/c/abi_round_trip.c cross-compiled, in its `read`
+#      mode. Only reading: wine 8 (Debian 12) answers the NtLockFile call a writer makes
+#      with NOT_IMPLEMENTED. Skipped like phase 5 when wine is missing (Debian: wine64).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 unset DATASET_RT_LIBRARY  # phase 2 must load the installed library
@@ -37,18 +41,18 @@ run_pytest() {
     return "$status"
 }
 
-phase "1/5 Zig unit tests (zig build test)"
+phase "1/6 Zig unit tests (zig build test)"
 python -m ziglang build test --summary all
 
-phase "2/5 pytest against the installed ReleaseFast library"
+phase "2/6 pytest against the installed ReleaseFast library"
 run_pytest
 
-phase "3/5 pytest against a ReleaseSafe library"
+phase "3/6 pytest against a ReleaseSafe library"
 safe_library=$(python scripts/build_library.py --mode ReleaseSafe --no-strip --dest zig-out/release-safe)
 echo "DATASET_RT_LIBRARY=$safe_library"
 DATASET_RT_LIBRARY="$safe_library" run_pytest
 
-phase "4/5 cross-compiling for the other wheel targets"
+phase "4/6 cross-compiling for the other wheel targets"
 cross_prefix=$(mktemp -d)
 for target in aarch64-linux-gnu.2.17 aarch64-macos.11.0 x86_64-macos.11.0 x86_64-windows; do
     echo "zig build -Dtarget=$target"
@@ -56,7 +60,7 @@ for target in aarch64-linux-gnu.2.17 aarch64-macos.11.0 x86_64-macos.11.0 x86_64
 done
 rm -rf "$cross_prefix"
 
-phase "5/5 Zig unit tests on aarch64 under qemu-user"
+phase "5/6 Zig unit tests on aarch64 under qemu-user"
 if command -v qemu-aarch64 >/dev/null; then
     python -m ziglang build test -Dtarget=aarch64-linux-musl -fqemu --summary all
 elif [[ "${CI:-}" == "true" ]]; then
@@ -64,6 +68,36 @@ elif [[ "${CI:-}" == "true" ]]; then
     exit 1
 else
     echo "skipped: qemu-aarch64 not found (Debian: apt-get install qemu-user)"
+fi
+
+phase "6/6 the Windows build reads caches written on Linux, under wine"
+wine_program=$(command -v wine64 || command -v wine || true)
+if [[ -z "$wine_program" && -x /usr/lib/wine/wine64 ]]; then
+    wine_program=/usr/lib/wine/wine64  # where Debian's wine64 package puts it
+fi
+if [[ -n "$wine_program" ]]; then
+    windows_dir=$(mktemp -d)
+    python -m ziglang build -Doptimize=ReleaseSafe -Dtarget=x86_64-windows --prefix "$windows_dir/build"
+    cp "$windows_dir/build/bin/dataset_rt.dll" "$windows_dir/"
+    c_flags=(-std=c11 -Wall -Werror -I zig/include tests/c/abi_round_trip.c)
+    python -m ziglang cc -target x86_64-windows-gnu "${c_flags[@]}" \
+        -L "$windows_dir/build/lib" -ldataset_rt -o "$windows_dir/abi_round_trip.exe"
+    python -m ziglang cc "${c_flags[@]}" "$safe_library" -Wl,-rpath,"$(dirname "$safe_library")" \
+        -o "$windows_dir/abi_round_trip"
+    "$windows_dir/abi_round_trip" "$windows_dir/caches"  # writes and reads back on Linux
+    (cd "$windows_dir" && WINEPREFIX="$windows_dir/wine" WINEDEBUG=-all \
+        "$wine_program" abi_round_trip.exe caches read)
+    # wine's server outlives the program by a few seconds; let it save and exit first.
+    wine_server=$(command -v wineserver || echo "$(dirname "$(readlink -f "$wine_program")")/wineserver64")
+    if [[ -x "$wine_server" ]]; then
+        WINEPREFIX="$windows_dir/wine" "$wine_server" -w
+    fi
+    rm -rf "$windows_dir"
+elif [[ "${CI:-}" == "true" ]]; then
+    echo "error: wine not found; .ci/run installs it (apt-get install wine64)" >&2
+    exit 1
+else
+    echo "skipped: wine not found (Debian: apt-get install wine64)"
 fi
 
 phase "all phases passed"
