@@ -14,6 +14,7 @@ const manifest = @import("manifest.zig");
 const arrow_ipc = @import("arrow_ipc.zig");
 const sha256 = @import("sha256.zig");
 const positional_read = @import("positional_read.zig");
+const FileView = @import("file_view.zig").FileView;
 const index_file = @import("index_file.zig");
 const shard_record = @import("shard_record.zig");
 const ColumnBuilder = @import("column_builder.zig").ColumnBuilder;
@@ -35,7 +36,7 @@ pub const Cache = struct {
     allocator: std.mem.Allocator,
     path: []u8,
     parsed: manifest.Parsed,
-    index_map: ?std.Io.File.MemoryMap,
+    index_map: ?FileView,
     table: arrow_ipc.Table,
     /// metadata.arrow columns in schema (name) order.
     columns: []types.Column,
@@ -52,7 +53,7 @@ pub const Cache = struct {
 
     fn indexBytes(cache: *const Cache) []const u8 {
         const map = cache.index_map orelse return &.{};
-        return map.memory[0..@intCast(cache.sampleCount() * index_file.row_bytes)];
+        return map.bytes[0..@intCast(cache.sampleCount() * index_file.row_bytes)];
     }
 
     /// Opens and validates `path`. Errors are prefixed with the cache path.
@@ -82,8 +83,8 @@ pub const Cache = struct {
         errdefer cache.parsed.deinit();
         const the_manifest = cache.parsed.manifest;
 
-        cache.index_map = try mapIndex(dir, the_manifest, validate_hashes, diagnostic);
-        errdefer if (cache.index_map) |*map| map.destroy(io);
+        cache.index_map = try mapIndex(allocator, dir, the_manifest, validate_hashes, diagnostic);
+        errdefer if (cache.index_map) |*map| map.close(allocator);
 
         cache.table = try readMetadataTable(allocator, dir, the_manifest, validate_hashes, diagnostic);
         errdefer cache.table.deinit();
@@ -163,12 +164,11 @@ pub const Cache = struct {
     }
 
     pub fn close(cache: *Cache) void {
-        const io = system.io();
         const allocator = cache.allocator;
         cache.closeShards();
         allocator.free(cache.columns);
         cache.table.deinit();
-        if (cache.index_map) |*map| map.destroy(io);
+        if (cache.index_map) |*map| map.close(allocator);
         cache.parsed.deinit();
         allocator.free(cache.path);
         allocator.destroy(cache);
@@ -192,7 +192,7 @@ pub const Cache = struct {
         };
     }
 
-    fn mapIndex(dir: std.Io.Dir, the_manifest: manifest.Manifest, validate_hashes: bool, diagnostic: *Diagnostic) Error!?std.Io.File.MemoryMap {
+    fn mapIndex(allocator: std.mem.Allocator, dir: std.Io.Dir, the_manifest: manifest.Manifest, validate_hashes: bool, diagnostic: *Diagnostic) Error!?FileView {
         const io = system.io();
         const expected = try index_file.expectedBytes(the_manifest.sample_count, diagnostic);
         const file = dir.openFile(io, "index.bin", .{}) catch |err| {
@@ -210,13 +210,10 @@ pub const Cache = struct {
         }
         if (validate_hashes) try checkFileHash(file, "index.bin", the_manifest.index_sha256, diagnostic);
         if (expected == 0) return null;
-        return std.Io.File.MemoryMap.create(io, file, .{
-            .len = @intCast(expected),
-            .protection = .{ .read = true, .write = false },
-            .populate = false,
-        }) catch |err| {
-            diagnostic.set("cannot map index.bin: {s}", .{@errorName(err)});
-            return error.Io;
+        return FileView.open(allocator, file, @intCast(expected), "index.bin", diagnostic) catch |err| switch (err) {
+            error.OutOfMemory => error.OutOfMemory,
+            error.Io => error.Io,
+            error.ShortFile => error.InvalidCache, // shrank since its length was checked
         };
     }
 
