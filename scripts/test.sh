@@ -7,10 +7,13 @@
 #      being silent undefined behaviour as in ReleaseFast.
 #   4. the library cross-compiles for the other wheel targets (a target that no longer
 #      compiles is caught; a cold Zig cache takes several minutes).
-#   5. the Zig unit tests again, built for aarch64 Linux (musl, static) and run under
-#      qemu-user: the core's code on another CPU (portable SHA-256, its atomics and
-#      alignment). Skipped with a message when qemu-aarch64 is missing, except under CI
-#      (CI=true), where .ci/run installs it and a missing emulator fails the run.
+#   5. under qemu-user, on aarch64: the Zig unit tests (built for musl, static), then the
+#      aarch64 wheel's library (glibc 2.17, ReleaseSafe) writing and reading back caches
+#      through the C test program (Debian's libc6-arm64-cross provides the loader and
+#      libc). The core's code on another CPU: portable SHA-256, atomics, alignment, and
+#      the system calls as that build makes them. Skipped with a message when
+#      qemu-aarch64 is missing, except under CI (CI=true), where .ci/run installs it and
+#      a missing emulator fails the run.
 #   6. under wine: the Zig unit tests built for x86_64 Windows, then the Windows build
 #      (ReleaseSafe DLL) reading back the caches the C test program wrote on Linux
 #      (tests/c/abi_round_trip.c cross-compiled, in its `read` mode). Only reading: wine 8
@@ -61,14 +64,24 @@ for target in aarch64-linux-gnu.2.17 aarch64-macos.11.0 x86_64-macos.11.0 x86_64
 done
 rm -rf "$cross_prefix"
 
-phase "5/6 Zig unit tests on aarch64 under qemu-user"
-if command -v qemu-aarch64 >/dev/null; then
+phase "5/6 Zig unit tests and the C round trip on aarch64, under qemu-user"
+aarch64_libc=/usr/aarch64-linux-gnu
+if command -v qemu-aarch64 >/dev/null && [[ -e "$aarch64_libc/lib/ld-linux-aarch64.so.1" ]]; then
     python -m ziglang build test -Dtarget=aarch64-linux-musl -fqemu --summary all
+    aarch64_dir=$(mktemp -d)
+    python -m ziglang build -Doptimize=ReleaseSafe -Dtarget=aarch64-linux-gnu.2.17 --prefix "$aarch64_dir/build"
+    python -m ziglang cc -target aarch64-linux-gnu.2.17 -std=c11 -Wall -Werror -I zig/include \
+        tests/c/abi_round_trip.c "$aarch64_dir/build/lib/libdataset_rt.so" \
+        -Wl,-rpath,"$aarch64_dir/build/lib" -o "$aarch64_dir/abi_round_trip"
+    qemu-aarch64 -L "$aarch64_libc" "$aarch64_dir/abi_round_trip" "$aarch64_dir/caches"
+    rm -rf "$aarch64_dir"
 elif [[ "${CI:-}" == "true" ]]; then
-    echo "error: qemu-aarch64 not found; .ci/run installs it (apt-get install qemu-user)" >&2
+    echo "error: qemu-aarch64 or $aarch64_libc not found; .ci/run installs them" \
+        "(apt-get install qemu-user libc6-arm64-cross)" >&2
     exit 1
 else
-    echo "skipped: qemu-aarch64 not found (Debian: apt-get install qemu-user)"
+    echo "skipped: qemu-aarch64 or $aarch64_libc not found" \
+        "(Debian: apt-get install qemu-user libc6-arm64-cross)"
 fi
 
 phase "6/6 Zig unit tests on Windows and the Windows build reading caches, under wine"
