@@ -1,14 +1,15 @@
 //! A read-only view of a whole file (the index): mapped where the system
 //! allows it, else read into memory.
 //!
-//! Not `std.Io.File.MemoryMap` on POSIX systems: on Linux it maps with
-//! MAP_SHARED_VALIDATE, which kernels before 4.15 (CentOS 7's 3.10, which the
-//! glibc 2.17 build is meant to serve) and qemu-user 7.2 refuse with EINVAL;
-//! its fallback then reads into memory from the single-threaded `Io`'s
-//! allocator, which always fails, so every cache open failed with
-//! OutOfMemory. Here a plain MAP_SHARED mapping is made, and when the system
-//! refuses it, the file is read with the caller's allocator. Windows keeps
-//! `std.Io.File.MemoryMap` (a section view).
+//! Not `std.Io.File.MemoryMap` on POSIX systems. On Linux it maps with
+//! MAP_SHARED_VALIDATE, which kernels before 4.15 (Amazon Linux 2's 4.14, for
+//! one; Zig assumes 5.10 by default) and qemu-user 7.2 refuse with EINVAL, and
+//! where mapping fails, for that or any other reason (a file system without
+//! mmap answers ENODEV), it reads the file into memory from the
+//! single-threaded `Io`'s allocator, which always fails: the cache open
+//! failed with OutOfMemory. Here a plain MAP_SHARED mapping is made, and when
+//! the system refuses it, the file is read with the caller's allocator.
+//! Windows keeps `std.Io.File.MemoryMap` (a section view).
 const std = @import("std");
 const builtin = @import("builtin");
 const system = @import("system.zig");
