@@ -100,3 +100,21 @@ test "a file's view holds its bytes, mapped or read, and a short file is refused
     try std.testing.expectError(error.ShortFile, FileView.readWhole(allocator, file, bytes.len + 1, "index.bin", &diagnostic));
     try std.testing.expectEqualStrings("index.bin ended after 10000 of 10001 bytes", diagnostic.message());
 }
+
+test "a file the system will not map is read instead" {
+    if (builtin.os.tag != .linux) return error.SkipZigTest;
+    const io = system.io();
+    const allocator = std.testing.allocator;
+    // procfs files cannot be mapped (ENODEV) but can be read positionally (not
+    // /proc/self/*, which qemu-user imitates with ordinary files).
+    const file = try std.Io.Dir.cwd().openFile(io, "/proc/version", .{});
+    defer file.close(io);
+    var expected: [4096]u8 = undefined;
+    const len = try positional_read.readAll(file, &expected, 0);
+    try std.testing.expect(len > 0);
+    var diagnostic: Diagnostic = .{};
+    var view = try FileView.open(allocator, file, len, "version", &diagnostic);
+    defer view.close(allocator);
+    try std.testing.expect(view.backing == .read);
+    try std.testing.expectEqualSlices(u8, expected[0..len], view.bytes);
+}
