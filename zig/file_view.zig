@@ -67,7 +67,9 @@ pub const FileView = struct {
 
     pub fn close(view: *FileView, allocator: std.mem.Allocator) void {
         switch (view.backing) {
-            .mapped => |memory| _ = std.c.munmap(memory.ptr, memory.len),
+            .mapped => |memory| if (builtin.os.tag != .windows) {
+                _ = std.c.munmap(memory.ptr, memory.len);
+            },
             .section => |*map| map.destroy(system.io()),
             .read => |buffer| allocator.free(buffer),
         }
