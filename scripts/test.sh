@@ -64,15 +64,18 @@ for target in aarch64-linux-gnu.2.17 aarch64-macos.11.0 x86_64-macos.11.0 x86_64
 done
 rm -rf "$cross_prefix"
 
+# The C test program, as phases 5 and 6 build it for other targets.
+c_test_flags=(-std=c11 -Wall -Werror -I zig/include tests/c/abi_round_trip.c)
+
 phase "5/6 Zig unit tests and the C round trip on aarch64, under qemu-user"
 aarch64_libc=/usr/aarch64-linux-gnu
 if command -v qemu-aarch64 >/dev/null && [[ -e "$aarch64_libc/lib/ld-linux-aarch64.so.1" ]]; then
     python -m ziglang build test -Dtarget=aarch64-linux-musl -fqemu --summary all
     aarch64_dir=$(mktemp -d)
     python -m ziglang build -Doptimize=ReleaseSafe -Dtarget=aarch64-linux-gnu.2.17 --prefix "$aarch64_dir/build"
-    python -m ziglang cc -target aarch64-linux-gnu.2.17 -std=c11 -Wall -Werror -I zig/include \
-        tests/c/abi_round_trip.c "$aarch64_dir/build/lib/libdataset_rt.so" \
-        -Wl,-rpath,"$aarch64_dir/build/lib" -o "$aarch64_dir/abi_round_trip"
+    python -m ziglang cc -target aarch64-linux-gnu.2.17 "${c_test_flags[@]}" \
+        "$aarch64_dir/build/lib/libdataset_rt.so" -Wl,-rpath,"$aarch64_dir/build/lib" \
+        -o "$aarch64_dir/abi_round_trip"
     qemu-aarch64 -L "$aarch64_libc" "$aarch64_dir/abi_round_trip" "$aarch64_dir/caches"
     rm -rf "$aarch64_dir"
 elif [[ "${CI:-}" == "true" ]]; then
@@ -101,10 +104,9 @@ if [[ -n "$wine_program" ]]; then
     PATH="$windows_dir/bin:$PATH" python -m ziglang build test -Dtarget=x86_64-windows -fwine --summary all
     python -m ziglang build -Doptimize=ReleaseSafe -Dtarget=x86_64-windows --prefix "$windows_dir/build"
     cp "$windows_dir/build/bin/dataset_rt.dll" "$windows_dir/"
-    c_flags=(-std=c11 -Wall -Werror -I zig/include tests/c/abi_round_trip.c)
-    python -m ziglang cc -target x86_64-windows-gnu "${c_flags[@]}" \
+    python -m ziglang cc -target x86_64-windows-gnu "${c_test_flags[@]}" \
         -L "$windows_dir/build/lib" -ldataset_rt -o "$windows_dir/abi_round_trip.exe"
-    python -m ziglang cc "${c_flags[@]}" "$safe_library" -Wl,-rpath,"$(dirname "$safe_library")" \
+    python -m ziglang cc "${c_test_flags[@]}" "$safe_library" -Wl,-rpath,"$(dirname "$safe_library")" \
         -o "$windows_dir/abi_round_trip"
     "$windows_dir/abi_round_trip" "$windows_dir/caches"  # writes and reads back on Linux
     (cd "$windows_dir" && "$wine_program" abi_round_trip.exe caches read)
