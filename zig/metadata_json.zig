@@ -675,6 +675,18 @@ pub fn verifyRecord(
     diagnostic: *Diagnostic,
 ) error{MetadataMismatch}!void {
     assert(schema.len == expected.len);
+    if (isCanonicalOf(schema, expected, json)) return;
+    return verifyInFull(schema, expected, json, diagnostic);
+}
+
+/// `verifyRecord` without the canonical fast path: the general scan, whose messages
+/// name what differs.
+fn verifyInFull(
+    schema: []const Field,
+    expected: []const Value,
+    json: []const u8,
+    diagnostic: *Diagnostic,
+) error{MetadataMismatch}!void {
     var verifier: Verifier = .{
         .cursor = .{ .text = json },
         .schema = schema,
@@ -684,6 +696,64 @@ pub fn verifyRecord(
         .diagnostic = diagnostic,
     };
     return verifier.verifyObject();
+}
+
+/// Whether `json` is, byte for byte, the canonical object (`writeCanonical`) of
+/// `expected`, for the ASCII keys and strings that need no escape; the floats are
+/// compared by value, since parsing one is cheaper than formatting it. Every text it
+/// accepts is one `Verifier` accepts too; it exists because every record this
+/// library writes is canonical, and matching that layout skips the general scan.
+/// false means "not shown here", never "wrong": the caller then verifies in full.
+fn isCanonicalOf(schema: []const Field, expected: []const Value, json: []const u8) bool {
+    var position: usize = 0;
+    for (schema, expected, 0..) |field, value, index| {
+        const opening: u8 = if (index == 0) '{' else ',';
+        if (!matchByte(json, &position, opening)) return false;
+        if (!matchPlainString(json, &position, field.name)) return false;
+        if (!matchByte(json, &position, ':')) return false;
+        const matched = switch (value) {
+            .bool => |flag| matchText(json, &position, if (flag) "true" else "false"),
+            .int => |integer| blk: {
+                var buffer: [int_bytes_max]u8 = undefined;
+                break :blk matchText(json, &position, formatInt(&buffer, integer));
+            },
+            .float => |float| blk: {
+                if (position == json.len or !(json[position] == '-' or std.ascii.isDigit(json[position]))) break :blk false;
+                var cursor: Cursor = .{ .text = json, .position = position };
+                const number = cursor.scanNumber() catch break :blk false;
+                position = cursor.position;
+                break :blk number.is_float and finiteFloatEquals(number.text, float);
+            },
+            .string => |string| matchPlainString(json, &position, string),
+        };
+        if (!matched) return false;
+    }
+    if (schema.len == 0 and !matchByte(json, &position, '{')) return false;
+    return matchByte(json, &position, '}') and position == json.len;
+}
+
+fn matchByte(json: []const u8, position: *usize, byte: u8) bool {
+    if (position.* == json.len or json[position.*] != byte) return false;
+    position.* += 1;
+    return true;
+}
+
+fn matchText(json: []const u8, position: *usize, text: []const u8) bool {
+    if (!std.mem.startsWith(u8, json[position.*..], text)) return false;
+    position.* += text.len;
+    return true;
+}
+
+/// `string` quoted, if it is ASCII without a quote, a backslash or a control character
+/// (so its canonical literal is itself in quotes and holds no UTF-8 to check).
+fn matchPlainString(json: []const u8, position: *usize, string: []const u8) bool {
+    if (plainRunEnd(.input, string, 0) != string.len) return false;
+    const end = position.* + string.len + 2;
+    if (end > json.len) return false;
+    const literal = json[position.*..end];
+    if (literal[0] != '"' or literal[literal.len - 1] != '"' or !std.mem.eql(u8, literal[1 .. literal.len - 1], string)) return false;
+    position.* = end;
+    return true;
 }
 
 const Verifier = struct {
@@ -1680,6 +1750,100 @@ test "canonical output round trips through verifyRecord and the ingest parser" {
         try testing.expect(try parser.nextObject(testing.allocator, &scratch, &diagnostic) == null);
         try parser.finish(&diagnostic);
     }
+}
+
+test "the canonical fast path recognises canonical records of plain keys and strings" {
+    var prng = std.Random.DefaultPrng.init(0xfa57);
+    const random = prng.random();
+    const schema = [_]Field{
+        .{ .name = "flag", .kind = .bool },
+        .{ .name = "index", .kind = .int },
+        .{ .name = "label", .kind = .string },
+        .{ .name = "score", .kind = .float },
+    };
+    var values: [schema.len]Value = undefined;
+    var out: std.ArrayList(u8) = .empty;
+    defer out.deinit(testing.allocator);
+    const labels = [_][]const u8{ "", "cat", "dog bird", "a/b" };
+    for (0..2000) |_| {
+        for (schema, &values) |field, *value| value.* = switch (field.kind) {
+            .string => .{ .string = labels[random.uintLessThan(usize, labels.len)] },
+            else => randomValue(random, field.kind, &.{}),
+        };
+        out.clearRetainingCapacity();
+        try writeCanonical(testing.allocator, &schema, &values, &out);
+        try testing.expect(isCanonicalOf(&schema, &values, out.items));
+        // Another value for any one field is not recognised.
+        var other = values;
+        const changed = random.uintLessThan(usize, schema.len);
+        other[changed] = switch (other[changed]) {
+            .bool => |flag| .{ .bool = !flag },
+            .int => |integer| .{ .int = integer +% 1 },
+            .float => |float| .{ .float = if (float == 0) 1 else -float },
+            .string => |string| .{ .string = if (string.len == 3) "cow" else "cat" },
+        };
+        try testing.expect(!isCanonicalOf(&schema, &other, out.items));
+    }
+    const empty_schema = [_]Field{};
+    try testing.expect(isCanonicalOf(&empty_schema, &.{}, "{}"));
+    try testing.expect(!isCanonicalOf(&empty_schema, &.{}, "{} "));
+    const one = [_]Value{.{ .int = 7 }};
+    const int_schema = [_]Field{.{ .name = "n", .kind = .int }};
+    try testing.expect(isCanonicalOf(&int_schema, &one, "{\"n\":7}"));
+    // Other spellings of the same object are left to the full scan, which accepts them.
+    var diagnostic: Diagnostic = .{};
+    for ([_][]const u8{ "{ \"n\":7}", "{\"n\": 7}", "{\"\\u006e\":7}", "{\"n\":7}\n" }) |text| {
+        try testing.expect(!isCanonicalOf(&int_schema, &one, text));
+        try verifyRecord(&int_schema, &one, text, &diagnostic);
+    }
+    // A float must be spelled as one (as the full scan has it); any such spelling of
+    // the same value is recognised.
+    const float_schema = [_]Field{.{ .name = "x", .kind = .float }};
+    const seven = [_]Value{.{ .float = 7 }};
+    try testing.expect(isCanonicalOf(&float_schema, &seven, "{\"x\":7.0}"));
+    try testing.expect(isCanonicalOf(&float_schema, &seven, "{\"x\":7e0}"));
+    try testing.expect(!isCanonicalOf(&float_schema, &seven, "{\"x\":7}"));
+    try testing.expectError(error.MetadataMismatch, verifyRecord(&float_schema, &seven, "{\"x\":7}", &diagnostic));
+    for ([_][]const u8{ "{\"n\":70}", "{\"n\":7.0}", "{\"n\":7,\"n\":7}", "{\"n\":7", "{\"n\":7}}" }) |text| {
+        try testing.expect(!isCanonicalOf(&int_schema, &one, text));
+        try testing.expectError(error.MetadataMismatch, verifyRecord(&int_schema, &one, text, &diagnostic));
+    }
+}
+
+test "whatever the canonical fast path accepts, the full scan accepts" {
+    var prng = std.Random.DefaultPrng.init(0x5afe);
+    const random = prng.random();
+    const schema = [_]Field{
+        .{ .name = "index", .kind = .int },
+        .{ .name = "label", .kind = .string },
+        .{ .name = "ok", .kind = .bool },
+        .{ .name = "score", .kind = .float },
+    };
+    var values: [schema.len]Value = undefined;
+    var string_buffer: [64]u8 = undefined;
+    var out: std.ArrayList(u8) = .empty;
+    defer out.deinit(testing.allocator);
+    var diagnostic: Diagnostic = .{};
+    const damage = "0123456789.eE+-\"{}:, \\\xc3";
+    var accepted: usize = 0;
+    for (0..20000) |_| {
+        for (schema, &values) |field, *value| value.* = randomValue(random, field.kind, &string_buffer);
+        if (random.boolean()) values[0] = .{ .int = random.intRangeAtMost(i64, -20, 20) };
+        out.clearRetainingCapacity();
+        try writeCanonical(testing.allocator, &schema, &values, &out);
+        // Damage the text: a byte replaced, dropped or inserted, or nothing.
+        switch (random.uintLessThan(u8, 4)) {
+            0 => out.items[random.uintLessThan(usize, out.items.len)] = damage[random.uintLessThan(usize, damage.len)],
+            1 => _ = out.orderedRemove(random.uintLessThan(usize, out.items.len)),
+            2 => try out.insert(testing.allocator, random.uintAtMost(usize, out.items.len), damage[random.uintLessThan(usize, damage.len)]),
+            else => {},
+        }
+        if (isCanonicalOf(&schema, &values, out.items)) {
+            accepted += 1;
+            try verifyInFull(&schema, &values, out.items, &diagnostic);
+        }
+    }
+    try testing.expect(accepted > 1000);
 }
 
 test "random and damaged input never crashes the parsers" {
