@@ -79,7 +79,8 @@ if command -v qemu-aarch64 >/dev/null && [[ -e "$aarch64_libc/lib/ld-linux-aarch
         "$aarch64_dir/build/lib/libdataset_rt.so" -Wl,-rpath,"$aarch64_dir/build/lib" \
         -o "$aarch64_dir/abi_round_trip"
     qemu-aarch64 -L "$aarch64_libc" "$aarch64_dir/abi_round_trip" "$aarch64_dir/caches"
-    aarch64_python=${DATASET_RT_AARCH64_PYTHON:-.aarch64-python}
+    # Absolute: tests start it, and hand PYTHONPATH on, from other working directories.
+    aarch64_python=$(realpath -m "${DATASET_RT_AARCH64_PYTHON:-.aarch64-python}")
     if [[ -x "$aarch64_python/bin/python3" ]]; then
         # Deselected: the C test (it compiles with the ziglang package, which this Python
         # lacks; the program ran above), and the fork test whose child starts threads
