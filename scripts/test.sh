@@ -38,6 +38,17 @@ report_failure() {
 }
 trap report_failure EXIT
 
+# A tool an emulated phase needs is missing: under CI, where .ci/run provides it, that
+# fails the run; elsewhere the part that needs it is skipped. $1: what is missing, $2: how
+# to get it.
+missing() {
+    if [[ "${CI:-}" == "true" ]]; then
+        echo "error: $1 not found; .ci/run provides it ($2)" >&2
+        exit 1
+    fi
+    echo "skipped: $1 not found ($2)"
+}
+
 run_pytest() {
     local status=0
     python -m pytest tests -q || status=$?
@@ -91,22 +102,13 @@ if command -v qemu-aarch64 >/dev/null && [[ -e "$aarch64_libc/lib/ld-linux-aarch
             "$aarch64_python/bin/python3" -m pytest tests -q -p no:cacheprovider \
             --deselect tests/test_c_abi.py::test_c_program_writes_and_reads_back_a_cache \
             --deselect tests/test_fork.py::test_a_forked_child_gets_a_clear_error_and_can_start_its_own_runtime
-    elif [[ "${CI:-}" == "true" ]]; then
-        echo "error: no aarch64 Python in $aarch64_python; .ci/run prepares it" \
-            "(scripts/setup_aarch64_python.sh)" >&2
-        exit 1
     else
-        echo "skipped pytest on aarch64: no $aarch64_python/bin/python3" \
-            "(prepare it with scripts/setup_aarch64_python.sh, as root)"
+        missing "the aarch64 Python for pytest, $aarch64_python/bin/python3" \
+            "as root: bash scripts/setup_aarch64_python.sh"
     fi
     rm -rf "$aarch64_dir"
-elif [[ "${CI:-}" == "true" ]]; then
-    echo "error: qemu-aarch64 or $aarch64_libc not found; .ci/run installs them" \
-        "(apt-get install qemu-user libc6-arm64-cross)" >&2
-    exit 1
 else
-    echo "skipped: qemu-aarch64 or $aarch64_libc not found" \
-        "(Debian: apt-get install qemu-user libc6-arm64-cross)"
+    missing "qemu-aarch64 or $aarch64_libc" "Debian: apt-get install qemu-user libc6-arm64-cross"
 fi
 
 phase "6/6 Zig unit tests on Windows and the Windows build reading caches, under wine"
@@ -139,11 +141,8 @@ if [[ -n "$wine_program" ]]; then
     fi
     unset WINEPREFIX WINEDEBUG
     rm -rf "$windows_dir"
-elif [[ "${CI:-}" == "true" ]]; then
-    echo "error: wine not found; .ci/run installs it (apt-get install wine64)" >&2
-    exit 1
 else
-    echo "skipped: wine not found (Debian: apt-get install wine64)"
+    missing wine "Debian: apt-get install wine64"
 fi
 
 phase "all phases passed"
