@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -23,6 +24,12 @@ class ListSource:
         self.iterations += 1
         for data, metadata in self.samples:
             yield CacheInput(data, metadata)  # type: ignore[arg-type]
+
+
+def pythonpath_before_inherited(*first: str | Path) -> str:
+    """A PYTHONPATH for a child interpreter: `first`, then the inherited PYTHONPATH (where
+    the dependencies may live, as in the aarch64 run under qemu)."""
+    return os.pathsep.join([*map(str, first), *filter(None, [os.environ.get("PYTHONPATH")])])
 
 
 def simple_samples(count: int, payload_bytes: int = 16) -> list[tuple[bytes, dict[str, object]]]:

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 import dataset_rt
+from conftest import pythonpath_before_inherited
 from dataset_rt import CacheInput, DatasetRuntime, ReaderConfig, WriterConfig
 
 pa = pytest.importorskip("pyarrow")
@@ -480,12 +481,8 @@ def test_an_iterator_collected_with_its_dataset_does_not_crash(tmp_path: Path) -
     import sys
 
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [
-            str(Path(dataset_rt.__file__).resolve().parent.parent),
-            *filter(None, [env.get("PYTHONPATH")]),
-        ]
-    )
+    package_parent = Path(dataset_rt.__file__).resolve().parent.parent
+    env["PYTHONPATH"] = pythonpath_before_inherited(package_parent)
     completed = subprocess.run(
         [sys.executable, "-X", "faulthandler", "-c", CYCLE_SCRIPT, str(tmp_path / "base")],
         capture_output=True,

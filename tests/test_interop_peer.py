@@ -46,6 +46,7 @@ from typing import Any
 import pytest
 
 import dataset_rt
+from conftest import pythonpath_before_inherited
 from dataset_rt import DatasetRuntime, ReaderConfig
 
 PEER_VERSION = "0.2.4"
@@ -283,8 +284,8 @@ def run_peer(peer_python: Path, plan: list[dict[str, Any]], work: Path) -> list[
 def run_ours_subprocess(plan: list[dict[str, Any]], work: Path) -> list[Any]:
     """The same driver under this interpreter, importing the dataset_rt this test imports."""
     env = dict(os.environ)
-    package_parent = str(Path(dataset_rt.__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join([package_parent, *filter(None, [env.get("PYTHONPATH")])])
+    package_parent = Path(dataset_rt.__file__).resolve().parent.parent
+    env["PYTHONPATH"] = pythonpath_before_inherited(package_parent)
     return run_driver(sys.executable, plan, work, env)
 
 

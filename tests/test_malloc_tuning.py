@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import pythonpath_before_inherited
 from dataset_rt import malloc_tuning
 
 HERE = Path(__file__).resolve().parent
@@ -68,11 +69,7 @@ def _read_in_a_process(tuning: str) -> tuple[bool, float]:
         if not name.startswith("MALLOC_") and name != "GLIBC_TUNABLES"
     }
     environ[malloc_tuning.OPT_OUT_VARIABLE] = tuning
-    # This checkout's package and the tests first; an inherited PYTHONPATH after them
-    # (where the dependencies may live, as in the aarch64 run under qemu).
-    environ["PYTHONPATH"] = os.pathsep.join(
-        [str(HERE.parent / "python"), str(HERE), *filter(None, [os.environ.get("PYTHONPATH")])]
-    )
+    environ["PYTHONPATH"] = pythonpath_before_inherited(HERE.parent / "python", HERE)
     result = subprocess.run(
         [sys.executable, "-c", _READ_PROGRAM],
         env=environ,
