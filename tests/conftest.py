@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import struct
+import subprocess
+import sys
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
@@ -30,6 +32,14 @@ def pythonpath_before_inherited(*first: str | Path) -> str:
     """A PYTHONPATH for a child interpreter: `first`, then the inherited PYTHONPATH (where
     the dependencies may live, as in the aarch64 run under qemu)."""
     return os.pathsep.join([*map(str, first), *filter(None, [os.environ.get("PYTHONPATH")])])
+
+
+def compile_c(source: Path, program: Path, *arguments: str) -> None:
+    """Compiles a C test program (C11, warnings as errors) with the Zig of the ziglang package."""
+    command = [sys.executable, "-m", "ziglang", "cc", "-std=c11", "-Wall", "-Werror", str(source)]
+    subprocess.run(
+        [*command, *arguments, "-o", str(program)], check=True, capture_output=True, text=True
+    )
 
 
 def simple_samples(count: int, payload_bytes: int = 16) -> list[tuple[bytes, dict[str, object]]]:

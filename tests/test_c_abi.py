@@ -5,9 +5,9 @@ deferred payloads."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
+from conftest import compile_c
 from dataset_rt import _native
 
 HERE = Path(__file__).parent
@@ -17,23 +17,14 @@ HEADER_DIR = HERE.parent / "zig" / "include"
 def test_c_program_writes_and_reads_back_a_cache(tmp_path: Path) -> None:
     library = _native.library_path.resolve()
     program = tmp_path / "abi_round_trip"
-    compile_command = [
-        sys.executable,
-        "-m",
-        "ziglang",
-        "cc",
-        "-std=c11",
-        "-Wall",
-        "-Werror",
+    compile_c(
+        HERE / "c" / "abi_round_trip.c",
+        program,
         "-I",
         str(HEADER_DIR),
-        str(HERE / "c" / "abi_round_trip.c"),
         str(library),
         f"-Wl,-rpath,{library.parent}",
-        "-o",
-        str(program),
-    ]
-    subprocess.run(compile_command, check=True, capture_output=True, text=True)
+    )
     result = subprocess.run(
         [str(program), str(tmp_path / "caches")], capture_output=True, text=True, timeout=300
     )

@@ -13,6 +13,7 @@ const metadata_json = @import("metadata_json.zig");
 const manifest = @import("manifest.zig");
 const arrow_ipc = @import("arrow_ipc.zig");
 const sha256 = @import("sha256.zig");
+const file_status = @import("file_status.zig");
 const positional_read = @import("positional_read.zig");
 const FileView = @import("file_view.zig").FileView;
 const index_file = @import("index_file.zig");
@@ -175,9 +176,8 @@ pub const Cache = struct {
     }
 
     fn readManifest(allocator: std.mem.Allocator, dir: std.Io.Dir, diagnostic: *Diagnostic) Error!manifest.Parsed {
-        const io = system.io();
-        const text = dir.readFileAlloc(io, "manifest.json", allocator, .limited(manifest_bytes_max)) catch |err| {
-            if (err == error.StreamTooLong) {
+        const text = file_status.readAlloc(allocator, dir, "manifest.json", manifest_bytes_max) catch |err| {
+            if (err == error.FileTooBig) {
                 diagnostic.set("manifest.json is larger than the {d} MiB this reader accepts", .{manifest_bytes_max >> 20});
             } else {
                 diagnostic.set("cannot read manifest.json: {s}", .{@errorName(err)});
@@ -200,7 +200,7 @@ pub const Cache = struct {
             return error.InvalidCache;
         };
         defer file.close(io);
-        const actual = file.length(io) catch |err| {
+        const actual = file_status.length(file) catch |err| {
             diagnostic.set("cannot stat index.bin: {s}", .{@errorName(err)});
             return error.Io;
         };
@@ -224,8 +224,7 @@ pub const Cache = struct {
         validate_hashes: bool,
         diagnostic: *Diagnostic,
     ) Error!arrow_ipc.Table {
-        const io = system.io();
-        const bytes = dir.readFileAlloc(io, "metadata.arrow", allocator, .unlimited) catch |err| {
+        const bytes = file_status.readAlloc(allocator, dir, "metadata.arrow", std.math.maxInt(u64)) catch |err| {
             diagnostic.set("cannot read metadata.arrow: {s}", .{@errorName(err)});
             return if (err == error.OutOfMemory) error.OutOfMemory else error.InvalidCache;
         };
@@ -318,7 +317,7 @@ pub const Cache = struct {
                 .lz4 => .lz4,
             } };
             byte_len.* = entry.byte_len;
-            const actual = file.length(io) catch |err| {
+            const actual = file_status.length(file) catch |err| {
                 diagnostic.set("cannot stat shards/{s}: {s}", .{ entry.name, @errorName(err) });
                 return error.Io;
             };

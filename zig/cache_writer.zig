@@ -23,6 +23,7 @@ const index_file = @import("index_file.zig");
 const shard_record = @import("shard_record.zig");
 const lz4 = @import("lz4.zig");
 const durable_files = @import("durable_files.zig");
+const file_status = @import("file_status.zig");
 const column_builder = @import("column_builder.zig");
 const ColumnBuilder = column_builder.ColumnBuilder;
 const thread_pool = @import("thread_pool.zig");
@@ -274,7 +275,12 @@ pub const CacheWriter = struct {
                 diagnostic.set("cannot lock {s}: {s}", .{ writer.lock_name, @errorName(err) });
                 return error.Io;
             };
-            if (writer.isCurrentLockFile(file)) {
+            const current = writer.isCurrentLockFile(file) catch |err| {
+                file.close(io);
+                diagnostic.set("cannot check lock file {s}: {s}", .{ writer.lock_name, @errorName(err) });
+                return error.Io;
+            };
+            if (current) {
                 writer.lock_file = file;
                 return;
             }
@@ -286,11 +292,15 @@ pub const CacheWriter = struct {
 
     const lock_attempts_max = 1000;
 
-    fn isCurrentLockFile(writer: *CacheWriter, file: std.Io.File) bool {
-        const io = system.io();
-        const held = file.stat(io) catch return false;
-        const current = writer.base_dir.statFile(io, writer.lock_name, .{}) catch return false;
-        return held.inode == current.inode;
+    /// Whether `file` is still the lock file at its path: not deleted (and perhaps
+    /// created again) by the holder it waited for.
+    fn isCurrentLockFile(writer: *CacheWriter, file: std.Io.File) file_status.Error!bool {
+        const held = try file_status.inode(file);
+        const current = file_status.pathInode(writer.base_dir, writer.lock_name) catch |err| switch (err) {
+            error.FileNotFound => return false,
+            else => |other| return other,
+        };
+        return held == current;
     }
 
     fn releaseLock(writer: *CacheWriter) void {

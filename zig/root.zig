@@ -14,6 +14,7 @@ test {
     _ = @import("deferred_reads.zig");
     _ = @import("diagnostic.zig");
     _ = @import("durable_files.zig");
+    _ = @import("file_status.zig");
     _ = @import("file_view.zig");
     _ = @import("flatbuffers.zig");
     _ = @import("index_file.zig");
