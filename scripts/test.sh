@@ -5,6 +5,8 @@
 #   2. pytest against the installed ReleaseFast library
 #   3. pytest against a ReleaseSafe build: out-of-bounds and overflow panic there instead of
 #      being silent undefined behaviour as in ReleaseFast.
+#      On Linux, phases 2, 3 and 5 also check that their library asks for no glibc symbol
+#      newer than 2.17 (scripts/check_glibc_versions.py): the wheels are manylinux_2_17.
 #   4. the library cross-compiles for the other wheel targets (a target that no longer
 #      compiles is caught; a cold Zig cache takes several minutes).
 #   5. under qemu-user, on aarch64: the Zig unit tests (built for musl, static), then the
@@ -61,12 +63,21 @@ run_pytest() {
 phase "1/6 Zig unit tests (zig build test)"
 python -m ziglang build test --summary all
 
+# The Linux wheels are manylinux_2_17: a library that asks for newer glibc symbols fails.
+check_glibc() {
+    if [[ "$(uname -s)" == Linux ]]; then
+        python scripts/check_glibc_versions.py --max 2.17 "$@"
+    fi
+}
+
 phase "2/6 pytest against the installed ReleaseFast library"
+check_glibc "$(python -c 'from dataset_rt import _native; print(_native.library_path)')"
 run_pytest
 
 phase "3/6 pytest against a ReleaseSafe library"
 safe_library=$(python scripts/build_library.py --mode ReleaseSafe --no-strip --dest zig-out/release-safe)
 echo "DATASET_RT_LIBRARY=$safe_library"
+check_glibc "$safe_library"
 DATASET_RT_LIBRARY="$safe_library" run_pytest
 
 phase "4/6 cross-compiling for the other wheel targets"
@@ -86,6 +97,7 @@ if command -v qemu-aarch64 >/dev/null && [[ -e "$aarch64_libc/lib/ld-linux-aarch
     python -m ziglang build test -Dtarget=aarch64-linux-musl -fqemu --summary all
     aarch64_dir=$(mktemp -d)
     python -m ziglang build -Doptimize=ReleaseSafe -Dtarget=aarch64-linux-gnu.2.17 --prefix "$aarch64_dir/build"
+    check_glibc "$aarch64_dir/build/lib/libdataset_rt.so"
     python -m ziglang cc -target aarch64-linux-gnu.2.17 "${c_test_flags[@]}" \
         "$aarch64_dir/build/lib/libdataset_rt.so" -Wl,-rpath,"$aarch64_dir/build/lib" \
         -o "$aarch64_dir/abi_round_trip"
