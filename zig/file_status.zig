@@ -4,9 +4,9 @@
 //! std's `File.length`, `File.stat`, `Dir.statFile` and `Dir.readFileAlloc` ask
 //! Linux with `statx`, which exists only since Linux 4.11. The wheels are tagged
 //! manylinux2014, whose systems (CentOS 7) run Linux 3.10: there `statx` fails
-//! with ENOSYS and a cache could be neither opened nor written. `fstat` and
-//! `newfstatat` answer the same questions on every Linux kernel, so on Linux the
-//! core calls them itself; other systems go through std.
+//! with ENOSYS and a cache could be neither opened nor written. `newfstatat`
+//! answers the same questions on every Linux kernel, so on Linux the core calls
+//! it itself; other systems go through std.
 const std = @import("std");
 const builtin = @import("builtin");
 const system = @import("system.zig");
@@ -53,14 +53,20 @@ fn statResult(rc: usize) Error!void {
     };
 }
 
-fn fstat(file: std.Io.File) Error!KernelStat {
+/// `newfstatat`: the file `path` in the directory `dir_handle`, or with
+/// AT_EMPTY_PATH (Linux 2.6.39) and an empty path, the open file `dir_handle`.
+fn statAt(dir_handle: std.posix.fd_t, path: [*:0]const u8, flags: usize) Error!KernelStat {
     var stat: KernelStat = undefined;
     while (true) {
-        const rc = std.os.linux.syscall2(.fstat, @bitCast(@as(isize, file.handle)), @intFromPtr(&stat));
+        const rc = std.os.linux.syscall4(.newfstatat, @bitCast(@as(isize, dir_handle)), @intFromPtr(path), @intFromPtr(&stat), flags);
         if (std.os.linux.errno(rc) == .INTR) continue;
         try statResult(rc);
         return stat;
     }
+}
+
+fn fstat(file: std.Io.File) Error!KernelStat {
+    return statAt(file.handle, "", std.os.linux.AT.EMPTY_PATH);
 }
 
 /// The length in bytes of the open file `file`.
@@ -85,17 +91,8 @@ pub fn pathInode(dir: std.Io.Dir, name: []const u8) Error!std.Io.File.INode {
         const stat = dir.statFile(system.io(), name, .{}) catch |err| return fromStd(err);
         return stat.inode;
     }
-    var path: [std.fs.max_path_bytes:0]u8 = undefined;
-    if (name.len >= path.len) return error.NameTooLong;
-    @memcpy(path[0..name.len], name);
-    path[name.len] = 0;
-    var stat: KernelStat = undefined;
-    while (true) {
-        const rc = std.os.linux.syscall4(.newfstatat, @bitCast(@as(isize, dir.handle)), @intFromPtr(&path), @intFromPtr(&stat), 0);
-        if (std.os.linux.errno(rc) == .INTR) continue;
-        try statResult(rc);
-        return stat.inode;
-    }
+    const path = try std.posix.toPosixPath(name);
+    return (try statAt(dir.handle, &path, 0)).inode;
 }
 
 /// std's errors, as this file's (the message shows the name).
