@@ -32,14 +32,14 @@ pytestmark = pytest.mark.skipif(
 
 CHILD = textwrap.dedent(
     """
-    import ctypes, os, sys
+    import ctypes, errno, os, sys
     from pathlib import Path
     import dataset_rt, polars as pl
 
     # The filter is in place: statx does not exist here.
     libc = ctypes.CDLL(None, use_errno=True)
     assert libc.syscall(STATX, -100, b"/", 0, 0, None) == -1
-    assert ctypes.get_errno() == 38, os.strerror(ctypes.get_errno())  # ENOSYS
+    assert ctypes.get_errno() == errno.ENOSYS, os.strerror(ctypes.get_errno())
 
     base = Path(sys.argv[1])
     samples = [(bytes([i % 251]) * (i * 13 % 900 + 1), {"index": i, "label": "abc"[i % 3],
