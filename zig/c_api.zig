@@ -12,6 +12,7 @@ const metadata_columns = @import("metadata_columns.zig");
 const dataset_module = @import("dataset.zig");
 const sample_batch = @import("sample_batch.zig");
 const metadata_table = @import("metadata_table.zig");
+const arrow_c_export = @import("arrow_c_export.zig");
 const read_pipeline = @import("read_pipeline.zig");
 const sampler = @import("sampler.zig");
 const Diagnostic = @import("diagnostic.zig").Diagnostic;
@@ -377,6 +378,17 @@ export fn drt_dataset_metadata_arrow(dataset: ?*dataset_module.Dataset, out: ?*?
     var diagnostic: Diagnostic = .{};
     const bytes = metadata_table.exportArrow(allocator, d, table, &diagnostic) catch |err| return failError(err, &diagnostic);
     return handOut(bytes, out_ptr);
+}
+
+export fn drt_dataset_metadata_arrow_stream(dataset: ?*dataset_module.Dataset, out: ?*arrow_c_export.ArrowArrayStream) i32 {
+    const d = dataset orelse return failMessage(status_invalid_argument, "dataset is NULL", .{});
+    if (!checkProcess(d.pool)) return status_wrong_process;
+    const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
+    const table = d.acquireTable();
+    defer table.release();
+    var diagnostic: Diagnostic = .{};
+    metadata_table.exportStream(allocator, d, table, out_ptr, &diagnostic) catch |err| return failError(err, &diagnostic);
+    return status_ok;
 }
 
 export fn drt_dataset_schema_json(dataset: ?*dataset_module.Dataset, out: ?*?*Buffer) i32 {

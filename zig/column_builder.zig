@@ -58,6 +58,17 @@ pub const ColumnBuilder = union(types.Kind) {
         try builder.appendValues(allocator, other.view());
     }
 
+    /// Makes room for `rows` rows in all (string bytes excepted), so appending
+    /// them does not reallocate: a growing list briefly holds two copies.
+    pub fn reserve(builder: *ColumnBuilder, allocator: std.mem.Allocator, rows: usize) !void {
+        switch (builder.*) {
+            .bool => |*list| try list.ensureTotalCapacityPrecise(allocator, rows),
+            .int => |*list| try list.ensureTotalCapacityPrecise(allocator, rows),
+            .float => |*list| try list.ensureTotalCapacityPrecise(allocator, rows),
+            .string => |*strings| try strings.offsets.ensureTotalCapacityPrecise(allocator, rows + 1),
+        }
+    }
+
     /// Appends every row of `values`, a column of the same kind, in bulk.
     pub fn appendValues(builder: *ColumnBuilder, allocator: std.mem.Allocator, values: types.ColumnValues) !void {
         std.debug.assert(std.meta.activeTag(builder.*) == std.meta.activeTag(values));

@@ -4,6 +4,7 @@
 const std = @import("std");
 const types = @import("metadata_types.zig");
 const arrow_ipc = @import("arrow_ipc.zig");
+const arrow_c_export = @import("arrow_c_export.zig");
 const ColumnBuilder = @import("column_builder.zig").ColumnBuilder;
 const column_builder = @import("column_builder.zig");
 const active_table = @import("active_table.zig");
@@ -28,60 +29,137 @@ fn checkNoReservedNames(dataset: *const Dataset, diagnostic: *Diagnostic) Error!
     }
 }
 
-/// Arrow IPC file bytes of `table`'s rows in table order. Caller frees.
-pub fn exportArrow(allocator: std.mem.Allocator, dataset: *const Dataset, table: *const ActiveTable, diagnostic: *Diagnostic) Error![]u8 {
-    try checkNoReservedNames(dataset, diagnostic);
-    const row_count: usize = @intCast(table.row_count);
-    const cache_ids = try allocator.alloc(i64, row_count);
-    defer allocator.free(cache_ids);
-    const sample_ids = try allocator.alloc(i64, row_count);
-    defer allocator.free(sample_ids);
-    const weights = try allocator.alloc(f64, row_count);
-    defer allocator.free(weights);
-    const schema = dataset.schema();
-    const stored = try column_builder.initAll(allocator, schema);
-    defer {
-        column_builder.deinitAll(allocator, stored);
-        allocator.free(stored);
+/// The table's columns in table order. The identity and weight columns are
+/// always built here; the stored columns are built here too unless they could
+/// be borrowed from the dataset's only cache.
+const Gathered = struct {
+    allocator: std.mem.Allocator,
+    cache_ids: []u64,
+    sample_ids: []u64,
+    weights: []f64,
+    /// Empty when the stored columns are borrowed.
+    built: []ColumnBuilder,
+    stored: []types.ColumnValues,
+
+    fn destroy(gathered: *Gathered) void {
+        const allocator = gathered.allocator;
+        allocator.free(gathered.cache_ids);
+        allocator.free(gathered.sample_ids);
+        allocator.free(gathered.weights);
+        column_builder.deinitAll(allocator, gathered.built);
+        allocator.free(gathered.built);
+        allocator.free(gathered.stored);
+        allocator.destroy(gathered);
     }
+
+    fn destroyOpaque(context: *anyopaque) void {
+        destroy(@ptrCast(@alignCast(context)));
+    }
+};
+
+const Ownership = enum { may_borrow, owned };
+
+fn gather(allocator: std.mem.Allocator, dataset: *const Dataset, table: *const ActiveTable, ownership: Ownership) error{OutOfMemory}!*Gathered {
+    const row_count: usize = @intCast(table.row_count);
+    const schema = dataset.schema();
+    const gathered = try allocator.create(Gathered);
+    errdefer allocator.destroy(gathered);
+    const cache_ids = try allocator.alloc(u64, row_count);
+    errdefer allocator.free(cache_ids);
+    const sample_ids = try allocator.alloc(u64, row_count);
+    errdefer allocator.free(sample_ids);
+    const weights = try allocator.alloc(f64, row_count);
+    errdefer allocator.free(weights);
+    const stored = try allocator.alloc(types.ColumnValues, schema.len);
+    errdefer allocator.free(stored);
     for (0..row_count) |row| {
         const location = table.location(row);
         cache_ids[row] = location.cache_id;
-        sample_ids[row] = @intCast(location.sample_id);
+        sample_ids[row] = location.sample_id;
         weights[row] = table.weight(row);
     }
-    const columns = try allocator.alloc(types.Column, schema.len + 3);
-    defer allocator.free(columns);
-    const stored_columns = columns[2..][0..schema.len];
-    if (table.global_rows == null and dataset.caches.len == 1) {
+    var built: []ColumnBuilder = &.{};
+    if (ownership == .may_borrow and table.global_rows == null and dataset.caches.len == 1) {
         // The default table of one cache is that cache's columns as they are.
-        @memcpy(stored_columns, dataset.caches[0].columns);
+        for (stored, dataset.caches[0].columns) |*values, column| values.* = column.values;
     } else {
+        built = try column_builder.initAll(allocator, schema);
+        errdefer {
+            column_builder.deinitAll(allocator, built);
+            allocator.free(built);
+        }
+        for (built) |*column| try column.reserve(allocator, row_count);
         if (table.global_rows == null) {
             // The default table is every cache in physical order: copy whole columns.
             for (dataset.caches) |cache| {
-                for (stored, cache.columns) |*column, cache_column| try column.appendValues(allocator, cache_column.values);
+                for (built, cache.columns) |*column, cache_column| try column.appendValues(allocator, cache_column.values);
             }
         } else {
             for (0..row_count) |row| {
                 const location = table.location(row);
                 const cache = dataset.caches[location.cache_id];
-                for (stored, cache.columns) |*column, cache_column| {
+                for (built, cache.columns) |*column, cache_column| {
                     try column.append(allocator, cache_column.values.get(@intCast(location.sample_id)));
                 }
             }
         }
-        for (schema, stored, stored_columns) |field, *builder, *column| {
-            column.* = .{ .name = field.name, .values = builder.view() };
-        }
+        for (stored, built) |*values, *column| values.* = column.view();
     }
-    columns[0] = .{ .name = "cache_id", .values = .{ .int = cache_ids } };
-    columns[1] = .{ .name = "sample_id", .values = .{ .int = sample_ids } };
-    columns[schema.len + 2] = .{ .name = "weight", .values = .{ .float = weights } };
+    gathered.* = .{
+        .allocator = allocator,
+        .cache_ids = cache_ids,
+        .sample_ids = sample_ids,
+        .weights = weights,
+        .built = built,
+        .stored = stored,
+    };
+    return gathered;
+}
+
+/// Arrow IPC file bytes of `table`'s rows in table order. Caller frees.
+pub fn exportArrow(allocator: std.mem.Allocator, dataset: *const Dataset, table: *const ActiveTable, diagnostic: *Diagnostic) Error![]u8 {
+    try checkNoReservedNames(dataset, diagnostic);
+    const gathered = try gather(allocator, dataset, table, .may_borrow);
+    defer gathered.destroy();
+    const schema = dataset.schema();
+    const columns = try allocator.alloc(types.Column, schema.len + 3);
+    defer allocator.free(columns);
+    // The IPC file's identity columns are int64 (the ids are below 2^63, so the bits are the same).
+    columns[0] = .{ .name = "cache_id", .values = .{ .int = @ptrCast(gathered.cache_ids) } };
+    columns[1] = .{ .name = "sample_id", .values = .{ .int = @ptrCast(gathered.sample_ids) } };
+    for (columns[2..][0..schema.len], schema, gathered.stored) |*column, field, values| {
+        column.* = .{ .name = field.name, .values = values };
+    }
+    columns[schema.len + 2] = .{ .name = "weight", .values = .{ .float = gathered.weights } };
     return arrow_ipc.writeFile(allocator, columns, table.row_count) catch |err| switch (err) {
         error.OutOfMemory => error.OutOfMemory,
         error.TooLarge => error.OutOfMemory,
     };
+}
+
+/// `table`'s rows in table order as an Arrow C stream of one struct batch, with
+/// the columns of `exportArrow` (the identities as uint64). The stream owns
+/// copies of the columns, so it may outlive the dataset.
+pub fn exportStream(allocator: std.mem.Allocator, dataset: *const Dataset, table: *const ActiveTable, out: *arrow_c_export.ArrowArrayStream, diagnostic: *Diagnostic) Error!void {
+    try checkNoReservedNames(dataset, diagnostic);
+    const gathered = try gather(allocator, dataset, table, .owned);
+    errdefer gathered.destroy();
+    const schema = dataset.schema();
+    const columns = try allocator.alloc(arrow_c_export.Column, schema.len + 3);
+    defer allocator.free(columns);
+    columns[0] = .{ .name = "cache_id", .values = .{ .uint64 = gathered.cache_ids } };
+    columns[1] = .{ .name = "sample_id", .values = .{ .uint64 = gathered.sample_ids } };
+    for (columns[2..][0..schema.len], schema, gathered.stored) |*column, field, values| {
+        column.* = .{ .name = field.name, .values = switch (values) {
+            .bool => |v| .{ .bool_bytes = v },
+            .int => |v| .{ .int64 = v },
+            .float => |v| .{ .float64 = v },
+            .string => |v| .{ .large_utf8 = .{ .offsets = v.offsets, .bytes = v.bytes } },
+        } };
+    }
+    columns[schema.len + 2] = .{ .name = "weight", .values = .{ .float64 = gathered.weights } };
+    const owner: arrow_c_export.Owner = .{ .context = gathered, .free = Gathered.destroyOpaque };
+    try arrow_c_export.exportStream(allocator, columns, table.row_count, owner, out);
 }
 
 /// One integer column as Arrow buffers: values (64-bit) and an optional validity bitmap.

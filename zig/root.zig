@@ -6,6 +6,7 @@ comptime {
 
 test {
     _ = @import("active_table.zig");
+    _ = @import("arrow_c_export.zig");
     _ = @import("arrow_ipc.zig");
     _ = @import("cache_reader.zig");
     _ = @import("cache_writer.zig");

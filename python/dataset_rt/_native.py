@@ -275,6 +275,7 @@ def _declare(library: ctypes.CDLL) -> None:
         "drt_buffer_release": ([POINTER(Buffer)], None),
         "drt_dataset_schema_json": ([handle, POINTER(POINTER(Buffer))], c_int32),
         "drt_dataset_metadata_arrow": ([handle, POINTER(POINTER(Buffer))], c_int32),
+        "drt_dataset_metadata_arrow_stream": ([handle, c_void_p], c_int32),
         "drt_dataset_set_table": (
             [
                 handle,

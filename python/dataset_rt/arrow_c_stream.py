@@ -1,14 +1,17 @@
-"""Buffers of a Polars column through the Arrow C stream interface (PyCapsule).
+"""Columns crossing between Polars and the core through the Arrow C stream
+interface (PyCapsule), in both directions, without a serialized copy.
 
 `update_metadata` hands the identity and weight columns to the core as Arrow
-buffers. Reading them through ``Series.__arrow_c_stream__`` needs no pyarrow
-import (which costs about 0.2 s the first time): the structs below are the
-Arrow C data interface's, not DatasetRT's ABI.
+buffers (`ColumnBuffers`), and `get_metadata` hands the core's stream of the
+table to Polars (`CoreStream`). Neither needs a pyarrow import (which costs
+about 0.2 s the first time): the structs below are the Arrow C data
+interface's, not DatasetRT's own.
 """
 
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 from ctypes import CFUNCTYPE, POINTER, Structure, c_char_p, c_int, c_int64, c_void_p
 from typing import TYPE_CHECKING
 
@@ -49,6 +52,38 @@ ArrowArrayStream._fields_ = [
 _capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
 _capsule_pointer.argtypes = [ctypes.py_object, c_char_p]
 _capsule_pointer.restype = c_void_p
+
+_capsule_new = ctypes.pythonapi.PyCapsule_New
+_capsule_new.argtypes = [c_void_p, c_char_p, c_void_p]
+_capsule_new.restype = ctypes.py_object
+
+# The capsule keeps a pointer to its name: a module constant outlives every capsule.
+_STREAM_CAPSULE_NAME = b"arrow_array_stream"
+
+
+class CoreStream:
+    """A stream the core fills, offered once to a consumer such as ``pl.DataFrame``.
+
+    The consumer moves the stream out of the capsule (leaving ``release``
+    unset here); `close` releases it if the consumer did not. The capsule has
+    no destructor, so it must not outlive this object: hand it over only
+    while the object is alive, as ``pl.DataFrame(core_stream)`` does.
+    """
+
+    def __init__(self, fill: Callable[[object], None]) -> None:
+        self._stream = ArrowArrayStream()
+        fill(ctypes.byref(self._stream))
+
+    def __arrow_c_stream__(self, requested_schema: object = None) -> object:
+        # A requested schema may be ignored (the consumer then checks or casts).
+        return _capsule_new(ctypes.addressof(self._stream), _STREAM_CAPSULE_NAME, None)
+
+    def close(self) -> None:
+        if self._stream.release:
+            self._stream.release(ctypes.byref(self._stream))
+
+    def __del__(self) -> None:
+        self.close()
 
 
 class ColumnBuffers:

@@ -1,7 +1,8 @@
 /*
  * Writes three caches through the C ABI (lz4 with copied pushes; uncompressed
  * with borrowed payloads; the same by metadata columns) and reads every record
- * back (the second with deferred payloads), using only
+ * back (the second with deferred payloads), with each one's metadata table
+ * through the Arrow C stream, using only
  * dataset_rt.h and the shared library. Usage: abi_round_trip <base_dir> [read]
  * With `read` it only reads the caches a previous run left in <base_dir> (how
  * scripts/test.sh has the Windows build read caches written on Linux).
@@ -237,6 +238,59 @@ static int check_batch_read(drt_iterator *iterator, const drt_batch *batch, cons
 
 /* Reads the cache back; payloads of at least defer_bytes (0: none) are deferred
  * and read into a buffer of the caller with drt_iterator_read_deferred. */
+/* The metadata table through the Arrow C stream, read after its dataset was
+ * destroyed: cache_id | sample_id | index | label | score | weight. */
+static int check_metadata_stream(struct ArrowArrayStream *stream, const char *name) {
+    static const char *const names[6] = {"cache_id", "sample_id", "index", "label", "score", "weight"};
+    static const char *const formats[6] = {"L", "L", "l", "U", "g", "g"};
+    struct ArrowSchema schema;
+    if (stream->get_schema(stream, &schema) != 0) {
+        fprintf(stderr, "%s: get_schema: %s\n", name, stream->get_last_error(stream));
+        return 1;
+    }
+    if (strcmp(schema.format, "+s") != 0 || schema.n_children != 6) {
+        fprintf(stderr, "%s: table schema %s with %lld columns\n", name, schema.format, (long long)schema.n_children);
+        return 1;
+    }
+    for (int c = 0; c < 6; c++) {
+        if (strcmp(schema.children[c]->name, names[c]) != 0 || strcmp(schema.children[c]->format, formats[c]) != 0) {
+            fprintf(stderr, "%s: column %d is %s (%s)\n", name, c, schema.children[c]->name, schema.children[c]->format);
+            return 1;
+        }
+    }
+    struct ArrowArray array;
+    struct ArrowArray end;
+    if (stream->get_next(stream, &array) != 0 || array.release == NULL) return fail("metadata stream get_next");
+    if (stream->get_next(stream, &end) != 0 || end.release != NULL) return fail("metadata stream has a second batch");
+    /* Released first: the array and the schema keep what they point to. */
+    stream->release(stream);
+    if (array.length != SAMPLE_COUNT || array.n_children != 6) {
+        fprintf(stderr, "%s: %lld rows in %lld columns\n", name, (long long)array.length, (long long)array.n_children);
+        return 1;
+    }
+    const uint64_t *cache_ids = array.children[0]->buffers[1];
+    const uint64_t *sample_ids = array.children[1]->buffers[1];
+    const int64_t *indexes = array.children[2]->buffers[1];
+    const int64_t *label_offsets = array.children[3]->buffers[1];
+    const char *label_bytes = array.children[3]->buffers[2];
+    const double *scores = array.children[4]->buffers[1];
+    const double *weights = array.children[5]->buffers[1];
+    for (uint32_t i = 0; i < SAMPLE_COUNT; i++) {
+        char label[16];
+        int label_len = snprintf(label, sizeof label, "l%u", i % 4u);
+        int same_label = label_offsets[i + 1] - label_offsets[i] == label_len &&
+                         memcmp(label_bytes + label_offsets[i], label, (size_t)label_len) == 0;
+        if (cache_ids[i] != 0 || sample_ids[i] != i || indexes[i] != (int64_t)i || !same_label ||
+            scores[i] != i + 0.5 || weights[i] != 1.0) {
+            fprintf(stderr, "%s: metadata table row %u differs\n", name, i);
+            return 1;
+        }
+    }
+    schema.release(&schema);
+    array.release(&array);
+    return 0;
+}
+
 static int read_cache(drt_runtime *runtime, const char *base_dir, const char *name, uint64_t defer_bytes) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", base_dir, name);
@@ -251,6 +305,8 @@ static int read_cache(drt_runtime *runtime, const char *base_dir, const char *na
         fprintf(stderr, "dataset_len %llu\n", (unsigned long long)length);
         return 1;
     }
+    struct ArrowArrayStream metadata_stream;
+    if (drt_dataset_metadata_arrow_stream(dataset, &metadata_stream) != DRT_OK) return fail("metadata_arrow_stream");
     drt_iterator *iterator = NULL;
     if (drt_iterator_create_deferring(dataset, defer_bytes, &iterator) != DRT_OK) return fail("iterator_create");
     static uint8_t expected[3000];
@@ -304,6 +360,7 @@ static int read_cache(drt_runtime *runtime, const char *base_dir, const char *na
     }
     drt_iterator_destroy(iterator);
     drt_dataset_destroy(dataset);
+    if (check_metadata_stream(&metadata_stream, name) != 0) return 1;
     if (coded_batches == 0) {
         fprintf(stderr, "%s: no batch coded its label column (4 distinct labels)\n", name);
         return 1;

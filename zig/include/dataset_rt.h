@@ -206,6 +206,58 @@ int32_t drt_dataset_schema_json(drt_dataset *dataset, drt_buffer **out);
  * cache_id int64 | sample_id int64 | <stored columns by name> | weight float64. */
 int32_t drt_dataset_metadata_arrow(drt_dataset *dataset, drt_buffer **out);
 
+/* The Arrow C data interface's structs, as its specification defines them
+ * (https://arrow.apache.org/docs/format/CDataInterface.html); the guards let
+ * another header that defines them come first. */
+#ifndef ARROW_C_DATA_INTERFACE
+#define ARROW_C_DATA_INTERFACE
+struct ArrowSchema {
+    const char *format;
+    const char *name;
+    const char *metadata;
+    int64_t flags;
+    int64_t n_children;
+    struct ArrowSchema **children;
+    struct ArrowSchema *dictionary;
+    void (*release)(struct ArrowSchema *);
+    void *private_data;
+};
+
+struct ArrowArray {
+    int64_t length;
+    int64_t null_count;
+    int64_t offset;
+    int64_t n_buffers;
+    int64_t n_children;
+    const void **buffers;
+    struct ArrowArray **children;
+    struct ArrowArray *dictionary;
+    void (*release)(struct ArrowArray *);
+    void *private_data;
+};
+#endif
+
+#ifndef ARROW_C_STREAM_INTERFACE
+#define ARROW_C_STREAM_INTERFACE
+struct ArrowArrayStream {
+    int (*get_schema)(struct ArrowArrayStream *, struct ArrowSchema *out);
+    int (*get_next)(struct ArrowArrayStream *, struct ArrowArray *out);
+    const char *(*get_last_error)(struct ArrowArrayStream *);
+    void (*release)(struct ArrowArrayStream *);
+    void *private_data;
+};
+#endif
+
+/* The active table as an Arrow C stream of one struct batch (then the end):
+ * cache_id uint64 | sample_id uint64 | <stored columns by name> | weight float64,
+ * no nulls; bool columns are "b", int "l", float "g", string "U" (large_utf8).
+ * The stream owns copies of the columns, shared with whatever imports them
+ * without another copy, and valid after drt_dataset_destroy until the stream,
+ * the batch's array (and any child moved out of it) and every schema from
+ * get_schema are released, in any order, from any thread. On failure *out is
+ * untouched. */
+int32_t drt_dataset_metadata_arrow_stream(drt_dataset *dataset, struct ArrowArrayStream *out);
+
 /* An Arrow integer column widened to 64 bits, with its optional validity bitmap. */
 typedef struct drt_int_column {
     const uint64_t *values;
