@@ -124,12 +124,14 @@ def test_table_matches_what_was_written_before_and_after_an_edit(
         assert_exports_agree(dataset, edited)
 
 
-def test_frame_outlives_its_dataset(runtime: DatasetRuntime, tmp_path: Path) -> None:
+def test_frame_outlives_its_dataset_and_runtime(tmp_path: Path) -> None:
     rows = [(b"x", {"index": i, "label": f"label {i % 5}"}) for i in range(3000)]
+    runtime = DatasetRuntime(num_workers=2)
     [result] = runtime.write_cache(ListSource("kept", rows), tmp_path, writer_config=QUIET)
     dataset = runtime.cached_dataset([result.path], reader_config=IN_ORDER)
     frame = dataset.get_metadata()
     del dataset
+    runtime.close()
     gc.collect()
     # Memory freed with the dataset is likely reused by these.
     scratch = [bytes(4096) for _ in range(2000)]
