@@ -93,7 +93,7 @@ def assert_exports_agree(dataset: CachedDataset, expected: pl.DataFrame) -> None
 
 
 @settings(
-    max_examples=40,
+    max_examples=100,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
