@@ -19,9 +19,11 @@
 #      qemu-aarch64 (or the aarch64 Python, for pytest) is missing, except under CI
 #      (CI=true), where .ci/run installs them and a missing one fails the run.
 #   6. under wine: the Zig unit tests built for x86_64 Windows, then the Windows build
-#      (ReleaseSafe DLL) reading back the caches the C test program wrote on Linux
-#      (tests/c/abi_round_trip.c cross-compiled, in its `read` mode). Only reading: wine 8
-#      (Debian 12) answers the NtLockFile call a writer makes with NOT_IMPLEMENTED.
+#      (ReleaseSafe DLL, driven by tests/c/abi_round_trip.c cross-compiled) writing caches
+#      and reading them back, the Linux build reading (and hash-checking) those, and the
+#      Windows build reading the caches the C test program wrote on Linux. The writer
+#      locks with LockFileEx and renames and deletes through kernel32 where std's NT
+#      calls are not implemented by wine 8 (zig/file_lock.zig, zig/directory_entries.zig).
 #      Skipped like phase 5 when wine is missing (Debian: wine64).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -126,7 +128,7 @@ else
     missing "qemu-aarch64 or $aarch64_libc" "Debian: apt-get install qemu-user libc6-arm64-cross"
 fi
 
-phase "6/6 Zig unit tests on Windows and the Windows build reading caches, under wine"
+phase "6/6 Zig unit tests on Windows and the Windows build writing and reading caches, under wine"
 wine_program=$(command -v wine64 || command -v wine || true)
 if [[ -z "$wine_program" && -x /usr/lib/wine/wine64 ]]; then
     wine_program=/usr/lib/wine/wine64  # where Debian's wine64 package puts it
@@ -149,6 +151,8 @@ if [[ -n "$wine_program" ]]; then
         -o "$windows_dir/abi_round_trip"
     "$windows_dir/abi_round_trip" "$windows_dir/caches"  # writes and reads back on Linux
     (cd "$windows_dir" && "$wine_program" abi_round_trip.exe caches read)
+    (cd "$windows_dir" && "$wine_program" abi_round_trip.exe windows_caches)  # writes and reads back
+    "$windows_dir/abi_round_trip" "$windows_dir/windows_caches" read
     # wine's server outlives the program by a few seconds; let it save and exit first.
     wine_server=$(command -v wineserver || echo "$(dirname "$(readlink -f "$wine_program")")/wineserver64")
     if [[ -x "$wine_server" ]]; then

@@ -24,6 +24,8 @@ const shard_record = @import("shard_record.zig");
 const lz4 = @import("lz4.zig");
 const durable_files = @import("durable_files.zig");
 const file_status = @import("file_status.zig");
+const file_lock = @import("file_lock.zig");
+const directory_entries = @import("directory_entries.zig");
 const column_builder = @import("column_builder.zig");
 const ColumnBuilder = column_builder.ColumnBuilder;
 const thread_pool = @import("thread_pool.zig");
@@ -270,7 +272,7 @@ pub const CacheWriter = struct {
                 diagnostic.set("cannot create lock file {s}: {s}", .{ writer.lock_name, @errorName(err) });
                 return error.Io;
             };
-            file.lock(io, .exclusive) catch |err| {
+            file_lock.lockExclusive(io, file) catch |err| {
                 file.close(io);
                 diagnostic.set("cannot lock {s}: {s}", .{ writer.lock_name, @errorName(err) });
                 return error.Io;
@@ -305,8 +307,8 @@ pub const CacheWriter = struct {
 
     fn releaseLock(writer: *CacheWriter) void {
         const io = system.io();
-        writer.base_dir.deleteFile(io, writer.lock_name) catch {};
-        writer.lock_file.unlock(io);
+        directory_entries.deleteFile(io, writer.base_dir, writer.baseDirPath(), writer.lock_name) catch {};
+        file_lock.unlock(io, writer.lock_file);
         writer.lock_file.close(io);
         writer.allocator.free(writer.lock_name);
     }
@@ -1149,6 +1151,11 @@ pub const CacheWriter = struct {
         writer.syncInBackground(try durable_files.writeFile(writer.staging_dir.?, "manifest.json", text, diagnostic), .{ .staging = "manifest.json" });
     }
 
+    /// The base directory's path as given, with a trailing separator.
+    fn baseDirPath(writer: *const CacheWriter) []const u8 {
+        return writer.target_path[0 .. writer.target_path.len - writer.source_name.len];
+    }
+
     fn publish(writer: *CacheWriter, diagnostic: *Diagnostic) Error!void {
         const io = system.io();
         const started = system.monotonicNanoseconds();
@@ -1158,7 +1165,7 @@ pub const CacheWriter = struct {
             diagnostic.set("cache path already exists: {s}", .{writer.target_path});
             return error.AlreadyExists;
         }
-        std.Io.Dir.rename(writer.base_dir, writer.staging_name, writer.base_dir, writer.source_name, io) catch |err| {
+        directory_entries.rename(io, writer.base_dir, writer.baseDirPath(), writer.staging_name, writer.source_name) catch |err| {
             diagnostic.set("cannot publish {s}: {s}", .{ writer.target_path, @errorName(err) });
             return error.Io;
         };

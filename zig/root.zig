@@ -14,7 +14,9 @@ test {
     _ = @import("dataset.zig");
     _ = @import("deferred_reads.zig");
     _ = @import("diagnostic.zig");
+    _ = @import("directory_entries.zig");
     _ = @import("durable_files.zig");
+    _ = @import("file_lock.zig");
     _ = @import("file_status.zig");
     _ = @import("file_view.zig");
     _ = @import("flatbuffers.zig");

@@ -1,0 +1,97 @@
+//! Renaming and deleting the writer's directory entries. std does both; on
+//! Windows it asks for POSIX semantics (FileRenameInformationEx,
+//! FileDispositionInformationEx) and falls back to the classic calls only on
+//! the statuses old Windows versions return. wine 8 answers those classes with
+//! NOT_IMPLEMENTED, which std reports as `Unexpected`: then the same entry is
+//! renamed or deleted through kernel32 (`MoveFileExW`, `DeleteFileW`), so the
+//! Windows build's writer also runs under wine, where it is tested.
+const std = @import("std");
+const builtin = @import("builtin");
+
+/// Renames `old_name` to `new_name` in `dir`, whose path (as the process
+/// opened it, ending with a separator) is `dir_path`.
+pub fn rename(io: std.Io, dir: std.Io.Dir, dir_path: []const u8, old_name: []const u8, new_name: []const u8) !void {
+    std.Io.Dir.rename(dir, old_name, dir, new_name, io) catch |err| {
+        if (builtin.os.tag != .windows or err != error.Unexpected) return err;
+        var paths: WidePaths = try .init(dir_path, old_name, new_name);
+        defer paths.deinit();
+        // Without MOVEFILE_REPLACE_EXISTING: an existing target is never replaced.
+        if (MoveFileExW(paths.first.ptr, paths.second.?.ptr, 0) == 0) return windowsError();
+    };
+}
+
+/// Deletes the file `name` in `dir` (see `rename` for `dir_path`).
+pub fn deleteFile(io: std.Io, dir: std.Io.Dir, dir_path: []const u8, name: []const u8) !void {
+    dir.deleteFile(io, name) catch |err| {
+        if (builtin.os.tag != .windows or err != error.Unexpected) return err;
+        var paths: WidePaths = try .init(dir_path, name, null);
+        defer paths.deinit();
+        if (DeleteFileW(paths.first.ptr) == 0) return windowsError();
+    };
+}
+
+/// `dir_path ++ name` as Win32 wide strings (kernel32 turns '/' into '\').
+const WidePaths = struct {
+    first: [:0]u16,
+    second: ?[:0]u16 = null,
+
+    const allocator = std.heap.c_allocator;
+
+    fn init(dir_path: []const u8, first: []const u8, second: ?[]const u8) !WidePaths {
+        var paths: WidePaths = .{ .first = try wide(dir_path, first) };
+        errdefer allocator.free(paths.first);
+        if (second) |name| paths.second = try wide(dir_path, name);
+        return paths;
+    }
+
+    fn wide(dir_path: []const u8, name: []const u8) ![:0]u16 {
+        const joined = try std.mem.concat(allocator, u8, &.{ dir_path, name });
+        defer allocator.free(joined);
+        return std.unicode.wtf8ToWtf16LeAllocZ(allocator, joined);
+    }
+
+    fn deinit(paths: *WidePaths) void {
+        allocator.free(paths.first);
+        if (paths.second) |second| allocator.free(second);
+    }
+};
+
+fn windowsError() error{ PathAlreadyExists, FileNotFound, AccessDenied, Unexpected } {
+    return switch (std.os.windows.GetLastError()) {
+        .ALREADY_EXISTS, .FILE_EXISTS => error.PathAlreadyExists,
+        .FILE_NOT_FOUND, .PATH_NOT_FOUND => error.FileNotFound,
+        .ACCESS_DENIED, .SHARING_VIOLATION => error.AccessDenied,
+        else => error.Unexpected,
+    };
+}
+
+extern "kernel32" fn MoveFileExW(existing: [*:0]const u16, new: [*:0]const u16, flags: u32) callconv(.winapi) c_int;
+extern "kernel32" fn DeleteFileW(name: [*:0]const u16) callconv(.winapi) c_int;
+
+test "an entry is renamed, then a file deleted" {
+    const system = @import("system.zig");
+    const io = system.io();
+    const allocator = std.testing.allocator;
+    var tmp = std.testing.tmpDir(.{});
+    defer tmp.cleanup();
+    var buffer: [std.fs.max_path_bytes]u8 = undefined;
+    const root_len = try tmp.dir.realPath(io, &buffer);
+    const prefix = try std.mem.concat(allocator, u8, &.{ buffer[0..root_len], std.fs.path.sep_str });
+    defer allocator.free(prefix);
+    const file = try tmp.dir.createFile(io, "a", .{});
+    file.close(io);
+    try tmp.dir.createDir(io, "staging", .default_dir);
+    try rename(io, tmp.dir, prefix, "staging", "published");
+    try deleteFile(io, tmp.dir, prefix, "a");
+    // Checked by absolute path: under wine, a lookup relative to `tmp.dir` does
+    // not see entries renamed by absolute path (on Linux both work).
+    inline for (.{ .{ "staging", false }, .{ "published", true }, .{ "a", false } }) |entry| {
+        const path = try std.mem.concat(allocator, u8, &.{ prefix, entry[0] });
+        defer allocator.free(path);
+        if (entry[1]) {
+            try std.Io.Dir.cwd().access(io, path, .{});
+        } else {
+            try std.testing.expectError(error.FileNotFound, std.Io.Dir.cwd().access(io, path, .{}));
+        }
+    }
+}
