@@ -2,7 +2,8 @@
  * Writes three caches through the C ABI (lz4 with copied pushes; uncompressed
  * with borrowed payloads; the same by metadata columns) and reads every record
  * back (the second with deferred payloads), with each one's metadata table
- * through the Arrow C stream, using only
+ * through the Arrow C stream, and checks that a second writer of a published
+ * name is refused, using only
  * dataset_rt.h and the shared library. Usage: abi_round_trip <base_dir> [read]
  * With `read` it only reads the caches a previous run left in <base_dir> (how
  * scripts/test.sh has the Windows build read caches written on Linux).
@@ -106,6 +107,21 @@ static int write_cache(drt_runtime *runtime, const char *base_dir, const char *n
     }
     printf("published %s\n", drt_writer_path(writer));
     drt_writer_destroy(writer);
+    /* A second writer of the published name is refused, and neither writer
+     * leaves its lock file behind. */
+    drt_writer *again = NULL;
+    if (drt_writer_create(runtime, base_dir, strlen(base_dir), name, strlen(name), &options, &again) != DRT_ERR_ALREADY_EXISTS) {
+        fprintf(stderr, "%s: a second writer of a published cache was not refused: %s\n", name, drt_last_error());
+        return 1;
+    }
+    char lock_path[4096];
+    snprintf(lock_path, sizeof lock_path, "%s/tmp/%s.lock", base_dir, name);
+    FILE *lock = fopen(lock_path, "rb");
+    if (lock != NULL) {
+        fclose(lock);
+        fprintf(stderr, "%s: the lock file %s was left behind\n", name, lock_path);
+        return 1;
+    }
     return 0;
 }
 
