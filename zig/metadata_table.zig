@@ -95,11 +95,11 @@ fn gather(allocator: std.mem.Allocator, dataset: *const Dataset, table: *const A
                 for (built, cache.columns) |*column, cache_column| try column.appendValues(allocator, cache_column.values);
             }
         } else {
-            for (0..row_count) |row| {
-                const location = table.location(row);
-                const cache = dataset.caches[location.cache_id];
+            // Each row's identity is located once, above.
+            for (cache_ids, sample_ids) |cache_id, sample_id| {
+                const cache = dataset.caches[@intCast(cache_id)];
                 for (built, cache.columns) |*column, cache_column| {
-                    try column.append(allocator, cache_column.values.get(@intCast(location.sample_id)));
+                    try column.append(allocator, cache_column.values.get(@intCast(sample_id)));
                 }
             }
         }
