@@ -201,7 +201,7 @@ pub fn exportStream(
             .buffers = &buffer_slots[i],
             .children = null,
             .dictionary = null,
-            .release = releaseChildArray,
+            .release = ArrayRelease.child,
             .private_data = batch,
         };
         child_pointers[i] = &children[i];
@@ -215,7 +215,7 @@ pub fn exportStream(
         .buffers = &batch.parent_buffers,
         .children = child_pointers.ptr,
         .dictionary = null,
-        .release = releaseStructArray,
+        .release = ArrayRelease.parent,
         .private_data = batch,
     };
     out.* = .{
@@ -245,28 +245,42 @@ fn batchOf(private_data: ?*anyopaque) *Batch {
     return @ptrCast(@alignCast(private_data.?));
 }
 
-fn releaseChildArray(array: *ArrowArray) callconv(.c) void {
-    const batch = batchOf(array.private_data);
-    array.release = null;
-    batch.release();
+/// The release callbacks of a struct `Node` (ArrowArray or ArrowSchema) and of
+/// its children, each holding a reference on the `Shared` in its private data
+/// (the `Batch` or the `SchemaTree`, whose `child_pointers` are the children).
+fn NodeRelease(comptime Node: type, comptime Shared: type) type {
+    return struct {
+        fn sharedOf(node: *Node) *Shared {
+            return @ptrCast(@alignCast(node.private_data.?));
+        }
+
+        fn child(node: *Node) callconv(.c) void {
+            const shared = sharedOf(node);
+            node.release = null;
+            shared.release();
+        }
+
+        /// Releases the children the consumer did not move out, then the struct's own reference.
+        fn parent(node: *Node) callconv(.c) void {
+            const shared = sharedOf(node);
+            for (shared.child_pointers) |child_node| {
+                if (child_node.release) |release| release(child_node);
+            }
+            node.release = null;
+            shared.release();
+        }
+    };
 }
 
-/// Releases the children the consumer did not move out, then the struct array's own reference.
-fn releaseStructArray(array: *ArrowArray) callconv(.c) void {
-    const batch = batchOf(array.private_data);
-    for (batch.child_pointers) |child| {
-        if (child.release) |release| release(child);
-    }
-    array.release = null;
-    batch.release();
-}
+const ArrayRelease = NodeRelease(ArrowArray, Batch);
+const SchemaRelease = NodeRelease(ArrowSchema, SchemaTree);
 
 fn releaseStream(stream: *ArrowArrayStream) callconv(.c) void {
     const batch = batchOf(stream.private_data);
     stream.release = null;
     if (!batch.array_taken) {
         batch.array_taken = true;
-        releaseStructArray(&batch.array);
+        ArrayRelease.parent(&batch.array);
     }
     batch.release();
 }
@@ -334,7 +348,7 @@ fn buildSchema(batch: *Batch, out: *ArrowSchema) error{OutOfMemory}!void {
             .n_children = 0,
             .children = null,
             .dictionary = null,
-            .release = releaseChildSchema,
+            .release = SchemaRelease.child,
             .private_data = tree,
         };
         pointer.* = child;
@@ -348,28 +362,9 @@ fn buildSchema(batch: *Batch, out: *ArrowSchema) error{OutOfMemory}!void {
         .n_children = @intCast(count),
         .children = child_pointers.ptr,
         .dictionary = null,
-        .release = releaseStructSchema,
+        .release = SchemaRelease.parent,
         .private_data = tree,
     };
-}
-
-fn treeOf(private_data: ?*anyopaque) *SchemaTree {
-    return @ptrCast(@alignCast(private_data.?));
-}
-
-fn releaseChildSchema(schema: *ArrowSchema) callconv(.c) void {
-    const tree = treeOf(schema.private_data);
-    schema.release = null;
-    tree.release();
-}
-
-fn releaseStructSchema(schema: *ArrowSchema) callconv(.c) void {
-    const tree = treeOf(schema.private_data);
-    for (tree.child_pointers) |child| {
-        if (child.release) |release| release(child);
-    }
-    schema.release = null;
-    tree.release();
 }
 
 // Tests: the export is read back through the interface as a consumer would.
