@@ -24,15 +24,20 @@ IDENTITY_COLUMNS = ("cache_id", "sample_id")
 WEIGHT_COLUMN = "weight"
 
 
-def read(handle: _DatasetHandle, extra_columns: pl.DataFrame | None) -> pl.DataFrame:
-    """The active table with the extra columns of the last `install`, if any."""
+def core_stream(handle: _DatasetHandle) -> CoreStream:
+    """The core's Arrow C stream of the active table (without extra columns)."""
 
     def fill(stream: object) -> None:
         _native.check(_native.lib.drt_dataset_metadata_arrow_stream(handle.value, stream))
 
+    return CoreStream(fill)
+
+
+def read(handle: _DatasetHandle, extra_columns: pl.DataFrame | None) -> pl.DataFrame:
+    """The active table with the extra columns of the last `install`, if any."""
     # Polars takes the core's columns as they are: no serialized copy of the
     # table (45 MiB for 1,000,000 rows) nor a second one in Python bytes.
-    stream = CoreStream(fill)
+    stream = core_stream(handle)
     try:
         frame = pl.DataFrame(stream)
     finally:
