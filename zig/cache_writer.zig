@@ -314,14 +314,7 @@ pub const CacheWriter = struct {
     }
 
     fn targetExists(writer: *CacheWriter) bool {
-        const io = system.io();
-        writer.base_dir.access(io, writer.source_name, .{}) catch {
-            // Under wine a lookup relative to the directory's handle misses an
-            // entry renamed by path (`directory_entries`' fallback): ask by path too.
-            if (builtin.os.tag != .windows) return false;
-            std.Io.Dir.cwd().access(io, writer.target_path, .{}) catch return false;
-        };
-        return true;
+        return directory_entries.exists(system.io(), writer.base_dir, writer.source_name, writer.target_path);
     }
 
     fn createStaging(writer: *CacheWriter, diagnostic: *Diagnostic) Error!void {

@@ -1,5 +1,5 @@
-//! Renaming and deleting the writer's directory entries. std does both; on
-//! Windows it asks for POSIX semantics (FileRenameInformationEx,
+//! Renaming, deleting and finding the writer's directory entries. std renames
+//! and deletes; on Windows it asks for POSIX semantics (FileRenameInformationEx,
 //! FileDispositionInformationEx) and falls back to the classic calls only on
 //! the statuses old Windows versions return. wine 8 answers those classes with
 //! NOT_IMPLEMENTED, which std reports as `Unexpected`: then the same entry is
@@ -28,6 +28,18 @@ pub fn deleteFile(io: std.Io, dir: std.Io.Dir, dir_path: []const u8, name: []con
         defer paths.deinit();
         if (DeleteFileW(paths.first.ptr) == 0) return windowsError();
     };
+}
+
+/// Whether `name` exists in `dir`; `path` is the same entry by path, as the
+/// process opened the directory. Under wine a lookup relative to the
+/// directory's handle misses an entry renamed by path (the fallback above), so
+/// on Windows a miss is asked again by path.
+pub fn exists(io: std.Io, dir: std.Io.Dir, name: []const u8, path: []const u8) bool {
+    dir.access(io, name, .{}) catch {
+        if (builtin.os.tag != .windows) return false;
+        std.Io.Dir.cwd().access(io, path, .{}) catch return false;
+    };
+    return true;
 }
 
 /// `dir_path ++ name` as Win32 wide strings (kernel32 turns '/' into '\').
@@ -82,6 +94,9 @@ test "an entry is renamed, then a file deleted" {
     file.close(io);
     try tmp.dir.createDir(io, "staging", .default_dir);
     try rename(io, tmp.dir, prefix, "staging", "published");
+    const published = try std.mem.concat(std.testing.allocator, u8, &.{ prefix, "published" });
+    defer std.testing.allocator.free(published);
+    try std.testing.expect(exists(io, tmp.dir, "published", published));
     try deleteFile(io, tmp.dir, prefix, "a");
     // Checked by absolute path: under wine, a lookup relative to `tmp.dir` does
     // not see entries renamed by absolute path (on Linux both work).
