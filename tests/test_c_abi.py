@@ -7,8 +7,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from conftest import compile_c
-from dataset_rt import _native
+from conftest import QUIET, ListSource, compile_c, simple_samples
+from dataset_rt import CacheWriteSuccess, DatasetRuntime, _native
 
 HERE = Path(__file__).parent
 HEADER_DIR = HERE.parent / "zig" / "include"
@@ -52,3 +52,41 @@ def test_c_program_writes_and_reads_back_a_cache(tmp_path: Path) -> None:
     assert reread.returncode == 0, f"C re-read failed:\n{reread.stdout}\n{reread.stderr}"
     assert "published" not in reread.stdout
     assert reread.stdout.count("read back 1000 samples of ") == 4
+
+
+def test_the_pipeline_pace_benchmark_reads_every_planned_sample(
+    tmp_path: Path, runtime: DatasetRuntime
+) -> None:
+    """benchmarks/pipeline_pace.c (docs/benchmarks.md) builds against the header and
+    library alone and passes over a cache, ordered and shuffled."""
+    library = _native.library_path.resolve()
+    program = tmp_path / "pipeline_pace"
+    compile_c(
+        HERE.parent / "benchmarks" / "pipeline_pace.c",
+        program,
+        "-Wextra",
+        "-I",
+        str(HEADER_DIR),
+        str(library),
+        f"-Wl,-rpath,{library.parent}",
+    )
+    [result] = runtime.write_cache(
+        ListSource("paced", simple_samples(300)), tmp_path, writer_config=QUIET
+    )
+    assert isinstance(result, CacheWriteSuccess), result
+    for shuffle, passes, extra in (("0", "2", []), ("1", "3", ["5", "16"])):
+        run = subprocess.run(
+            [str(program), str(result.path), shuffle, passes, *extra],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert run.returncode == 0, run.stderr
+        lines = run.stdout.splitlines()
+        assert len(lines) == int(passes), run.stdout
+        assert all(line.endswith("(300 samples)") for line in lines), run.stdout
+    missing = subprocess.run(
+        [str(program), str(tmp_path / "absent"), "1", "1"], capture_output=True, text=True
+    )
+    assert missing.returncode == 1
+    assert "absent" in missing.stderr
