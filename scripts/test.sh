@@ -10,8 +10,9 @@
 #   4. the library cross-compiles for the other wheel targets (a target that no longer
 #      compiles is caught; a cold Zig cache takes several minutes).
 #   5. under qemu-user, on aarch64: the Zig unit tests (built for musl, static), then the
-#      aarch64 wheel's library (glibc 2.17, ReleaseSafe) writing and reading back caches
-#      through the C test program (Debian's libc6-arm64-cross provides the loader and
+#      aarch64 wheel's library (glibc 2.17, ReleaseSafe) writing and reading back caches,
+#      and two writers of one name, through the C test programs (Debian's
+#      libc6-arm64-cross provides the loader and
 #      libc), then pytest with that library, run by an aarch64 CPython
 #      (scripts/setup_aarch64_python.sh prepares it in .aarch64-python). The core's code on
 #      another CPU: portable SHA-256, atomics, alignment, and the system calls as that
@@ -21,9 +22,10 @@
 #   6. under wine: the Zig unit tests built for x86_64 Windows, then the Windows build
 #      (ReleaseSafe DLL, driven by tests/c/abi_round_trip.c cross-compiled) writing caches
 #      and reading them back, the Linux build reading (and hash-checking) those, and the
-#      Windows build reading the caches the C test program wrote on Linux. The writer
-#      locks with LockFileEx and renames and deletes through kernel32 where std's NT
-#      calls are not implemented by wine 8 (zig/file_lock.zig, zig/directory_entries.zig).
+#      Windows build reading the caches the C test program wrote on Linux, then two
+#      writers of one name at once (tests/c/writer_lock.c). The writer locks with
+#      LockFileEx and renames and deletes through kernel32 where std's NT calls are
+#      not implemented by wine 8 (zig/file_lock.zig, zig/directory_entries.zig).
 #      Skipped like phase 5 when wine is missing (Debian: wine64).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -93,8 +95,9 @@ for target in aarch64-linux-gnu.2.17 aarch64-macos.11.0 x86_64-macos.11.0 x86_64
 done
 rm -rf "$cross_prefix"
 
-# The C test program, as phases 5 and 6 build it for other targets.
-c_test_flags=(-std=c11 -Wall -Werror -I zig/include tests/c/abi_round_trip.c)
+# The C test programs, as phases 5 and 6 build them for other targets.
+c_test_flags=(-std=c11 -Wall -Wextra -Werror -I zig/include tests/c/abi_round_trip.c)
+c_lock_test_flags=(-std=c11 -Wall -Wextra -Werror -I zig/include tests/c/writer_lock.c)
 
 phase "5/6 Zig unit tests, the C round trip and pytest on aarch64, under qemu-user"
 aarch64_libc=/usr/aarch64-linux-gnu
@@ -107,6 +110,10 @@ if command -v qemu-aarch64 >/dev/null && [[ -e "$aarch64_libc/lib/ld-linux-aarch
         "$aarch64_dir/build/lib/libdataset_rt.so" -Wl,-rpath,"$aarch64_dir/build/lib" \
         -o "$aarch64_dir/abi_round_trip"
     qemu-aarch64 -L "$aarch64_libc" "$aarch64_dir/abi_round_trip" "$aarch64_dir/caches"
+    python -m ziglang cc -target aarch64-linux-gnu.2.17 "${c_lock_test_flags[@]}" \
+        "$aarch64_dir/build/lib/libdataset_rt.so" -Wl,-rpath,"$aarch64_dir/build/lib" \
+        -o "$aarch64_dir/writer_lock"
+    qemu-aarch64 -L "$aarch64_libc" "$aarch64_dir/writer_lock" "$aarch64_dir/lock_caches"
     # Absolute: tests start it, and hand PYTHONPATH on, from other working directories.
     aarch64_python=$(realpath -m "${DATASET_RT_AARCH64_PYTHON:-.aarch64-python}")
     if [[ -x "$aarch64_python/bin/python3" ]]; then
@@ -153,6 +160,10 @@ if [[ -n "$wine_program" ]]; then
     (cd "$windows_dir" && "$wine_program" abi_round_trip.exe caches read)
     (cd "$windows_dir" && "$wine_program" abi_round_trip.exe windows_caches)  # writes and reads back
     "$windows_dir/abi_round_trip" "$windows_dir/windows_caches" read
+    # Two writers of one name (LockFileEx), and a failed write's cleanup.
+    python -m ziglang cc -target x86_64-windows-gnu "${c_lock_test_flags[@]}" \
+        -L "$windows_dir/build/lib" -ldataset_rt -o "$windows_dir/writer_lock.exe"
+    (cd "$windows_dir" && "$wine_program" writer_lock.exe lock_caches)
     # wine's server outlives the program by a few seconds; let it save and exit first.
     wine_server=$(command -v wineserver || echo "$(dirname "$(readlink -f "$wine_program")")/wineserver64")
     if [[ -x "$wine_server" ]]; then

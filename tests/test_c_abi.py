@@ -1,6 +1,7 @@
-"""The C ABI works from C alone: a program compiled against only dataset_rt.h and
-the shared library writes caches and reads every record back, also with
-deferred payloads."""
+"""The C ABI works from C alone: programs compiled against only dataset_rt.h and
+the shared library write caches and read every record back (also with deferred
+payloads), contend for one cache name from two threads, and time the read
+pipeline (the benchmark tool, checked here so that it keeps building)."""
 
 from __future__ import annotations
 
@@ -14,17 +15,23 @@ HERE = Path(__file__).parent
 HEADER_DIR = HERE.parent / "zig" / "include"
 
 
-def test_c_program_writes_and_reads_back_a_cache(tmp_path: Path) -> None:
+def compile_against_library(source: Path, program: Path) -> None:
+    """Compiles a C program against dataset_rt.h and the library under test alone."""
     library = _native.library_path.resolve()
-    program = tmp_path / "abi_round_trip"
     compile_c(
-        HERE / "c" / "abi_round_trip.c",
+        source,
         program,
+        "-Wextra",
         "-I",
         str(HEADER_DIR),
         str(library),
         f"-Wl,-rpath,{library.parent}",
     )
+
+
+def test_c_program_writes_and_reads_back_a_cache(tmp_path: Path) -> None:
+    program = tmp_path / "abi_round_trip"
+    compile_against_library(HERE / "c" / "abi_round_trip.c", program)
     result = subprocess.run(
         [str(program), str(tmp_path / "caches")], capture_output=True, text=True, timeout=300
     )
@@ -59,17 +66,8 @@ def test_the_pipeline_pace_benchmark_reads_every_planned_sample(
 ) -> None:
     """benchmarks/pipeline_pace.c (docs/benchmarks.md) builds against the header and
     library alone and passes over a cache, ordered and shuffled."""
-    library = _native.library_path.resolve()
     program = tmp_path / "pipeline_pace"
-    compile_c(
-        HERE.parent / "benchmarks" / "pipeline_pace.c",
-        program,
-        "-Wextra",
-        "-I",
-        str(HEADER_DIR),
-        str(library),
-        f"-Wl,-rpath,{library.parent}",
-    )
+    compile_against_library(HERE.parent / "benchmarks" / "pipeline_pace.c", program)
     [result] = runtime.write_cache(
         ListSource("paced", simple_samples(300)), tmp_path, writer_config=QUIET
     )
@@ -90,3 +88,23 @@ def test_the_pipeline_pace_benchmark_reads_every_planned_sample(
     )
     assert missing.returncode == 1
     assert "absent" in missing.stderr
+
+
+def test_a_second_writer_of_a_name_waits_for_the_first(tmp_path: Path) -> None:
+    """tests/c/writer_lock.c: while one writer holds a name, a second one (another
+    thread) waits; it is then refused once the first has published, or writes its
+    own cache when the first gave up, and neither leaves anything in tmp/."""
+    program = tmp_path / "writer_lock"
+    compile_against_library(HERE / "c" / "writer_lock.c", program)
+    base = tmp_path / "caches"
+    result = subprocess.run([str(program), str(base)], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, f"writer lock test failed:\n{result.stdout}\n{result.stderr}"
+    published = _native.ERR_ALREADY_EXISTS
+    assert f"locked_published: the second writer waited, then ended with status {published}" in (
+        result.stdout
+    )
+    assert "locked_abandoned: the second writer waited, then ended with status 0" in result.stdout
+    assert sorted(entry.name for entry in base.iterdir()) == [
+        "locked_abandoned",
+        "locked_published",
+    ]

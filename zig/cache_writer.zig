@@ -332,7 +332,7 @@ pub const CacheWriter = struct {
             diagnostic.set("cannot create staging directory {s}: {s}", .{ writer.staging_name, @errorName(err) });
             return error.Io;
         };
-        errdefer writer.base_dir.deleteTree(io, writer.staging_name) catch {};
+        errdefer directory_entries.deleteTree(io, writer.base_dir, writer.baseDirPath(), writer.staging_name);
         const staging_dir = writer.base_dir.openDir(io, writer.staging_name, .{}) catch |err| {
             diagnostic.set("cannot open staging directory {s}: {s}", .{ writer.staging_name, @errorName(err) });
             return error.Io;
@@ -370,7 +370,7 @@ pub const CacheWriter = struct {
         writer.encoded_waiting.deinit(allocator);
         if (writer.shard) |*shard| shard.file.close(io);
         writer.closeStaging();
-        if (writer.phase != .published) writer.base_dir.deleteTree(io, writer.staging_name) catch {};
+        if (writer.phase != .published) directory_entries.deleteTree(io, writer.base_dir, writer.baseDirPath(), writer.staging_name);
         writer.releaseLock();
         writer.base_dir.close(io);
         column_builder.deinitAll(allocator, writer.columns);

@@ -3,8 +3,9 @@
 //! FileDispositionInformationEx) and falls back to the classic calls only on
 //! the statuses old Windows versions return. wine 8 answers those classes with
 //! NOT_IMPLEMENTED, which std reports as `Unexpected`: then the same entry is
-//! renamed or deleted through kernel32 (`MoveFileExW`, `DeleteFileW`), so the
-//! Windows build's writer also runs under wine, where it is tested.
+//! renamed or deleted through kernel32 (`MoveFileExW`, `DeleteFileW`,
+//! `RemoveDirectoryW`), so the Windows build's writer also runs under wine,
+//! where it is tested.
 const std = @import("std");
 const builtin = @import("builtin");
 
@@ -28,6 +29,54 @@ pub fn deleteFile(io: std.Io, dir: std.Io.Dir, dir_path: []const u8, name: []con
         defer paths.deinit();
         if (DeleteFileW(paths.first.ptr) == 0) return windowsError();
     };
+}
+
+/// Deletes the directory `name` in `dir` with everything in it, as far as it
+/// can (see `rename` for `dir_path`): a failed write's cleanup, which has no
+/// one to report a leftover to.
+pub fn deleteTree(io: std.Io, dir: std.Io.Dir, dir_path: []const u8, name: []const u8) void {
+    dir.deleteTree(io, name) catch |err| {
+        if (builtin.os.tag != .windows or err != error.Unexpected) return;
+        deleteTreeEntryByEntry(io, dir, dir_path, name, tree_depth_max) catch {};
+    };
+}
+
+/// Deeper than the writer's staging directory (`<staging>/shards/<file>`) ever is.
+const tree_depth_max = 8;
+
+/// `deleteTree` through `deleteFile` and `RemoveDirectoryW`: each entry's name
+/// is taken before it is deleted, since a listing may skip entries deleted
+/// under it.
+fn deleteTreeEntryByEntry(io: std.Io, dir: std.Io.Dir, dir_path: []const u8, name: []const u8, depth_left: u32) !void {
+    if (depth_left == 0) return error.Unexpected;
+    const allocator = WidePaths.allocator;
+    const path = try std.mem.concat(allocator, u8, &.{ dir_path, name, std.fs.path.sep_str });
+    defer allocator.free(path);
+    {
+        var tree = try dir.openDir(io, name, .{ .iterate = true });
+        defer tree.close(io);
+        var entries: std.ArrayList(struct { name: []u8, is_dir: bool }) = .empty;
+        defer {
+            for (entries.items) |entry| allocator.free(entry.name);
+            entries.deinit(allocator);
+        }
+        var iterator = tree.iterate();
+        while (try iterator.next(io)) |entry| {
+            const copy = try allocator.dupe(u8, entry.name);
+            errdefer allocator.free(copy);
+            try entries.append(allocator, .{ .name = copy, .is_dir = entry.kind == .directory });
+        }
+        for (entries.items) |entry| {
+            if (entry.is_dir) {
+                try deleteTreeEntryByEntry(io, tree, path, entry.name, depth_left - 1);
+            } else {
+                try deleteFile(io, tree, path, entry.name);
+            }
+        }
+    } // closed: a directory open here could not be removed
+    var paths: WidePaths = try .init(dir_path, name, null);
+    defer paths.deinit();
+    if (RemoveDirectoryW(paths.first.ptr) == 0) return windowsError();
 }
 
 /// Whether `name` exists in `dir`; `path` is the same entry by path, as the
@@ -79,6 +128,14 @@ fn windowsError() error{ PathAlreadyExists, FileNotFound, AccessDenied, Unexpect
 
 extern "kernel32" fn MoveFileExW(existing: [*:0]const u16, new: [*:0]const u16, flags: u32) callconv(.winapi) c_int;
 extern "kernel32" fn DeleteFileW(name: [*:0]const u16) callconv(.winapi) c_int;
+extern "kernel32" fn RemoveDirectoryW(name: [*:0]const u16) callconv(.winapi) c_int;
+
+/// A test's temporary directory's path, ending with a separator (the `dir_path` of the functions above).
+fn testDirPath(io: std.Io, tmp: std.testing.TmpDir) ![]u8 {
+    var buffer: [std.fs.max_path_bytes]u8 = undefined;
+    const root_len = try tmp.dir.realPath(io, &buffer);
+    return std.mem.concat(std.testing.allocator, u8, &.{ buffer[0..root_len], std.fs.path.sep_str });
+}
 
 test "an entry is renamed, then a file deleted" {
     const system = @import("system.zig");
@@ -86,9 +143,7 @@ test "an entry is renamed, then a file deleted" {
     const allocator = std.testing.allocator;
     var tmp = std.testing.tmpDir(.{});
     defer tmp.cleanup();
-    var buffer: [std.fs.max_path_bytes]u8 = undefined;
-    const root_len = try tmp.dir.realPath(io, &buffer);
-    const prefix = try std.mem.concat(allocator, u8, &.{ buffer[0..root_len], std.fs.path.sep_str });
+    const prefix = try testDirPath(io, tmp);
     defer allocator.free(prefix);
     const file = try tmp.dir.createFile(io, "a", .{});
     file.close(io);
@@ -109,4 +164,28 @@ test "an entry is renamed, then a file deleted" {
             try std.testing.expectError(error.FileNotFound, std.Io.Dir.cwd().access(io, path, .{}));
         }
     }
+}
+
+test "a tree of directories and files is deleted" {
+    const io = @import("system.zig").io();
+    const allocator = std.testing.allocator;
+    var tmp = std.testing.tmpDir(.{});
+    defer tmp.cleanup();
+    const prefix = try testDirPath(io, tmp);
+    defer allocator.free(prefix);
+    try tmp.dir.createDir(io, "keep", .default_dir);
+    try tmp.dir.createDir(io, "keep/staging", .default_dir);
+    try tmp.dir.createDir(io, "keep/staging/shards", .default_dir);
+    for ([_][]const u8{ "keep/staging/manifest.json", "keep/staging/shards/000000.bin", "keep/staging/shards/000001.bin" }) |name| {
+        const file = try tmp.dir.createFile(io, name, .{});
+        try file.writeStreamingAll(io, "bytes");
+        file.close(io);
+    }
+    deleteTree(io, tmp.dir, prefix, "keep/staging");
+    const staging = try std.mem.concat(allocator, u8, &.{ prefix, "keep/staging" });
+    defer allocator.free(staging);
+    const keep = try std.mem.concat(allocator, u8, &.{ prefix, "keep" });
+    defer allocator.free(keep);
+    try std.testing.expectError(error.FileNotFound, std.Io.Dir.cwd().access(io, staging, .{}));
+    try std.Io.Dir.cwd().access(io, keep, .{});
 }
