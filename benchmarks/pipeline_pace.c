@@ -71,8 +71,10 @@ int main(int argc, char **argv) {
             }
             if (batch == NULL) break;
             samples += batch->count;
-            const double waited = seconds(CLOCK_MONOTONIC);
-            while (wait > 0 && seconds(CLOCK_MONOTONIC) - waited < wait) {
+            if (wait > 0) {
+                const double waited = seconds(CLOCK_MONOTONIC);
+                while (seconds(CLOCK_MONOTONIC) - waited < wait) {
+                }
             }
             drt_batch_release(batch);
         }
