@@ -95,9 +95,9 @@ for target in aarch64-linux-gnu.2.17 aarch64-macos.11.0 x86_64-macos.11.0 x86_64
 done
 rm -rf "$cross_prefix"
 
-# The C test programs, as phases 5 and 6 build them for other targets.
-c_test_flags=(-std=c11 -Wall -Wextra -Werror -I zig/include tests/c/abi_round_trip.c)
-c_lock_test_flags=(-std=c11 -Wall -Wextra -Werror -I zig/include tests/c/writer_lock.c)
+# The C test programs (tests/c/<program>.c), as phases 5 and 6 build them for other targets.
+c_test_flags=(-std=c11 -Wall -Wextra -Werror -I zig/include)
+c_test_programs=(abi_round_trip writer_lock)
 
 phase "5/6 Zig unit tests, the C round trip and pytest on aarch64, under qemu-user"
 aarch64_libc=/usr/aarch64-linux-gnu
@@ -106,13 +106,12 @@ if command -v qemu-aarch64 >/dev/null && [[ -e "$aarch64_libc/lib/ld-linux-aarch
     aarch64_dir=$(mktemp -d)
     python -m ziglang build -Doptimize=ReleaseSafe -Dtarget=aarch64-linux-gnu.2.17 --prefix "$aarch64_dir/build"
     check_glibc "$aarch64_dir/build/lib/libdataset_rt.so"
-    python -m ziglang cc -target aarch64-linux-gnu.2.17 "${c_test_flags[@]}" \
-        "$aarch64_dir/build/lib/libdataset_rt.so" -Wl,-rpath,"$aarch64_dir/build/lib" \
-        -o "$aarch64_dir/abi_round_trip"
+    for program in "${c_test_programs[@]}"; do
+        python -m ziglang cc -target aarch64-linux-gnu.2.17 "${c_test_flags[@]}" "tests/c/$program.c" \
+            "$aarch64_dir/build/lib/libdataset_rt.so" -Wl,-rpath,"$aarch64_dir/build/lib" \
+            -o "$aarch64_dir/$program"
+    done
     qemu-aarch64 -L "$aarch64_libc" "$aarch64_dir/abi_round_trip" "$aarch64_dir/caches"
-    python -m ziglang cc -target aarch64-linux-gnu.2.17 "${c_lock_test_flags[@]}" \
-        "$aarch64_dir/build/lib/libdataset_rt.so" -Wl,-rpath,"$aarch64_dir/build/lib" \
-        -o "$aarch64_dir/writer_lock"
     qemu-aarch64 -L "$aarch64_libc" "$aarch64_dir/writer_lock" "$aarch64_dir/lock_caches"
     # Absolute: tests start it, and hand PYTHONPATH on, from other working directories.
     aarch64_python=$(realpath -m "${DATASET_RT_AARCH64_PYTHON:-.aarch64-python}")
@@ -152,17 +151,17 @@ if [[ -n "$wine_program" ]]; then
     PATH="$windows_dir/bin:$PATH" python -m ziglang build test -Dtarget=x86_64-windows -fwine --summary all
     python -m ziglang build -Doptimize=ReleaseSafe -Dtarget=x86_64-windows --prefix "$windows_dir/build"
     cp "$windows_dir/build/bin/dataset_rt.dll" "$windows_dir/"
-    python -m ziglang cc -target x86_64-windows-gnu "${c_test_flags[@]}" \
-        -L "$windows_dir/build/lib" -ldataset_rt -o "$windows_dir/abi_round_trip.exe"
-    python -m ziglang cc "${c_test_flags[@]}" "$safe_library" -Wl,-rpath,"$(dirname "$safe_library")" \
-        -o "$windows_dir/abi_round_trip"
+    for program in "${c_test_programs[@]}"; do
+        python -m ziglang cc -target x86_64-windows-gnu "${c_test_flags[@]}" "tests/c/$program.c" \
+            -L "$windows_dir/build/lib" -ldataset_rt -o "$windows_dir/$program.exe"
+    done
+    python -m ziglang cc "${c_test_flags[@]}" tests/c/abi_round_trip.c "$safe_library" \
+        -Wl,-rpath,"$(dirname "$safe_library")" -o "$windows_dir/abi_round_trip"
     "$windows_dir/abi_round_trip" "$windows_dir/caches"  # writes and reads back on Linux
     (cd "$windows_dir" && "$wine_program" abi_round_trip.exe caches read)
     (cd "$windows_dir" && "$wine_program" abi_round_trip.exe windows_caches)  # writes and reads back
     "$windows_dir/abi_round_trip" "$windows_dir/windows_caches" read
     # Two writers of one name (LockFileEx), and a failed write's cleanup.
-    python -m ziglang cc -target x86_64-windows-gnu "${c_lock_test_flags[@]}" \
-        -L "$windows_dir/build/lib" -ldataset_rt -o "$windows_dir/writer_lock.exe"
     (cd "$windows_dir" && "$wine_program" writer_lock.exe lock_caches)
     # wine's server outlives the program by a few seconds; let it save and exit first.
     wine_server=$(command -v wineserver || echo "$(dirname "$(readlink -f "$wine_program")")/wineserver64")
