@@ -99,7 +99,7 @@ rm -rf "$cross_prefix"
 c_test_flags=(-std=c11 -Wall -Wextra -Werror -I zig/include)
 c_test_programs=(abi_round_trip writer_lock)
 
-phase "5/6 Zig unit tests, the C round trip and pytest on aarch64, under qemu-user"
+phase "5/6 Zig unit tests, the C tests (round trip, two writers) and pytest on aarch64, under qemu-user"
 aarch64_libc=/usr/aarch64-linux-gnu
 if command -v qemu-aarch64 >/dev/null && [[ -e "$aarch64_libc/lib/ld-linux-aarch64.so.1" ]]; then
     python -m ziglang build test -Dtarget=aarch64-linux-musl -fqemu --summary all
@@ -134,7 +134,7 @@ else
     missing "qemu-aarch64 or $aarch64_libc" "Debian: apt-get install qemu-user libc6-arm64-cross"
 fi
 
-phase "6/6 Zig unit tests on Windows and the Windows build writing and reading caches, under wine"
+phase "6/6 Zig unit tests on Windows, the Windows build writing and reading caches, and two writers, under wine"
 wine_program=$(command -v wine64 || command -v wine || true)
 if [[ -z "$wine_program" && -x /usr/lib/wine/wine64 ]]; then
     wine_program=/usr/lib/wine/wine64  # where Debian's wine64 package puts it
