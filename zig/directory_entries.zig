@@ -149,8 +149,8 @@ test "an entry is renamed, then a file deleted" {
     file.close(io);
     try tmp.dir.createDir(io, "staging", .default_dir);
     try rename(io, tmp.dir, prefix, "staging", "published");
-    const published = try std.mem.concat(std.testing.allocator, u8, &.{ prefix, "published" });
-    defer std.testing.allocator.free(published);
+    const published = try std.mem.concat(allocator, u8, &.{ prefix, "published" });
+    defer allocator.free(published);
     try std.testing.expect(exists(io, tmp.dir, "published", published));
     try deleteFile(io, tmp.dir, prefix, "a");
     // Checked by absolute path: under wine, a lookup relative to `tmp.dir` does
