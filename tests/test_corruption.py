@@ -322,7 +322,13 @@ def first_record_of_shard(cache: Path, shard_id: int) -> tuple[int, int, int]:
 
 @pytest.mark.parametrize(
     ("algo", "damage"),
-    [("none", "meta_len"), ("lz4", "meta_len"), ("lz4", "lz4_prefix"), ("lz4", "lz4_block")],
+    [
+        ("none", "meta_len"),
+        ("lz4", "meta_len"),
+        ("lz4", "lz4_prefix"),
+        ("lz4", "lz4_prefix_huge"),
+        ("lz4", "lz4_block"),
+    ],
 )
 def test_read_time_record_errors_name_the_shard(
     runtime: DatasetRuntime,
@@ -341,6 +347,9 @@ def test_read_time_record_errors_name_the_shard(
     elif damage == "lz4_prefix":
         prefix_at = offset + 8 + meta_len
         struct.pack_into("<I", data, prefix_at, struct.unpack_from("<I", data, prefix_at)[0] + 1)
+    elif damage == "lz4_prefix_huge":
+        # Refused from the block's length alone, not after allocating 4 GiB to decode into.
+        struct.pack_into("<I", data, offset + 8 + meta_len, 0xFFFFFFFF)
     else:
         data[offset + 8 + meta_len + 4] = 0xF0  # token claiming 15+ literals, then garbage
         data[offset + 8 + meta_len + 5] = 0xFF
@@ -355,6 +364,8 @@ def test_read_time_record_errors_name_the_shard(
     assert "000002.bin" in message or "shard 2" in message, (
         f"{damage}: error does not name the shard file: {message!r}"
     )
+    if damage == "lz4_prefix_huge":
+        assert "claims 4294967295 decoded bytes, impossible" in message, message
 
 
 @pytest.mark.parametrize("version", [3, 1, 0, "2", 2.5, None])

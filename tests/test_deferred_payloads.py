@@ -247,3 +247,23 @@ def test_a_source_failing_with_borrowed_batches_in_flight_publishes_nothing(
     )
     assert "source broke at 250" in result.message
     assert not (tmp_path / "large").exists()
+
+
+@pytest.mark.parametrize("record_len", [0, 1, 5, 7])
+def test_a_record_shorter_than_its_header_is_an_error_with_any_deferral_size(
+    runtime: DatasetRuntime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, record_len: int
+) -> None:
+    # A C caller may defer payloads from 1 byte on; such a record is then read
+    # by its head, which must not be taken for a whole header.
+    path, _ = write(runtime, tmp_path, [3])
+    shard = path / "shards" / "000000.bin"
+    shard.write_bytes(shard.read_bytes()[:record_len])
+    (path / "index.bin").write_bytes(struct.pack("<QQQ", 0, 0, record_len))
+    manifest = json.loads((path / "manifest.json").read_text())
+    manifest["shards"][0]["byte_len"] = manifest["shards"][0]["uncompressed_byte_len"] = record_len
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    monkeypatch.setattr("dataset_rt.dataset._DEFER_PAYLOAD_BYTES", 1)
+    ds = runtime.cached_dataset([path], reader_config=ReaderConfig(seed=0, shuffle=False))
+    expected = f"record of {record_len} bytes is shorter than its 8-byte header"
+    with pytest.raises(ValueError, match=expected):
+        list(ds)

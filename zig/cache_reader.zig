@@ -60,6 +60,7 @@ pub const Cache = struct {
     /// Opens and validates `path`. Errors are prefixed with the cache path.
     pub fn open(allocator: std.mem.Allocator, path: []const u8, validate_hashes: bool, diagnostic: *Diagnostic) Error!*Cache {
         const cache = openUnprefixed(allocator, path, validate_hashes, diagnostic) catch |err| {
+            if (err == error.OutOfMemory and diagnostic.len == 0) diagnostic.set("out of memory while opening the cache", .{});
             diagnostic.prefix("cache {s}: ", .{path});
             return err;
         };
@@ -430,11 +431,15 @@ pub const Cache = struct {
         var parts: shard_record.Parts = undefined;
         if (direct) {
             const head = try cache.recordHead(row, scratch, diagnostic);
-            const metadata_len = std.mem.readInt(u64, head[0..shard_record.header_bytes], .little);
-            if (metadata_len <= head.len - shard_record.header_bytes) {
-                const metadata_end = shard_record.header_bytes + @as(usize, @intCast(metadata_len));
+            // The head is the whole record when it is short: one shorter than its
+            // header (possible with a small deferral size) is read whole too, and
+            // `split` reports it.
+            const header = shard_record.header_bytes;
+            const metadata_len = if (head.len < header) null else std.mem.readInt(u64, head[0..header], .little);
+            if (metadata_len != null and metadata_len.? <= head.len - header) {
+                const metadata_end = header + @as(usize, @intCast(metadata_len.?));
                 parts = .{
-                    .metadata_json = head[shard_record.header_bytes..metadata_end],
+                    .metadata_json = head[header..metadata_end],
                     .stored_payload = &.{},
                     .payload_len = row.record_len - metadata_end,
                 };
@@ -478,6 +483,8 @@ pub const Cache = struct {
     }
 
     fn prefixSampleDiagnostic(cache: *const Cache, sample_id: u64, diagnostic: *Diagnostic) void {
+        // Every failure but OutOfMemory has set its message.
+        if (diagnostic.len == 0) diagnostic.set("out of memory while reading the sample", .{});
         const row = index_file.decodeRow(cache.indexBytes(), sample_id);
         if (row.shard_id < cache.shards.len) {
             const name = cache.parsed.manifest.shards[@intCast(row.shard_id)].name;

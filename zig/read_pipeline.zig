@@ -241,7 +241,7 @@ pub const Pipeline = struct {
         const locations = try allocator.alloc(active_table.Location, chunk.count);
         defer allocator.free(locations);
         for (locations, 0..) |*location, offset| {
-            const row = plan.table.plannedRow(plan.shuffle, plan.key, plan.start + chunk.first + offset);
+            const row = plan.table.plannedRow(plan.shuffle, plan.key, plan.start +% chunk.first +% offset);
             location.* = plan.table.location(row);
             plan.caches[location.cache_id].prefetchSample(location.sample_id);
         }

@@ -80,10 +80,18 @@ pub fn split(record: []const u8, compression: Compression, diagnostic: *Diagnost
                 diagnostic.set("lz4 record has no room for its 4-byte length prefix", .{});
                 return error.InvalidCache;
             }
+            const stored_payload = rest[lz4_prefix_bytes..];
+            const payload_len = std.mem.readInt(u32, rest[0..lz4_prefix_bytes], .little);
+            // An LZ4 block expands at most 255-fold (a match's length bytes add 255
+            // each): a larger prefix is corrupt, refused before its buffer is allocated.
+            if (payload_len > lz4_payload_bytes_max or payload_len > 255 * @as(u64, stored_payload.len)) {
+                diagnostic.set("lz4 record claims {d} decoded bytes, impossible for its {d}-byte block", .{ payload_len, stored_payload.len });
+                return error.InvalidCache;
+            }
             return .{
                 .metadata_json = record[header_bytes..metadata_end],
-                .stored_payload = rest[lz4_prefix_bytes..],
-                .payload_len = std.mem.readInt(u32, rest[0..lz4_prefix_bytes], .little),
+                .stored_payload = stored_payload,
+                .payload_len = payload_len,
             };
         },
     }
@@ -137,4 +145,20 @@ test "a record whose lengths point outside it is rejected" {
     try std.testing.expectError(error.InvalidCache, split(&record, .lz4, &diagnostic));
     std.mem.writeInt(u64, record[0..8], std.math.maxInt(u64), .little);
     try std.testing.expectError(error.InvalidCache, split(&record, .none, &diagnostic));
+}
+
+test "an lz4 length prefix beyond what its block can decode to is refused before any allocation" {
+    var diagnostic: Diagnostic = .{};
+    // Header, "{}", prefix, then a 6-byte block: at most 6 * 255 decoded bytes.
+    var record: [8 + 2 + 4 + 6]u8 = @splat(0);
+    std.mem.writeInt(u64, record[0..8], 2, .little);
+    @memcpy(record[8..10], "{}");
+    std.mem.writeInt(u32, record[10..14], 6 * 255, .little);
+    const parts = try split(&record, .lz4, &diagnostic);
+    try std.testing.expectEqual(@as(u64, 6 * 255), parts.payload_len);
+    std.mem.writeInt(u32, record[10..14], 6 * 255 + 1, .little);
+    try std.testing.expectError(error.InvalidCache, split(&record, .lz4, &diagnostic));
+    try std.testing.expect(std.mem.indexOf(u8, diagnostic.message(), "claims 1531 decoded bytes") != null);
+    std.mem.writeInt(u32, record[10..14], std.math.maxInt(u32), .little);
+    try std.testing.expectError(error.InvalidCache, split(&record, .lz4, &diagnostic));
 }
