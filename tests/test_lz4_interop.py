@@ -264,3 +264,11 @@ def test_an_empty_payload_decodes_only_from_the_canonical_empty_block() -> None:
     for block in (b"", b"\x10A", b"\x00\x01\x00", b"\x1fA\x01\x00", b"\x00\x00"):
         with pytest.raises(ValueError):
             _native.lz4_decompress(block, 0)
+
+
+def test_compress_bound_is_zero_past_the_largest_block_input() -> None:
+    # As LZ4_compressBound: a length no block can take has no bound (and must not overflow).
+    largest = 0x7E00_0000
+    assert _native.lib.drt_lz4_compress_bound(largest) == largest + largest // 255 + 16
+    for too_long in (largest + 1, 2**63, 2**64 - 1):
+        assert _native.lib.drt_lz4_compress_bound(too_long) == 0

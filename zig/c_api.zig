@@ -562,6 +562,8 @@ export fn drt_iterator_destroy(iterator: ?*dataset_module.Iterator) void {
 // ---- codec utilities ---------------------------------------------------------
 
 export fn drt_lz4_compress_bound(source_len: u64) u64 {
+    // Like LZ4_compressBound: 0 for an input too large for one block (and the formula never overflows).
+    if (source_len > lz4.source_length_max) return 0;
     return lz4.compressBound(@intCast(source_len));
 }
 

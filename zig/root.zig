@@ -4,6 +4,13 @@ comptime {
     _ = @import("c_api.zig");
 }
 
+/// No per-thread alternate signal stack: std's default (256 KiB) is a
+/// threadlocal array, and in a shared library every thread that touches the
+/// library's TLS (each pool worker, each caller thread) gets a zeroed copy of
+/// the whole TLS block from malloc; a worker also replaced the alternate stack
+/// that a sanitizer runtime installed for it.
+pub const std_options: @import("std").Options = .{ .signal_stack_size = null };
+
 test {
     _ = @import("active_table.zig");
     _ = @import("arrow_c_export.zig");

@@ -17,6 +17,11 @@ const assert = std.debug.assert;
 
 const V4u32 = @Vector(4, u32);
 
+/// This file is the root of a compilation of its own, with std options of its own:
+/// without this, its objects bring std's 256 KiB per-thread signal stack into the
+/// library's thread-local block all the same (see `std_options` in root.zig).
+pub const std_options: std.Options = .{ .signal_stack_size = null };
+
 comptime {
     // The instructions below exist only with these features.
     assert(builtin.cpu.hasAll(.x86, &.{ .sha, .avx2 }));

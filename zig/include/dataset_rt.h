@@ -365,6 +365,8 @@ void drt_iterator_destroy(drt_iterator *iterator);
 
 /* ---- Codec utilities (the same code the cache uses) ------------------- */
 
+/* The most bytes an LZ4 block of source_len bytes can take; 0 when source_len is
+ * above the largest block input, 0x7E000000 bytes (as LZ4_compressBound). */
 uint64_t drt_lz4_compress_bound(uint64_t source_len);
 /* Writes one LZ4 block; *written receives its length. */
 int32_t drt_lz4_compress(const uint8_t *source, uint64_t source_len, uint8_t *destination,
