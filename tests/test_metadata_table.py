@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -324,6 +325,15 @@ REJECTIONS: dict[str, tuple[Callable[[pl.DataFrame], pl.DataFrame], str]] = {
         lambda t: t.with_columns(pl.col("sample_id").cast(pl.String)),
         "'sample_id' must have an integer",
     ),
+    # Types wider than 64 bits are refused by type, not by a failed narrowing cast.
+    "sample_id-int128-beyond-u64": (
+        lambda t: t.with_columns(pl.col("sample_id").cast(pl.Int128) + pl.lit(2**64, pl.Int128)),
+        "'sample_id' must have an integer Arrow type, got Int128",
+    ),
+    "cache_id-uint128": (
+        lambda t: t.with_columns(pl.col("cache_id").cast(pl.UInt128)),
+        "'cache_id' must have an integer Arrow type, got UInt128",
+    ),
     "cache_id-null": (_null_at("cache_id"), "'cache_id' must be non-null"),
     "sample_id-null": (_null_at("sample_id"), "'sample_id' must be non-null"),
     "weight-null": (_null_at("weight"), "'weight' must be non-null"),
@@ -500,3 +510,37 @@ def test_million_row_table_filtered_to_a_few_rows(
     assert [(s.sample_id, s.data) for s in ds] == [
         (i, i.to_bytes(8, "little")) for i in (999_999, 500_000, 5)
     ]
+
+
+def test_get_metadata_never_pairs_a_table_with_another_updates_extra_columns(
+    runtime: DatasetRuntime, caches: list[Path]
+) -> None:
+    # The extra columns live in the binding and the table in the core: an update
+    # on one thread must not let a get_metadata on another mix two updates.
+    ds = load(runtime, caches)
+    full = ds.get_metadata()
+    tables = [
+        full.with_columns(position=pl.col("sample_id") + 10 * pl.col("cache_id")),
+        full.reverse().with_columns(position=pl.col("sample_id") + 10 * pl.col("cache_id")),
+    ]
+    ds.update_metadata(tables[0])
+    stop = time.monotonic() + 2
+    mixed: list[pl.DataFrame] = []
+
+    def update_repeatedly() -> None:
+        flips = 0
+        while time.monotonic() < stop and not mixed:
+            ds.update_metadata(tables[flips % 2])
+            flips += 1
+
+    thread = threading.Thread(target=update_repeatedly)
+    thread.start()
+    reads = 0
+    while time.monotonic() < stop and not mixed:
+        got = ds.get_metadata()
+        reads += 1
+        if not (got["position"] == got["sample_id"] + 10 * got["cache_id"]).all():
+            mixed.append(got)
+    thread.join()
+    assert reads > 0
+    assert not mixed, mixed[0]

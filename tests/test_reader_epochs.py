@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import polars as pl
@@ -128,6 +129,37 @@ def test_set_epoch_len_below_one_is_rejected(
         ds.set_epoch_len(bad)
     assert len(ds) == 2
     assert rows(ds) == [0, 1]
+
+
+def test_epoch_len_stops_at_sys_maxsize_so_len_can_return_it(
+    runtime: DatasetRuntime, five_rows: Path
+) -> None:
+    ds = open_ds(runtime, five_rows, shuffle=True)
+    ds.set_epoch_len(sys.maxsize)
+    assert len(ds) == sys.maxsize
+    expected = r"epoch_len must be at most sys.maxsize .*got 9223372036854775808"
+    with pytest.raises(ValueError, match=expected):
+        ds.set_epoch_len(sys.maxsize + 1)
+    assert len(ds) == sys.maxsize
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_an_epoch_across_stream_position_2_64_wraps_to_position_0(
+    runtime: DatasetRuntime, five_rows: Path, shuffle: bool
+) -> None:
+    fresh = open_ds(runtime, five_rows, shuffle=shuffle)
+    fresh.set_epoch_len(5)
+    first_positions = rows(fresh)  # positions 0..4
+    ds = open_ds(runtime, five_rows, shuffle=shuffle)
+    ds.set_epoch_len(sys.maxsize)
+    iter(ds).close()
+    iter(ds).close()  # the two epochs cover positions 0 .. 2**64 - 3
+    crossing = iter(ds)
+    got = [next(crossing).sample_id for _ in range(7)]
+    crossing.close()
+    assert got[2:] == first_positions
+    if not shuffle:
+        assert got[:2] == [(2**64 - 2) % 5, (2**64 - 1) % 5]
 
 
 def test_shuffled_short_epochs_equal_one_long_epoch(

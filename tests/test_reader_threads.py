@@ -6,6 +6,10 @@ in the core. Every thread must get its full, correct epoch.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +21,7 @@ from conftest import QUIET, ListSource
 from dataset_rt import DatasetRuntime, ReaderConfig
 
 JOIN_TIMEOUT = 60.0
+PACKAGE_DIR = Path(__file__).resolve().parent.parent / "python"
 
 
 def samples(count: int, salt: int) -> list[tuple[bytes, dict[str, object]]]:
@@ -163,3 +168,57 @@ def test_table_updates_during_concurrent_reads_leave_snapshots_intact(
     rows = [i for i in range(300) if i % 7 == 59 % 7]
     assert len(ds) == 5
     assert [s.sample_id for s in ds] == rows[:5]
+
+
+CLOSE_WHILE_READING = textwrap.dedent(
+    """
+    import sys, threading, time
+    from dataset_rt import CacheInput, DatasetRuntime, ReaderConfig, WriterConfig
+
+    class Large:
+        name = "large"
+        def __iter__(self):
+            return (CacheInput(bytes([i % 256]) * 300_000, {"i": i}) for i in range(200))
+
+    runtime = DatasetRuntime(num_workers=2)
+    quiet = WriterConfig(show_progress=False)
+    (written,) = runtime.write_cache(Large(), sys.argv[1], writer_config=quiet)
+    config = ReaderConfig(seed=0, prefetch_size=4)
+    ds = runtime.cached_dataset([written.path], reader_config=config)
+    for round_ in range(40):
+        iterator = iter(ds)
+        errors = []
+        def consume():
+            try:
+                for _ in iterator:
+                    pass
+            except Exception as error:
+                errors.append(repr(error))
+        thread = threading.Thread(target=consume)
+        thread.start()
+        time.sleep(0.002 + (round_ % 10) * 0.003)
+        iterator.close()
+        thread.join(60)
+        assert not thread.is_alive(), "the consumer hung"
+        assert not errors, errors
+    print("closed 40 iterators under their consumers")
+    """
+)
+
+
+def test_closing_an_iterator_while_another_thread_is_in_next_is_safe(tmp_path: Path) -> None:
+    # A watchdog thread stopping a training loop: close() must wait for a next()
+    # in progress (the native iterator was once freed under it: a crash). In a
+    # child process, so that a crash fails this test rather than the run.
+    done = subprocess.run(
+        [sys.executable, "-c", CLOSE_WHILE_READING, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(PACKAGE_DIR), os.environ.get("PYTHONPATH", "")]),
+        },
+        timeout=300,
+    )
+    assert done.returncode == 0, f"exit {done.returncode}:\n{done.stderr[-3000:]}"
+    assert "closed 40 iterators" in done.stdout

@@ -8,6 +8,7 @@ import itertools
 import json
 import os
 import struct
+import sys
 from collections.abc import Iterable, Iterator
 from itertools import repeat
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from dataset_rt import _native, malloc_tuning
 from dataset_rt.config import ReaderConfig
+from dataset_rt.fork_safe_lock import ForkSafeLock
 from dataset_rt.metadata_row import BatchMetadata, MetadataRow
 from dataset_rt.records import CachedSample
 
@@ -71,6 +73,9 @@ class _NativeIterator:
 
     def __init__(self, dataset: _DatasetHandle) -> None:
         self.handle: ctypes.c_void_p | None = None
+        # Held around every call on the handle: closing from another thread
+        # waits for a call in progress instead of freeing the iterator under it.
+        self.lock = ForkSafeLock()
         self.dataset = dataset  # keeps the native dataset (and runtime) alive
         handle = ctypes.c_void_p()
         _native.check(
@@ -81,12 +86,22 @@ class _NativeIterator:
         self.handle = handle
 
     def next_batch(self) -> list[CachedSample] | None:
+        with self.lock:
+            return self._next_batch()
+
+    def bytes_held(self) -> int:
+        with self.lock:
+            if self.handle is None:
+                return 0
+            return int(_native.lib.drt_iterator_bytes_held(self.handle))
+
+    def _next_batch(self) -> list[CachedSample] | None:
         if self.handle is None:
             return None
         batch = ctypes.POINTER(_native.Batch)()
         _native.check(_native.lib.drt_iterator_next(self.handle, ctypes.byref(batch)))
         if not batch:
-            self.close()
+            self._destroy()
             return None
         try:
             contents = batch.contents
@@ -121,13 +136,17 @@ class _NativeIterator:
             _native.lib.drt_batch_release(batch)
 
     def close(self) -> None:
+        with self.lock:
+            self._destroy()
+
+    def _destroy(self) -> None:
         if self.handle is not None:
             _native.lib.drt_iterator_destroy(self.handle)
             self.handle = None
 
     def __del__(self) -> None:
-        if not _native.shutting_down():
-            self.close()
+        if not _native.shutting_down() and hasattr(self, "lock"):
+            self._destroy()
 
 
 def _batches(native: _NativeIterator) -> Iterator[list[CachedSample]]:
@@ -156,8 +175,7 @@ class SampleIterator(itertools.chain):  # type: ignore[type-arg]
 
     def bytes_held(self) -> int:
         """Bytes of samples the core has read ahead and still holds for this iterator."""
-        handle = self._native.handle
-        return 0 if handle is None else int(_native.lib.drt_iterator_bytes_held(handle))
+        return self._native.bytes_held()
 
     def close(self) -> None:
         """Stop reading ahead and release the native iterator."""
@@ -248,6 +266,8 @@ class CachedDataset:
         dataset.reader_config = config
         dataset._handle = _DatasetHandle(runtime, paths, config)
         dataset._extra_columns = None
+        # Keeps the core's table and the extra columns of the same update together.
+        dataset._metadata_lock = ForkSafeLock()
         return dataset
 
     def __len__(self) -> int:
@@ -270,8 +290,11 @@ class CachedDataset:
             raise TypeError(f"epoch_len must be an int, got {type(epoch_len).__name__}")
         if epoch_len < 1:
             raise ValueError("epoch_len must be at least 1")
-        if epoch_len > _native.U64_MAX:
-            raise ValueError(f"epoch_len must be below 2**64, got {epoch_len}")
+        if epoch_len > sys.maxsize:
+            # len(ds) returns it, and Python lengths stop at sys.maxsize.
+            raise ValueError(
+                f"epoch_len must be at most sys.maxsize ({sys.maxsize}), got {epoch_len}"
+            )
         _native.check(_native.lib.drt_dataset_set_epoch_len(self._handle.value, epoch_len))
 
     def get_metadata(self) -> pl.DataFrame:
@@ -281,7 +304,8 @@ class CachedDataset:
         """
         from dataset_rt import metadata_frame  # Polars is loaded on first use
 
-        return metadata_frame.read(self._handle, self._extra_columns)
+        with self._metadata_lock:
+            return metadata_frame.read(self._handle, self._extra_columns)
 
     def update_metadata(self, metadata: pl.DataFrame) -> None:
         """Replace the active table (rows, order, weights) from a frame like `get_metadata`'s.
@@ -293,7 +317,8 @@ class CachedDataset:
         """
         from dataset_rt import metadata_frame  # Polars is loaded on first use
 
-        self._extra_columns = metadata_frame.install(self._handle, metadata)
+        with self._metadata_lock:
+            self._extra_columns = metadata_frame.install(self._handle, metadata)
 
     samples_metadata = get_metadata
     set_samples_metadata = update_metadata

@@ -90,6 +90,11 @@ _ARROW_TYPE_NAMES: dict[Any, str] = {
 }
 
 
+_INTEGER_TYPE_NAMES = frozenset(
+    name for dtype, name in _ARROW_TYPE_NAMES.items() if dtype.is_integer()
+)
+
+
 def _arrow_type_name(dtype: pl.DataType) -> str:
     return _ARROW_TYPE_NAMES.get(dtype.base_type(), str(dtype))
 
@@ -97,7 +102,9 @@ def _arrow_type_name(dtype: pl.DataType) -> str:
 def _integer_column(frame: pl.DataFrame, name: str) -> tuple[_native.IntColumn, Any]:
     """The column's buffers widened to 64 bits; the export is returned to keep them alive."""
     series = frame.get_column(name) if name in frame.columns else None
-    if series is None or not series.dtype.is_integer():
+    # Types the core refuses (Int128, UInt128) are not cast: a value beyond 64 bits
+    # would fail the cast with a Polars error instead of the core's message.
+    if series is None or _arrow_type_name(series.dtype) not in _INTEGER_TYPE_NAMES:
         return _native.IntColumn(), None
     signed = series.dtype.is_signed_integer()
     buffers = ColumnBuffers(series.cast(pl.Int64 if signed else pl.UInt64))
