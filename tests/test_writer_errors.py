@@ -27,6 +27,13 @@ from dataset_rt import (
 
 GOOD = {"a": 1, "s": "x"}
 
+# Values Python's own JSON encoder cannot take: the message must still say what is wrong.
+LIST_HOLDING_ITSELF: list = []
+LIST_HOLDING_ITSELF.append(LIST_HOLDING_ITSELF)
+DEEPLY_NESTED: list = []
+for _ in range(100_000):
+    DEEPLY_NESTED = [DEEPLY_NESTED]
+
 
 def good_rows(count: int) -> list[tuple[bytes, dict[str, object]]]:
     return [(bytes([i % 256]) * 3, {"a": i, "s": f"s{i}"}) for i in range(count)]
@@ -100,6 +107,13 @@ BAD_SAMPLES = [
     ("int 2**63", (b"x", {"a": 2**63, "s": "x"}), ["'a'", str(2**63)]),
     ("int -2**63-1", (b"x", {"a": -(2**63) - 1, "s": "x"}), ["'a'", str(-(2**63) - 1)]),
     ("int 10**30", (b"x", {"a": 10**30, "s": "x"}), ["'a'"]),
+    (
+        "int of 5001 digits",
+        (b"x", {"a": 10**5000, "s": "x"}),
+        ["'a'", "outside the signed 64-bit range"],
+    ),
+    ("list holding itself", (b"x", {"a": LIST_HOLDING_ITSELF, "s": "x"}), ["'a'", "got list"]),
+    ("deeply nested list", (b"x", {"a": DEEPLY_NESTED, "s": "x"}), ["'a'", "got list"]),
     ("not a pair", b"just bytes", ["bytes"]),
     ("triple", (b"x", GOOD, 3), ["tuple"]),
 ]
@@ -149,6 +163,27 @@ def test_a_schema_change_in_a_later_batch_names_the_sample(
     samples = [(b"p", {"a": i, "s": "x"}) for i in range(1000)] + [(b"p", {"a": 0.5, "s": "x"})]
     message = write_one_bad(runtime, tmp_path / "caches", samples)
     assert_mentions(message, "sample 1000", "'a'", "int", "float")
+
+
+def test_the_field_named_is_the_bad_one_not_an_earlier_good_one(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    samples = [(b"p", {"b": True, "f": 0.5, "i": 2, "s": "x", "z": LIST_HOLDING_ITSELF})]
+    message = write_one_bad(runtime, tmp_path / "caches", samples)
+    assert_mentions(message, "sample 0", "'z'", "got list")
+
+
+def test_messages_about_very_long_keys_keep_their_reason(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    # A message holds about 1 KiB: a long key is cut, never the reason after it.
+    key, other = "k" * 3000, "o" * 3000
+    changed = [(b"p", {key: 1}), (b"p", {key: 1.5})]
+    message = write_one_bad(runtime, tmp_path / "changed", changed)
+    assert_mentions(message, "sample 1", "k" * 200 + "...'", "changed type from int to float")
+    renamed = [(b"p", {key: 1}), (b"p", {other: 1})]
+    message = write_one_bad(runtime, tmp_path / "renamed", renamed)
+    assert_mentions(message, "sample 1", "missing key 'kkk", "and has unexpected key 'ooo")
 
 
 def test_empty_metadata_mapping_as_the_first_sample_is_rejected(
@@ -210,6 +245,29 @@ def test_a_source_name_that_is_not_one_plain_segment_is_a_cache_write_error(
         f"wrote outside base: {list(tmp_path.iterdir())}"
     )
     assert source.iterations == 0, f"the source with invalid name {name!r} was iterated"
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["bad\udcff", "\ud800", "a\udc80b"],
+    ids=["undecodable-byte", "lone-surrogate", "escaped-byte-inside"],
+)
+def test_a_source_name_that_is_not_valid_utf8_is_a_cache_write_error(
+    runtime: DatasetRuntime, tmp_path: Path, name: str
+) -> None:
+    # The manifest records the name as JSON text; os.fsdecode gives such names for
+    # undecodable bytes. The other sources still run.
+    base = tmp_path / "caches"
+    source = ListSource(name, good_rows(2))
+    results = runtime.write_cache(
+        [source, ListSource("good", good_rows(2))], base, writer_config=QUIET
+    )
+    assert isinstance(results[0], CacheWriteError), f"name {name!r} was accepted: {results}"
+    assert "is not valid UTF-8" in results[0].message, results[0].message
+    assert results[1] == CacheWriteSuccess("good", base / "good"), results[1]
+    assert published_entries(base) == ["good"], f"published {published_entries(base)}"
+    assert staging_dirs(base) == [], f"staging directories left: {staging_dirs(base)}"
+    assert source.iterations == 0, f"the source with name {name!r} was iterated"
 
 
 def test_a_source_without_a_str_name_is_a_cache_write_error(

@@ -7,9 +7,11 @@ import gc
 import json
 import os
 import re
+import struct
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +26,7 @@ from dataset_rt import (
     ReaderConfig,
     WriterConfig,
     WriterProfilerConfig,
+    _native,
 )
 
 REQUIRED_STAGES = {
@@ -97,6 +100,11 @@ def test_no_progress_output_when_disabled(
 # ---- profiler ----------------------------------------------------------------------
 
 
+def profiled(path: Path) -> WriterConfig:
+    """A quiet writer config with the profiler writing to `path`."""
+    return WriterConfig(show_progress=False, profiler=WriterProfilerConfig(enabled=True, path=path))
+
+
 def check_profile(path: Path, names: list[str]) -> dict:
     assert path.exists(), f"profile {path} was not written"
     document = json.loads(path.read_text())
@@ -139,9 +147,7 @@ def test_profiler_writes_the_stage_json_for_every_source(
     runtime: DatasetRuntime, tmp_path: Path
 ) -> None:
     profile = tmp_path / "p.json"
-    config = WriterConfig(
-        show_progress=False, profiler=WriterProfilerConfig(enabled=True, path=profile)
-    )
+    config = profiled(profile)
     results = runtime.write_cache(
         [ListSource("first", simple_samples(300)), ListSource("second", simple_samples(10))],
         tmp_path / "c",
@@ -165,9 +171,7 @@ def test_profiler_is_written_when_the_write_is_interrupted(
     runtime: DatasetRuntime, tmp_path: Path
 ) -> None:
     profile = tmp_path / "p.json"
-    config = WriterConfig(
-        show_progress=False, profiler=WriterProfilerConfig(enabled=True, path=profile)
-    )
+    config = profiled(profile)
     with pytest.raises(KeyboardInterrupt):
         runtime.write_cache(
             [ListSource("done", simple_samples(5)), InterruptingSource("cut", 400)],  # type: ignore[list-item]
@@ -346,7 +350,9 @@ MANY_SHARDS_SCRIPT = textwrap.dedent(
                 yield CacheInput(i.to_bytes(4, "little") * 4, {"i": i})
 
     config = WriterConfig(show_progress=False, max_shard_bytes=1, prefetch_size=4096)
-    (result,) = DatasetRuntime(num_workers=1).write_cache(Tiny(), sys.argv[1], writer_config=config)
+    workers = int(sys.argv[2]) if len(sys.argv) > 2 else 1
+    runtime = DatasetRuntime(num_workers=workers)
+    (result,) = runtime.write_cache(Tiny(), sys.argv[1], writer_config=config)
     print(type(result).__name__, result[1])
     """
 )
@@ -374,3 +380,114 @@ def test_one_worker_closing_more_shards_at_once_than_the_pool_queue_holds_finish
     )
     payloads = [sample.data for sample in dataset]
     assert payloads == [i.to_bytes(4, "little") * 4 for i in range(3000)], "payloads differ"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_NOFILE is POSIX")
+def test_many_small_shards_stay_within_a_small_open_file_limit(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    # Each closed shard waiting for its fsync and its hash holds two open files; they
+    # once piled up to the pool queue's 1,024 jobs and failed the write with
+    # ProcessFdQuotaExceeded under the usual limit of 1,024 open files.
+    import resource
+
+    def limit_open_files() -> None:
+        _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(160, hard), hard))
+
+    done = subprocess.run(
+        [sys.executable, "-c", MANY_SHARDS_SCRIPT, str(tmp_path), "2"],
+        capture_output=True,
+        text=True,
+        env=child_environment(),
+        timeout=120,
+        preexec_fn=limit_open_files,
+    )
+    assert done.returncode == 0, f"writer process failed ({done.returncode}):\n{done.stderr}"
+    assert done.stdout.split()[0] == "CacheWriteSuccess", f"write result: {done.stdout}"
+    dataset = runtime.cached_dataset(
+        [tmp_path / "tiny"], reader_config=ReaderConfig(seed=0, shuffle=False, validate_cache=True)
+    )
+    assert [sample.data for sample in dataset] == [i.to_bytes(4, "little") * 4 for i in range(3000)]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a file name that is not UTF-8")
+def test_a_cache_under_a_directory_whose_name_is_not_utf8_is_reported_written(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    base = Path(os.fsdecode(os.fsencode(tmp_path) + b"/dir_\xff"))
+    results = runtime.write_cache(ListSource("s", simple_samples(10)), base, writer_config=QUIET)
+    assert results == [CacheWriteSuccess("s", base / "s")], results
+    dataset = runtime.cached_dataset([base / "s"], reader_config=ReaderConfig(seed=0))
+    assert len(list(dataset)) == 10
+
+
+def test_a_source_whose_writer_cannot_be_created_gets_no_profile_entry(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    # It wrote nothing; an entry without stages would break the profile's format.
+    profile = tmp_path / "p.json"
+    config = profiled(profile)
+    base = tmp_path / "c"
+    (base / "taken").mkdir(parents=True)
+    results = runtime.write_cache(
+        [ListSource("taken", simple_samples(3)), ListSource("fresh", simple_samples(3))],
+        base,
+        writer_config=config,
+    )
+    assert not isinstance(results[0], CacheWriteSuccess), results
+    assert isinstance(results[1], CacheWriteSuccess), results
+    check_profile(profile, ["fresh"])
+
+
+def test_threads_writing_with_one_profile_path_each_write_a_whole_profile(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    profile = tmp_path / "p.json"
+    config = profiled(profile)
+    errors: list[BaseException] = []
+
+    def write(thread: int) -> None:
+        try:
+            for round_ in range(15):
+                name = f"t{thread}-{round_}"
+                results = runtime.write_cache(
+                    ListSource(name, simple_samples(2)), tmp_path / "c", writer_config=config
+                )
+                assert isinstance(results[0], CacheWriteSuccess), results
+        except BaseException as error:  # noqa: BLE001 - reported to the main thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=write, args=(k,)) for k in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not errors, errors
+    assert len(json.loads(profile.read_text())["sources"]) == 1
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def tls_block_bytes(library: Path) -> int | None:
+    """The size of an ELF64 little-endian library's thread-local block (PT_TLS p_memsz)."""
+    data = library.read_bytes()
+    if data[:4] != b"\x7fELF" or data[4:6] != b"\x02\x01":
+        return None
+    (table,) = struct.unpack_from("<Q", data, 0x20)
+    entry_bytes, entries = struct.unpack_from("<HH", data, 0x36)
+    for entry in range(entries):
+        at = table + entry * entry_bytes
+        if struct.unpack_from("<I", data, at)[0] == 7:  # PT_TLS
+            return struct.unpack_from("<Q", data, at + 0x28)[0]
+    return 0
+
+
+def test_the_library_gives_each_thread_a_small_thread_local_block() -> None:
+    # glibc allocates and zeroes a dlopen'ed library's whole TLS block for every
+    # thread that touches it: each worker and each calling thread. Zig's default
+    # per-thread signal stack (256 KiB, a threadlocal array) once made that
+    # 67 MiB for a runtime of 256 workers.
+    size = tls_block_bytes(Path(_native.library_path))
+    if size is None:
+        pytest.skip("not an ELF64 little-endian library")
+    assert size < 16 * 1024, f"thread-local block of {size} bytes"

@@ -232,6 +232,11 @@ pub const CacheWriter = struct {
             diagnostic.set("source name \"{f}\" {s}; it must be one plain path segment", .{ std.zig.fmtString(source_name), problem });
             return error.InvalidArgument;
         }
+        if (!std.unicode.utf8ValidateSlice(source_name)) {
+            // The manifest records the name as a JSON string: it must be text.
+            diagnostic.set("source name \"{f}\" is not valid UTF-8", .{std.zig.fmtString(source_name)});
+            return error.InvalidArgument;
+        }
         if (std.mem.eql(u8, source_name, "tmp")) {
             diagnostic.set("source name 'tmp' is reserved for the staging directory", .{});
             return error.InvalidArgument;
@@ -998,7 +1003,15 @@ pub const CacheWriter = struct {
         // commit for the whole flush: a pool job fsyncs and closes the file
         // while writing goes on, and finish() waits for it before anything
         // is published.
-        writer.syncInBackground(shard.file, .{ .shard = writer.shards.items.len });
+        // Each closed shard waiting for its fsync and its hash holds two open
+        // files: past a few dozen, finish them here so small shards cannot
+        // exhaust the descriptor limit (about a queue's worth, 1024, otherwise).
+        const crowded = writer.file_syncs.pendingCount() >= closed_shards_pending_max;
+        if (crowded) {
+            writer.syncAndClose(shard.file, .{ .shard = writer.shards.items.len });
+        } else {
+            writer.syncInBackground(shard.file, .{ .shard = writer.shards.items.len });
+        }
         try writer.shard_names.append(writer.allocator, shard.hasher.name);
         try writer.shards.append(writer.allocator, .{
             .name = &.{}, // pointed at shard_names once the list stops growing
@@ -1010,8 +1023,10 @@ pub const CacheWriter = struct {
             }, .ratio = writer.options.compression_ratio },
             .sha256 = undefined, // from its hasher in `finish`
         });
-        shard.hasher.advance(shard.byte_len, true);
+        shard.hasher.advanceAs(shard.byte_len, true, crowded);
     }
+
+    const closed_shards_pending_max = 32;
 
     /// A written file's fsync, run on the pool; it owns (and closes) the file.
     const FileSync = struct {

@@ -191,7 +191,8 @@ pub const Parser = struct {
                 const token = cursor.scanString() catch |err| switch (err) {
                     error.Malformed => return parser.malformed(diagnostic, "a valid string"),
                     error.InvalidUnicode => {
-                        diagnostic.set("metadata field '{s}' is not valid Unicode (a lone surrogate or bad UTF-8)", .{key});
+                        const name = Excerpt.ofName(key);
+                        diagnostic.set("metadata field '{s}{s}' is not valid Unicode (a lone surrogate or bad UTF-8)", .{ name.head, name.ellipsis });
                         return error.InvalidMetadata;
                     },
                 };
@@ -221,9 +222,10 @@ pub const Parser = struct {
         if (!token.is_float) {
             const integer = parseInt64(token.text) orelse {
                 const text = Excerpt.of(token.text);
+                const name = Excerpt.ofName(key);
                 diagnostic.set(
-                    "metadata field '{s}' integer {s}{s} is outside the signed 64-bit range",
-                    .{ key, text.head, text.ellipsis },
+                    "metadata field '{s}{s}' integer {s}{s} is outside the signed 64-bit range",
+                    .{ name.head, name.ellipsis, text.head, text.ellipsis },
                 );
                 return error.InvalidMetadata;
             };
@@ -246,13 +248,15 @@ pub const Parser = struct {
 };
 
 fn nonPrimitive(key: []const u8, python_type: []const u8, diagnostic: *Diagnostic) error{InvalidMetadata} {
-    diagnostic.set("metadata field '{s}' must be bool, int, float or str, got {s}", .{ key, python_type });
+    const name = Excerpt.ofName(key);
+    diagnostic.set("metadata field '{s}{s}' must be bool, int, float or str, got {s}", .{ name.head, name.ellipsis, python_type });
     return error.InvalidMetadata;
 }
 
 fn nonFinite(key: []const u8, token: []const u8, diagnostic: *Diagnostic) error{InvalidMetadata} {
     const text = Excerpt.of(token);
-    diagnostic.set("metadata field '{s}' is a non-finite float ({s}{s})", .{ key, text.head, text.ellipsis });
+    const name = Excerpt.ofName(key);
+    diagnostic.set("metadata field '{s}{s}' is a non-finite float ({s}{s})", .{ name.head, name.ellipsis, text.head, text.ellipsis });
     return error.InvalidMetadata;
 }
 
@@ -335,7 +339,8 @@ fn sortSchema(schema: []Field, diagnostic: *Diagnostic) error{InvalidMetadata}!v
     if (schema.len > 1) {
         for (schema[0 .. schema.len - 1], schema[1..]) |field, next| {
             if (std.mem.eql(u8, field.name, next.name)) {
-                diagnostic.set("metadata field '{s}' appears twice", .{field.name});
+                const name = Excerpt.ofName(field.name);
+                diagnostic.set("metadata field '{s}{s}' appears twice", .{ name.head, name.ellipsis });
                 return error.InvalidMetadata;
             }
         }
@@ -372,14 +377,16 @@ pub fn matchSchema(
             continue;
         };
         if (seen.testAndSet(index)) {
-            diagnostic.set("metadata field '{s}' appears twice", .{entry.key});
+            const name = Excerpt.ofName(entry.key);
+            diagnostic.set("metadata field '{s}{s}' appears twice", .{ name.head, name.ellipsis });
             return error.InvalidMetadata;
         }
         const kind = std.meta.activeTag(entry.value);
         if (kind != schema[index].kind) {
+            const name = Excerpt.ofName(entry.key);
             diagnostic.set(
-                "metadata field '{s}' changed type from {s} to {s}",
-                .{ entry.key, schema[index].kind.name(), kind.name() },
+                "metadata field '{s}{s}' changed type from {s} to {s}",
+                .{ name.head, name.ellipsis, schema[index].kind.name(), kind.name() },
             );
             return error.InvalidMetadata;
         }
@@ -387,14 +394,18 @@ pub fn matchSchema(
     }
     const missing = seen.firstUnset();
     if (missing != null and unexpected != null) {
+        const name = Excerpt.ofName(schema[missing.?].name);
+        const other = Excerpt.ofName(unexpected.?);
         diagnostic.set(
-            "metadata is missing key '{s}' and has unexpected key '{s}'",
-            .{ schema[missing.?].name, unexpected.? },
+            "metadata is missing key '{s}{s}' and has unexpected key '{s}{s}'",
+            .{ name.head, name.ellipsis, other.head, other.ellipsis },
         );
     } else if (missing) |index| {
-        diagnostic.set("metadata is missing key '{s}'", .{schema[index].name});
+        const name = Excerpt.ofName(schema[index].name);
+        diagnostic.set("metadata is missing key '{s}{s}'", .{ name.head, name.ellipsis });
     } else if (unexpected) |key| {
-        diagnostic.set("metadata has unexpected key '{s}'", .{key});
+        const name = Excerpt.ofName(key);
+        diagnostic.set("metadata has unexpected key '{s}{s}'", .{ name.head, name.ellipsis });
     } else {
         return;
     }
@@ -923,9 +934,18 @@ const Excerpt = struct {
     head: []const u8,
     ellipsis: []const u8,
 
-    const bytes_max = 40;
-
+    /// A value's text.
     fn of(text: []const u8) Excerpt {
+        return cut(text, 40);
+    }
+
+    /// A field's name: long enough to tell names apart, short enough that a
+    /// message naming two of them keeps its reason (a `Diagnostic` holds 1 KiB).
+    fn ofName(name: []const u8) Excerpt {
+        return cut(name, 200);
+    }
+
+    fn cut(text: []const u8, bytes_max: usize) Excerpt {
         if (text.len <= bytes_max) return .{ .head = text, .ellipsis = "" };
         var end: usize = bytes_max;
         while (end > 0 and text[end] & 0xc0 == 0x80) end -= 1;

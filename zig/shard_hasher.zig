@@ -60,6 +60,11 @@ pub const ShardHasher = struct {
     /// The committer has written the shard's first `written` bytes; `closed`:
     /// and nothing more. Starts a job unless one is running (it will see this).
     pub fn advance(hasher: *ShardHasher, written: u64, closed: bool) void {
+        hasher.advanceAs(written, closed, false);
+    }
+
+    /// `advance`, hashing on this thread when `here` (bounds the queued jobs holding shard files).
+    pub fn advanceAs(hasher: *ShardHasher, written: u64, closed: bool, here: bool) void {
         const io = system.io();
         hasher.mutex.lockUncancelable(io);
         std.debug.assert(written >= hasher.written and !hasher.closed);
@@ -70,6 +75,7 @@ pub const ShardHasher = struct {
         hasher.mutex.unlock(io);
         if (!start) return;
         hasher.group.add(1);
+        if (here) return run(&hasher.job);
         // Called on a pool thread (the committer): never wait for room in the queue.
         hasher.pool.submitOrRun(&hasher.job);
     }

@@ -158,6 +158,13 @@ pub const WaitGroup = struct {
         if (group.pending == 0) group.done.broadcast(io);
     }
 
+    pub fn pendingCount(group: *WaitGroup) usize {
+        const io = system.io();
+        group.mutex.lockUncancelable(io);
+        defer group.mutex.unlock(io);
+        return group.pending;
+    }
+
     pub fn wait(group: *WaitGroup) void {
         const io = system.io();
         group.mutex.lockUncancelable(io);

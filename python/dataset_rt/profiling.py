@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from typing import Any
 
 from dataset_rt import _native
@@ -68,6 +69,8 @@ class WriterProfile:
         document = {"format_version": FORMAT_VERSION, "sources": self._sources}
         path = self._path
         path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        # Unique per call: two threads writing the same profile must not share it.
+        unique = f"{os.getpid()}.{threading.get_ident()}.{id(self)}"
+        temporary = path.with_name(f".{path.name}.{unique}.tmp")
         temporary.write_text(json.dumps(document, indent=2) + "\n")
         os.replace(temporary, path)

@@ -96,9 +96,23 @@ def check_unique_targets(names: Iterable[str], base_cache_dir: Path) -> None:
 
 
 class NativeWriter:
-    """One native writer handle: create, push batches, finish, destroy."""
+    """One native writer handle: create, push batches, finish, destroy.
 
-    def __init__(
+    Made empty, then `create`d: whoever made it can always `destroy` it, even when
+    an interrupt lands right after the core created the writer.
+    """
+
+    def __init__(self) -> None:
+        self._handle = ctypes.c_void_p()
+        self._process_id = os.getpid()
+        # Batches pushed without copying: (samples pushed after it, its payloads),
+        # kept alive until the core has committed them.
+        self._borrowed: deque[tuple[int, list[bytes]]] = deque()
+        self._samples_pushed = 0
+        self._column_schema: Schema | None = None
+        self._schema_fixed = False
+
+    def create(
         self,
         runtime_handle: int,
         base_cache_dir: Path,
@@ -112,9 +126,8 @@ class NativeWriter:
             compression=_native.COMPRESSION_CODES[config.shard_compression.algo],
             compression_ratio=config.shard_compression.ratio,
         )
-        handle = ctypes.c_void_p()
         base = os.fsencode(base_cache_dir)
-        encoded_name = name.encode("utf-8", "surrogateescape")
+        encoded_name = name.encode("utf-8", "surrogatepass")
         _native.check(
             _native.lib.drt_writer_create(
                 runtime_handle,
@@ -123,17 +136,12 @@ class NativeWriter:
                 encoded_name,
                 len(encoded_name),
                 ctypes.byref(options),
-                ctypes.byref(handle),
+                ctypes.byref(self._handle),
             )
         )
-        self._handle = handle
-        self._process_id = os.getpid()
-        # Batches pushed without copying: (samples pushed after it, its payloads),
-        # kept alive until the core has committed them.
-        self._borrowed: deque[tuple[int, list[bytes]]] = deque()
-        self._samples_pushed = 0
-        self._column_schema: Schema | None = None
-        self._schema_fixed = False
+
+    def created(self) -> bool:
+        return bool(self._handle)
 
     def column_schema(self, first_metadata: dict[str, Any]) -> Schema | None:
         """The schema for metadata columns, fixed by the write's first sample."""
@@ -203,7 +211,7 @@ class NativeWriter:
     def finish(self) -> Path:
         _native.check(_native.lib.drt_writer_finish(self._handle))
         self._borrowed.clear()  # every batch is committed
-        return Path(_native.lib.drt_writer_path(self._handle).decode())
+        return Path(os.fsdecode(_native.lib.drt_writer_path(self._handle)))
 
     def stats(self) -> _native.WriterStats:
         stats = _native.WriterStats()
@@ -258,16 +266,25 @@ def _check_keys(metadata: Mapping[Any, Any], index: int) -> None:
 def _describe_unserializable(metadatas: list[dict[str, Any]], first_index: int) -> str:
     for offset, metadata in enumerate(metadatas):
         for key, value in metadata.items():
-            try:
-                _encode_metadata(value)
-            except (TypeError, ValueError):
-                return (
-                    f"sample {first_index + offset}: metadata field '{key}' must be "
-                    f"bool, int, float or str, got {type(value).__name__}"
-                )
+            field = f"sample {first_index + offset}: metadata field '{key}'"
+            if type(value) is not bool and isinstance(value, int):
+                if not -(2**63) <= value < 2**63:
+                    # (Python's JSON encoder may refuse such an int before the core sees it.)
+                    bits = value.bit_length()
+                    return f"{field} integer of {bits} bits is outside the signed 64-bit range"
+            elif not isinstance(value, (bool, str, float)) or not _encodes(value):
+                return f"{field} must be bool, int, float or str, got {type(value).__name__}"
     return (
         f"samples {first_index}..{first_index + len(metadatas) - 1}: metadata cannot be serialized"
     )
+
+
+def _encodes(value: object) -> bool:
+    try:
+        _encode_metadata(value)
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return True
 
 
 def _addresses(payloads: list[bytes]) -> ctypes.Array[ctypes.c_void_p]:
@@ -308,7 +325,7 @@ def _serialize(
         _check_keys(metadata, first_index + offset)  # JSON would turn 1 into "1"
     try:
         metadata = _encode_metadata(metadatas).encode("utf-8", "surrogatepass")
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         raise SampleError(_describe_unserializable(metadatas, first_index)) from None
     return payloads, lengths, count, metadata, payload_bytes
 
@@ -446,7 +463,7 @@ def _write_one(
     reuse: Any,
 ) -> CacheWriteResult:
     position, name = position_and_name
-    encoded_name = name.encode("utf-8", "surrogateescape")
+    encoded_name = name.encode("utf-8", "surrogatepass")
     try:
         _native.check(_native.lib.drt_check_source_name(encoded_name, len(encoded_name)))
     except _native.NativeError as error:
@@ -454,17 +471,19 @@ def _write_one(
     target = base_cache_dir / name
     if reuse is not None and (target / "manifest.json").exists():
         return reuse(name, target)
-    profile.start_source(name)
     progress.start_source(name)
+    writer = NativeWriter()
     try:
-        writer = NativeWriter(runtime_handle, base_cache_dir, name, config, num_workers)
-    except _native.NativeAlreadyExistsError as error:
-        if reuse is not None:
-            return reuse(name, target)
-        return CacheWriteError(name, str(error))
-    except _native.NativeError as error:
-        return CacheWriteError(name, str(error))
-    try:
+        try:
+            writer.create(runtime_handle, base_cache_dir, name, config, num_workers)
+        except _native.NativeAlreadyExistsError as error:
+            if reuse is not None:
+                return reuse(name, target)
+            return CacheWriteError(name, str(error))
+        except _native.NativeError as error:
+            return CacheWriteError(name, str(error))
+        # Profiled from here: a source whose writer could not be created wrote nothing.
+        profile.start_source(name)
         path = write_source(writer, source, config, progress, profile)
         return CacheWriteSuccess(name, path)
     except (KeyboardInterrupt, SystemExit):
@@ -472,7 +491,7 @@ def _write_one(
     except Exception as error:  # a failing source must not stop the others
         return CacheWriteError(name, _describe_failure(error))
     finally:
-        if profile.enabled and writer.usable():
+        if writer.created() and profile.enabled and writer.usable():
             profile.finish_source(writer.stats())
         writer.destroy()
 
