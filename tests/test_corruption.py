@@ -509,3 +509,34 @@ def test_a_manifest_missing_a_field_is_refused_naming_it(
     (cache / "manifest.json").write_text(json.dumps(manifest))
     message = expect_failure(runtime, cache, f"manifest without {key}", "manifest.json")
     assert key in message, f"manifest without {key}: message does not name the field: {message!r}"
+
+
+def test_a_source_name_with_a_nul_byte_is_shown_escaped(
+    runtime: DatasetRuntime, pristine: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # Unescaped, the NUL would end the C string that carries the message.
+    cache = fresh_copy(pristine["none"], tmp_path_factory)
+    manifest = json.loads((cache / "manifest.json").read_text())
+    manifest["source_name"] = "a\x00b"
+    (cache / "manifest.json").write_text(json.dumps(manifest))
+    message = expect_failure(runtime, cache, "source_name with a NUL byte", "manifest.json")
+    assert 'not "a\\x00b"' in message, message
+
+
+def test_a_record_mismatch_on_a_very_long_key_still_says_what_differs(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    # A message holds about 1 KiB: the key is cut, not the reason after it.
+    key = "k" * 3000
+    config = WriterConfig(show_progress=False)
+    [result] = runtime.write_cache(
+        ListSource("long", [(b"payload", {key: 12345})]), tmp_path, writer_config=config
+    )
+    shard = result.path / "shards" / "000000.bin"
+    data = shard.read_bytes()
+    shard.write_bytes(data.replace(b"12345", b"12346"))
+    with pytest.raises(ValueError) as raised:
+        load(runtime, result.path, validate=False)
+    message = str(raised.value)
+    assert "k" * 200 + "...' does not match metadata.arrow" in message, message[-300:]
+    assert "12346" in message and "12345" in message, message[-300:]

@@ -17,6 +17,7 @@ const assert = std.debug.assert;
 const Allocator = std.mem.Allocator;
 
 const Diagnostic = @import("diagnostic.zig").Diagnostic;
+const Excerpt = @import("diagnostic.zig").Excerpt;
 const flatbuffers = @import("flatbuffers.zig");
 const metadata_types = @import("metadata_types.zig");
 const Column = metadata_types.Column;
@@ -659,12 +660,12 @@ fn readField(field: flatbuffers.Table, index: usize, diagnostic: *Diagnostic) !S
         return invalid(diagnostic, "column {d} has a name that is not valid UTF-8", .{index});
     }
     if (try field.has(field_slots.dictionary)) {
-        return unsupported(diagnostic, "column '{s}' is dictionary-encoded; expected plain bool, int64, float64 or utf8", .{name});
+        return unsupported(diagnostic, "column '{f}' is dictionary-encoded; expected plain bool, int64, float64 or utf8", .{Excerpt.ofName(name)});
     }
     const layout = try readLayout(field, name, diagnostic);
     if (try field.vector(field_slots.children, 4)) |children| {
         if (children.len != 0) {
-            return invalid(diagnostic, "column '{s}' of a primitive type has {d} children", .{ name, children.len });
+            return invalid(diagnostic, "column '{f}' of a primitive type has {d} children", .{ Excerpt.ofName(name), children.len });
         }
     }
     return .{ .name = name, .layout = layout };
@@ -678,7 +679,7 @@ fn readLayout(field: flatbuffers.Table, name: []const u8, diagnostic: *Diagnosti
         type_large_utf8 => return .large_utf8,
         type_int => {
             const int = try field.child(field_slots.type_table) orelse {
-                return invalid(diagnostic, "column '{s}' has type Int without its parameters", .{name});
+                return invalid(diagnostic, "column '{f}' has type Int without its parameters", .{Excerpt.ofName(name)});
             };
             const bit_width = try int.scalar(i32, int_slots.bit_width, 0);
             const signed = try int.scalar(u8, int_slots.is_signed, 0) != 0;
@@ -687,18 +688,18 @@ fn readLayout(field: flatbuffers.Table, name: []const u8, diagnostic: *Diagnosti
         },
         type_floating_point => {
             const floating_point = try field.child(field_slots.type_table) orelse {
-                return invalid(diagnostic, "column '{s}' has type FloatingPoint without its parameters", .{name});
+                return invalid(diagnostic, "column '{f}' has type FloatingPoint without its parameters", .{Excerpt.ofName(name)});
             };
             const precision = try floating_point.scalar(i16, floating_point_slots.precision, 0);
             if (precision == precision_double) return .float64;
             const bits: i32 = switch (precision) {
                 0 => 16,
                 1 => 32,
-                else => return invalid(diagnostic, "column '{s}' has unknown float precision {d}", .{ name, precision }),
+                else => return invalid(diagnostic, "column '{f}' has unknown float precision {d}", .{ Excerpt.ofName(name), precision }),
             };
             return unsupportedType(diagnostic, name, "Float{d}", .{bits});
         },
-        0 => return invalid(diagnostic, "column '{s}' has no type", .{name}),
+        0 => return invalid(diagnostic, "column '{f}' has no type", .{Excerpt.ofName(name)}),
         else => {
             if (tag < type_names.len) return unsupportedType(diagnostic, name, "{s}", .{type_names[tag]});
             return unsupportedType(diagnostic, name, "with type tag {d}", .{tag});
@@ -714,8 +715,8 @@ fn unsupportedType(
 ) error{UnsupportedArrow} {
     return unsupported(
         diagnostic,
-        "column '{s}' has unsupported Arrow type " ++ type_format ++ "; expected bool, int64, float64 or utf8",
-        .{name} ++ type_args,
+        "column '{f}' has unsupported Arrow type " ++ type_format ++ "; expected bool, int64, float64 or utf8",
+        .{Excerpt.ofName(name)} ++ type_args,
     );
 }
 
@@ -899,18 +900,18 @@ fn checkFieldNode(context: BatchContext, field: SchemaField, column_index: u32) 
     const length = flatbuffers.structField(i64, node, 0);
     const null_count = flatbuffers.structField(i64, node, 8);
     if (length < 0 or @as(u64, @intCast(length)) != context.row_count) {
-        return invalid(context.diagnostic, "column '{s}' has {d} rows in record batch {d}, which has {d}", .{
-            field.name, length, context.batch_index, context.row_count,
+        return invalid(context.diagnostic, "column '{f}' has {d} rows in record batch {d}, which has {d}", .{
+            Excerpt.ofName(field.name), length, context.batch_index, context.row_count,
         });
     }
     if (null_count < 0 or null_count > length) {
-        return invalid(context.diagnostic, "column '{s}' has an invalid null count {d} in record batch {d}", .{
-            field.name, null_count, context.batch_index,
+        return invalid(context.diagnostic, "column '{f}' has an invalid null count {d} in record batch {d}", .{
+            Excerpt.ofName(field.name), null_count, context.batch_index,
         });
     }
     if (null_count > 0) {
-        return unsupported(context.diagnostic, "column '{s}' contains nulls ({d} in record batch {d}); metadata columns must not be null", .{
-            field.name, null_count, context.batch_index,
+        return unsupported(context.diagnostic, "column '{f}' contains nulls ({d} in record batch {d}); metadata columns must not be null", .{
+            Excerpt.ofName(field.name), null_count, context.batch_index,
         });
     }
 }
@@ -921,8 +922,8 @@ fn bodyBuffer(context: BatchContext, field: SchemaField, buffer_index: u32) ![]c
     const offset = flatbuffers.structField(i64, element, 0);
     const length = flatbuffers.structField(i64, element, 8);
     if (offset < 0 or length < 0 or offset > context.body.len or length > context.body.len - @as(u64, @intCast(offset))) {
-        return invalid(context.diagnostic, "column '{s}': buffer {d} (offset {d}, {d} bytes) lies outside the {d}-byte body of record batch {d}", .{
-            field.name, buffer_index, offset, length, context.body.len, context.batch_index,
+        return invalid(context.diagnostic, "column '{f}': buffer {d} (offset {d}, {d} bytes) lies outside the {d}-byte body of record batch {d}", .{
+            Excerpt.ofName(field.name), buffer_index, offset, length, context.body.len, context.batch_index,
         });
     }
     return context.body[@intCast(offset)..][0..@intCast(length)];
@@ -943,8 +944,8 @@ fn readChunk(context: BatchContext, field: SchemaField, buffer_index: u32) !Chun
 
 fn checkBufferBytes(context: BatchContext, field: SchemaField, buffer: []const u8, bytes_needed: u64) !void {
     if (buffer.len < bytes_needed) {
-        return invalid(context.diagnostic, "column '{s}': {d}-byte buffer in record batch {d} is too small for {d} rows", .{
-            field.name, buffer.len, context.batch_index, context.row_count,
+        return invalid(context.diagnostic, "column '{f}': {d}-byte buffer in record batch {d} is too small for {d} rows", .{
+            Excerpt.ofName(field.name), buffer.len, context.batch_index, context.row_count,
         });
     }
 }
@@ -974,8 +975,8 @@ fn readStringChunk(
         const current = readOffset(Offset, offsets, index);
         if (current < previous or current > data.len) return badOffset(context, field, index, current, data.len);
         if (!std.unicode.utf8ValidateSlice(data[@intCast(previous)..@intCast(current)])) {
-            return invalid(context.diagnostic, "column '{s}' has invalid UTF-8 in row {d} of record batch {d}", .{
-                field.name, index - 1, context.batch_index,
+            return invalid(context.diagnostic, "column '{f}' has invalid UTF-8 in row {d} of record batch {d}", .{
+                Excerpt.ofName(field.name), index - 1, context.batch_index,
             });
         }
         previous = current;
@@ -989,8 +990,8 @@ fn readStringChunk(
 }
 
 fn badOffset(context: BatchContext, field: SchemaField, index: usize, offset: i64, data_bytes: usize) error{InvalidArrow} {
-    return invalid(context.diagnostic, "column '{s}' has string offset {d} at position {d} of record batch {d}, which is decreasing or outside its {d}-byte data buffer", .{
-        field.name, offset, index, context.batch_index, data_bytes,
+    return invalid(context.diagnostic, "column '{f}' has string offset {d} at position {d} of record batch {d}, which is decreasing or outside its {d}-byte data buffer", .{
+        Excerpt.ofName(field.name), offset, index, context.batch_index, data_bytes,
     });
 }
 

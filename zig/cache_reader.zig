@@ -20,6 +20,7 @@ const index_file = @import("index_file.zig");
 const shard_record = @import("shard_record.zig");
 const ColumnBuilder = @import("column_builder.zig").ColumnBuilder;
 const Diagnostic = @import("diagnostic.zig").Diagnostic;
+const Excerpt = @import("diagnostic.zig").Excerpt;
 
 pub const Error = error{ InvalidCache, Io, OutOfMemory };
 
@@ -258,19 +259,19 @@ pub const Cache = struct {
         errdefer allocator.free(ordered);
         for (schema_fields, ordered) |field, *slot| {
             const column = findColumn(table.columns, field.name) orelse {
-                diagnostic.set("metadata.arrow has no column '{s}' from the manifest schema", .{field.name});
+                diagnostic.set("metadata.arrow has no column '{f}' from the manifest schema", .{Excerpt.ofName(field.name)});
                 return error.InvalidCache;
             };
             const kind = std.meta.activeTag(column.values);
             if (kind != field.kind) {
-                diagnostic.set("metadata.arrow column '{s}' is {s} but the manifest says {s}", .{ field.name, kind.name(), field.kind.name() });
+                diagnostic.set("metadata.arrow column '{f}' is {s} but the manifest says {s}", .{ Excerpt.ofName(field.name), kind.name(), field.kind.name() });
                 return error.InvalidCache;
             }
             slot.* = column;
         }
         for (table.columns) |column| {
             if (!isInSchema(schema_fields, column.name)) {
-                diagnostic.set("metadata.arrow has a column '{s}' that the manifest schema does not list", .{column.name});
+                diagnostic.set("metadata.arrow has a column '{f}' that the manifest schema does not list", .{Excerpt.ofName(column.name)});
                 return error.InvalidCache;
             }
         }

@@ -38,6 +38,49 @@ pub const Diagnostic = struct {
     }
 };
 
+/// The start of a possibly long text for a message, cut on a UTF-8 character
+/// boundary and marked with "..."; prints with `{f}`, or as `head` and `ellipsis`.
+pub const Excerpt = struct {
+    head: []const u8,
+    ellipsis: []const u8,
+
+    /// A value's text.
+    pub fn of(text: []const u8) Excerpt {
+        return cut(text, 40);
+    }
+
+    /// A field's or column's name: long enough to tell names apart, short enough
+    /// that a message naming two of them, behind a path, keeps its reason.
+    pub fn ofName(name: []const u8) Excerpt {
+        return cut(name, 200);
+    }
+
+    fn cut(text: []const u8, bytes_max: usize) Excerpt {
+        if (text.len <= bytes_max) return .{ .head = text, .ellipsis = "" };
+        var end: usize = bytes_max;
+        while (end > 0 and text[end] & 0xc0 == 0x80) end -= 1;
+        return .{ .head = text[0..end], .ellipsis = "..." };
+    }
+
+    pub fn format(excerpt: Excerpt, writer: *std.Io.Writer) std.Io.Writer.Error!void {
+        try writer.writeAll(excerpt.head);
+        try writer.writeAll(excerpt.ellipsis);
+    }
+};
+
+test "an excerpt keeps short texts whole and cuts long ones on a character boundary" {
+    try std.testing.expectFmt("'label'", "'{f}'", .{Excerpt.ofName("label")});
+    try std.testing.expectFmt("'ab...'", "'{f}'", .{Excerpt.cut("abc", 2)});
+    // "a" then 150 two-byte characters: byte 200 is the second byte of one.
+    var name: [301]u8 = undefined;
+    name[0] = 'a';
+    for (0..150) |i| @memcpy(name[1 + 2 * i ..][0..2], "\u{e9}");
+    const excerpt = Excerpt.ofName(&name);
+    try std.testing.expectEqualSlices(u8, name[0..199], excerpt.head);
+    try std.testing.expectEqualStrings("...", excerpt.ellipsis);
+    try std.testing.expectEqualStrings("", Excerpt.of(name[0..40]).ellipsis);
+}
+
 test "a long message is cut with an ellipsis" {
     var diagnostic: Diagnostic = .{};
     diagnostic.set("{s}", .{@as([2000]u8, @splat('x'))});

@@ -7,6 +7,7 @@
 const std = @import("std");
 const assert = std.debug.assert;
 const Diagnostic = @import("diagnostic.zig").Diagnostic;
+const Excerpt = @import("diagnostic.zig").Excerpt;
 const metadata_json = @import("metadata_json.zig");
 const metadata_types = @import("metadata_types.zig");
 const Field = metadata_types.Field;
@@ -208,7 +209,9 @@ const TreeReader = struct {
         const plain = name.len > 0 and !std.mem.eql(u8, name, ".") and !std.mem.eql(u8, name, "..") and
             std.mem.findAny(u8, name, "/\\\x00") == null;
         if (!plain) {
-            return reader.fail("manifest field 'source_name' must be a plain directory name, not '{s}'", .{name});
+            // Escaped: a NUL byte would end the C string of the message.
+            const shown = Excerpt.ofName(name);
+            return reader.fail("manifest field 'source_name' must be a plain directory name, not \"{f}{s}\"", .{ std.zig.fmtString(shown.head), shown.ellipsis });
         }
         return name;
     }
@@ -231,9 +234,9 @@ const TreeReader = struct {
             for (schema[0 .. schema.len - 1], schema[1..]) |previous, field| {
                 switch (std.mem.order(u8, previous.name, field.name)) {
                     .lt => {},
-                    .eq => return reader.fail("manifest field 'metadata_schema' lists '{s}' twice", .{field.name}),
-                    .gt => return reader.fail("manifest field 'metadata_schema' is not sorted by name: '{s}' comes after '{s}'", .{
-                        field.name, previous.name,
+                    .eq => return reader.fail("manifest field 'metadata_schema' lists '{f}' twice", .{Excerpt.ofName(field.name)}),
+                    .gt => return reader.fail("manifest field 'metadata_schema' is not sorted by name: '{f}' comes after '{f}'", .{
+                        Excerpt.ofName(field.name), Excerpt.ofName(previous.name),
                     }),
                 }
             }

@@ -5,6 +5,7 @@ const std = @import("std");
 const types = @import("metadata_types.zig");
 const metadata_json = @import("metadata_json.zig");
 const Diagnostic = @import("diagnostic.zig").Diagnostic;
+const Excerpt = @import("diagnostic.zig").Excerpt;
 
 pub const Error = error{ InvalidArgument, InvalidInput, OutOfMemory };
 
@@ -35,24 +36,24 @@ pub fn view(column: PushColumn, rows: usize, first_sample: u64, diagnostic: *Dia
         return error.InvalidInput;
     }
     if (column.kind > 3) {
-        diagnostic.set("metadata column '{s}' has unknown kind {d}", .{ name, column.kind });
+        diagnostic.set("metadata column '{f}' has unknown kind {d}", .{ Excerpt.ofName(name), column.kind });
         return error.InvalidArgument;
     }
     const kind: types.Kind = @fromBackingInt(@intCast(column.kind));
     if (kind == .string) {
         const offsets_ptr = column.offsets orelse return nullPointer(name, "offsets", diagnostic);
         if (@intFromPtr(offsets_ptr) % 8 != 0) {
-            diagnostic.set("metadata column '{s}': offsets must be 8-byte aligned", .{name});
+            diagnostic.set("metadata column '{f}': offsets must be 8-byte aligned", .{Excerpt.ofName(name)});
             return error.InvalidArgument;
         }
         const offsets = @as([*]const u64, @ptrCast(@alignCast(offsets_ptr)))[0 .. rows + 1];
         if (offsets[0] != 0) {
-            diagnostic.set("metadata column '{s}': offsets must start at 0", .{name});
+            diagnostic.set("metadata column '{f}': offsets must start at 0", .{Excerpt.ofName(name)});
             return error.InvalidArgument;
         }
         for (offsets[0..rows], offsets[1..]) |start, end| {
             if (end < start) {
-                diagnostic.set("metadata column '{s}': offsets must not decrease", .{name});
+                diagnostic.set("metadata column '{f}': offsets must not decrease", .{Excerpt.ofName(name)});
                 return error.InvalidArgument;
             }
         }
@@ -60,7 +61,7 @@ pub fn view(column: PushColumn, rows: usize, first_sample: u64, diagnostic: *Dia
         const bytes: []const u8 = if (total == 0) &.{} else (column.bytes orelse return nullPointer(name, "bytes", diagnostic))[0..total];
         for (0..rows) |row| {
             if (!std.unicode.utf8ValidateSlice(bytes[@intCast(offsets[row])..@intCast(offsets[row + 1])])) {
-                diagnostic.set("sample {d}: metadata field '{s}' is not valid UTF-8", .{ first_sample + row, name });
+                diagnostic.set("sample {d}: metadata field '{f}' is not valid UTF-8", .{ first_sample + row, Excerpt.ofName(name) });
                 return error.InvalidInput;
             }
         }
@@ -68,7 +69,7 @@ pub fn view(column: PushColumn, rows: usize, first_sample: u64, diagnostic: *Dia
     }
     const values = column.values orelse return nullPointer(name, "values", diagnostic);
     if (kind != .bool and @intFromPtr(values) % 8 != 0) {
-        diagnostic.set("metadata column '{s}': values must be 8-byte aligned", .{name});
+        diagnostic.set("metadata column '{f}': values must be 8-byte aligned", .{Excerpt.ofName(name)});
         return error.InvalidArgument;
     }
     switch (kind) {
@@ -76,7 +77,7 @@ pub fn view(column: PushColumn, rows: usize, first_sample: u64, diagnostic: *Dia
             const flags = @as([*]const u8, @ptrCast(values))[0..rows];
             for (flags, 0..) |flag, row| {
                 if (flag > 1) {
-                    diagnostic.set("sample {d}: metadata field '{s}' is a bool stored as {d}, not 0 or 1", .{ first_sample + row, name, flag });
+                    diagnostic.set("sample {d}: metadata field '{f}' is a bool stored as {d}, not 0 or 1", .{ first_sample + row, Excerpt.ofName(name), flag });
                     return error.InvalidInput;
                 }
             }
@@ -87,7 +88,7 @@ pub fn view(column: PushColumn, rows: usize, first_sample: u64, diagnostic: *Dia
             const floats = @as([*]const f64, @ptrCast(@alignCast(values)))[0..rows];
             for (floats, 0..) |value, row| {
                 if (!std.math.isFinite(value)) {
-                    diagnostic.set("sample {d}: metadata field '{s}' must be a finite float, got {d}", .{ first_sample + row, name, value });
+                    diagnostic.set("sample {d}: metadata field '{f}' must be a finite float, got {d}", .{ first_sample + row, Excerpt.ofName(name), value });
                     return error.InvalidInput;
                 }
             }
@@ -98,7 +99,7 @@ pub fn view(column: PushColumn, rows: usize, first_sample: u64, diagnostic: *Dia
 }
 
 fn nullPointer(name: []const u8, what: []const u8, diagnostic: *Diagnostic) Error {
-    diagnostic.set("metadata column '{s}': {s} is NULL", .{ name, what });
+    diagnostic.set("metadata column '{f}': {s} is NULL", .{ Excerpt.ofName(name), what });
     return error.InvalidArgument;
 }
 
@@ -127,18 +128,18 @@ pub fn orderBySchema(schema: []const types.Field, columns: []const types.Column,
         for (columns) |column| {
             if (!std.mem.eql(u8, column.name, field.name)) continue;
             if (found != null) {
-                diagnostic.set("metadata field '{s}' appears twice", .{field.name});
+                diagnostic.set("metadata field '{f}' appears twice", .{Excerpt.ofName(field.name)});
                 return error.InvalidInput;
             }
             found = column.values;
         }
         const values = found orelse {
-            diagnostic.set("metadata is missing key '{s}'", .{field.name});
+            diagnostic.set("metadata is missing key '{f}'", .{Excerpt.ofName(field.name)});
             return error.InvalidInput;
         };
         const kind = std.meta.activeTag(values);
         if (kind != field.kind) {
-            diagnostic.set("metadata field '{s}' changed type from {s} to {s}", .{ field.name, field.kind.name(), kind.name() });
+            diagnostic.set("metadata field '{f}' changed type from {s} to {s}", .{ Excerpt.ofName(field.name), field.kind.name(), kind.name() });
             return error.InvalidInput;
         }
         out.* = values;

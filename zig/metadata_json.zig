@@ -15,6 +15,7 @@ const std = @import("std");
 const assert = std.debug.assert;
 const metadata_types = @import("metadata_types.zig");
 const Diagnostic = @import("diagnostic.zig").Diagnostic;
+const Excerpt = @import("diagnostic.zig").Excerpt;
 const Field = metadata_types.Field;
 const Kind = metadata_types.Kind;
 const Value = metadata_types.Value;
@@ -191,8 +192,7 @@ pub const Parser = struct {
                 const token = cursor.scanString() catch |err| switch (err) {
                     error.Malformed => return parser.malformed(diagnostic, "a valid string"),
                     error.InvalidUnicode => {
-                        const name = Excerpt.ofName(key);
-                        diagnostic.set("metadata field '{s}{s}' is not valid Unicode (a lone surrogate or bad UTF-8)", .{ name.head, name.ellipsis });
+                        diagnostic.set("metadata field '{f}' is not valid Unicode (a lone surrogate or bad UTF-8)", .{Excerpt.ofName(key)});
                         return error.InvalidMetadata;
                     },
                 };
@@ -222,10 +222,9 @@ pub const Parser = struct {
         if (!token.is_float) {
             const integer = parseInt64(token.text) orelse {
                 const text = Excerpt.of(token.text);
-                const name = Excerpt.ofName(key);
                 diagnostic.set(
-                    "metadata field '{s}{s}' integer {s}{s} is outside the signed 64-bit range",
-                    .{ name.head, name.ellipsis, text.head, text.ellipsis },
+                    "metadata field '{f}' integer {s}{s} is outside the signed 64-bit range",
+                    .{ Excerpt.ofName(key), text.head, text.ellipsis },
                 );
                 return error.InvalidMetadata;
             };
@@ -248,15 +247,13 @@ pub const Parser = struct {
 };
 
 fn nonPrimitive(key: []const u8, python_type: []const u8, diagnostic: *Diagnostic) error{InvalidMetadata} {
-    const name = Excerpt.ofName(key);
-    diagnostic.set("metadata field '{s}{s}' must be bool, int, float or str, got {s}", .{ name.head, name.ellipsis, python_type });
+    diagnostic.set("metadata field '{f}' must be bool, int, float or str, got {s}", .{ Excerpt.ofName(key), python_type });
     return error.InvalidMetadata;
 }
 
 fn nonFinite(key: []const u8, token: []const u8, diagnostic: *Diagnostic) error{InvalidMetadata} {
     const text = Excerpt.of(token);
-    const name = Excerpt.ofName(key);
-    diagnostic.set("metadata field '{s}{s}' is a non-finite float ({s}{s})", .{ name.head, name.ellipsis, text.head, text.ellipsis });
+    diagnostic.set("metadata field '{f}' is a non-finite float ({s}{s})", .{ Excerpt.ofName(key), text.head, text.ellipsis });
     return error.InvalidMetadata;
 }
 
@@ -339,8 +336,7 @@ fn sortSchema(schema: []Field, diagnostic: *Diagnostic) error{InvalidMetadata}!v
     if (schema.len > 1) {
         for (schema[0 .. schema.len - 1], schema[1..]) |field, next| {
             if (std.mem.eql(u8, field.name, next.name)) {
-                const name = Excerpt.ofName(field.name);
-                diagnostic.set("metadata field '{s}{s}' appears twice", .{ name.head, name.ellipsis });
+                diagnostic.set("metadata field '{f}' appears twice", .{Excerpt.ofName(field.name)});
                 return error.InvalidMetadata;
             }
         }
@@ -377,16 +373,14 @@ pub fn matchSchema(
             continue;
         };
         if (seen.testAndSet(index)) {
-            const name = Excerpt.ofName(entry.key);
-            diagnostic.set("metadata field '{s}{s}' appears twice", .{ name.head, name.ellipsis });
+            diagnostic.set("metadata field '{f}' appears twice", .{Excerpt.ofName(entry.key)});
             return error.InvalidMetadata;
         }
         const kind = std.meta.activeTag(entry.value);
         if (kind != schema[index].kind) {
-            const name = Excerpt.ofName(entry.key);
             diagnostic.set(
-                "metadata field '{s}{s}' changed type from {s} to {s}",
-                .{ name.head, name.ellipsis, schema[index].kind.name(), kind.name() },
+                "metadata field '{f}' changed type from {s} to {s}",
+                .{ Excerpt.ofName(entry.key), schema[index].kind.name(), kind.name() },
             );
             return error.InvalidMetadata;
         }
@@ -394,18 +388,14 @@ pub fn matchSchema(
     }
     const missing = seen.firstUnset();
     if (missing != null and unexpected != null) {
-        const name = Excerpt.ofName(schema[missing.?].name);
-        const other = Excerpt.ofName(unexpected.?);
         diagnostic.set(
-            "metadata is missing key '{s}{s}' and has unexpected key '{s}{s}'",
-            .{ name.head, name.ellipsis, other.head, other.ellipsis },
+            "metadata is missing key '{f}' and has unexpected key '{f}'",
+            .{ Excerpt.ofName(schema[missing.?].name), Excerpt.ofName(unexpected.?) },
         );
     } else if (missing) |index| {
-        const name = Excerpt.ofName(schema[index].name);
-        diagnostic.set("metadata is missing key '{s}{s}'", .{ name.head, name.ellipsis });
+        diagnostic.set("metadata is missing key '{f}'", .{Excerpt.ofName(schema[index].name)});
     } else if (unexpected) |key| {
-        const name = Excerpt.ofName(key);
-        diagnostic.set("metadata has unexpected key '{s}{s}'", .{ name.head, name.ellipsis });
+        diagnostic.set("metadata has unexpected key '{f}'", .{Excerpt.ofName(key)});
     } else {
         return;
     }
@@ -783,7 +773,7 @@ const Verifier = struct {
         cursor.skipWhitespace();
         if (cursor.position != cursor.text.len) return verifier.malformed("the end of the object");
         if (verifier.seen.firstUnset()) |index| {
-            return verifier.fail("record metadata is missing field '{s}'", .{verifier.schema[index].name});
+            return verifier.fail("record metadata is missing field '{f}'", .{Excerpt.ofName(verifier.schema[index].name)});
         }
     }
 
@@ -801,7 +791,7 @@ const Verifier = struct {
             return verifier.fail("record metadata has unexpected field '{s}{s}'", .{ text.head, text.ellipsis });
         };
         const name = verifier.schema[index].name;
-        if (verifier.seen.testAndSet(index)) return verifier.fail("record metadata field '{s}' appears twice", .{name});
+        if (verifier.seen.testAndSet(index)) return verifier.fail("record metadata field '{f}' appears twice", .{Excerpt.ofName(name)});
         verifier.field_count += 1;
         const token = try verifier.scanValue(name);
         if (!tokenEquals(token, verifier.expected[index])) return verifier.mismatch(name, token, verifier.expected[index]);
@@ -828,7 +818,7 @@ const Verifier = struct {
             '"' => {
                 const string = cursor.scanString() catch |err| switch (err) {
                     error.Malformed => return verifier.malformed("a valid string"),
-                    error.InvalidUnicode => return verifier.fail("record metadata field '{s}' is not valid Unicode", .{name}),
+                    error.InvalidUnicode => return verifier.fail("record metadata field '{f}' is not valid Unicode", .{Excerpt.ofName(name)}),
                 };
                 return .{ .string = string };
             },
@@ -850,8 +840,8 @@ const Verifier = struct {
         var token_buffer: [description_bytes_max]u8 = undefined;
         var value_buffer: [description_bytes_max]u8 = undefined;
         return verifier.fail(
-            "record metadata field '{s}' does not match metadata.arrow: the record has {s}, the table has {s}",
-            .{ name, describeToken(&token_buffer, token), describeValue(&value_buffer, expected) },
+            "record metadata field '{f}' does not match metadata.arrow: the record has {s}, the table has {s}",
+            .{ Excerpt.ofName(name), describeToken(&token_buffer, token), describeValue(&value_buffer, expected) },
         );
     }
 
@@ -928,30 +918,6 @@ fn describeValue(buffer: *[description_bytes_max]u8, value: Value) []const u8 {
         },
     };
 }
-
-/// The start of a possibly long text for a message, cut on a UTF-8 character boundary.
-const Excerpt = struct {
-    head: []const u8,
-    ellipsis: []const u8,
-
-    /// A value's text.
-    fn of(text: []const u8) Excerpt {
-        return cut(text, 40);
-    }
-
-    /// A field's name: long enough to tell names apart, short enough that a
-    /// message naming two of them keeps its reason (a `Diagnostic` holds 1 KiB).
-    fn ofName(name: []const u8) Excerpt {
-        return cut(name, 200);
-    }
-
-    fn cut(text: []const u8, bytes_max: usize) Excerpt {
-        if (text.len <= bytes_max) return .{ .head = text, .ellipsis = "" };
-        var end: usize = bytes_max;
-        while (end > 0 and text[end] & 0xc0 == 0x80) end -= 1;
-        return .{ .head = text[0..end], .ellipsis = "..." };
-    }
-};
 
 /// The lexer both directions share: a position in a text and JSON's token rules.
 const Cursor = struct {

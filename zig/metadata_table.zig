@@ -11,6 +11,7 @@ const active_table = @import("active_table.zig");
 const ActiveTable = active_table.ActiveTable;
 const Dataset = @import("dataset.zig").Dataset;
 const Diagnostic = @import("diagnostic.zig").Diagnostic;
+const Excerpt = @import("diagnostic.zig").Excerpt;
 
 pub const Error = error{ InvalidInput, OutOfMemory };
 
@@ -23,7 +24,7 @@ const reserved_columns = [_][]const u8{ "cache_id", "sample_id", "weight" };
 fn checkNoReservedNames(dataset: *const Dataset, diagnostic: *Diagnostic) Error!void {
     for (dataset.schema()) |field| {
         if (isOneOf(field.name, &reserved_columns)) {
-            diagnostic.set("stored metadata column '{s}' has the name of a metadata table column (cache_id, sample_id, weight); this dataset has no metadata table", .{field.name});
+            diagnostic.set("stored metadata column '{f}' has the name of a metadata table column (cache_id, sample_id, weight); this dataset has no metadata table", .{Excerpt.ofName(field.name)});
             return error.InvalidInput;
         }
     }
@@ -239,14 +240,14 @@ pub fn checkColumns(dataset: *const Dataset, update: Update, diagnostic: *Diagno
     }
     for (dataset.schema()) |field| {
         const column = findColumn(update.columns, field.name) orelse {
-            diagnostic.set("samples metadata missing '{s}' column", .{field.name});
+            diagnostic.set("samples metadata missing '{f}' column", .{Excerpt.ofName(field.name)});
             return error.InvalidInput;
         };
         const expected = arrowTypeOf(field.kind);
         const same = std.mem.eql(u8, column.arrow_type, expected) or
             (field.kind == .string and std.mem.eql(u8, column.arrow_type, "large_utf8"));
         if (!same) {
-            diagnostic.set("samples metadata column '{s}' must have Arrow type {s}, got {s}", .{ field.name, expected, column.arrow_type });
+            diagnostic.set("samples metadata column '{f}' must have Arrow type {s}, got {s}", .{ Excerpt.ofName(field.name), expected, column.arrow_type });
             return error.InvalidInput;
         }
     }

@@ -89,7 +89,8 @@ typedef struct drt_writer_stats {
 } drt_writer_stats;
 
 /*
- * Prepares base_dir/source_name: validates the name (one plain path segment),
+ * Prepares base_dir/source_name: validates the name (one plain path segment of
+ * valid UTF-8, not "tmp"),
  * takes a file lock on the target (waiting while another writer holds it),
  * fails with DRT_ERR_ALREADY_EXISTS if the target exists, and creates a staging
  * directory of its own under base_dir/tmp.
@@ -98,7 +99,8 @@ int32_t drt_writer_create(drt_runtime *runtime, const char *base_dir, uint64_t b
                           const char *source_name, uint64_t source_name_len,
                           const drt_writer_options *options, drt_writer **out);
 
-/* DRT_OK when source_name is usable as a cache name (one plain path segment, not "tmp"). */
+/* DRT_OK when source_name is usable as a cache name (one plain path segment of valid
+ * UTF-8, at most 250 bytes, not "tmp"). */
 int32_t drt_check_source_name(const char *source_name, uint64_t source_name_len);
 
 /*
