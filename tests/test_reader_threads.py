@@ -17,11 +17,25 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from conftest import QUIET, ListSource
-from dataset_rt import DatasetRuntime, ReaderConfig
+from conftest import QUIET, ListSource, pythonpath_before_inherited
+from dataset_rt import DatasetRuntime, ReaderConfig, _native
 
 JOIN_TIMEOUT = 60.0
-PACKAGE_DIR = Path(__file__).resolve().parent.parent / "python"
+
+
+def run_in_child(script: str, directory: Path) -> str:
+    """Runs `script` with `directory` as its argument in a child interpreter with the
+    package under test (a crash or hang then fails one test, not the run); its output."""
+    package_parent = Path(_native.__file__).parents[1]
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(directory)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": pythonpath_before_inherited(package_parent)},
+        timeout=300,
+    )
+    assert done.returncode == 0, f"exit {done.returncode}:\n{done.stderr[-3000:]}"
+    return done.stdout
 
 
 def samples(count: int, salt: int) -> list[tuple[bytes, dict[str, object]]]:
@@ -210,15 +224,60 @@ def test_closing_an_iterator_while_another_thread_is_in_next_is_safe(tmp_path: P
     # A watchdog thread stopping a training loop: close() must wait for a next()
     # in progress (the native iterator was once freed under it: a crash). In a
     # child process, so that a crash fails this test rather than the run.
-    done = subprocess.run(
-        [sys.executable, "-c", CLOSE_WHILE_READING, str(tmp_path)],
-        capture_output=True,
-        text=True,
-        env={
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join([str(PACKAGE_DIR), os.environ.get("PYTHONPATH", "")]),
-        },
-        timeout=300,
-    )
-    assert done.returncode == 0, f"exit {done.returncode}:\n{done.stderr[-3000:]}"
-    assert "closed 40 iterators" in done.stdout
+    assert "closed 40 iterators" in run_in_child(CLOSE_WHILE_READING, tmp_path)
+
+
+INTERRUPTED_NEXT = textwrap.dedent(
+    """
+    import signal, sys, threading, time
+    from dataset_rt import CacheInput, DatasetRuntime, ReaderConfig, WriterConfig
+
+    class Interrupt(Exception):
+        pass
+
+    armed = False
+    def interrupt(signum, frame):
+        if armed:
+            raise Interrupt
+
+    class Small:
+        name = "small"
+        def __iter__(self):
+            return (CacheInput(b"x", {"i": i}) for i in range(50))
+
+    runtime = DatasetRuntime(num_workers=1)
+    quiet = WriterConfig(show_progress=False)
+    (written,) = runtime.write_cache(Small(), sys.argv[1], writer_config=quiet)
+    config = ReaderConfig(seed=0, prefetch_size=1)
+    ds = runtime.cached_dataset([written.path], reader_config=config)
+    ds.set_epoch_len(10**12)
+    iterator = iter(ds)
+    native = iterator._native
+    signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 0.00003, 0.00003)
+    interrupts = 0
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline and not native.lock.held().locked():
+        try:
+            armed = True
+            native.next_batch()
+            armed = False
+        except Interrupt:
+            armed = False
+            interrupts += 1
+    signal.setitimer(signal.ITIMER_REAL, 0, 0)
+    assert not native.lock.held().locked(), f"lock left held after {interrupts} interrupts"
+    closing = threading.Thread(target=iterator.close, daemon=True)
+    closing.start()
+    closing.join(10)
+    assert not closing.is_alive(), "close() hangs"
+    print(f"{interrupts} interrupts, lock free")
+    """
+)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs SIGALRM")
+def test_an_interrupt_inside_next_never_leaves_the_iterator_locked(tmp_path: Path) -> None:
+    # Ctrl-C lands between bytecodes: if it can fall between taking the
+    # iterator's lock and the block that releases it, the next close() hangs.
+    assert "lock free" in run_in_child(INTERRUPTED_NEXT, tmp_path)

@@ -173,6 +173,15 @@ def test_the_field_named_is_the_bad_one_not_an_earlier_good_one(
     assert_mentions(message, "sample 0", "'z'", "got list")
 
 
+def test_an_int_outside_int64_is_shown_whole_when_python_can_print_it(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    # Here the JSON fallback fails on the list, then describes the first bad field.
+    samples = [(b"p", {"a": 2**63, "z": LIST_HOLDING_ITSELF})]
+    message = write_one_bad(runtime, tmp_path / "caches", samples)
+    assert_mentions(message, "sample 0", "'a' integer 9223372036854775808 is outside")
+
+
 def test_messages_about_very_long_keys_keep_their_reason(
     runtime: DatasetRuntime, tmp_path: Path
 ) -> None:

@@ -28,6 +28,7 @@ from dataset_rt import (
     WriterProfilerConfig,
     _native,
 )
+from dataset_rt.profiling import WriterProfile
 
 REQUIRED_STAGES = {
     "python_next",
@@ -438,6 +439,32 @@ def test_a_source_whose_writer_cannot_be_created_gets_no_profile_entry(
     assert not isinstance(results[0], CacheWriteSuccess), results
     assert isinstance(results[1], CacheWriteSuccess), results
     check_profile(profile, ["fresh"])
+
+
+def test_an_interrupt_before_a_source_is_profiled_leaves_the_previous_entry_alone(
+    runtime: DatasetRuntime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The second source's writer exists when the interrupt lands, but it has no
+    # entry yet: its figures must not overwrite the first source's.
+    start_source = WriterProfile.start_source
+
+    def interrupted(profile: WriterProfile, name: str) -> None:
+        if name == "second":
+            raise KeyboardInterrupt
+        start_source(profile, name)
+
+    monkeypatch.setattr(WriterProfile, "start_source", interrupted)
+    profile = tmp_path / "p.json"
+    with pytest.raises(KeyboardInterrupt):
+        runtime.write_cache(
+            [ListSource("first", simple_samples(300)), ListSource("second", simple_samples(3))],
+            tmp_path / "c",
+            writer_config=profiled(profile),
+        )
+    document = check_profile(profile, ["first"])
+    stages = {stage["name"]: stage for stage in document["sources"][0]["stages"]}
+    assert stages["python_next"]["calls"] >= 300, stages["python_next"]
+    assert stages["disk_write"]["bytes"] > 0, stages["disk_write"]
 
 
 def test_threads_writing_with_one_profile_path_each_write_a_whole_profile(

@@ -86,11 +86,11 @@ class _NativeIterator:
         self.handle = handle
 
     def next_batch(self) -> list[CachedSample] | None:
-        with self.lock:
+        with self.lock.held():
             return self._next_batch()
 
     def bytes_held(self) -> int:
-        with self.lock:
+        with self.lock.held():
             if self.handle is None:
                 return 0
             return int(_native.lib.drt_iterator_bytes_held(self.handle))
@@ -136,7 +136,7 @@ class _NativeIterator:
             _native.lib.drt_batch_release(batch)
 
     def close(self) -> None:
-        with self.lock:
+        with self.lock.held():
             self._destroy()
 
     def _destroy(self) -> None:
@@ -304,7 +304,7 @@ class CachedDataset:
         """
         from dataset_rt import metadata_frame  # Polars is loaded on first use
 
-        with self._metadata_lock:
+        with self._metadata_lock.held():
             return metadata_frame.read(self._handle, self._extra_columns)
 
     def update_metadata(self, metadata: pl.DataFrame) -> None:
@@ -317,7 +317,7 @@ class CachedDataset:
         """
         from dataset_rt import metadata_frame  # Polars is loaded on first use
 
-        with self._metadata_lock:
+        with self._metadata_lock.held():
             self._extra_columns = metadata_frame.install(self._handle, metadata)
 
     samples_metadata = get_metadata

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import os
 import threading
-from types import TracebackType
 
 
 class ForkSafeLock:
-    """A `threading.Lock` for ``with`` blocks, replaced by a new one in a forked child."""
+    """A `threading.Lock`, replaced by a new one in a forked child."""
 
     __slots__ = ("_lock", "_process_id")
 
@@ -23,16 +22,15 @@ class ForkSafeLock:
         self._lock = threading.Lock()
         self._process_id = os.getpid()
 
-    def __enter__(self) -> None:
+    def held(self) -> threading.Lock:
+        """This process's lock, for a ``with`` statement.
+
+        The `with` must be given the `threading.Lock` itself: its C-level enter
+        and exit leave no gap for a KeyboardInterrupt between taking the lock and
+        the block that releases it, where Python-level `__enter__`/`__exit__`
+        methods would (the lock then stays held and the next `close()` hangs).
+        """
         if self._process_id != os.getpid():
             self._lock = threading.Lock()
             self._process_id = os.getpid()
-        self._lock.acquire()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self._lock.release()
+        return self._lock

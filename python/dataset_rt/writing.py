@@ -140,9 +140,6 @@ class NativeWriter:
             )
         )
 
-    def created(self) -> bool:
-        return bool(self._handle)
-
     def column_schema(self, first_metadata: dict[str, Any]) -> Schema | None:
         """The schema for metadata columns, fixed by the write's first sample."""
         if not self._schema_fixed:
@@ -269,14 +266,20 @@ def _describe_unserializable(metadatas: list[dict[str, Any]], first_index: int) 
             field = f"sample {first_index + offset}: metadata field '{key}'"
             if type(value) is not bool and isinstance(value, int):
                 if not -(2**63) <= value < 2**63:
-                    # (Python's JSON encoder may refuse such an int before the core sees it.)
-                    bits = value.bit_length()
-                    return f"{field} integer of {bits} bits is outside the signed 64-bit range"
+                    return f"{field} integer {_int_text(value)} is outside the signed 64-bit range"
             elif not isinstance(value, (bool, str, float)) or not _encodes(value):
                 return f"{field} must be bool, int, float or str, got {type(value).__name__}"
     return (
         f"samples {first_index}..{first_index + len(metadatas) - 1}: metadata cannot be serialized"
     )
+
+
+def _int_text(value: int) -> str:
+    """The int's digits, or its size where Python refuses to print that many digits."""
+    try:
+        return str(value)
+    except ValueError:
+        return f"of {value.bit_length()} bits"
 
 
 def _encodes(value: object) -> bool:
@@ -473,6 +476,7 @@ def _write_one(
         return reuse(name, target)
     progress.start_source(name)
     writer = NativeWriter()
+    profiled = False  # set once this source has its own entry in the profile
     try:
         try:
             writer.create(runtime_handle, base_cache_dir, name, config, num_workers)
@@ -484,6 +488,7 @@ def _write_one(
             return CacheWriteError(name, str(error))
         # Profiled from here: a source whose writer could not be created wrote nothing.
         profile.start_source(name)
+        profiled = True
         path = write_source(writer, source, config, progress, profile)
         return CacheWriteSuccess(name, path)
     except (KeyboardInterrupt, SystemExit):
@@ -491,7 +496,7 @@ def _write_one(
     except Exception as error:  # a failing source must not stop the others
         return CacheWriteError(name, _describe_failure(error))
     finally:
-        if writer.created() and profile.enabled and writer.usable():
+        if profiled and profile.enabled and writer.usable():
             profile.finish_source(writer.stats())
         writer.destroy()
 
