@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pydantic
 import pytest
 
 from conftest import QUIET, ListSource, published_entries, simple_samples, staging_dirs
@@ -43,14 +44,17 @@ PACKAGE_DIR = Path(__file__).resolve().parent.parent / "python"
 
 
 class InterruptingSource:
-    def __init__(self, name: str, good: int) -> None:
+    """`good` samples, then `error` (by default as Ctrl-C would)."""
+
+    def __init__(self, name: str, good: int, error: BaseException | None = None) -> None:
         self.name = name
         self.good = good
+        self.error = error if error is not None else KeyboardInterrupt()
 
     def __iter__(self) -> Iterator[CacheInput]:
         for payload, metadata in simple_samples(self.good):
             yield CacheInput(payload, metadata)
-        raise KeyboardInterrupt
+        raise self.error
 
 
 # ---- progress ----------------------------------------------------------------------
@@ -83,6 +87,48 @@ def test_progress_for_several_sources_shows_sources_done_of_total_and_an_eta(
     assert all(total == 3 for _, total in done), f"sources total is not 3: {done}"
     assert (3, 3) in done, f"progress never reports 3/3 sources done: {done}"
     assert "ETA" in err, f"no ETA in multi-source progress: {err!r}"
+
+
+class BrokenStream:
+    """A stderr whose reader went away."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+@pytest.mark.parametrize("stderr", [BrokenStream(), None], ids=["broken-pipe", "closed"])
+def test_a_stderr_that_cannot_be_written_does_not_fail_the_write(
+    runtime: DatasetRuntime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stderr: object
+) -> None:
+    # Progress is best effort: the caches are published and reported as written.
+    monkeypatch.setattr(sys, "stderr", stderr)
+    sources = [ListSource(f"s{i}", simple_samples(600)) for i in range(2)]
+    results = runtime.write_cache(sources, tmp_path, writer_config=WriterConfig())
+    assert results == [CacheWriteSuccess(f"s{i}", tmp_path / f"s{i}") for i in range(2)], results
+
+
+def test_a_failed_or_interrupted_source_ends_its_progress_line(
+    runtime: DatasetRuntime, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Otherwise the next line (another source's, a warning, a traceback) is glued on.
+    # (2,500 samples: a batch of 1,024 or more is pushed, so each shows progress.)
+    broken = InterruptingSource("broken", 2500, RuntimeError("the source broke"))
+    sources = [broken, ListSource("fine", simple_samples(600))]
+    results = runtime.write_cache(sources, tmp_path / "a", writer_config=WriterConfig())  # type: ignore[list-item]
+    assert results[1] == CacheWriteSuccess("fine", tmp_path / "a" / "fine"), results
+    err = capsys.readouterr().err
+    assert re.search(r"writing broken: [^\r\n]*\x1b\[K\n", err), repr(err)
+    with pytest.raises(KeyboardInterrupt):
+        runtime.write_cache(
+            InterruptingSource("cut", 2500),  # type: ignore[arg-type]
+            tmp_path / "b",
+            writer_config=WriterConfig(),
+        )
+    err = capsys.readouterr().err
+    assert "writing cut" in err and err.endswith("\x1b[K\n"), repr(err)
 
 
 def test_no_progress_output_when_disabled(
@@ -180,6 +226,27 @@ def test_profiler_is_written_when_the_write_is_interrupted(
             writer_config=config,
         )
     check_profile(profile, ["done", "cut"])
+
+
+@pytest.mark.parametrize("path", ["", "a\x00b"], ids=["empty", "nul"])
+def test_profiler_config_refuses_a_path_that_cannot_name_a_file(path: str) -> None:
+    with pytest.raises(pydantic.ValidationError, match="path must name a file"):
+        WriterProfilerConfig(enabled=True, path=path)
+
+
+def test_a_profile_that_cannot_be_written_warns_and_keeps_the_results(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    # The profile is written after the caches are published: failing there must
+    # not lose the results (the path here is a directory).
+    blocked = tmp_path / "profile_dir"
+    blocked.mkdir()
+    with pytest.warns(RuntimeWarning, match="cannot write the writer profile"):
+        results = runtime.write_cache(
+            ListSource("s", simple_samples(3)), tmp_path / "c", writer_config=profiled(blocked)
+        )
+    assert results == [CacheWriteSuccess("s", tmp_path / "c" / "s")], results
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c", "profile_dir"], "a temp file is left"
 
 
 def test_profiler_disabled_writes_no_file(

@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 # Widths of the C ABI fields these values travel in.
@@ -55,6 +55,13 @@ class WriterProfilerConfig(BaseModel):
 
     path: Path = Path("dataset_rt_profile.json")
     """The JSON file to write."""
+
+    @field_validator("path")
+    @classmethod
+    def _path_names_a_file(cls, path: Path) -> Path:
+        if not path.name or "\x00" in str(path):
+            raise ValueError(f"path must name a file (no NUL byte), got {str(path)!r}")
+        return path
 
 
 class WriterConfig(BaseModel):

@@ -83,6 +83,11 @@ def run(samples: int, payload_bytes: int, compression: str, directory: Path, wor
     checked = 0
     for sample in dataset:
         index = sample.sample_id
+        # Unshuffled: the cache's samples in order, each exactly once.
+        if index != checked or sample.cache_id != 0:
+            got = f"{sample.cache_id}/{index}"
+            print(f"read sample {got} at position {checked}, expected 0/{checked}", file=sys.stderr)
+            return 1
         if sample.data != source.payload(index) or sample.metadata != source.metadata(index):
             print(f"sample {index} differs from what was written", file=sys.stderr)
             return 1
@@ -111,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
         help="base cache directory (default: a temporary one, removed)",
     )
     args = parser.parse_args(argv)
+    if args.samples < 1 or args.payload_bytes < 0 or args.workers < 1:
+        parser.error("--samples and --workers must be at least 1, --payload-bytes at least 0")
     if args.dir is not None:
         return run(args.samples, args.payload_bytes, args.compression, args.dir, args.workers)
     directory = Path(tempfile.mkdtemp(prefix="dataset_rt_demo_"))

@@ -7,9 +7,11 @@ finish, publish). The file is written after the write, also when interrupted.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
+import warnings
 from typing import Any
 
 from dataset_rt import _native
@@ -63,14 +65,28 @@ class WriterProfile:
         self._sources[-1]["stages"] = stages
 
     def write(self) -> None:
-        """Write the JSON atomically (temp file + rename) if profiling is enabled."""
+        """Write the JSON atomically (temp file + rename) if profiling is enabled.
+
+        It runs after the caches are published: a profile that cannot be written
+        (the path is a directory, the disk is full) is a `RuntimeWarning`, not an
+        error that would lose the write's results.
+        """
         if not self.enabled:
             return
         document = {"format_version": FORMAT_VERSION, "sources": self._sources}
         path = self._path
-        path.parent.mkdir(parents=True, exist_ok=True)
         # Unique per call: two threads writing the same profile must not share it.
         unique = f"{os.getpid()}.{threading.get_ident()}.{id(self)}"
         temporary = path.with_name(f".{path.name}.{unique}.tmp")
-        temporary.write_text(json.dumps(document, indent=2) + "\n")
-        os.replace(temporary, path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            temporary.write_text(json.dumps(document, indent=2) + "\n")
+            os.replace(temporary, path)
+        except OSError as error:
+            with contextlib.suppress(OSError):
+                temporary.unlink(missing_ok=True)
+            warnings.warn(
+                f"dataset_rt: cannot write the writer profile {path}: {error}",
+                RuntimeWarning,
+                stacklevel=2,
+            )

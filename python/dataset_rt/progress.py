@@ -21,6 +21,7 @@ class WriteProgress:
         self._source_started = self._started
         self._source_name = ""
         self._last_shown = 0.0
+        self._line_open = False
 
     def start_source(self, name: str) -> None:
         self._source_name = name
@@ -41,8 +42,17 @@ class WriteProgress:
         )
         if self._source_total > 1:
             line += f" | sources {self._sources_done}/{self._source_total}{self._eta(now)}"
-        self._stream.write("\r" + line + "\x1b[K")
-        self._stream.flush()
+        self._write("\r" + line + "\x1b[K")
+        self._line_open = True
+
+    def _write(self, text: str) -> None:
+        # Progress is best effort: a closed, full or broken stderr (or none,
+        # as with `2>&-`) must not fail or misreport the write itself.
+        try:
+            self._stream.write(text)
+            self._stream.flush()
+        except (OSError, ValueError, AttributeError):
+            self._enabled = False
 
     @property
     def sources_done(self) -> int:
@@ -51,14 +61,20 @@ class WriteProgress:
 
     def skip_source(self) -> None:
         """Count a source that was reused or failed; it prints no figures."""
+        self.end_line()
         self._sources_done += 1
 
     def finish_source(self, samples: int, payload_bytes: int) -> None:
         self._sources_done += 1
         if self._enabled:
             self.update(samples, payload_bytes, force=True)
-            self._stream.write("\n")
-            self._stream.flush()
+        self.end_line()
+
+    def end_line(self) -> None:
+        """End a line left open (a source done, failed or interrupted)."""
+        if self._enabled and self._line_open:
+            self._write("\n")
+        self._line_open = False
 
     def _eta(self, now: float) -> str:
         if self._sources_done == 0:

@@ -12,6 +12,14 @@ if TYPE_CHECKING:
     from dataset_rt.dataset import CachedDataset
 
 
+_WORKERS_REFUSED = (
+    "DatasetRT streams cannot be split across DataLoader worker processes: "
+    "each worker would read its own copy of the stream. "
+    "Use DataLoader(num_workers=0) "
+    "and DatasetRuntime(num_workers=N) for parallel reads."
+)
+
+
 def make_torch_iterable_dataset(dataset: CachedDataset) -> Any:
     """Wrap `dataset` in a sized `torch.utils.data.IterableDataset`."""
     try:
@@ -26,13 +34,14 @@ def make_torch_iterable_dataset(dataset: CachedDataset) -> Any:
 
         def __iter__(self) -> Iterator[CachedSample]:
             if torch_data.get_worker_info() is not None:
-                raise RuntimeError(
-                    "DatasetRT streams cannot be split across DataLoader worker processes: "
-                    "each worker would read its own copy of the stream. "
-                    "Use DataLoader(num_workers=0) "
-                    "and DatasetRuntime(num_workers=N) for parallel reads."
-                )
+                raise RuntimeError(_WORKERS_REFUSED)
             return iter(dataset)
+
+        def __reduce__(self) -> Any:
+            # Workers started by spawn/forkserver receive the dataset pickled:
+            # refuse them here with the same message (the class is local and
+            # the native handles cannot be pickled anyway).
+            raise RuntimeError(_WORKERS_REFUSED)
 
         def __len__(self) -> int:
             return len(dataset)

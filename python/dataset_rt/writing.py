@@ -450,6 +450,7 @@ def write_sources(
                 progress.skip_source()
             results.append(result)
     finally:
+        progress.end_line()
         profile.write()
     return results
 

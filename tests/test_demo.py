@@ -1,0 +1,45 @@
+"""`python -m dataset_rt.demo`, the README's main job: it writes a cache, reads it
+back and must fail loudly when what it reads back is not what it wrote."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dataset_rt import demo
+from dataset_rt.dataset import CachedDataset
+
+
+def test_the_demo_writes_reads_back_and_verifies_a_cache(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = demo.main(["--samples", "700", "--payload-bytes", "100", "--dir", str(tmp_path)])
+    assert code == 0
+    assert "read back and verified 700 samples" in capsys.readouterr().out
+
+
+def test_the_demo_fails_when_the_reader_repeats_a_sample(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Each repeat equals what was written for its own id: only the order shows it.
+    real_iter = CachedDataset.__iter__
+
+    def first_sample_again_and_again(self: CachedDataset) -> Iterator[object]:
+        return itertools.repeat(next(real_iter(self)), len(self))
+
+    monkeypatch.setattr(CachedDataset, "__iter__", first_sample_again_and_again)
+    assert demo.run(300, 64, "lz4", tmp_path, 2) == 1
+    assert "read sample 0/0 at position 1, expected 0/1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [["--samples", "0"], ["--samples", "-3"], ["--payload-bytes", "-5"], ["--workers", "0"]],
+)
+def test_the_demo_refuses_arguments_out_of_range(arguments: list[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        demo.main(arguments)
+    assert exited.value.code == 2
