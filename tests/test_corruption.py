@@ -520,7 +520,7 @@ def test_a_source_name_with_a_nul_byte_is_shown_escaped(
     manifest["source_name"] = "a\x00b"
     (cache / "manifest.json").write_text(json.dumps(manifest))
     message = expect_failure(runtime, cache, "source_name with a NUL byte", "manifest.json")
-    assert 'not "a\\x00b"' in message, message
+    assert "not 'a\\x00b'" in message, message
 
 
 def test_a_record_mismatch_on_a_very_long_key_still_says_what_differs(

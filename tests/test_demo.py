@@ -37,7 +37,13 @@ def test_the_demo_fails_when_the_reader_repeats_a_sample(
 
 @pytest.mark.parametrize(
     "arguments",
-    [["--samples", "0"], ["--samples", "-3"], ["--payload-bytes", "-5"], ["--workers", "0"]],
+    [
+        ["--samples", "0"],
+        ["--samples", "-3"],
+        ["--payload-bytes", "-5"],
+        ["--workers", "0"],
+        ["--workers", "300"],
+    ],
 )
 def test_the_demo_refuses_arguments_out_of_range(arguments: list[str]) -> None:
     with pytest.raises(SystemExit) as exited:

@@ -120,6 +120,18 @@ def test_dataloader_worker_processes_are_refused(
         list(loader)
 
 
+def test_the_adapter_can_be_copied_in_the_process(
+    runtime: DatasetRuntime, caches: list[Path]
+) -> None:
+    pytest.importorskip("torch.utils.data")
+    import copy
+
+    adapter = load(runtime, caches).to_torch_iterable_dataset()
+    for twin in (copy.copy(adapter), copy.deepcopy(adapter)):
+        assert len(twin) == len(adapter)
+        assert isinstance(next(iter(twin)), CachedSample)
+
+
 @pytest.mark.parametrize("start_method", ["spawn", "forkserver"])
 def test_dataloader_workers_started_without_fork_get_the_same_refusal(
     runtime: DatasetRuntime, caches: list[Path], start_method: str

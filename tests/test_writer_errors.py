@@ -173,6 +173,25 @@ def test_the_field_named_is_the_bad_one_not_an_earlier_good_one(
     assert_mentions(message, "sample 0", "'z'", "got list")
 
 
+def test_a_key_with_a_nul_byte_is_shown_escaped_and_the_reason_kept(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    # Unescaped, the NUL would end the C string that carries the message.
+    samples = [(b"p", {"a\x00b": 1}), (b"p", {"a\x00b": 1.5})]
+    message = write_one_bad(runtime, tmp_path / "caches", samples)
+    assert_mentions(message, "sample 1", "'a\\x00b' changed type from int to float")
+
+
+def test_an_int_of_thousands_of_digits_is_shown_cut(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    # The JSON fallback describes it (another sample cannot be encoded): cut as the core cuts.
+    samples = [(b"p", {"a": 10**4000, "z": 1}), (b"p", {"a": 1, "z": object()})]
+    message = write_one_bad(runtime, tmp_path / "caches", samples)
+    assert_mentions(message, "sample 0", "'a' integer 1" + "0" * 39 + "... is outside")
+    assert len(message) < 200, message
+
+
 def test_an_int_outside_int64_is_shown_whole_when_python_can_print_it(
     runtime: DatasetRuntime, tmp_path: Path
 ) -> None:

@@ -4,6 +4,7 @@ native thread pool, and two processes racing for the same target."""
 from __future__ import annotations
 
 import gc
+import io
 import json
 import os
 import re
@@ -87,6 +88,31 @@ def test_progress_for_several_sources_shows_sources_done_of_total_and_an_eta(
     assert all(total == 3 for _, total in done), f"sources total is not 3: {done}"
     assert (3, 3) in done, f"progress never reports 3/3 sources done: {done}"
     assert "ETA" in err, f"no ETA in multi-source progress: {err!r}"
+
+
+class OnceBlockedStream(io.StringIO):
+    """A non-blocking stderr that is full once (EAGAIN), then drains."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocked = False
+
+    def write(self, text: str) -> int:
+        if not self.blocked:
+            self.blocked = True
+            raise BlockingIOError(11, "Resource temporarily unavailable")
+        return super().write(text)
+
+
+def test_progress_goes_on_after_a_stderr_that_was_full_once(
+    runtime: DatasetRuntime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stderr = OnceBlockedStream()
+    monkeypatch.setattr(sys, "stderr", stderr)
+    sources = [ListSource(f"s{i}", simple_samples(600)) for i in range(2)]
+    results = runtime.write_cache(sources, tmp_path, writer_config=WriterConfig())
+    assert all(isinstance(r, CacheWriteSuccess) for r in results), results
+    assert stderr.blocked and "writing s1: 600 samples" in stderr.getvalue(), stderr.getvalue()
 
 
 class BrokenStream:
@@ -228,7 +254,9 @@ def test_profiler_is_written_when_the_write_is_interrupted(
     check_profile(profile, ["done", "cut"])
 
 
-@pytest.mark.parametrize("path", ["", "a\x00b"], ids=["empty", "nul"])
+@pytest.mark.parametrize(
+    "path", ["", "..", "a\x00b", "p\ud800.json"], ids=["empty", "dotdot", "nul", "surrogate"]
+)
 def test_profiler_config_refuses_a_path_that_cannot_name_a_file(path: str) -> None:
     with pytest.raises(pydantic.ValidationError, match="path must name a file"):
         WriterProfilerConfig(enabled=True, path=path)
@@ -247,6 +275,22 @@ def test_a_profile_that_cannot_be_written_warns_and_keeps_the_results(
         )
     assert results == [CacheWriteSuccess("s", tmp_path / "c" / "s")], results
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c", "profile_dir"], "a temp file is left"
+
+
+def test_an_interrupted_profile_write_leaves_no_temporary_file(
+    runtime: DatasetRuntime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def interrupted_replace(source: object, target: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("dataset_rt.profiling.os.replace", interrupted_replace)
+    with pytest.raises(KeyboardInterrupt):
+        runtime.write_cache(
+            ListSource("s", simple_samples(3)),
+            tmp_path / "c",
+            writer_config=profiled(tmp_path / "p.json"),
+        )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c"], "a temp file is left"
 
 
 def test_profiler_disabled_writes_no_file(

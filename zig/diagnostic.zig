@@ -39,7 +39,9 @@ pub const Diagnostic = struct {
 };
 
 /// The start of a possibly long text for a message, cut on a UTF-8 character
-/// boundary and marked with "..."; prints with `{f}`, or as `head` and `ellipsis`.
+/// boundary and marked with "..."; prints with `{f}` (control bytes escaped as
+/// `\xNN`: a NUL would end the C string that carries the message), or as `head`
+/// and `ellipsis`.
 pub const Excerpt = struct {
     head: []const u8,
     ellipsis: []const u8,
@@ -63,7 +65,14 @@ pub const Excerpt = struct {
     }
 
     pub fn format(excerpt: Excerpt, writer: *std.Io.Writer) std.Io.Writer.Error!void {
-        try writer.writeAll(excerpt.head);
+        var plain_from: usize = 0;
+        for (excerpt.head, 0..) |byte, index| {
+            if (byte >= 0x20 and byte != 0x7f) continue;
+            try writer.writeAll(excerpt.head[plain_from..index]);
+            try writer.print("\\x{x:0>2}", .{byte});
+            plain_from = index + 1;
+        }
+        try writer.writeAll(excerpt.head[plain_from..]);
         try writer.writeAll(excerpt.ellipsis);
     }
 };
@@ -71,6 +80,7 @@ pub const Excerpt = struct {
 test "an excerpt keeps short texts whole and cuts long ones on a character boundary" {
     try std.testing.expectFmt("'label'", "'{f}'", .{Excerpt.ofName("label")});
     try std.testing.expectFmt("'ab...'", "'{f}'", .{Excerpt.cut("abc", 2)});
+    try std.testing.expectFmt("'a\\x00b\\x1f\u{e9}'", "'{f}'", .{Excerpt.ofName("a\x00b\x1f\u{e9}")});
     // "a" then 150 two-byte characters: byte 200 is the second byte of one.
     var name: [301]u8 = undefined;
     name[0] = 'a';

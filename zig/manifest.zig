@@ -209,9 +209,7 @@ const TreeReader = struct {
         const plain = name.len > 0 and !std.mem.eql(u8, name, ".") and !std.mem.eql(u8, name, "..") and
             std.mem.findAny(u8, name, "/\\\x00") == null;
         if (!plain) {
-            // Escaped: a NUL byte would end the C string of the message.
-            const shown = Excerpt.ofName(name);
-            return reader.fail("manifest field 'source_name' must be a plain directory name, not \"{f}{s}\"", .{ std.zig.fmtString(shown.head), shown.ellipsis });
+            return reader.fail("manifest field 'source_name' must be a plain directory name, not '{f}'", .{Excerpt.ofName(name)});
         }
         return name;
     }

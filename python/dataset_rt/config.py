@@ -6,6 +6,7 @@ Python validates shapes for friendly messages; the core validates again.
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -59,8 +60,16 @@ class WriterProfilerConfig(BaseModel):
     @field_validator("path")
     @classmethod
     def _path_names_a_file(cls, path: Path) -> Path:
-        if not path.name or "\x00" in str(path):
-            raise ValueError(f"path must name a file (no NUL byte), got {str(path)!r}")
+        # Checked here, not when the profile is written after the caches are
+        # published, where a failure could only be a warning.
+        try:
+            encodable = "\x00" not in str(path) and bool(os.fsencode(path))
+        except UnicodeEncodeError:
+            encodable = False
+        if path.name in ("", ".", "..") or not encodable:
+            raise ValueError(
+                f"path must name a file (no NUL byte, encodable as a file name), got {str(path)!r}"
+            )
         return path
 
 

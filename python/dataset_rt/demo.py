@@ -24,6 +24,7 @@ from dataset_rt import (
     ShardCompression,
     WriterConfig,
 )
+from dataset_rt.runtime import MAX_WORKERS
 
 LABELS = ("cat", "dog", "bird", "fish")
 
@@ -116,8 +117,11 @@ def main(argv: list[str] | None = None) -> int:
         help="base cache directory (default: a temporary one, removed)",
     )
     args = parser.parse_args(argv)
-    if args.samples < 1 or args.payload_bytes < 0 or args.workers < 1:
-        parser.error("--samples and --workers must be at least 1, --payload-bytes at least 0")
+    if args.samples < 1 or args.payload_bytes < 0 or not 1 <= args.workers <= MAX_WORKERS:
+        parser.error(
+            f"--samples must be at least 1, --payload-bytes at least 0, "
+            f"--workers from 1 to {MAX_WORKERS}"
+        )
     if args.dir is not None:
         return run(args.samples, args.payload_bytes, args.compression, args.dir, args.workers)
     directory = Path(tempfile.mkdtemp(prefix="dataset_rt_demo_"))

@@ -82,9 +82,11 @@ class WriterProfile:
             path.parent.mkdir(parents=True, exist_ok=True)
             temporary.write_text(json.dumps(document, indent=2) + "\n")
             os.replace(temporary, path)
-        except OSError as error:
+        except BaseException as error:
             with contextlib.suppress(OSError):
                 temporary.unlink(missing_ok=True)
+            if not isinstance(error, (OSError, ValueError)):
+                raise  # an interrupt, say: never hidden
             warnings.warn(
                 f"dataset_rt: cannot write the writer profile {path}: {error}",
                 RuntimeWarning,

@@ -51,8 +51,10 @@ class WriteProgress:
         try:
             self._stream.write(text)
             self._stream.flush()
+        except (BlockingIOError, InterruptedError):
+            pass  # a full non-blocking pipe or terminal: this update only is lost
         except (OSError, ValueError, AttributeError):
-            self._enabled = False
+            self._enabled = False  # closed, broken or missing: for the rest of the write
 
     @property
     def sources_done(self) -> int:

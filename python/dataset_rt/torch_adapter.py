@@ -43,6 +43,14 @@ def make_torch_iterable_dataset(dataset: CachedDataset) -> Any:
             # the native handles cannot be pickled anyway).
             raise RuntimeError(_WORKERS_REFUSED)
 
+        # Copies within the process are fine (`copy` would otherwise go through
+        # `__reduce__`): another adapter over the same dataset.
+        def __copy__(self) -> Any:
+            return type(self)()
+
+        def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+            return type(self)()
+
         def __len__(self) -> int:
             return len(dataset)
 

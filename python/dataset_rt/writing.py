@@ -275,11 +275,13 @@ def _describe_unserializable(metadatas: list[dict[str, Any]], first_index: int) 
 
 
 def _int_text(value: int) -> str:
-    """The int's digits, or its size where Python refuses to print that many digits."""
+    """The int's first digits (as the core shows them), or its size where Python
+    refuses to print that many digits."""
     try:
-        return str(value)
+        digits = str(value)
     except ValueError:
         return f"of {value.bit_length()} bits"
+    return digits if len(digits) <= 40 else digits[:40] + "..."
 
 
 def _encodes(value: object) -> bool:
@@ -497,9 +499,11 @@ def _write_one(
     except Exception as error:  # a failing source must not stop the others
         return CacheWriteError(name, _describe_failure(error))
     finally:
-        if profiled and profile.enabled and writer.usable():
-            profile.finish_source(writer.stats())
-        writer.destroy()
+        try:
+            if profiled and profile.enabled and writer.usable():
+                profile.finish_source(writer.stats())
+        finally:
+            writer.destroy()  # also releases the target's lock: never skipped
 
 
 def _describe_failure(error: Exception) -> str:
