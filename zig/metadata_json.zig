@@ -995,6 +995,11 @@ const Cursor = struct {
         if (index < text.len and text[index] == '-') index += 1;
         if (index < text.len and text[index] == '0') {
             index += 1;
+            // JSON numbers have no leading zeros: "01" is malformed, not 0 then junk.
+            if (index < text.len and std.ascii.isDigit(text[index])) {
+                cursor.position = index;
+                return error.Malformed;
+            }
         } else {
             index = try cursor.digits(index);
         }
@@ -1352,7 +1357,8 @@ test "ingest rejects malformed JSON with its position" {
     try expectBatchError("[{\"a\":1},]", "metadata JSON is malformed at byte 9: expected '{' opening an object");
     try expectBatchError("[{\"a\":1,}]", "metadata JSON is malformed at byte 8: expected '\"' opening a key");
     try expectBatchError("[{\"a\" 1}]", "metadata JSON is malformed at byte 6: expected ':' after a key");
-    try expectBatchError("[{\"a\":01}]", "metadata JSON is malformed at byte 7: expected ',' or '}' after a field");
+    try expectBatchError("[{\"a\":01}]", "metadata JSON is malformed at byte 7: expected a valid number");
+    try expectBatchError("[{\"a\":-00}]", "metadata JSON is malformed at byte 8: expected a valid number");
     try expectBatchError("[{\"a\":1.}]", "metadata JSON is malformed at byte 8: expected a valid number");
     try expectBatchError("[{\"a\":.5}]", "metadata JSON is malformed at byte 6: expected a value");
     try expectBatchError("[{\"a\":1e}]", "metadata JSON is malformed at byte 8: expected a valid number");
@@ -1659,6 +1665,7 @@ test "verifyRecord names the first field that differs" {
         .{ .record = "{\"big\":1e21", .message = "record metadata JSON ends early: expected ',' or '}' after a field" },
         .{ .record = "{\"big\":1e21}}", .message = "record metadata JSON is malformed at byte 12: expected the end of the object" },
         .{ .record = "{\"big\":NaN}", .message = "record metadata JSON is malformed at byte 7: expected a value" },
+        .{ .record = "{\"big\":01e21,\"flag\":false}", .message = "record metadata JSON is malformed at byte 8: expected a valid number" },
         .{ .record = "{\"big\":1e21,\"label\":\"\\udc00\"}", .message = "record metadata field 'label' is not valid Unicode" },
     };
     var diagnostic: Diagnostic = .{};
