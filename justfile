@@ -33,6 +33,10 @@ fmt:
     python -m ruff check --fix {{ python_paths }}
     python -m ruff format {{ python_paths }}
 
+# Build the wheel of every platform into dist/ (or the directory given), each checked to hold its own library
+wheels *out:
+    bash scripts/build_wheels.sh {{ out }}
+
 # Run the benchmarks
 bench *args:
     python benchmarks/run.py {{ args }}

@@ -26,7 +26,9 @@ class BuildPyWithLibrary(build_py):
 
     def run(self) -> None:
         build_dir = Path(self.build_lib, "dataset_rt", "_lib")
-        destinations = [build_library.PACKAGE_LIBRARY_DIR, build_dir]
+        destinations = [build_dir]
+        if self.editable_mode:  # `pip install -e` imports the source tree's copy
+            destinations.append(build_library.PACKAGE_LIBRARY_DIR)
         mode, target = build_library.build_mode(), build_library.zig_target()
         build_library.build_library(destinations, mode, target)
         super().run()

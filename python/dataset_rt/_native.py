@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import os
+import platform
 import sys
 from ctypes import (
     POINTER,
@@ -188,7 +189,8 @@ class FloatColumn(Structure):
 def _library_path() -> Path:
     override = os.environ.get(LIBRARY_ENV)
     if override:
-        return Path(override)
+        # Absolute: dlopen searches the system's library path for a name without a slash.
+        return Path(override).absolute()
     if sys.platform == "win32":
         name = "dataset_rt.dll"
     elif sys.platform == "darwin":
@@ -200,19 +202,32 @@ def _library_path() -> Path:
 
 def _load() -> ctypes.CDLL:
     path = _library_path()
+    if os.environ.get(LIBRARY_ENV):
+        remedy = f"point {LIBRARY_ENV} at a library built from this version, or unset it"
+    else:
+        remedy = f"reinstall the package (or `just build`), or set {LIBRARY_ENV} to a built library"
     if not path.exists():
+        raise ImportError(f"the DatasetRT core library is missing: {path} ({remedy})")
+    try:
+        library = ctypes.CDLL(str(path))
+        library.drt_abi_version.argtypes = []
+        library.drt_abi_version.restype = c_uint32
+        found = library.drt_abi_version()
+    except (OSError, AttributeError) as error:
         raise ImportError(
-            f"the DatasetRT core library is missing: {path} "
-            f"(reinstall the package, or set {LIBRARY_ENV} to a built library)"
-        )
-    library = ctypes.CDLL(str(path))
-    library.drt_abi_version.argtypes = []
-    library.drt_abi_version.restype = c_uint32
-    found = library.drt_abi_version()
+            f"cannot load the DatasetRT core library {path}: {error} (is it a DatasetRT build "
+            f"for this platform, {sys.platform} {platform.machine()}? {remedy})"
+        ) from error
     if found != ABI_VERSION:
         raise ImportError(
-            f"{path} implements C ABI version {found}; this package needs {ABI_VERSION}"
+            f"{path} implements C ABI version {found}; this package needs {ABI_VERSION} ({remedy})"
         )
+    try:
+        _declare(library)
+    except AttributeError as error:
+        raise ImportError(
+            f"the DatasetRT core library {path} is older than this package: {error} ({remedy})"
+        ) from error
     return library
 
 
@@ -315,7 +330,6 @@ def _declare(library: ctypes.CDLL) -> None:
 
 
 lib = _load()
-_declare(lib)
 library_path = _library_path()
 
 U32_MAX = 2**32 - 1
