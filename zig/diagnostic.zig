@@ -39,22 +39,25 @@ pub const Diagnostic = struct {
 };
 
 /// The start of a possibly long text for a message, cut on a UTF-8 character
-/// boundary and marked with "..."; prints with `{f}` (control bytes escaped as
-/// `\xNN`: a NUL would end the C string that carries the message), or as `head`
-/// and `ellipsis`.
+/// boundary and marked with "..."; prints with `{f}`, control bytes escaped as
+/// `\xNN` (a NUL would end the C string that carries the message).
 pub const Excerpt = struct {
     head: []const u8,
     ellipsis: []const u8,
 
+    pub const text_bytes_max = 40;
+    /// Long enough to tell names apart, short enough that a message naming two
+    /// of them, behind a path, keeps its reason.
+    pub const name_bytes_max = 200;
+
     /// A value's text.
     pub fn of(text: []const u8) Excerpt {
-        return cut(text, 40);
+        return cut(text, text_bytes_max);
     }
 
-    /// A field's or column's name: long enough to tell names apart, short enough
-    /// that a message naming two of them, behind a path, keeps its reason.
+    /// A field's or column's name.
     pub fn ofName(name: []const u8) Excerpt {
-        return cut(name, 200);
+        return cut(name, name_bytes_max);
     }
 
     fn cut(text: []const u8, bytes_max: usize) Excerpt {

@@ -221,10 +221,9 @@ pub const Parser = struct {
         const token = parser.cursor.scanNumber() catch return parser.malformed(diagnostic, "a valid number");
         if (!token.is_float) {
             const integer = parseInt64(token.text) orelse {
-                const text = Excerpt.of(token.text);
                 diagnostic.set(
-                    "metadata field '{f}' integer {s}{s} is outside the signed 64-bit range",
-                    .{ Excerpt.ofName(key), text.head, text.ellipsis },
+                    "metadata field '{f}' integer {f} is outside the signed 64-bit range",
+                    .{ Excerpt.ofName(key), Excerpt.of(token.text) },
                 );
                 return error.InvalidMetadata;
             };
@@ -252,8 +251,7 @@ fn nonPrimitive(key: []const u8, python_type: []const u8, diagnostic: *Diagnosti
 }
 
 fn nonFinite(key: []const u8, token: []const u8, diagnostic: *Diagnostic) error{InvalidMetadata} {
-    const text = Excerpt.of(token);
-    diagnostic.set("metadata field '{f}' is a non-finite float ({s}{s})", .{ Excerpt.ofName(key), text.head, text.ellipsis });
+    diagnostic.set("metadata field '{f}' is a non-finite float ({f})", .{ Excerpt.ofName(key), Excerpt.of(token) });
     return error.InvalidMetadata;
 }
 
@@ -787,8 +785,7 @@ const Verifier = struct {
         };
         if (!cursor.consume(':')) return verifier.malformed("':' after a key");
         const index = verifier.findKey(key) orelse {
-            const text = Excerpt.of(key.body);
-            return verifier.fail("record metadata has unexpected field '{s}{s}'", .{ text.head, text.ellipsis });
+            return verifier.fail("record metadata has unexpected field '{f}'", .{Excerpt.of(key.body)});
         };
         const name = verifier.schema[index].name;
         if (verifier.seen.testAndSet(index)) return verifier.fail("record metadata field '{f}' appears twice", .{Excerpt.ofName(name)});
@@ -890,8 +887,9 @@ fn finiteFloatEquals(text: []const u8, expected: f64) bool {
     return std.math.isFinite(float) and @as(u64, @bitCast(float)) == @as(u64, @bitCast(expected));
 }
 
-/// Bytes kept of a value quoted in a message.
-const description_bytes_max = 96;
+/// Bytes of a value quoted in a message: an excerpt whose every byte may print
+/// as `\xNN`, then the ellipsis and quotes.
+const description_bytes_max = 4 * Excerpt.text_bytes_max + "\"...\"".len;
 
 fn describeToken(buffer: *[description_bytes_max]u8, token: Token) []const u8 {
     const text = switch (token) {
@@ -901,7 +899,7 @@ fn describeToken(buffer: *[description_bytes_max]u8, token: Token) []const u8 {
         .string => |string| Excerpt.of(string.body),
     };
     const quote = if (token == .string) "\"" else "";
-    return std.fmt.bufPrint(buffer, "{s}{s}{s}{s}", .{ quote, text.head, text.ellipsis, quote }) catch unreachable;
+    return std.fmt.bufPrint(buffer, "{s}{f}{s}", .{ quote, text, quote }) catch unreachable;
 }
 
 fn describeValue(buffer: *[description_bytes_max]u8, value: Value) []const u8 {
@@ -912,10 +910,7 @@ fn describeValue(buffer: *[description_bytes_max]u8, value: Value) []const u8 {
             formatFloat(buffer[0..float_bytes_max], float)
         else
             std.fmt.bufPrint(buffer, "{d}", .{float}) catch unreachable,
-        .string => |string| blk: {
-            const text = Excerpt.of(string);
-            break :blk std.fmt.bufPrint(buffer, "\"{s}{s}\"", .{ text.head, text.ellipsis }) catch unreachable;
-        },
+        .string => |string| std.fmt.bufPrint(buffer, "\"{f}\"", .{Excerpt.of(string)}) catch unreachable,
     };
 }
 
@@ -1870,4 +1865,13 @@ test "random and damaged input never crashes the parsers" {
         verifyRecord(&example_schema, &example_values, record, &diagnostic) catch {};
         verifyRecord(&example_schema, &example_values, input, &diagnostic) catch {};
     }
+}
+
+test "a quoted value escapes control bytes and fits its buffer whatever its bytes" {
+    var buffer: [description_bytes_max]u8 = undefined;
+    const nuls: [60]u8 = @splat(0); // each byte prints as 4
+    const described = describeValue(&buffer, .{ .string = &nuls });
+    try std.testing.expectEqual(@as(usize, 1 + 4 * Excerpt.text_bytes_max + 4), described.len);
+    try std.testing.expect(std.mem.startsWith(u8, described, "\"\\x00\\x00"));
+    try std.testing.expect(std.mem.endsWith(u8, described, "\\x00...\""));
 }
