@@ -200,8 +200,7 @@ def _library_path() -> Path:
     return Path(__file__).parent / "_lib" / name
 
 
-def _load() -> ctypes.CDLL:
-    path = _library_path()
+def _load(path: Path) -> ctypes.CDLL:
     if os.environ.get(LIBRARY_ENV):
         remedy = f"point {LIBRARY_ENV} at a library built from this version, or unset it"
     else:
@@ -329,8 +328,8 @@ def _declare(library: ctypes.CDLL) -> None:
         function.restype = restype
 
 
-lib = _load()
 library_path = _library_path()
+lib = _load(library_path)
 
 U32_MAX = 2**32 - 1
 U64_MAX = 2**64 - 1

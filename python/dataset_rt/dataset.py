@@ -145,7 +145,7 @@ class _NativeIterator:
             self.handle = None
 
     def __del__(self) -> None:
-        if not _native.shutting_down() and hasattr(self, "lock"):
+        if not _native.shutting_down():
             self._destroy()
 
 
