@@ -35,7 +35,7 @@ fmt:
 
 # Build the wheel of every platform into dist/ (or the directory given), each checked to hold its own library
 wheels *out:
-    bash scripts/build_wheels.sh {{ out }}
+    python scripts/build_wheels.py {{ out }}
 
 # Run the benchmarks
 bench *args:

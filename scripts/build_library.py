@@ -77,6 +77,13 @@ def wheel_platform_tag(target: str | None) -> str | None:
     )
 
 
+def library_name(target: str) -> str:
+    """The file name of the library `zig build` makes for a Zig target."""
+    if "-windows" in target:
+        return "dataset_rt.dll"
+    return "libdataset_rt.dylib" if "-macos" in target else "libdataset_rt.so"
+
+
 def build_library(
     destinations: list[Path], mode: str, target: str | None, strip: bool = True
 ) -> list[Path]:

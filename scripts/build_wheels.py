@@ -1,0 +1,65 @@
+"""Build the wheel of every platform from this one host (README, "Platforms").
+
+The Zig of the ziglang package cross-compiles the core for each target and setup.py
+tags each wheel py3-none-<its platform>; each wheel is then checked to hold exactly
+its own library.
+
+    python scripts/build_wheels.py [OUT_DIR]      (default: dist/)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import build_library
+
+WHEEL_TARGETS = (
+    "x86_64-linux-gnu.2.17",
+    "aarch64-linux-gnu.2.17",
+    "x86_64-macos.11.0",
+    "aarch64-macos.11.0",
+    "x86_64-windows",
+)
+
+
+def build_wheel(target: str, out: Path) -> Path:
+    """Builds the wheel of `target` into `out` (replacing one built before); its path."""
+    tag = build_library.wheel_platform_tag(target)
+    for earlier in out.glob(f"*-{tag}.whl"):
+        earlier.unlink()
+    build_library.log(f"building the wheel for {target}")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), "."],
+        cwd=build_library.ROOT,
+        env={**os.environ, "DATASET_RT_ZIG_TARGET": target},
+        check=True,
+    )
+    [wheel] = out.glob(f"*-{tag}.whl")
+    return wheel
+
+
+def check_library(wheel: Path, target: str) -> None:
+    expected = f"dataset_rt/_lib/{build_library.library_name(target)}"
+    with zipfile.ZipFile(wheel) as archive:
+        libraries = [n for n in archive.namelist() if n.startswith("dataset_rt/_lib/")]
+    if libraries != [expected]:
+        sys.exit(f"error: {wheel} holds {libraries}, expected only {expected}")
+
+
+def main() -> None:
+    out = Path(sys.argv[1] if len(sys.argv) > 1 else "dist").resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    for target in WHEEL_TARGETS:
+        wheel = build_wheel(target, out)
+        check_library(wheel, target)
+        print(wheel)
+    shutil.rmtree(build_library.ROOT / "build", ignore_errors=True)  # pip's in-tree build
+
+
+if __name__ == "__main__":
+    main()
