@@ -161,8 +161,13 @@ pub const CacheWriter = struct {
     sample_count: u64 = 0,
 
     stats: Stats = .{},
-    /// fsyncs of written files running on the pool (`syncInBackground`).
+    /// fsyncs of written files not yet done (`syncInBackground`).
     file_syncs: thread_pool.WaitGroup = .{},
+    /// Their pool jobs, which outlive an fsync that the pusher took over.
+    sync_jobs: thread_pool.WaitGroup = .{},
+    /// fsyncs queued on the pool that nobody has started, oldest first (guarded
+    /// by `mutex`): a pusher waiting for room takes them over (`takeWaitingSync`).
+    syncs_waiting: std.ArrayList(*FileSync) = .empty,
     /// One per shard, in shard order; appended by the committer, read by
     /// `finish` once `shard_hashing` (the running hash jobs) is done.
     shard_hashers: std.ArrayList(*ShardHasher) = .empty,
@@ -368,7 +373,10 @@ pub const CacheWriter = struct {
         const allocator = writer.allocator;
         writer.waitForInFlight();
         writer.file_syncs.wait();
+        writer.sync_jobs.wait();
         writer.shard_hashing.wait();
+        std.debug.assert(writer.syncs_waiting.items.len == 0);
+        writer.syncs_waiting.deinit(allocator);
         for (writer.shard_hashers.items) |hasher| hasher.destroy();
         writer.shard_hashers.deinit(allocator);
         for (writer.encoded_waiting.items) |batch| batch.destroy(allocator);
@@ -569,9 +577,7 @@ pub const CacheWriter = struct {
         const io = system.io();
         const wait_started = system.monotonicNanoseconds();
         writer.mutex.lockUncancelable(io);
-        while (writer.batches_pushed - writer.batches_committed >= writer.options.batches_in_flight_max) {
-            writer.changed.waitUncancelable(io, &writer.mutex);
-        }
+        writer.waitUntilInFlightBelow(writer.options.batches_in_flight_max);
         batch.sequence = writer.batches_pushed;
         batch.first_sample = writer.samples_pushed;
         writer.batches_pushed += 1;
@@ -660,7 +666,24 @@ pub const CacheWriter = struct {
         const io = system.io();
         writer.mutex.lockUncancelable(io);
         defer writer.mutex.unlock(io);
-        while (writer.batches_committed < writer.batches_pushed) writer.changed.waitUncancelable(io, &writer.mutex);
+        writer.waitUntilInFlightBelow(1);
+    }
+
+    /// Waits until fewer than `limit` batches are in flight, doing waiting
+    /// fsyncs meanwhile: the pool's threads are then left to encode, commit
+    /// and hash instead of sleeping in an fsync. Mutex held (released while
+    /// waiting or syncing).
+    fn waitUntilInFlightBelow(writer: *CacheWriter, limit: u64) void {
+        const io = system.io();
+        while (writer.batches_pushed - writer.batches_committed >= limit) {
+            if (writer.takeWaitingSyncLocked(null)) |work| {
+                writer.mutex.unlock(io);
+                work.perform(writer);
+                writer.mutex.lockUncancelable(io);
+            } else {
+                writer.changed.waitUncancelable(io, &writer.mutex);
+            }
+        }
     }
 
     // ---- encode (pool, in parallel) -------------------------------------
@@ -1028,24 +1051,52 @@ pub const CacheWriter = struct {
 
     const closed_shards_pending_max = 32;
 
-    /// A written file's fsync, run on the pool; it owns (and closes) the file.
+    /// A written file's fsync, queued on the pool; it owns (and closes) the
+    /// file. Whoever takes it from `syncs_waiting` first does the fsync: the
+    /// pool job, or a pusher waiting for room (`waitUntilInFlightBelow`).
     const FileSync = struct {
         job: thread_pool.Job = .{ .run = run },
         writer: *CacheWriter,
+        work: SyncWork,
+
+        fn run(job: *thread_pool.Job) void {
+            const sync: *FileSync = @fieldParentPtr("job", job);
+            const writer = sync.writer;
+            if (writer.takeWaitingSync(sync)) |work| work.perform(writer);
+            writer.allocator.destroy(sync);
+            writer.sync_jobs.finish();
+        }
+    };
+
+    /// One fsync to do; copied out of its `FileSync` by whoever takes it.
+    const SyncWork = struct {
         file: std.Io.File,
         what: SyncedFile,
         /// An interim fsync of the open shard (`syncOpenShard`).
         interim: bool,
 
-        fn run(job: *thread_pool.Job) void {
-            const sync: *FileSync = @fieldParentPtr("job", job);
-            const writer = sync.writer;
-            syncAndClose(writer, sync.file, sync.what);
-            if (sync.interim) writer.interim_sync_running.store(false, .release);
-            writer.allocator.destroy(sync);
+        fn perform(work: SyncWork, writer: *CacheWriter) void {
+            writer.syncAndClose(work.file, work.what);
+            if (work.interim) writer.interim_sync_running.store(false, .release);
             writer.file_syncs.finish();
         }
     };
+
+    /// Takes `sync` (or, when null, the oldest) from `syncs_waiting` if it is still there.
+    fn takeWaitingSync(writer: *CacheWriter, sync: ?*FileSync) ?SyncWork {
+        const io = system.io();
+        writer.mutex.lockUncancelable(io);
+        defer writer.mutex.unlock(io);
+        return writer.takeWaitingSyncLocked(sync);
+    }
+
+    fn takeWaitingSyncLocked(writer: *CacheWriter, sync: ?*FileSync) ?SyncWork {
+        const waiting = &writer.syncs_waiting;
+        const position = if (sync) |wanted|
+            std.mem.indexOfScalar(*FileSync, waiting.items, wanted) orelse return null
+        else if (waiting.items.len > 0) 0 else return null;
+        return waiting.orderedRemove(position).work;
+    }
 
     /// Which file a `FileSync` is for, for its error message.
     const SyncedFile = union(enum) {
@@ -1074,13 +1125,20 @@ pub const CacheWriter = struct {
     }
 
     fn syncInBackgroundAs(writer: *CacheWriter, file: std.Io.File, what: SyncedFile, interim: bool) void {
-        const sync = writer.allocator.create(FileSync) catch {
-            writer.syncAndClose(file, what);
-            if (interim) writer.interim_sync_running.store(false, .release);
-            return;
-        };
-        sync.* = .{ .writer = writer, .file = file, .what = what, .interim = interim };
+        const io = system.io();
+        const work: SyncWork = .{ .file = file, .what = what, .interim = interim };
         writer.file_syncs.add(1);
+        const sync = writer.allocator.create(FileSync) catch return work.perform(writer);
+        sync.* = .{ .writer = writer, .work = work };
+        writer.mutex.lockUncancelable(io);
+        writer.syncs_waiting.append(writer.allocator, sync) catch {
+            writer.mutex.unlock(io);
+            writer.allocator.destroy(sync);
+            return work.perform(writer);
+        };
+        writer.changed.broadcast(io); // a waiting pusher may take it
+        writer.mutex.unlock(io);
+        writer.sync_jobs.add(1);
         // The committer submits from a pool thread: it must not wait for room.
         writer.pool.submitOrRun(&sync.job);
     }
@@ -1104,6 +1162,11 @@ pub const CacheWriter = struct {
         for (writer.shards.items, writer.shard_names.items) |*shard, *name| shard.name = name.slice();
         const index_digest = try writer.writeIndex(diagnostic);
         const metadata_digest = try writer.writeMetadata(diagnostic);
+        // While the pool still hashes, this thread does the waiting fsyncs.
+        while (writer.shard_hashing.pendingCount() > 0) {
+            const work = writer.takeWaitingSync(null) orelse break;
+            work.perform(writer);
+        }
         writer.shard_hashing.wait();
         try writer.checkFailure(diagnostic);
         std.debug.assert(writer.shard_hashers.items.len == writer.shards.items.len);
