@@ -48,9 +48,11 @@ _POINTER_TYPECODE = "Q" if ctypes.sizeof(ctypes.c_void_p) == 8 else "I"
 assert array(_POINTER_TYPECODE).itemsize == ctypes.sizeof(ctypes.c_void_p)
 assert array("Q").itemsize == 8
 
-# A batch closes at whichever bound it reaches first.
+# A batch closes at whichever bound it reaches first. Each batch is a pool job,
+# a commit and a wake-up of this thread: 4 MiB batches wrote W2 (512 x 1 MiB) in
+# 0.302 s against 0.324 s for 1 MiB batches (medians of 10 alternating processes).
 _BATCH_SAMPLES_MIN = 1024
-_BATCH_BYTES_MAX = 1024 * 1024
+_BATCH_BYTES_MAX = 4 * 1024 * 1024
 
 # Raw UTF-8 (not \u escapes) so that a lone surrogate reaches the core as invalid
 # UTF-8 and is rejected there, instead of being paired up by the JSON escape rules.
