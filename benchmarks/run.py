@@ -109,6 +109,9 @@ TARGETS = {
 }
 TARGETS["W1-lz4"] = TARGETS["W1"]
 
+# Measured once per repeat for both sides (shown as "(same)", no ratio).
+SAME_FOR_BOTH = ("copy_ceiling_mbps", "disk_ceiling_mbps")
+
 # figure -> (label, unit, higher is better)
 FIGURES = {
     "write_sps": ("write", "samples/s", True),
@@ -122,6 +125,8 @@ FIGURES = {
     "copy_ceiling_mbps": ("copy ceiling (1 copy per sample)", "MB/s", True),
     "read_ordered_ceiling_frac": ("ordered read / copy ceiling", "fraction", True),
     "read_shuffled_ceiling_frac": ("shuffled read / copy ceiling", "fraction", True),
+    "disk_ceiling_mbps": ("disk ceiling (O_DIRECT, 2 writes in flight, fsync)", "MB/s", True),
+    "write_disk_ceiling_frac": ("write / disk ceiling (the peer does not fsync)", "fraction", True),
     "open_s": ("open (cached_dataset)", "s", False),
     "get_metadata_s": ("get_metadata()", "s", False),
     "update_metadata_s": ("update_metadata(new weights)", "s", False),
@@ -287,7 +292,7 @@ class Runner:
             str(self.workers),
             *arguments,
         ]
-        if phase != "ceiling":
+        if phase not in ("ceiling", "disk_ceiling"):
             command += ["--expect", side]
         done = subprocess.run(
             command,
@@ -335,6 +340,7 @@ def run_rw(runner: Runner, name: str, spec: tuple, repeats: int, work: Path) -> 
     passes = READ_PASSES.get(name, 1)
     raw: dict[str, list[dict]] = {side: [] for side in SIDES}
     ceilings: list[dict] = []
+    disk_ceilings: list[dict] = []
     for repeat in range(repeats):
         order = SIDES if repeat % 2 == 0 else SIDES[::-1]
         base = work / name / f"r{repeat}"
@@ -386,6 +392,19 @@ def run_rw(runner: Runner, name: str, spec: tuple, repeats: int, work: Path) -> 
                 f"{count * size / ceiling['seconds'] / MB:,.0f} MB/s"
             )
             ceilings.append(ceiling)
+            disk = runner.child(
+                "ours",
+                "disk_ceiling",
+                "--count", str(count),
+                "--size", str(size),
+                "--payload-kind", kind,
+                "--base-dir", str(base / "disk_ceiling"),
+            )  # fmt: skip
+            log(
+                f"{name} r{repeat + 1}/{repeats} disk ceiling (O_DIRECT + fsync): "
+                f"{count * size / disk['seconds'] / MB:,.0f} MB/s"
+            )
+            disk_ceilings.append(disk)
         for side in SIDES:
             raw[side].append(sample[side])
         shutil.rmtree(base, ignore_errors=True)
@@ -437,6 +456,13 @@ def run_rw(runner: Runner, name: str, spec: tuple, repeats: int, work: Path) -> 
                 side: [statistics.median(figures[f"read_{mode}_mbps"][side]) / ceiling]
                 for side in SIDES
             }
+    if disk_ceilings:
+        values = [d["payload_bytes"] / d["seconds"] / MB for d in disk_ceilings]
+        figures["disk_ceiling_mbps"] = {"ours": values, "peer": values}
+        disk_ceiling = statistics.median(values)
+        figures["write_disk_ceiling_frac"] = {
+            side: [statistics.median(figures["write_mbps"][side]) / disk_ceiling] for side in SIDES
+        }
     return {
         "spec": spec_dict(spec),
         "figures": figures,
@@ -444,6 +470,7 @@ def run_rw(runner: Runner, name: str, spec: tuple, repeats: int, work: Path) -> 
         "extra": extra,
         "raw": raw,
         "ceilings": ceilings,
+        "disk_ceilings": disk_ceilings,
     }
 
 
@@ -528,7 +555,7 @@ def summarize(name: str, result: dict) -> list[dict]:
             "target": None,
             "pass": None,
         }
-        if figure == "copy_ceiling_mbps":
+        if figure in SAME_FOR_BOTH:
             row["ratio"] = None
         target = targets.get(figure)
         if target:
@@ -585,7 +612,7 @@ def markdown(report: dict) -> str:
         ratio = "" if row["ratio"] is None else f"{row['ratio']:.2f}x"
         status = "" if row["pass"] is None else ("PASS" if row["pass"] else "**FAIL**")
         peer = fmt_value(row["peer"], row["unit"])
-        if row["figure"] == "copy_ceiling_mbps":
+        if row["figure"] in SAME_FOR_BOTH:
             peer = "(same)"
         lines.append(
             f"| {row['workload']} | {row['label']} ({row['unit']}) | "

@@ -14,6 +14,10 @@ Phases:
            first sample of the next iterator
   ceiling  this machine's copy ceiling: one copy of the same bytes into a
            fresh `bytes` object per sample
+  disk_ceiling
+           this disk's durable-write ceiling: as many bytes written to one
+           file with O_DIRECT, then fsynced (a cache is published only once
+           fsynced)
 
 Peak RSS is `getrusage(RUSAGE_SELF).ru_maxrss` of this process, so every
 figure is for one workload in one fresh interpreter.
@@ -29,6 +33,7 @@ import os
 import random
 import resource
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -386,11 +391,58 @@ def phase_ceiling(args: argparse.Namespace) -> dict:
     }
 
 
+def phase_disk_ceiling(args: argparse.Namespace) -> dict:
+    """What this disk takes for a durable write of the same number of bytes,
+    bypassing the page cache: `O_DIRECT` writes of 8 MiB from two threads
+    (two requests in flight), then fsync. No hashing, no copy into the page
+    cache: a bound for the disk's part of a write, not for the whole write.
+    """
+    block = 8 << 20
+    total = args.count * args.size // 4096 * 4096  # whole blocks, as O_DIRECT needs
+    payloads = make_payloads(args.size, args.payload_kind)
+    buffers = []
+    for thread_index in range(2):  # page-aligned, as O_DIRECT needs
+        buffer = mmap.mmap(-1, block)
+        while buffer.tell() < block:
+            payload = payloads[(buffer.tell() // args.size + thread_index) % len(payloads)]
+            buffer.write(payload[: block - buffer.tell()])
+        buffers.append(buffer)
+    path = Path(args.base_dir) / "disk_ceiling.bin"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_DIRECT", 0), 0o644)
+    failures: list[BaseException] = []
+
+    def write_every_other_block(thread_index: int) -> None:
+        try:
+            for offset in range(thread_index * block, total, 2 * block):
+                length = min(block, total - offset)
+                if os.pwrite(fd, memoryview(buffers[thread_index])[:length], offset) != length:
+                    raise OSError(f"short write at {offset}")
+        except BaseException as error:  # reported by the main thread
+            failures.append(error)
+
+    start = time.perf_counter()
+    try:
+        threads = [threading.Thread(target=write_every_other_block, args=(i,)) for i in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if failures:
+            raise failures[0]
+        os.fsync(fd)
+        seconds = time.perf_counter() - start
+    finally:
+        os.close(fd)
+        path.unlink()
+    return {"seconds": seconds, "samples": args.count, "payload_bytes": total}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("phase", choices=["write", "read", "scale", "ceiling"])
+    parser.add_argument("phase", choices=["write", "read", "scale", "ceiling", "disk_ceiling"])
     parser.add_argument("--expect", choices=["ours", "peer", "any"], default="any")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--count", type=int, default=1000)
@@ -409,10 +461,10 @@ def main() -> None:
     args = parser.parse_args()
 
     started = time.perf_counter()
-    if args.phase == "ceiling":
+    if args.phase in ("ceiling", "disk_ceiling"):
         import_seconds = 0.0
         info = {}
-        result = phase_ceiling(args)
+        result = phase_ceiling(args) if args.phase == "ceiling" else phase_disk_ceiling(args)
     else:
         import dataset_rt
 

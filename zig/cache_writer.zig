@@ -997,12 +997,13 @@ pub const CacheWriter = struct {
         }
     }
 
-    /// The page cache takes each write's bytes in folios sized from the write,
-    /// and on this project's virtual machines large folios come from memory
-    /// the host has taken back, so every page of them faults on the host: W2
-    /// writes of 4 MiB per call took 0.52-0.82 s in 12 of 22 processes, against
-    /// 0.29-0.32 s; at most 512 KiB per call, 0.29-0.32 s in all 20 (and
-    /// 128 KiB costs more system calls: 0.32 s).
+    /// The page cache sizes its folios from each write, and on the benchmark
+    /// machine (a VM that hands free memory back to its host) large folios
+    /// seem to come from memory the host took back, so the kernel's copy
+    /// into them is slow: W2 writes of 4 MiB per call took 0.52-0.82 s in 12
+    /// of 22 processes, against 0.29-0.32 s; at most 512 KiB per call,
+    /// 0.29-0.32 s in all 20 (128 KiB: 0.32 s, for the extra system calls).
+    /// See docs/runtime.md.
     const write_call_bytes_max = 512 << 10;
 
     /// Written shard bytes are handed to the disk in steps of this size as the

@@ -54,6 +54,12 @@ assert array("Q").itemsize == 8
 _BATCH_SAMPLES_MIN = 1024
 _BATCH_BYTES_MAX = 4 * 1024 * 1024
 
+# Batches in flight: at least this many (and 2 per worker), so the pool still has
+# a few MiB to commit while this thread, waiting for room, does an fsync for it
+# (3-10 ms each here): W2 writes 0.291 s against 0.300 s with 4, W1 0.274
+# against 0.287 s (medians of 10 and 8 alternating processes, 2 workers).
+_IN_FLIGHT_MIN = 8
+
 # Raw UTF-8 (not \u escapes) so that a lone surrogate reaches the core as invalid
 # UTF-8 and is rejected there, instead of being paired up by the JSON escape rules.
 _encode_metadata = json.JSONEncoder(
@@ -124,7 +130,9 @@ class NativeWriter:
     ) -> None:
         options = _native.WriterOptions(
             max_shard_bytes=config.max_shard_bytes,
-            batches_in_flight_max=max(1, min(config.prefetch_size, 2 * num_workers)),
+            batches_in_flight_max=max(
+                1, min(config.prefetch_size, max(_IN_FLIGHT_MIN, 2 * num_workers))
+            ),
             compression=_native.COMPRESSION_CODES[config.shard_compression.algo],
             compression_ratio=config.shard_compression.ratio,
         )
