@@ -82,8 +82,8 @@ pub const Plan = struct {
 /// of microseconds, paid once per chunk when the consumer is a little faster
 /// than the worker: shuffled W1 passes took 0.31 s spinning up to 100 us,
 /// 0.42 s up to 30 us and 0.43-0.45 s sleeping at once (ordered: 0.207 against
-/// 0.216 s), medians of alternating processes. Spinning idle workers for
-/// their next job changed nothing, so they sleep at once.
+/// 0.216 s), medians of alternating processes, before the pool's workers
+/// spun for their next job too (`thread_pool.job_wait_spin_ns`).
 const chunk_wait_spin_ns = 100 * std.time.ns_per_us;
 
 const ChunkState = enum(u8) { idle, running, done };

@@ -14,6 +14,15 @@ pub const Job = struct {
 pub const workers_max = 256;
 pub const queue_capacity = 1024;
 
+/// How long a worker that has just finished a job spins for the next one
+/// before it sleeps. On the benchmark machine (a VM) waking a sleeping
+/// thread's idle vCPU costs tens of microseconds, and a reader's chunks come
+/// one after another: the consumer submits the next chunk as soon as it takes
+/// the last one. Shuffled W1 passes took 0.235-0.242 s with this spin (and no
+/// wake-up while a worker spins) against 0.339-0.340 s without, ordered ones
+/// 0.172 against 0.213 s.
+const job_wait_spin_ns = 50 * std.time.ns_per_us;
+
 pub const ThreadPool = struct {
     mutex: std.Io.Mutex = .init,
     not_empty: std.Io.Condition = .init,
@@ -21,6 +30,10 @@ pub const ThreadPool = struct {
     queue: [queue_capacity]*Job = undefined,
     queue_head: usize = 0,
     queue_len: usize = 0,
+    /// `queue_len`, for a spinning worker to read without the mutex.
+    queued: std.atomic.Value(usize) = .init(0),
+    /// Whether a worker is spinning for the next job (`spinForJob`; one at a time).
+    spinning: std.atomic.Value(bool) = .init(false),
     stopping: bool = false,
     threads: []std.Thread = &.{},
     allocator: std.mem.Allocator,
@@ -105,7 +118,25 @@ pub const ThreadPool = struct {
     fn enqueueLocked(pool: *ThreadPool, job: *Job) void {
         pool.queue[(pool.queue_head + pool.queue_len) % queue_capacity] = job;
         pool.queue_len += 1;
-        pool.not_empty.signal(system.io());
+        pool.queued.store(pool.queue_len, .release);
+        // A spinning worker takes a lone job; waking a sleeping one as well
+        // would only take a core from the threads doing work. (A spinner that
+        // gives up clears `spinning` before it takes the mutex to sleep, so
+        // it either sees this job or is woken for it.)
+        if (pool.queue_len > 1 or !pool.spinning.load(.acquire)) pool.not_empty.signal(system.io());
+    }
+
+    /// Spins up to `job_wait_spin_ns` for a job to be queued, unless another
+    /// worker already spins.
+    fn spinForJob(pool: *ThreadPool) void {
+        if (pool.spinning.swap(true, .acquire)) return;
+        defer pool.spinning.store(false, .release);
+        const started = system.monotonicNanoseconds();
+        var round: u32 = 0;
+        while (pool.queued.load(.acquire) == 0) : (round +%= 1) {
+            std.atomic.spinLoopHint();
+            if (round % 64 == 63 and system.monotonicNanoseconds() -| started > job_wait_spin_ns) return;
+        }
     }
 
     fn stopAndJoin(pool: *ThreadPool, threads: []std.Thread) void {
@@ -120,6 +151,7 @@ pub const ThreadPool = struct {
     fn workerLoop(pool: *ThreadPool) void {
         const io = system.io();
         while (true) {
+            if (pool.queued.load(.acquire) == 0) pool.spinForJob();
             pool.mutex.lockUncancelable(io);
             while (pool.queue_len == 0 and !pool.stopping) pool.not_empty.waitUncancelable(io, &pool.mutex);
             if (pool.queue_len == 0) {
@@ -129,6 +161,7 @@ pub const ThreadPool = struct {
             const job = pool.queue[pool.queue_head];
             pool.queue_head = (pool.queue_head + 1) % queue_capacity;
             pool.queue_len -= 1;
+            pool.queued.store(pool.queue_len, .release);
             pool.not_full.signal(io);
             pool.mutex.unlock(io);
             job.run(job);
