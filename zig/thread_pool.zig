@@ -235,6 +235,37 @@ test "every submitted job runs exactly once, also past the queue capacity" {
     try std.testing.expectEqual(@as(u32, 3), pool.workerCount());
 }
 
+fn pauseNanoseconds(nanoseconds: u64) void {
+    const started = system.monotonicNanoseconds();
+    while (system.monotonicNanoseconds() -| started < nanoseconds) std.atomic.spinLoopHint();
+}
+
+test "a lone job runs whether a worker spins for it, gives up spinning as it comes, or sleeps" {
+    for ([_]u32{ 1, 2 }) |workers| {
+        const pool = try ThreadPool.create(std.testing.allocator, workers);
+        defer pool.release();
+        var counter: std.atomic.Value(u64) = .init(0);
+        var group: WaitGroup = .{};
+        var job: TestJob = .{ .counter = &counter, .group = &group };
+        // Gaps before each submission: none (a worker still spins), around the
+        // spin's end, and long after it (every worker asleep).
+        const gaps = [_]u64{ 0, 5_000, job_wait_spin_ns - 2_000, job_wait_spin_ns, job_wait_spin_ns + 2_000, 4 * job_wait_spin_ns };
+        var round: u64 = 0;
+        while (round < 300) : (round += 1) {
+            pauseNanoseconds(gaps[round % gaps.len]);
+            group.add(1);
+            pool.submit(&job.job);
+            // A lost wake-up would leave the job queued: fail instead of hanging.
+            const started = system.monotonicNanoseconds();
+            while (counter.load(.acquire) != round + 1) {
+                if (system.monotonicNanoseconds() -| started > 5 * std.time.ns_per_s) return error.JobNeverRan;
+                std.atomic.spinLoopHint();
+            }
+            group.wait();
+        }
+    }
+}
+
 /// Submits more jobs than the queue holds from inside a job, as the writer's
 /// committer does (one fsync job per closed shard).
 const FanOutJob = struct {
