@@ -73,6 +73,13 @@ READ_MODES = ("ordered", "ordered_meta", "shuffled")
 # slower (docs/benchmarks.md, "Large writes are slower a few seconds after
 # memory was freed"), so each side must write first as often as the other.
 DEFAULT_REPEATS = 4
+# Seconds of rest before each write process (full runs). Our W2 write started
+# right after the peer's was slow in 3 of 5 tries (0.33-0.46 s against 0.27 s,
+# the extra time in the kernel), started 2 s later in 0 of 5 and 4 s later in
+# 0 of 4; without the rest the peer's W2 write right after ours was slow in the
+# first repeat of 4 of 6 full runs (0.97-1.48 s against 0.58-0.63 s). Each
+# write gets a machine the other side's write has finished with.
+WRITE_SETTLE_SECONDS = 3.0
 # Timed passes per read (and copy-ceiling) process, median reported: W2's passes
 # take about 0.1 s, too short for one to be timed reliably on a shared machine,
 # and single W1 passes (0.3-0.6 s ours) swung by 2x between repeats. The same
@@ -275,9 +282,10 @@ def machine_info() -> dict:
 
 
 class Runner:
-    def __init__(self, pythons: dict[str, Path], workers: int) -> None:
+    def __init__(self, pythons: dict[str, Path], workers: int, write_settle: float) -> None:
         self.pythons = pythons
         self.workers = workers
+        self.write_settle = write_settle
         self.loads: list[float] = []
         self.implementations: dict[str, dict] = {}
 
@@ -315,8 +323,9 @@ class Runner:
 
 
 def write_child(runner: Runner, side: str, spec: tuple, base_dir: Path) -> dict:
-    """One write process of workload `spec` into `base_dir`."""
+    """One write process of workload `spec` into `base_dir`, after a rest."""
     count, size, compression, kind, _ = spec
+    time.sleep(runner.write_settle)
     return runner.child(
         side,
         "write",
@@ -718,7 +727,7 @@ def main() -> None:
 
     check_ours()
     pythons = {"ours": Path(sys.executable), "peer": ensure_peer(args.peer_python)}
-    runner = Runner(pythons, args.workers)
+    runner = Runner(pythons, args.workers, 0.0 if args.quick else WRITE_SETTLE_SECONDS)
     work = Path(args.work_dir)
     work.mkdir(parents=True, exist_ok=True)
     started = dt.datetime.now().astimezone()

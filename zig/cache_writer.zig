@@ -1104,8 +1104,8 @@ pub const CacheWriter = struct {
     /// waits for every such fsync (`file_syncs`) before publishing, and fails
     /// the write if one failed. A shard is fsynced once, when it is closed:
     /// fsyncs of the open shard every 16 MiB as well made W2 writes (512 x
-    /// 1 MiB) take 0.296 s against 0.266 s, as each one also flushes the
-    /// disk's cache (W1 writes: 0.289 against 0.286 s).
+    /// 1 MiB) take 0.296 s against 0.266 s, presumably because each one also
+    /// flushes the disk's cache (W1 writes: 0.289 against 0.286 s).
     fn syncInBackground(writer: *CacheWriter, file: std.Io.File, what: SyncedFile) void {
         const io = system.io();
         const work: SyncWork = .{ .file = file, .what = what };
