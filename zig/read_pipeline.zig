@@ -91,7 +91,7 @@ const ChunkState = enum(u8) { idle, running, done };
 const Chunk = struct {
     job: thread_pool.Job = .{ .run = Pipeline.runChunk },
     pipeline: *Pipeline,
-    /// Set to `.done` by the worker (atomically, for `awaitChunk`'s spin);
+    /// Set to `.done` by the worker (atomically, for `spinWhileRunning`);
     /// otherwise only by the consumer.
     state: ChunkState = .idle,
     /// Planned indexes first .. first + count (relative to the plan's start).
