@@ -91,7 +91,7 @@ const ChunkState = enum(u8) { idle, running, done };
 const Chunk = struct {
     job: thread_pool.Job = .{ .run = Pipeline.runChunk },
     pipeline: *Pipeline,
-    /// Set to `.done` by the worker (atomically, for `spinWhileRunning`);
+    /// Set to `.done` by the worker (atomically, for `next`'s spin);
     /// otherwise only by the consumer.
     state: ChunkState = .idle,
     /// Planned indexes first .. first + count (relative to the plan's start).
@@ -169,7 +169,7 @@ pub const Pipeline = struct {
         if (pipeline.next_deliver >= pipeline.plan.count) return null;
         const io = system.io();
         const chunk = pipeline.slot(pipeline.chunks_delivered);
-        spinWhileRunning(chunk);
+        thread_pool.spinWhile(@as(*const Chunk, chunk), isRunning, chunk_wait_spin_ns);
         pipeline.mutex.lockUncancelable(io);
         while (chunk.state == .running) pipeline.finished.waitUncancelable(io, &pipeline.mutex);
         pipeline.mutex.unlock(io);
@@ -188,14 +188,8 @@ pub const Pipeline = struct {
         return batch;
     }
 
-    /// Waits up to `chunk_wait_spin_ns` for `chunk` to be read without sleeping.
-    fn spinWhileRunning(chunk: *const Chunk) void {
-        const started = system.monotonicNanoseconds();
-        var round: u32 = 0;
-        while (@atomicLoad(ChunkState, &chunk.state, .acquire) == .running) : (round +%= 1) {
-            std.atomic.spinLoopHint();
-            if (round % 64 == 63 and system.monotonicNanoseconds() -| started > chunk_wait_spin_ns) return;
-        }
+    fn isRunning(chunk: *const Chunk) bool {
+        return @atomicLoad(ChunkState, &chunk.state, .acquire) == .running;
     }
 
     /// Reads payloads this pipeline's batches deferred into the caller's

@@ -36,9 +36,9 @@ pub const ThreadPool = struct {
     not_full: std.Io.Condition = .init,
     queue: [queue_capacity]*Job = undefined,
     queue_head: usize = 0,
-    queue_len: usize = 0,
-    /// `queue_len`, for a spinning worker to read without the mutex.
-    queued: std.atomic.Value(usize) = .init(0),
+    /// Changed only with `mutex` held (read there as `.raw`); atomic so that a
+    /// spinning worker can read it without the mutex.
+    queue_len: std.atomic.Value(usize) = .init(0),
     /// Whether a worker is spinning for the next job (`spinForJob`; one at a time).
     spinning: std.atomic.Value(bool) = .init(false),
     stopping: bool = false,
@@ -100,7 +100,7 @@ pub const ThreadPool = struct {
         pool.mutex.lockUncancelable(io);
         defer pool.mutex.unlock(io);
         std.debug.assert(!pool.stopping);
-        while (pool.queue_len == queue_capacity) pool.not_full.waitUncancelable(io, &pool.mutex);
+        while (pool.queue_len.raw == queue_capacity) pool.not_full.waitUncancelable(io, &pool.mutex);
         pool.enqueueLocked(job);
     }
 
@@ -112,7 +112,7 @@ pub const ThreadPool = struct {
         const io = system.io();
         pool.mutex.lockUncancelable(io);
         std.debug.assert(!pool.stopping);
-        if (pool.queue_len == queue_capacity) {
+        if (pool.queue_len.raw == queue_capacity) {
             pool.mutex.unlock(io);
             job.run(job);
             return;
@@ -123,14 +123,13 @@ pub const ThreadPool = struct {
 
     /// Appends `job` to the queue, which has room; the caller holds `mutex`.
     fn enqueueLocked(pool: *ThreadPool, job: *Job) void {
-        pool.queue[(pool.queue_head + pool.queue_len) % queue_capacity] = job;
-        pool.queue_len += 1;
-        pool.queued.store(pool.queue_len, .release);
+        pool.queue[(pool.queue_head + pool.queue_len.raw) % queue_capacity] = job;
+        const queue_len = pool.queue_len.fetchAdd(1, .release) + 1;
         // A spinning worker takes a lone job; waking a sleeping one as well
         // would only take a core from the threads doing work. (A spinner that
         // gives up clears `spinning` before it takes the mutex to sleep, so
         // it either sees this job or is woken for it.)
-        if (pool.queue_len > 1 or !pool.spinning.load(.acquire)) pool.not_empty.signal(system.io());
+        if (queue_len > 1 or !pool.spinning.load(.acquire)) pool.not_empty.signal(system.io());
     }
 
     /// Spins up to `job_wait_spin_ns` for a job to be queued, unless another
@@ -138,12 +137,11 @@ pub const ThreadPool = struct {
     fn spinForJob(pool: *ThreadPool) void {
         if (pool.spinning.swap(true, .acquire)) return;
         defer pool.spinning.store(false, .release);
-        const started = system.monotonicNanoseconds();
-        var round: u32 = 0;
-        while (pool.queued.load(.acquire) == 0) : (round +%= 1) {
-            std.atomic.spinLoopHint();
-            if (round % 64 == 63 and system.monotonicNanoseconds() -| started > job_wait_spin_ns) return;
-        }
+        spinWhile(pool, queueEmpty, job_wait_spin_ns);
+    }
+
+    fn queueEmpty(pool: *const ThreadPool) bool {
+        return pool.queue_len.load(.acquire) == 0;
     }
 
     fn stopAndJoin(pool: *ThreadPool, threads: []std.Thread) void {
@@ -159,17 +157,16 @@ pub const ThreadPool = struct {
         const io = system.io();
         var last_job_ns: u64 = std.math.maxInt(u64);
         while (true) {
-            if (last_job_ns <= spin_after_job_ns_max and pool.queued.load(.acquire) == 0) pool.spinForJob();
+            if (last_job_ns <= spin_after_job_ns_max and pool.queueEmpty()) pool.spinForJob();
             pool.mutex.lockUncancelable(io);
-            while (pool.queue_len == 0 and !pool.stopping) pool.not_empty.waitUncancelable(io, &pool.mutex);
-            if (pool.queue_len == 0) {
+            while (pool.queue_len.raw == 0 and !pool.stopping) pool.not_empty.waitUncancelable(io, &pool.mutex);
+            if (pool.queue_len.raw == 0) {
                 pool.mutex.unlock(io);
                 return;
             }
             const job = pool.queue[pool.queue_head];
             pool.queue_head = (pool.queue_head + 1) % queue_capacity;
-            pool.queue_len -= 1;
-            pool.queued.store(pool.queue_len, .release);
+            _ = pool.queue_len.fetchSub(1, .release);
             pool.not_full.signal(io);
             pool.mutex.unlock(io);
             const started = system.monotonicNanoseconds();
@@ -178,6 +175,16 @@ pub const ThreadPool = struct {
         }
     }
 };
+
+/// Spins, without sleeping, while `still(context)` holds, for up to `limit_ns`.
+pub fn spinWhile(context: anytype, comptime still: fn (@TypeOf(context)) bool, limit_ns: u64) void {
+    const started = system.monotonicNanoseconds();
+    var round: u32 = 0;
+    while (still(context)) : (round +%= 1) {
+        std.atomic.spinLoopHint();
+        if (round % 64 == 63 and system.monotonicNanoseconds() -| started > limit_ns) return;
+    }
+}
 
 /// Counts outstanding jobs so a caller can wait for all of its own work.
 pub const WaitGroup = struct {
@@ -220,9 +227,12 @@ const TestJob = struct {
     job: Job = .{ .run = run },
     counter: *std.atomic.Value(u64),
     group: *WaitGroup,
+    /// How long the job takes.
+    pause_ns: u64 = 0,
 
     fn run(job: *Job) void {
         const self: *TestJob = @fieldParentPtr("job", job);
+        pauseNanoseconds(self.pause_ns);
         _ = self.counter.fetchAdd(1, .monotonic);
         self.group.finish();
     }
@@ -251,6 +261,7 @@ fn pauseNanoseconds(nanoseconds: u64) void {
 }
 
 test "a lone job runs whether a worker spins for it, gives up spinning as it comes, or sleeps" {
+    // Every other job is long, so that its worker sleeps at once afterwards instead of spinning.
     for ([_]u32{ 1, 2 }) |workers| {
         const pool = try ThreadPool.create(std.testing.allocator, workers);
         defer pool.release();
@@ -263,6 +274,7 @@ test "a lone job runs whether a worker spins for it, gives up spinning as it com
         var round: u64 = 0;
         while (round < 300) : (round += 1) {
             pauseNanoseconds(gaps[round % gaps.len]);
+            job.pause_ns = if (round % 2 == 0) 0 else spin_after_job_ns_max + 20_000;
             group.add(1);
             pool.submit(&job.job);
             // A lost wake-up would leave the job queued: fail instead of hanging.
