@@ -28,8 +28,12 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE_LIBRARY_DIR = ROOT / "python" / "dataset_rt" / "_lib"
 MODES = ("Debug", "ReleaseSafe", "ReleaseFast", "ReleaseSmall")
 # Where `zig build --prefix OUT` puts the library, by target OS.
-BUILT_LIBRARY_PATHS = ("lib/libdataset_rt.so", "lib/libdataset_rt.dylib", "bin/dataset_rt.dll")
-LIBRARY_NAMES = tuple(Path(path).name for path in BUILT_LIBRARY_PATHS)
+BUILT_LIBRARY_PATHS = {
+    "linux": "lib/libdataset_rt.so",
+    "macos": "lib/libdataset_rt.dylib",
+    "windows": "bin/dataset_rt.dll",
+}
+LIBRARY_NAMES = tuple(Path(path).name for path in BUILT_LIBRARY_PATHS.values())
 
 
 def log(message: str) -> None:
@@ -78,10 +82,9 @@ def wheel_platform_tag(target: str | None) -> str | None:
 
 
 def library_name(target: str) -> str:
-    """The file name of the library `zig build` makes for a Zig target."""
-    if "-windows" in target:
-        return "dataset_rt.dll"
-    return "libdataset_rt.dylib" if "-macos" in target else "libdataset_rt.so"
+    """The file name of the library `zig build` makes for a Zig target (arch-os[.version][-abi])."""
+    os_name = target.split("-")[1].split(".")[0]
+    return Path(BUILT_LIBRARY_PATHS[os_name]).name
 
 
 def build_library(
@@ -101,7 +104,11 @@ def build_library(
         if result.returncode != 0:
             status = result.returncode
             raise RuntimeError(f"zig build failed (exit {status}): {shlex.join(command)}")
-        built = [Path(prefix, path) for path in BUILT_LIBRARY_PATHS if Path(prefix, path).is_file()]
+        built = [
+            Path(prefix, path)
+            for path in BUILT_LIBRARY_PATHS.values()
+            if Path(prefix, path).is_file()
+        ]
         if len(built) != 1:
             raise RuntimeError(f"expected one library under {prefix}, found {built}")
         copies = [copy_library(built[0], Path(destination)) for destination in destinations]
