@@ -5,6 +5,7 @@ pip install -e) and by the justfile:
 
     python scripts/build_library.py                  # ReleaseFast into python/dataset_rt/_lib/
     python scripts/build_library.py --mode ReleaseSafe --no-strip --dest zig-out/release-safe
+    python scripts/build_library.py --cross-targets  # the wheel targets but the host's
 
 Environment: DATASET_RT_OPTIMIZE (default build mode), DATASET_RT_ZIG_TARGET (Zig target,
 for cross builds). Progress goes to stderr; stdout is only the path of each copied library,
@@ -34,6 +35,15 @@ BUILT_LIBRARY_PATHS = {
     "windows": "bin/dataset_rt.dll",
 }
 LIBRARY_NAMES = tuple(Path(path).name for path in BUILT_LIBRARY_PATHS.values())
+# The Zig targets a release ships a wheel for (scripts/build_wheels.py); scripts/test.sh
+# cross-compiles the library for each of them but the host's.
+WHEEL_TARGETS = (
+    "x86_64-linux-gnu.2.17",
+    "aarch64-linux-gnu.2.17",
+    "x86_64-macos.11.0",
+    "aarch64-macos.11.0",
+    "x86_64-windows",
+)
 
 
 def log(message: str) -> None:
@@ -130,7 +140,15 @@ def main() -> None:
     )
     parser.add_argument("--dest", type=Path, default=PACKAGE_LIBRARY_DIR, help="output directory")
     parser.add_argument("--no-strip", action="store_true", help="keep debug info (stack traces)")
+    parser.add_argument(
+        "--cross-targets",
+        action="store_true",
+        help="print the wheel targets other than this host's, one per line, and build nothing",
+    )
     arguments = parser.parse_args()
+    if arguments.cross_targets:
+        print("\n".join(target for target in WHEEL_TARGETS if target != zig_target()))
+        return
     try:
         mode = arguments.mode or build_mode()
         for path in build_library([arguments.dest], mode, zig_target(), not arguments.no_strip):

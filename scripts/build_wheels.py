@@ -18,14 +18,6 @@ from pathlib import Path
 
 import build_library
 
-WHEEL_TARGETS = (
-    "x86_64-linux-gnu.2.17",
-    "aarch64-linux-gnu.2.17",
-    "x86_64-macos.11.0",
-    "aarch64-macos.11.0",
-    "x86_64-windows",
-)
-
 
 def build_wheel(target: str, out: Path) -> Path:
     """Builds the wheel of `target` into `out` (replacing one built before); its path."""
@@ -54,7 +46,7 @@ def check_library(wheel: Path, target: str) -> None:
 def main() -> None:
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "dist").resolve()
     out.mkdir(parents=True, exist_ok=True)
-    for target in WHEEL_TARGETS:
+    for target in build_library.WHEEL_TARGETS:
         wheel = build_wheel(target, out)
         check_library(wheel, target)
         print(wheel)

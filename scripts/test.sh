@@ -89,7 +89,8 @@ DATASET_RT_LIBRARY="$safe_library" run_pytest
 
 phase "4/6 cross-compiling for the other wheel targets"
 cross_prefix=$(mktemp -d)
-for target in aarch64-linux-gnu.2.17 aarch64-macos.11.0 x86_64-macos.11.0 x86_64-windows; do
+cross_targets=$(python scripts/build_library.py --cross-targets) # a failure stops the script
+for target in $cross_targets; do
     echo "zig build -Dtarget=$target"
     python -m ziglang build -Doptimize=ReleaseFast -Dtarget="$target" --prefix "$cross_prefix/$target"
 done
