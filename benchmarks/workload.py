@@ -438,11 +438,17 @@ def phase_disk_ceiling(args: argparse.Namespace) -> dict:
     return {"seconds": seconds, "samples": args.count, "payload_bytes": total}
 
 
+# Phases that measure a library (`dataset_rt`, imported only for them), and
+# phases that measure this machine without one (run.py passes them no --expect).
+LIBRARY_PHASES = {"write": phase_write, "read": phase_read, "scale": phase_scale}
+MACHINE_PHASES = {"ceiling": phase_ceiling, "disk_ceiling": phase_disk_ceiling}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("phase", choices=["write", "read", "scale", "ceiling", "disk_ceiling"])
+    parser.add_argument("phase", choices=[*LIBRARY_PHASES, *MACHINE_PHASES])
     parser.add_argument("--expect", choices=["ours", "peer", "any"], default="any")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--count", type=int, default=1000)
@@ -461,17 +467,16 @@ def main() -> None:
     args = parser.parse_args()
 
     started = time.perf_counter()
-    if args.phase in ("ceiling", "disk_ceiling"):
+    if args.phase in MACHINE_PHASES:
         import_seconds = 0.0
         info = {}
-        result = phase_ceiling(args) if args.phase == "ceiling" else phase_disk_ceiling(args)
+        result = MACHINE_PHASES[args.phase](args)
     else:
         import dataset_rt
 
         info = implementation_info(args.expect)
         import_seconds = time.perf_counter() - started
-        phases = {"write": phase_write, "read": phase_read, "scale": phase_scale}
-        result = phases[args.phase](args, dataset_rt)
+        result = LIBRARY_PHASES[args.phase](args, dataset_rt)
     result.update(
         {
             "phase": args.phase,
