@@ -1016,9 +1016,9 @@ pub const CacheWriter = struct {
         // exhaust the descriptor limit (about a queue's worth, 1024, otherwise).
         const crowded = writer.file_syncs.pendingCount() >= closed_shards_pending_max;
         if (crowded) {
-            writer.syncAndClose(shard.file, .{ .shard = writer.shards.items.len });
+            writer.syncAndClose(shard.file, .{ .shard = .{ .index = writer.shards.items.len, .hasher = shard.hasher } });
         } else {
-            writer.syncInBackground(shard.file, .{ .shard = writer.shards.items.len });
+            writer.syncInBackground(shard.file, .{ .shard = .{ .index = writer.shards.items.len, .hasher = shard.hasher } });
         }
         try writer.shard_names.append(writer.allocator, shard.hasher.name);
         try writer.shards.append(writer.allocator, .{
@@ -1082,21 +1082,29 @@ pub const CacheWriter = struct {
 
     /// Which file a `FileSync` is for, for its error message.
     const SyncedFile = union(enum) {
-        shard: u64,
+        /// A closed shard, and its hasher (for `dropCachedPages`).
+        shard: struct { index: u64, hasher: *ShardHasher },
         /// A file of the staging directory (a string literal).
         staging: []const u8,
     };
 
     fn syncAndClose(writer: *CacheWriter, file: std.Io.File, what: SyncedFile) void {
         const io = system.io();
-        file.sync(io) catch |err| {
+        if (file.sync(io)) {
+            // Hashed and on disk: its pages may go. If the hash is not final yet,
+            // the hasher drops them when it is (they are all clean by then).
+            switch (what) {
+                .shard => |shard| if (shard.hasher.isFinal()) durable_files.dropCachedPages(file, 0, 0),
+                .staging => {},
+            }
+        } else |err| {
             var diagnostic: Diagnostic = .{};
             switch (what) {
-                .shard => |index| diagnostic.set("cannot fsync shard {s}: {s}", .{ ShardName.of(index).slice(), @errorName(err) }),
+                .shard => |shard| diagnostic.set("cannot fsync shard {s}: {s}", .{ ShardName.of(shard.index).slice(), @errorName(err) }),
                 .staging => |name| diagnostic.set("cannot fsync {s}: {s}", .{ name, @errorName(err) }),
             }
             writer.fail(error.Io, &diagnostic);
-        };
+        }
         file.close(io);
     }
 

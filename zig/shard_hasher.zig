@@ -11,6 +11,7 @@ const std = @import("std");
 const system = @import("system.zig");
 const sha256 = @import("sha256.zig");
 const thread_pool = @import("thread_pool.zig");
+const durable_files = @import("durable_files.zig");
 const Diagnostic = @import("diagnostic.zig").Diagnostic;
 const ShardName = @import("manifest.zig").ShardName;
 
@@ -80,6 +81,14 @@ pub const ShardHasher = struct {
         hasher.pool.submitOrRun(&hasher.job);
     }
 
+    /// Whether the digest is final (the shard was closed and hashed to its end).
+    pub fn isFinal(hasher: *ShardHasher) bool {
+        const io = system.io();
+        hasher.mutex.lockUncancelable(io);
+        defer hasher.mutex.unlock(io);
+        return hasher.digest != null;
+    }
+
     /// The shard's digest, once it was closed and `group` is done.
     pub fn result(hasher: *const ShardHasher, diagnostic: *Diagnostic) Error![32]u8 {
         if (hasher.failure) |failure| {
@@ -120,7 +129,10 @@ pub const ShardHasher = struct {
                 if (final) hasher.digest = hasher.hasher.final();
                 hasher.running = false;
                 hasher.mutex.unlock(io);
-                if (final) hasher.closeFile();
+                if (final) {
+                    hasher.dropPages();
+                    hasher.closeFile();
+                }
                 return;
             }
             hasher.mutex.unlock(io);
@@ -164,6 +176,12 @@ pub const ShardHasher = struct {
     fn closeFile(hasher: *ShardHasher) void {
         if (hasher.file) |file| file.close(system.io());
         hasher.file = null;
+    }
+
+    /// Once the digest is final: the shard's pages that are on disk leave the
+    /// page cache (the rest when its fsync has written them, see syncAndClose).
+    fn dropPages(hasher: *ShardHasher) void {
+        if (hasher.file) |file| durable_files.dropCachedPages(file, 0, 0);
     }
 };
 
