@@ -494,6 +494,68 @@ def test_one_worker_closing_more_shards_at_once_than_the_pool_queue_holds_finish
     assert payloads == [i.to_bytes(4, "little") * 4 for i in range(3000)], "payloads differ"
 
 
+def cached_pages(path: Path) -> int:
+    """How many pages of the file at `path` are in the page cache (Linux `mincore`)."""
+    import ctypes
+    import mmap
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = (
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_long,
+    )
+    libc.mincore.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p)
+    libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+    size = path.stat().st_size
+    pages = -(-size // mmap.PAGESIZE)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        # Mapped without touching it, so the check itself reads nothing in.
+        address = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        assert address not in (None, ctypes.c_void_p(-1).value), f"mmap: {ctypes.get_errno()}"
+        try:
+            resident = ctypes.create_string_buffer(pages)
+            assert libc.mincore(address, size, resident) == 0, f"mincore: {ctypes.get_errno()}"
+            return sum(byte & 1 for byte in resident.raw)
+        finally:
+            libc.munmap(address, size)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the writer drops pages on Linux")
+def test_a_published_cache_holds_none_of_its_shards_in_the_page_cache(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    # Where the file system keeps pages it is asked to drop (tmpfs), there is nothing to see.
+    control = tmp_path / "control.bin"
+    control.write_bytes(b"x" * (256 << 10))
+    with control.open("rb+") as file:
+        os.fsync(file.fileno())
+        os.posix_fadvise(file.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    if cached_pages(control) != 0:
+        pytest.skip("this file system keeps a synced file's pages when asked to drop them")
+    samples = [(bytes([i]) * (300 << 10), {"i": i}) for i in range(12)]
+    config = WriterConfig(show_progress=False, max_shard_bytes=1 << 20)
+    [result] = runtime.write_cache(ListSource("dropped", samples), tmp_path, writer_config=config)
+    assert isinstance(result, CacheWriteSuccess), result
+    shards = sorted((tmp_path / "dropped" / "shards").iterdir())
+    assert len(shards) >= 3, f"expected several shards, got {[s.name for s in shards]}"
+    cached = {shard.name: cached_pages(shard) for shard in shards}
+    assert all(count == 0 for count in cached.values()), f"pages still cached: {cached}"
+    # Dropped from memory only: the cache reads back whole.
+    dataset = runtime.cached_dataset(
+        [tmp_path / "dropped"],
+        reader_config=ReaderConfig(seed=0, shuffle=False, validate_cache=True),
+    )
+    assert [sample.data for sample in dataset] == [data for data, _ in samples]
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_NOFILE is POSIX")
 def test_many_small_shards_stay_within_a_small_open_file_limit(
     runtime: DatasetRuntime, tmp_path: Path
