@@ -1,14 +1,17 @@
 //! A shard's SHA-256, computed on the pool while the shard is being written.
 //!
 //! The committer only writes; every few MiB it tells the shard's hasher how far
-//! the shard has grown (`advance`), and a pool job reads the new bytes back
-//! (from the page cache, where they were just written) and hashes them. A
+//! the shard has grown (`advance`), and a pool job hashes the new bytes from
+//! the page cache, where they were just written: through a short-lived mapping
+//! on Linux (`hashMappedPiece`), else by reading them back. A
 //! shard's hash is sequential, so at most one job per shard runs at a time;
 //! shards are hashed beside the writes and beside each other, and when the
 //! shard is closed only its last few MiB are left to hash. `group` counts the
 //! running jobs: once it is done, every closed shard's digest is final.
 const std = @import("std");
+const builtin = @import("builtin");
 const system = @import("system.zig");
+const file_status = @import("file_status.zig");
 const sha256 = @import("sha256.zig");
 const thread_pool = @import("thread_pool.zig");
 const durable_files = @import("durable_files.zig");
@@ -17,8 +20,9 @@ const ShardName = @import("manifest.zig").ShardName;
 
 pub const Error = error{ Io, OutOfMemory };
 
-/// Bytes read back per piece.
-const read_bytes = 1 << 20;
+/// Bytes mapped or read back per piece: 1 MiB and 8 MiB mappings measured the
+/// same, and a smaller mapping is a shorter window for a truncation to fault in.
+const piece_bytes = 1 << 20;
 
 pub const ShardHasher = struct {
     job: thread_pool.Job = .{ .run = run },
@@ -34,6 +38,8 @@ pub const ShardHasher = struct {
     hasher: sha256.Hasher, // (its kernel is picked at run time: no default)
     hashed: u64 = 0,
     nanoseconds: u64 = 0,
+    /// Pieces are hashed from a mapping until one cannot be mapped (Linux only).
+    map_pieces: bool = builtin.os.tag == .linux,
     digest: ?[32]u8 = null,
 
     // Guarded by `mutex`.
@@ -152,13 +158,14 @@ pub const ShardHasher = struct {
     }
 
     fn hashUpTo(hasher: *ShardHasher, target: u64, buffer: *[]u8, diagnostic: *Diagnostic) Error!void {
-        if (buffer.len == 0) {
-            buffer.* = hasher.allocator.alloc(u8, @intCast(@min(read_bytes, target - hasher.hashed))) catch {
-                diagnostic.set("out of memory while hashing shard {s}", .{hasher.name.slice()});
-                return error.OutOfMemory;
-            };
-        }
         while (hasher.hashed < target) {
+            if (builtin.os.tag == .linux and hasher.map_pieces and hasher.hashMappedPiece(target)) continue;
+            if (buffer.len == 0) {
+                buffer.* = hasher.allocator.alloc(u8, @intCast(@min(piece_bytes, target - hasher.hashed))) catch {
+                    diagnostic.set("out of memory while hashing shard {s}", .{hasher.name.slice()});
+                    return error.OutOfMemory;
+                };
+            }
             const piece = buffer.*[0..@intCast(@min(buffer.len, target - hasher.hashed))];
             const read = hasher.file.?.readPositionalAll(system.io(), piece, hasher.hashed) catch |err| {
                 diagnostic.set("cannot read shard {s} back to hash it: {s}", .{ hasher.name.slice(), @errorName(err) });
@@ -173,6 +180,48 @@ pub const ShardHasher = struct {
         }
     }
 
+    /// Hashes the next piece below `target` from a read-only mapping of the
+    /// shard, made present in one call (MADV_POPULATE_READ, Linux 5.14) and
+    /// unmapped right after, so its pages can still be dropped. This spares
+    /// the copy of reading back: W2 writes (512 x 1 MiB) took 0.302 s against
+    /// 0.317 s, with 0.529 s of CPU against 0.576 s (medians of 8 alternating
+    /// processes; with 8 MiB mappings 0.299 against 0.321 s, 12 each). It pays
+    /// only because the SHA-NI kernel prefetches (sha256_ni.zig): without,
+    /// hashing from memory is slower than reading back into a buffer in L2.
+    ///
+    /// False leaves the piece to be read back: when the file is shorter than
+    /// `target` (a mapping would read zeros past its end up to the page's,
+    /// where reading back names the shortfall), or when it cannot be mapped
+    /// (kernels before 5.14, file systems without mmap); then no later piece
+    /// tries. Only a truncation by another process while a piece is hashed
+    /// could fault (SIGBUS): the shard sits in the writer's own locked staging
+    /// directory, as the reader's mapped index files sit in a published cache.
+    fn hashMappedPiece(hasher: *ShardHasher, target: u64) bool {
+        const linux = std.os.linux;
+        const file = hasher.file.?;
+        const file_len = file_status.length(file) catch return false;
+        if (file_len < target) return false;
+        const page_bytes = std.heap.pageSize();
+        const start = hasher.hashed / page_bytes * page_bytes;
+        const end = @min(target, hasher.hashed + piece_bytes);
+        const len: usize = @intCast(end - start);
+        const mapped = std.c.mmap(null, len, .{ .READ = true }, .{ .TYPE = .SHARED }, file.handle, @intCast(start));
+        if (mapped == std.c.MAP_FAILED) {
+            hasher.map_pieces = false;
+            return false;
+        }
+        const memory = @as([*]align(std.heap.page_size_min) u8, @ptrCast(@alignCast(mapped)))[0..len];
+        defer _ = std.c.munmap(memory.ptr, memory.len);
+        const populate_read = 22; // MADV_POPULATE_READ: fails instead of faulting past the end
+        if (linux.errno(linux.madvise(memory.ptr, memory.len, populate_read)) != .SUCCESS) {
+            hasher.map_pieces = false;
+            return false;
+        }
+        hasher.hasher.update(memory[@intCast(hasher.hashed - start)..]);
+        hasher.hashed = end;
+        return true;
+    }
+
     fn closeFile(hasher: *ShardHasher) void {
         if (hasher.file) |file| file.close(system.io());
         hasher.file = null;
@@ -185,7 +234,12 @@ pub const ShardHasher = struct {
     }
 };
 
-test "a shard written in steps hashes to the SHA-256 of all its bytes" {
+test "a shard written in steps hashes to the SHA-256 of all its bytes, mapped and read back" {
+    try expectStepsHashed(true);
+    try expectStepsHashed(false);
+}
+
+fn expectStepsHashed(map_pieces: bool) !void {
     var tmp = std.testing.tmpDir(.{});
     defer tmp.cleanup();
     const io = system.io();
@@ -196,6 +250,7 @@ test "a shard written in steps hashes to the SHA-256 of all its bytes" {
     defer writing.close(io);
     const reading = try tmp.dir.openFile(io, "000000.bin", .{});
     const hasher = try ShardHasher.create(std.testing.allocator, pool, &group, reading, .of(0));
+    hasher.map_pieces = map_pieces and builtin.os.tag == .linux;
     var expected = sha256.Hasher.init();
     var random = std.Random.DefaultPrng.init(7);
     var chunk: [3 << 20]u8 = undefined;
@@ -212,6 +267,8 @@ test "a shard written in steps hashes to the SHA-256 of all its bytes" {
     var diagnostic: Diagnostic = .{};
     try std.testing.expectEqual(expected.final(), try hasher.result(&diagnostic));
     try std.testing.expect(hasher.file == null);
+    // Still set: every piece could be mapped (a failed mapping clears it).
+    try std.testing.expectEqual(map_pieces and builtin.os.tag == .linux, hasher.map_pieces);
     hasher.destroy();
 }
 
