@@ -1015,11 +1015,8 @@ pub const CacheWriter = struct {
         // files: past a few dozen, finish them here so small shards cannot
         // exhaust the descriptor limit (about a queue's worth, 1024, otherwise).
         const crowded = writer.file_syncs.pendingCount() >= closed_shards_pending_max;
-        if (crowded) {
-            writer.syncAndClose(shard.file, .{ .shard = .{ .index = writer.shards.items.len, .hasher = shard.hasher } });
-        } else {
-            writer.syncInBackground(shard.file, .{ .shard = .{ .index = writer.shards.items.len, .hasher = shard.hasher } });
-        }
+        const what: SyncedFile = .{ .shard = .{ .index = writer.shards.items.len, .hasher = shard.hasher } };
+        if (crowded) writer.syncAndClose(shard.file, what) else writer.syncInBackground(shard.file, what);
         try writer.shard_names.append(writer.allocator, shard.hasher.name);
         try writer.shards.append(writer.allocator, .{
             .name = &.{}, // pointed at shard_names once the list stops growing

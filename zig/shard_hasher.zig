@@ -158,8 +158,12 @@ pub const ShardHasher = struct {
     }
 
     fn hashUpTo(hasher: *ShardHasher, target: u64, buffer: *[]u8, diagnostic: *Diagnostic) Error!void {
+        // Mapped only when the file holds every byte up to `target`: a mapping
+        // reads zeros past the file's end up to the page's, where reading back
+        // names the shortfall. One length check covers every piece of the call.
+        const mappable = builtin.os.tag == .linux and hasher.map_pieces and hasher.holds(target);
         while (hasher.hashed < target) {
-            if (builtin.os.tag == .linux and hasher.map_pieces and hasher.hashMappedPiece(target)) continue;
+            if (mappable and hasher.map_pieces and hasher.hashMappedPiece(target)) continue;
             if (buffer.len == 0) {
                 buffer.* = hasher.allocator.alloc(u8, @intCast(@min(piece_bytes, target - hasher.hashed))) catch {
                     diagnostic.set("out of memory while hashing shard {s}", .{hasher.name.slice()});
@@ -189,9 +193,8 @@ pub const ShardHasher = struct {
     /// only because the SHA-NI kernel prefetches (sha256_ni.zig): without,
     /// hashing from memory is slower than reading back into a buffer in L2.
     ///
-    /// False leaves the piece to be read back: when the file is shorter than
-    /// `target` (a mapping would read zeros past its end up to the page's,
-    /// where reading back names the shortfall), or when it cannot be mapped
+    /// The caller has checked that the file holds `target` bytes (`holds`).
+    /// False leaves the piece to be read back when it cannot be mapped
     /// (kernels before 5.14, file systems without mmap); then no later piece
     /// tries. Only a truncation by another process while a piece is hashed
     /// could fault (SIGBUS): the shard sits in the writer's own locked staging
@@ -199,8 +202,6 @@ pub const ShardHasher = struct {
     fn hashMappedPiece(hasher: *ShardHasher, target: u64) bool {
         const linux = std.os.linux;
         const file = hasher.file.?;
-        const file_len = file_status.length(file) catch return false;
-        if (file_len < target) return false;
         const page_bytes = std.heap.pageSize();
         const start = hasher.hashed / page_bytes * page_bytes;
         const end = @min(target, hasher.hashed + piece_bytes);
@@ -220,6 +221,12 @@ pub const ShardHasher = struct {
         hasher.hasher.update(memory[@intCast(hasher.hashed - start)..]);
         hasher.hashed = end;
         return true;
+    }
+
+    /// Whether the shard's file is at least `target` bytes long.
+    fn holds(hasher: *ShardHasher, target: u64) bool {
+        const file_len = file_status.length(hasher.file.?) catch return false;
+        return file_len >= target;
     }
 
     fn closeFile(hasher: *ShardHasher) void {
