@@ -9,11 +9,13 @@ pub fn build(b: *std.Build) void {
     const optimize = b.standardOptimizeOption(.{});
     const strip = b.option(bool, "strip", "Strip debug info from the library");
 
-    // The SHA-NI kernel is compiled for a CPU with SHA + AVX2 and chosen at run time
-    // (CPUID), so the portable library still hashes at hardware speed where it can.
-    const sha_ni_available = target.result.cpu.arch == .x86_64;
+    // The hardware SHA-256 kernels are compiled for a CPU with the instructions and
+    // chosen at run time (CPUID on x86_64, HWCAP on aarch64 Linux), so the portable
+    // library still hashes at hardware speed where it can.
+    const arch = target.result.cpu.arch;
     const options = b.addOptions();
-    options.addOption(bool, "sha_ni_kernel", sha_ni_available);
+    options.addOption(bool, "sha_ni_kernel", arch == .x86_64);
+    options.addOption(bool, "arm_sha2_kernel", arch == .aarch64);
 
     const core = b.createModule(.{
         .root_source_file = b.path("zig/root.zig"),
@@ -24,22 +26,32 @@ pub fn build(b: *std.Build) void {
         .pic = true,
     });
     core.addOptions("build_options", options);
-    if (sha_ni_available) {
-        var query = target.query;
-        query.cpu_features_add.addFeatureSet(std.Target.x86.featureSet(&.{ .sha, .avx2 }));
-        const sha_ni = b.addLibrary(.{
-            .name = "dataset_rt_sha_ni",
+    var kernel_query = target.query;
+    const kernel: ?struct { name: []const u8, source: []const u8 } = switch (arch) {
+        .x86_64 => kernel: {
+            kernel_query.cpu_features_add.addFeatureSet(std.Target.x86.featureSet(&.{ .sha, .avx2 }));
+            break :kernel .{ .name = "dataset_rt_sha_ni", .source = "zig/sha256_ni.zig" };
+        },
+        .aarch64 => kernel: {
+            kernel_query.cpu_features_add.addFeatureSet(std.Target.aarch64.featureSet(&.{.sha2}));
+            break :kernel .{ .name = "dataset_rt_sha_arm", .source = "zig/sha256_arm.zig" };
+        },
+        else => null,
+    };
+    if (kernel) |sha_kernel| {
+        const kernel_library = b.addLibrary(.{
+            .name = sha_kernel.name,
             .linkage = .static,
             .root_module = b.createModule(.{
-                .root_source_file = b.path("zig/sha256_ni.zig"),
-                .target = b.resolveTargetQuery(query),
+                .root_source_file = b.path(sha_kernel.source),
+                .target = b.resolveTargetQuery(kernel_query),
                 .optimize = optimize,
                 .link_libc = true,
                 .pic = true,
                 .strip = strip,
             }),
         });
-        core.linkLibrary(sha_ni);
+        core.linkLibrary(kernel_library);
     }
 
     const library = b.addLibrary(.{ .name = "dataset_rt", .linkage = .dynamic, .root_module = core });

@@ -1,10 +1,11 @@
 //! SHA-256 for shard and manifest checksums.
 //!
 //! The library is built for a baseline CPU, where std's SHA-256 runs its portable
-//! rounds (~0.2 GB/s). On x86_64, build.zig also links a copy of the block function
-//! using SHA-NI (sha256_ni.zig, ~1.4 GB/s); `Hasher.init` picks it when CPUID
-//! and the OS say the instructions are usable. Padding and buffering live here, so both
-//! kernels see only whole blocks and produce identical digests.
+//! rounds (~0.2 GB/s). build.zig also links a block function using the CPU's SHA
+//! instructions: SHA-NI on x86_64 (sha256_ni.zig, ~1.8 GB/s), the SHA2 instructions
+//! on aarch64 (sha256_arm.zig). `Hasher.init` picks it when the CPU and the OS say
+//! the instructions are usable. Padding and buffering live here, so every kernel
+//! sees only whole blocks and produces identical digests.
 const std = @import("std");
 const builtin = @import("builtin");
 const build_options = @import("build_options");
@@ -22,11 +23,12 @@ const initial_state: [8]u32 = Sha256Portable.init(.{}).s;
 comptime {
     assert(Sha256Portable.block_length == block_length);
     assert(Sha256Portable.digest_length == digest_length);
-    // The SHA-NI kernel is x86_64 code; build.zig only provides it there.
+    // Each kernel is code for one architecture; build.zig only provides it there.
     assert(!build_options.sha_ni_kernel or builtin.cpu.arch == .x86_64);
+    assert(!build_options.arm_sha2_kernel or builtin.cpu.arch == .aarch64);
 }
 
-const Kernel = enum(u8) { portable, sha_ni };
+const Kernel = enum(u8) { portable, sha_ni, arm_sha2 };
 
 /// Incremental SHA-256: `init`, any number of `update`s, one `final`.
 pub const Hasher = struct {
@@ -105,6 +107,13 @@ pub const Hasher = struct {
                     blocks.len / block_length,
                 );
             } else unreachable,
+            .arm_sha2 => if (build_options.arm_sha2_kernel) {
+                arm_sha2.dataset_rt_internal_sha256_arm_blocks(
+                    &hasher.state,
+                    blocks.ptr,
+                    blocks.len / block_length,
+                );
+            } else unreachable,
         }
     }
 };
@@ -161,27 +170,46 @@ const sha_ni = struct {
     ) callconv(.c) void;
 };
 
-const KernelChoice = enum(u8) { unknown, portable, sha_ni };
+/// The SHA2 block function from sha256_arm.zig, linked in by build.zig.
+const arm_sha2 = struct {
+    extern fn dataset_rt_internal_sha256_arm_blocks(
+        state: *[8]u32,
+        blocks: [*]const u8,
+        block_count: usize,
+    ) callconv(.c) void;
+};
 
-/// The CPUID probe costs far more than a small hash, so its answer is kept. Threads
+/// `kernel_choice` before the first probe.
+const kernel_unknown: u8 = std.math.maxInt(u8);
+
+/// The probe (CPUID, getauxval) costs more than a small hash, so its answer is kept. Threads
 /// racing on the first call compute the same answer, so a relaxed store is enough.
-var kernel_choice: std.atomic.Value(KernelChoice) = .init(.unknown);
+var kernel_choice: std.atomic.Value(u8) = .init(kernel_unknown);
 
 fn kernelSupported() Kernel {
-    if (build_options.sha_ni_kernel) return kernelDetected();
-    return .portable;
+    if (!build_options.sha_ni_kernel and !build_options.arm_sha2_kernel) return .portable;
+    const known = kernel_choice.load(.monotonic);
+    if (known != kernel_unknown) return @fromBackingInt(@intCast(known));
+    const kernel = kernelDetected();
+    kernel_choice.store(@backingInt(kernel), .monotonic);
+    return kernel;
 }
 
 fn kernelDetected() Kernel {
-    switch (kernel_choice.load(.monotonic)) {
-        .portable => return .portable,
-        .sha_ni => return .sha_ni,
-        .unknown => {
-            const kernel: Kernel = if (cpuHasShaNi()) .sha_ni else .portable;
-            kernel_choice.store(if (kernel == .sha_ni) .sha_ni else .portable, .monotonic);
-            return kernel;
-        },
-    }
+    if (build_options.sha_ni_kernel) return if (cpuHasShaNi()) .sha_ni else .portable;
+    if (build_options.arm_sha2_kernel) return if (cpuHasArmSha2()) .arm_sha2 else .portable;
+    return .portable;
+}
+
+/// True when the CPU has the SHA2 instructions and the OS lets us use them. Linux
+/// reports them in the auxiliary vector (HWCAP_SHA2); on other OSes only a target
+/// that has them at compile time (aarch64-macos: apple_m1) uses them.
+fn cpuHasArmSha2() bool {
+    comptime assert(builtin.cpu.arch == .aarch64);
+    if (comptime builtin.cpu.has(.aarch64, .sha2)) return true;
+    if (builtin.os.tag != .linux) return false;
+    // libc's getauxval: std's own reads the vector only in executables it starts.
+    return std.c.getauxval(std.elf.AT.HWCAP) & std.os.linux.HWCAP.SHA2 != 0;
 }
 
 /// True when the CPU has SHA and AVX2 and the OS saves the AVX (YMM) registers.
@@ -279,8 +307,9 @@ test "digests match std for lengths around the padding boundaries" {
     }
 }
 
-test "the SHA-NI kernel agrees with the portable kernel" {
-    if (kernelSupported() != .sha_ni) return error.SkipZigTest;
+test "the hardware kernel agrees with the portable kernel" {
+    const hardware = kernelSupported();
+    if (hardware == .portable) return error.SkipZigTest;
     var prng = std.Random.DefaultPrng.init(12);
     const random = prng.random();
     const input = try testing.allocator.alloc(u8, 70_000);
@@ -289,16 +318,16 @@ test "the SHA-NI kernel agrees with the portable kernel" {
     for (0..400) |round| {
         const length = if (round < 200) round else random.uintLessThan(usize, input.len + 1);
         var portable: Hasher = .initWithKernel(.portable);
-        var sha_ni_kernel: Hasher = .initWithKernel(.sha_ni);
+        var hardware_kernel: Hasher = .initWithKernel(hardware);
         // Uneven update sizes exercise the buffer on both paths.
         var offset: usize = 0;
         while (offset < length) {
             const step = @min(random.uintLessThan(usize, 300) + 1, length - offset);
             portable.update(input[offset..][0..step]);
-            sha_ni_kernel.update(input[offset..][0..step]);
+            hardware_kernel.update(input[offset..][0..step]);
             offset += step;
         }
-        try testing.expectEqual(portable.final(), sha_ni_kernel.final());
+        try testing.expectEqual(portable.final(), hardware_kernel.final());
     }
 }
 

@@ -15,7 +15,8 @@ const std = @import("std");
 const builtin = @import("builtin");
 const assert = std.debug.assert;
 
-const V4u32 = @Vector(4, u32);
+const block_words = @import("sha256_block_words.zig");
+const V4u32 = block_words.V4u32;
 
 /// This file is the root of a compilation of its own, with std options of its own:
 /// without this, its objects bring std's 256 KiB per-thread signal stack into the
@@ -27,19 +28,6 @@ comptime {
     assert(builtin.cpu.hasAll(.x86, &.{ .sha, .avx2 }));
     @export(&compressBlocks, .{ .name = "dataset_rt_internal_sha256_ni_blocks", .visibility = .hidden });
 }
-
-/// FIPS 180-4's K: the first 32 bits of the fractional parts of the cube roots of the
-/// first 64 primes.
-const round_constants = [64]u32{
-    0x428A2F98, 0x71374491, 0xB5C0FBCF, 0xE9B5DBA5, 0x3956C25B, 0x59F111F1, 0x923F82A4, 0xAB1C5ED5,
-    0xD807AA98, 0x12835B01, 0x243185BE, 0x550C7DC3, 0x72BE5D74, 0x80DEB1FE, 0x9BDC06A7, 0xC19BF174,
-    0xE49B69C1, 0xEFBE4786, 0x0FC19DC6, 0x240CA1CC, 0x2DE92C6F, 0x4A7484AA, 0x5CB0A9DC, 0x76F988DA,
-    0x983E5152, 0xA831C66D, 0xB00327C8, 0xBF597FC7, 0xC6E00BF3, 0xD5A79147, 0x06CA6351, 0x14292967,
-    0x27B70A85, 0x2E1B2138, 0x4D2C6DFC, 0x53380D13, 0x650A7354, 0x766A0ABB, 0x81C2C92E, 0x92722C85,
-    0xA2BFE8A1, 0xA81A664B, 0xC24B8B70, 0xC76C51A3, 0xD192E819, 0xD6990624, 0xF40E3585, 0x106AA070,
-    0x19A4C116, 0x1E376C08, 0x2748774C, 0x34B0BCB5, 0x391C0CB3, 0x4ED8AA4A, 0x5B9CCA4F, 0x682E6FF3,
-    0x748F82EE, 0x78A5636F, 0x84C87814, 0x8CC70208, 0x90BEFFFA, 0xA4506CEB, 0xBEF9A3F7, 0xC67178F2,
-};
 
 /// Advances the eight state words over `block_count` whole 64-byte blocks (no padding).
 fn compressBlocks(state: *[8]u32, blocks: [*]const u8, block_count: usize) callconv(.c) void {
@@ -56,14 +44,10 @@ fn compressBlocks(state: *[8]u32, blocks: [*]const u8, block_count: usize) callc
         const cdgh_before = cdgh;
         // The message schedule, four words per vector; words[k % 4] holds words
         // 4k .. 4k+3 when rounds 4k .. 4k+3 run.
-        var words: [4]V4u32 = undefined;
-        inline for (&words, 0..) |*four, index| {
-            const big_endian: V4u32 = @as(*align(1) const V4u32, @ptrCast(block + index * 16)).*;
-            four.* = @byteSwap(big_endian);
-        }
+        var words = block_words.messageWords(block);
         inline for (0..16) |k| {
             if (k >= 4) words[k % 4] = nextWords(words[k % 4], words[(k + 1) % 4], words[(k + 2) % 4], words[(k + 3) % 4]);
-            const summed = words[k % 4] +% @as(V4u32, round_constants[4 * k ..][0..4].*);
+            const summed = words[k % 4] +% block_words.roundConstants(k);
             cdgh = twoRounds(cdgh, abef, summed);
             abef = twoRounds(abef, cdgh, @shuffle(u32, summed, undefined, [4]i32{ 2, 3, 2, 3 }));
         }
