@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import sys
 from pathlib import Path
 
 import pytest
@@ -129,6 +130,35 @@ def test_closed_runtime_keeps_its_datasets_working(written: Path) -> None:
     assert records(ds) == expected_records(simple_samples(4))
     with pytest.raises(RuntimeError):
         runtime.cached_dataset([written / "a"], reader_config=CONFIG)
+
+
+def python_blocks_held_by_open(runtime: DatasetRuntime, path: Path) -> int:
+    """Python memory blocks (objects, buffers) an open dataset holds on to."""
+    gc.collect()
+    before = sys.getallocatedblocks()
+    dataset = runtime.cached_dataset([path], reader_config=CONFIG)
+    gc.collect()
+    held = sys.getallocatedblocks() - before
+    del dataset
+    return held
+
+
+def test_opening_a_cache_makes_no_python_objects_per_sample(
+    tmp_path: Path, runtime: DatasetRuntime
+) -> None:
+    # The issue's rule: opening costs O(manifest), not O(samples) in Python objects.
+    # The index and the metadata table stay in the core; a list of one object per
+    # sample would add at least 100,000 blocks here.
+    counts = (100, 100_000)
+    results = runtime.write_cache(
+        [ListSource(f"n{count}", simple_samples(count, payload_bytes=4)) for count in counts],
+        tmp_path,
+        writer_config=QUIET,
+    )
+    paths = dict(zip(counts, (result.path for result in results), strict=True))
+    python_blocks_held_by_open(runtime, paths[100])  # first-use imports and caches
+    held = {count: python_blocks_held_by_open(runtime, paths[count]) for count in counts}
+    assert held[100_000] - held[100] < 1_000, held
 
 
 # ---------------------------------------------------------------- from_cache_sources
