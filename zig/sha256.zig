@@ -184,7 +184,7 @@ var kernel_choice: std.atomic.Value(u8) = .init(kernel_unknown);
 fn kernelSupported() Kernel {
     if (!has_hardware_kernel) return .portable;
     const known = kernel_choice.load(.monotonic);
-    if (known != kernel_unknown) return @fromBackingInt(@intCast(known));
+    if (known != kernel_unknown) return @fromBackingInt(known);
     const kernel = kernelDetected();
     kernel_choice.store(@backingInt(kernel), .monotonic);
     return kernel;
