@@ -3,7 +3,9 @@
 //! an iterator keeps the table it was created with while `update_metadata`
 //! installs a new one.
 const std = @import("std");
+const system = @import("system.zig");
 const sampler = @import("sampler.zig");
+const sha256 = @import("sha256.zig");
 const Diagnostic = @import("diagnostic.zig").Diagnostic;
 
 pub const Location = struct { cache_id: u32, sample_id: u64 };
@@ -21,6 +23,9 @@ pub const ActiveTable = struct {
     /// Built only for shuffled datasets with materialized weights.
     alias: ?sampler.AliasTable = null,
     cache_starts: []const u64,
+    /// The table's digest (`digest`), computed on first use; guarded by `digest_mutex`.
+    digest_cached: ?[sha256.digest_length]u8 = null,
+    digest_mutex: std.Io.Mutex = .init,
 
     /// The default table over all samples; `cache_starts` must outlive it.
     pub fn createDefault(allocator: std.mem.Allocator, cache_starts: []const u64, sample_count: u64) !*ActiveTable {
@@ -78,6 +83,44 @@ pub const ActiveTable = struct {
         return weights[@intCast(row)];
     }
 
+    /// SHA-256 of the table's identities and weights, row by row (docs/determinism.md,
+    /// "Resume states"): equal tables have equal digests however they were built.
+    /// O(rows) the first time, then cached.
+    pub fn digest(table: *ActiveTable) [sha256.digest_length]u8 {
+        const io = system.io();
+        table.digest_mutex.lockUncancelable(io);
+        defer table.digest_mutex.unlock(io);
+        if (table.digest_cached) |cached| return cached;
+        const computed = table.computeDigest();
+        table.digest_cached = computed;
+        return computed;
+    }
+
+    fn computeDigest(table: *const ActiveTable) [sha256.digest_length]u8 {
+        var hasher: sha256.Hasher = .init();
+        hasher.update(digest_domain);
+        var count: [8]u8 = undefined;
+        std.mem.writeInt(u64, &count, table.row_count, .little);
+        hasher.update(&count);
+        var buffer: [digest_rows_per_update * digest_row_bytes]u8 = undefined;
+        var filled: usize = 0;
+        var row: u64 = 0;
+        while (row < table.row_count) : (row += 1) {
+            const at = table.location(row);
+            const bytes = buffer[filled..][0..digest_row_bytes];
+            std.mem.writeInt(u64, bytes[0..8], at.cache_id, .little);
+            std.mem.writeInt(u64, bytes[8..16], at.sample_id, .little);
+            std.mem.writeInt(u64, bytes[16..24], @bitCast(table.weight(row)), .little);
+            filled += digest_row_bytes;
+            if (filled == buffer.len) {
+                hasher.update(&buffer);
+                filled = 0;
+            }
+        }
+        hasher.update(buffer[0..filled]);
+        return hasher.final();
+    }
+
     /// The row drawn at stream `position`: the cyclic cursor when not shuffled,
     /// else a weighted draw (see docs/determinism.md).
     pub fn plannedRow(table: *const ActiveTable, shuffle: bool, key: sampler.Key, position: u64) u64 {
@@ -87,6 +130,10 @@ pub const ActiveTable = struct {
         return uniform.draw(key, position);
     }
 };
+
+const digest_domain = "dataset_rt/table/v1";
+const digest_row_bytes = 24;
+const digest_rows_per_update = 2048;
 
 /// The global row of a sample that exists (`sample_id` below its cache's count).
 pub fn globalRow(cache_starts: []const u64, location: Location) u64 {
@@ -139,4 +186,66 @@ test "an unshuffled default table walks rows cyclically in physical order" {
     for (&rows, 0..) |*row, position| row.* = table.plannedRow(false, key, position);
     try std.testing.expectEqualSlices(u64, &.{ 0, 1, 2, 3, 4, 0, 1 }, &rows);
     try std.testing.expectEqual(Location{ .cache_id = 1, .sample_id = 1 }, table.location(3));
+}
+
+test "the digest depends on rows and weights, not on how the table was built" {
+    const allocator = std.testing.allocator;
+    const starts = [_]u64{ 0, 2 };
+    const default_table = try ActiveTable.createDefault(allocator, &starts, 3);
+    defer default_table.release();
+    const explicit = try explicitTable(allocator, &starts, &.{ 0, 1, 2 }, &.{ 1.0, 1.0, 1.0 });
+    defer explicit.release();
+    try std.testing.expectEqual(default_table.digest(), explicit.digest());
+    // The documented bytes: domain, u64 row count, then per row u64 cache_id,
+    // u64 sample_id and the weight's binary64 bits, all little-endian.
+    var expected: std.ArrayList(u8) = .empty;
+    defer expected.deinit(allocator);
+    try expected.appendSlice(allocator, "dataset_rt/table/v1");
+    for ([_]u64{ 3, 0, 0, 0x3ff0000000000000, 0, 1, 0x3ff0000000000000, 1, 0, 0x3ff0000000000000 }) |word| {
+        var bytes: [8]u8 = undefined;
+        std.mem.writeInt(u64, &bytes, word, .little);
+        try expected.appendSlice(allocator, &bytes);
+    }
+    try std.testing.expectEqual(sha256.hash(expected.items), default_table.digest());
+
+    const reweighted = try explicitTable(allocator, &starts, &.{ 0, 1, 2 }, &.{ 1.0, 2.0, 1.0 });
+    defer reweighted.release();
+    const reordered = try explicitTable(allocator, &starts, &.{ 1, 0, 2 }, &.{ 1.0, 1.0, 1.0 });
+    defer reordered.release();
+    const shorter = try explicitTable(allocator, &starts, &.{ 0, 1 }, &.{ 1.0, 1.0 });
+    defer shorter.release();
+    try std.testing.expect(!std.mem.eql(u8, &default_table.digest(), &reweighted.digest()));
+    try std.testing.expect(!std.mem.eql(u8, &default_table.digest(), &reordered.digest()));
+    try std.testing.expect(!std.mem.eql(u8, &default_table.digest(), &shorter.digest()));
+}
+
+test "the digest of a table larger than one hashing buffer covers every row" {
+    const allocator = std.testing.allocator;
+    const starts = [_]u64{0};
+    const row_count = digest_rows_per_update * 2 + 5;
+    const rows = try allocator.alloc(u64, row_count);
+    defer allocator.free(rows);
+    const weights = try allocator.alloc(f64, row_count);
+    defer allocator.free(weights);
+    for (rows, weights, 0..) |*row, *weight, index| {
+        row.* = index;
+        weight.* = 1.0;
+    }
+    const default_table = try ActiveTable.createDefault(allocator, &starts, row_count);
+    defer default_table.release();
+    const same = try explicitTable(allocator, &starts, rows, weights);
+    defer same.release();
+    weights[row_count - 1] = 0.5;
+    const last_differs = try explicitTable(allocator, &starts, rows, weights);
+    defer last_differs.release();
+    try std.testing.expectEqual(default_table.digest(), same.digest());
+    try std.testing.expect(!std.mem.eql(u8, &same.digest(), &last_differs.digest()));
+}
+
+fn explicitTable(allocator: std.mem.Allocator, starts: []const u64, rows: []const u64, weights: []const f64) !*ActiveTable {
+    const owned_rows = try allocator.dupe(u64, rows);
+    errdefer allocator.free(owned_rows);
+    const owned_weights = try allocator.dupe(f64, weights);
+    errdefer allocator.free(owned_weights);
+    return ActiveTable.createExplicit(allocator, starts, owned_rows, owned_weights, false);
 }

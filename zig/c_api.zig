@@ -13,8 +13,11 @@ const dataset_module = @import("dataset.zig");
 const sample_batch = @import("sample_batch.zig");
 const metadata_table = @import("metadata_table.zig");
 const arrow_c_export = @import("arrow_c_export.zig");
+const active_table = @import("active_table.zig");
 const read_pipeline = @import("read_pipeline.zig");
 const sampler = @import("sampler.zig");
+const stream_shard = @import("stream_shard.zig");
+const stream_state = @import("stream_state.zig");
 const Diagnostic = @import("diagnostic.zig").Diagnostic;
 
 const abi_version: u32 = 1;
@@ -366,6 +369,174 @@ export fn drt_dataset_set_epoch_len(dataset: ?*dataset_module.Dataset, epoch_len
     return status_ok;
 }
 
+// ---- stream state: resume, epochs, ranks and workers ------------------------
+
+const StreamPosition = extern struct {
+    epoch: u64,
+    epoch_start: u64,
+    epoch_len: u64,
+    position: u64,
+
+    fn of(at: stream_state.Position) StreamPosition {
+        return .{ .epoch = at.epoch, .epoch_start = at.epoch_start, .epoch_len = at.epoch_len, .position = at.position };
+    }
+
+    fn toPosition(c_position: *const StreamPosition) stream_state.Position {
+        return .{ .epoch = c_position.epoch, .epoch_start = c_position.epoch_start, .epoch_len = c_position.epoch_len, .position = c_position.position };
+    }
+};
+
+const algorithm_bytes = 64;
+
+const StreamState = extern struct {
+    at: StreamPosition,
+    seed: u64,
+    shuffle: u32,
+    cache_count: u32,
+    table_sha256: [stream_state.digest_length]u8,
+    algorithm: [algorithm_bytes]u8,
+};
+
+comptime {
+    std.debug.assert(stream_state.algorithm_shuffled.len < algorithm_bytes);
+    std.debug.assert(stream_state.algorithm_ordered.len < algorithm_bytes);
+}
+
+const ShardSpec = extern struct {
+    batch_size: u64,
+    rank: u32,
+    world_size: u32,
+    worker: u32,
+    num_workers: u32,
+    drop_last: u32,
+    reserved: u32,
+};
+
+fn shardOf(spec: *const ShardSpec) stream_shard.Shard {
+    return .{
+        .batch_size = spec.batch_size,
+        .rank = spec.rank,
+        .world_size = spec.world_size,
+        .worker = spec.worker,
+        .num_workers = spec.num_workers,
+        .drop_last = spec.drop_last != 0,
+    };
+}
+
+const ShardCounts = extern struct {
+    steps: u64,
+    rank_samples: u64,
+    worker_batches: u64,
+    worker_samples: u64,
+};
+
+/// Fills `out` with `at` and the fingerprint of `dataset` reading `table`.
+fn fillState(d: *const dataset_module.Dataset, table: *active_table.ActiveTable, at: stream_state.Position, out: *StreamState) i32 {
+    const cache_sha256s = allocator.alloc(stream_state.Digest, d.caches.len) catch return failMessage(status_out_of_memory, "out of memory", .{});
+    defer allocator.free(cache_sha256s);
+    const fingerprint = d.fingerprint(table, cache_sha256s);
+    var algorithm: [algorithm_bytes]u8 = @splat(0);
+    @memcpy(algorithm[0..fingerprint.algorithm.len], fingerprint.algorithm);
+    out.* = .{
+        .at = .of(at),
+        .seed = fingerprint.seed,
+        .shuffle = @intFromBool(fingerprint.shuffle),
+        .cache_count = @intCast(d.caches.len),
+        .table_sha256 = fingerprint.table_sha256,
+        .algorithm = algorithm,
+    };
+    return status_ok;
+}
+
+export fn drt_dataset_cache_sha256s(dataset: ?*dataset_module.Dataset, out: ?[*]u8, cache_count: u32) i32 {
+    const d = dataset orelse return failMessage(status_invalid_argument, "dataset is NULL", .{});
+    if (!checkProcess(d.pool)) return status_wrong_process;
+    if (cache_count != d.caches.len) return failMessage(status_invalid_argument, "cache_count is {d}, the dataset has {d} caches", .{ cache_count, d.caches.len });
+    const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
+    for (d.caches, 0..) |cache, index| out_ptr[index * stream_state.digest_length ..][0..stream_state.digest_length].* = cache.manifest_sha256;
+    return status_ok;
+}
+
+export fn drt_dataset_position(dataset: ?*dataset_module.Dataset, out: ?*StreamPosition) i32 {
+    const d = dataset orelse return failMessage(status_invalid_argument, "dataset is NULL", .{});
+    if (!checkProcess(d.pool)) return status_wrong_process;
+    const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
+    out_ptr.* = .of(d.nextPosition());
+    return status_ok;
+}
+
+export fn drt_dataset_state(dataset: ?*dataset_module.Dataset, out: ?*StreamState) i32 {
+    const d = dataset orelse return failMessage(status_invalid_argument, "dataset is NULL", .{});
+    if (!checkProcess(d.pool)) return status_wrong_process;
+    const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
+    const state = d.state();
+    defer state.table.release();
+    return fillState(d, state.table, state.at, out_ptr);
+}
+
+export fn drt_dataset_take_state(dataset: ?*dataset_module.Dataset, out: ?*StreamState) i32 {
+    const d = dataset orelse return failMessage(status_invalid_argument, "dataset is NULL", .{});
+    if (!checkProcess(d.pool)) return status_wrong_process;
+    const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
+    const state = d.takeState();
+    defer state.table.release();
+    return fillState(d, state.table, state.at, out_ptr);
+}
+
+export fn drt_dataset_load_state(
+    dataset: ?*dataset_module.Dataset,
+    state: ?*const StreamState,
+    cache_sha256s: ?[*]const [stream_state.digest_length]u8,
+    cache_count: u32,
+) i32 {
+    const d = dataset orelse return failMessage(status_invalid_argument, "dataset is NULL", .{});
+    if (!checkProcess(d.pool)) return status_wrong_process;
+    const found = state orelse return failMessage(status_invalid_argument, "state is NULL", .{});
+    const digests: []const stream_state.Digest = if (cache_count == 0) &.{} else (cache_sha256s orelse return failMessage(status_invalid_argument, "cache_sha256s is NULL", .{}))[0..cache_count];
+    const algorithm_len = std.mem.indexOfScalar(u8, &found.algorithm, 0) orelse return failMessage(status_invalid_argument, "state.algorithm is not NUL-terminated", .{});
+    if (found.shuffle > 1) return failMessage(status_invalid_argument, "state.shuffle must be 0 or 1, got {d}", .{found.shuffle});
+    if (found.cache_count != cache_count) return failMessage(status_invalid_argument, "state.cache_count ({d}) differs from the {d} digests given", .{ found.cache_count, cache_count });
+    var diagnostic: Diagnostic = .{};
+    d.loadState(.{
+        .seed = found.seed,
+        .shuffle = found.shuffle != 0,
+        .algorithm = found.algorithm[0..algorithm_len],
+        .table_sha256 = found.table_sha256,
+        .cache_sha256s = digests,
+    }, found.at.toPosition(), &diagnostic) catch |err| return failError(err, &diagnostic);
+    return status_ok;
+}
+
+export fn drt_dataset_set_epoch(dataset: ?*dataset_module.Dataset, epoch: u64) i32 {
+    const d = dataset orelse return failMessage(status_invalid_argument, "dataset is NULL", .{});
+    if (!checkProcess(d.pool)) return status_wrong_process;
+    d.setEpoch(epoch);
+    return status_ok;
+}
+
+export fn drt_shard_count(span_len: u64, shard: ?*const ShardSpec, out: ?*ShardCounts) i32 {
+    const spec = shard orelse return failMessage(status_invalid_argument, "shard is NULL", .{});
+    const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
+    var diagnostic: Diagnostic = .{};
+    const the_shard = shardOf(spec);
+    the_shard.validate(&diagnostic) catch |err| return failError(err, &diagnostic);
+    const counts = stream_shard.counts(span_len, the_shard);
+    out_ptr.* = .{ .steps = counts.steps, .rank_samples = counts.rank_samples, .worker_batches = counts.worker_batches, .worker_samples = counts.worker_samples };
+    return status_ok;
+}
+
+export fn drt_stream_after_steps(span: ?*const StreamPosition, shard: ?*const ShardSpec, steps: u64, out: ?*StreamPosition) i32 {
+    const span_ptr = span orelse return failMessage(status_invalid_argument, "span is NULL", .{});
+    const spec = shard orelse return failMessage(status_invalid_argument, "shard is NULL", .{});
+    const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
+    var diagnostic: Diagnostic = .{};
+    const at = span_ptr.toPosition();
+    at.validate(false, &diagnostic) catch |err| return failError(err, &diagnostic);
+    const after = stream_shard.afterSteps(at, shardOf(spec), steps, &diagnostic) catch |err| return failError(err, &diagnostic);
+    out_ptr.* = .of(after);
+    return status_ok;
+}
+
 /// Core-owned bytes handed to the caller; mirrors `drt_buffer`.
 const Buffer = extern struct { data: [*]const u8, len: u64 };
 
@@ -474,11 +645,49 @@ export fn drt_iterator_create(dataset: ?*dataset_module.Dataset, out: ?*?*datase
 }
 
 export fn drt_iterator_create_deferring(dataset: ?*dataset_module.Dataset, defer_payload_bytes: u64, out: ?*?*dataset_module.Iterator) i32 {
+    return createIterator(dataset, .whole, 0, defer_payload_bytes, out);
+}
+
+export fn drt_iterator_create_shard(
+    dataset: ?*dataset_module.Dataset,
+    shard: ?*const ShardSpec,
+    skip: u64,
+    defer_payload_bytes: u64,
+    out: ?*?*dataset_module.Iterator,
+) i32 {
+    const spec = shard orelse return failMessage(status_invalid_argument, "shard is NULL", .{});
+    return createIterator(dataset, shardOf(spec), skip, defer_payload_bytes, out);
+}
+
+fn createIterator(
+    dataset: ?*dataset_module.Dataset,
+    shard: stream_shard.Shard,
+    skip: u64,
+    defer_payload_bytes: u64,
+    out: ?*?*dataset_module.Iterator,
+) i32 {
     const d = dataset orelse return failMessage(status_invalid_argument, "dataset is NULL", .{});
     if (!checkProcess(d.pool)) return status_wrong_process;
     const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
-    out_ptr.* = dataset_module.Iterator.create(d, defer_payload_bytes) catch return failMessage(status_out_of_memory, "out of memory", .{});
+    var diagnostic: Diagnostic = .{};
+    out_ptr.* = dataset_module.Iterator.create(d, shard, skip, defer_payload_bytes, &diagnostic) catch |err| return failError(err, &diagnostic);
     return status_ok;
+}
+
+export fn drt_iterator_span(iterator: ?*const dataset_module.Iterator, out: ?*StreamState) i32 {
+    const it = iterator orelse return failMessage(status_invalid_argument, "iterator is NULL", .{});
+    if (!checkProcess(it.dataset.pool)) return status_wrong_process;
+    const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
+    return fillState(it.dataset, it.table(), it.span(), out_ptr);
+}
+
+export fn drt_iterator_state(iterator: ?*const dataset_module.Iterator, consumed: u64, out: ?*StreamState) i32 {
+    const it = iterator orelse return failMessage(status_invalid_argument, "iterator is NULL", .{});
+    if (!checkProcess(it.dataset.pool)) return status_wrong_process;
+    const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
+    var diagnostic: Diagnostic = .{};
+    const at = it.position(consumed, &diagnostic) catch |err| return failError(err, &diagnostic);
+    return fillState(it.dataset, it.table(), at, out_ptr);
 }
 
 export fn drt_iterator_next(iterator: ?*dataset_module.Iterator, out: ?*?*sample_batch.View) i32 {

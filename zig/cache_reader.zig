@@ -44,6 +44,8 @@ pub const Cache = struct {
     columns: []types.Column,
     shards: []Shard,
     shard_byte_lens: []u64,
+    /// SHA-256 of manifest.json's bytes: names this cache's content in resume states.
+    manifest_sha256: [sha256.digest_length]u8,
 
     pub fn schema(cache: *const Cache) []const types.Field {
         return cache.parsed.manifest.metadata_schema;
@@ -82,7 +84,7 @@ pub const Cache = struct {
         cache.path = try allocator.dupe(u8, path);
         errdefer allocator.free(cache.path);
 
-        cache.parsed = try readManifest(allocator, dir, diagnostic);
+        cache.parsed = try readManifest(allocator, dir, &cache.manifest_sha256, diagnostic);
         errdefer cache.parsed.deinit();
         const the_manifest = cache.parsed.manifest;
 
@@ -177,7 +179,7 @@ pub const Cache = struct {
         allocator.destroy(cache);
     }
 
-    fn readManifest(allocator: std.mem.Allocator, dir: std.Io.Dir, diagnostic: *Diagnostic) Error!manifest.Parsed {
+    fn readManifest(allocator: std.mem.Allocator, dir: std.Io.Dir, digest_out: *[sha256.digest_length]u8, diagnostic: *Diagnostic) Error!manifest.Parsed {
         const text = file_status.readAlloc(allocator, dir, "manifest.json", manifest_bytes_max) catch |err| {
             if (err == error.FileTooBig) {
                 diagnostic.set("manifest.json is larger than the {d} MiB this reader accepts", .{manifest_bytes_max >> 20});
@@ -187,6 +189,7 @@ pub const Cache = struct {
             return if (err == error.OutOfMemory) error.OutOfMemory else error.InvalidCache;
         };
         defer allocator.free(text);
+        digest_out.* = sha256.hash(text);
         return manifest.parse(allocator, text, diagnostic) catch |err| {
             if (err == error.OutOfMemory) return error.OutOfMemory;
             diagnostic.prefix("manifest.json: ", .{});

@@ -2,8 +2,10 @@
 //!
 //! cache_id is the position of a cache in the list given to `open`; sample_id
 //! is the physical row inside that cache. The dataset owns the stream position:
-//! each new iterator takes the next `epoch_len` positions; installing a new
-//! table resets the position to 0 and keeps an explicit epoch length.
+//! each new iterator takes the next epoch (`epoch_len` positions, or the rest of
+//! an epoch a loaded resume state stopped in), or one rank's and worker's share
+//! of it (`stream_shard`); installing a new table resets the position to 0 and
+//! keeps an explicit epoch length.
 const std = @import("std");
 const system = @import("system.zig");
 const types = @import("metadata_types.zig");
@@ -12,10 +14,12 @@ const Cache = @import("cache_reader.zig").Cache;
 const active_table = @import("active_table.zig");
 const ActiveTable = active_table.ActiveTable;
 const read_pipeline = @import("read_pipeline.zig");
+const stream_shard = @import("stream_shard.zig");
+const stream_state = @import("stream_state.zig");
 const thread_pool = @import("thread_pool.zig");
 const Diagnostic = @import("diagnostic.zig").Diagnostic;
 
-pub const Error = error{ InvalidArgument, InvalidInput, InvalidCache, Io, OutOfMemory };
+pub const Error = error{ InvalidArgument, InvalidInput, InvalidCache, Io, OutOfMemory, State };
 
 pub const Options = struct {
     seed: u64,
@@ -42,7 +46,11 @@ pub const Dataset = struct {
     // Stream state, guarded by `mutex`.
     mutex: std.Io.Mutex = .init,
     table: *ActiveTable,
-    position: u64 = 0,
+    /// The next epoch: its number since the table was installed, its first
+    /// stream position, and how much of it a loaded resume state had consumed.
+    epoch: u64 = 0,
+    epoch_start: u64 = 0,
+    consumed: u64 = 0,
     /// Set by `setEpochLen`; otherwise an epoch is the active table's row count.
     epoch_len: ?u64 = null,
 
@@ -199,12 +207,12 @@ pub const Dataset = struct {
         return dataset.caches[0].schema();
     }
 
-    /// Samples the next iterator will yield.
+    /// Positions the next iterator reads (the rest of the next epoch).
     pub fn len(dataset: *Dataset) u64 {
         const io = system.io();
         dataset.mutex.lockUncancelable(io);
         defer dataset.mutex.unlock(io);
-        return dataset.epoch_len orelse dataset.table.row_count;
+        return dataset.nextLocked().remaining();
     }
 
     pub fn setEpochLen(dataset: *Dataset, epoch_len: u64, diagnostic: *Diagnostic) Error!void {
@@ -215,6 +223,10 @@ pub const Dataset = struct {
         const io = system.io();
         dataset.mutex.lockUncancelable(io);
         defer dataset.mutex.unlock(io);
+        if (dataset.consumed > 0 and epoch_len != dataset.epochLenLocked()) {
+            diagnostic.set("epoch_len cannot change while a loaded state stops in the middle of epoch {d}; set it before loading the state", .{dataset.epoch});
+            return error.State;
+        }
         dataset.epoch_len = epoch_len;
     }
 
@@ -224,7 +236,9 @@ pub const Dataset = struct {
         dataset.mutex.lockUncancelable(io);
         const old = dataset.table;
         dataset.table = table;
-        dataset.position = 0;
+        dataset.epoch = 0;
+        dataset.epoch_start = 0;
+        dataset.consumed = 0;
         dataset.mutex.unlock(io);
         old.release();
     }
@@ -237,23 +251,128 @@ pub const Dataset = struct {
         return dataset.table.acquire();
     }
 
-    /// Takes the next epoch of the stream: the snapshot an iterator reads.
-    pub fn takeEpoch(dataset: *Dataset) read_pipeline.Plan {
+    fn epochLenLocked(dataset: *const Dataset) u64 {
+        return dataset.epoch_len orelse dataset.table.row_count;
+    }
+
+    /// Where the next iterator starts.
+    fn nextLocked(dataset: *const Dataset) stream_state.Position {
+        return .{
+            .epoch = dataset.epoch,
+            .epoch_start = dataset.epoch_start,
+            .epoch_len = dataset.epochLenLocked(),
+            .position = dataset.epoch_start +% dataset.consumed,
+        };
+    }
+
+    fn setNextLocked(dataset: *Dataset, at: stream_state.Position) void {
+        std.debug.assert(at.offset() < at.epoch_len);
+        dataset.epoch = at.epoch;
+        dataset.epoch_start = at.epoch_start;
+        dataset.consumed = at.offset();
+    }
+
+    /// Where the next iterator starts, without the fingerprint.
+    pub fn nextPosition(dataset: *Dataset) stream_state.Position {
         const io = system.io();
         dataset.mutex.lockUncancelable(io);
         defer dataset.mutex.unlock(io);
-        const count = dataset.epoch_len orelse dataset.table.row_count;
-        const plan: read_pipeline.Plan = .{
+        return dataset.nextLocked();
+    }
+
+    /// Makes epoch `epoch` the next one, from its start: the stream as if every
+    /// epoch since the table was installed had the current epoch length.
+    pub fn setEpoch(dataset: *Dataset, epoch: u64) void {
+        const io = system.io();
+        dataset.mutex.lockUncancelable(io);
+        defer dataset.mutex.unlock(io);
+        dataset.epoch = epoch;
+        // Positions wrap after 2^64, like the stream's.
+        dataset.epoch_start = epoch *% dataset.epochLenLocked();
+        dataset.consumed = 0;
+    }
+
+    /// The fingerprint of the data the stream is a function of, with `table`'s
+    /// digest (O(rows) the first time a table is asked).
+    pub fn fingerprint(dataset: *const Dataset, table: *ActiveTable, cache_sha256s: []stream_state.Digest) stream_state.Fingerprint {
+        std.debug.assert(cache_sha256s.len == dataset.caches.len);
+        for (cache_sha256s, dataset.caches) |*digest, cache| digest.* = cache.manifest_sha256;
+        return .{
+            .seed = dataset.options.seed,
+            .shuffle = dataset.options.shuffle,
+            .algorithm = stream_state.algorithmName(dataset.options.shuffle),
+            .table_sha256 = table.digest(),
+            .cache_sha256s = cache_sha256s,
+        };
+    }
+
+    pub const State = struct { at: stream_state.Position, table: *ActiveTable };
+
+    /// Where the next iterator starts and the table it reads (release it).
+    pub fn state(dataset: *Dataset) State {
+        const io = system.io();
+        dataset.mutex.lockUncancelable(io);
+        defer dataset.mutex.unlock(io);
+        return .{ .at = dataset.nextLocked(), .table = dataset.table.acquire() };
+    }
+
+    /// Like `state`, and moves the stream past that epoch, as an iterator would:
+    /// for a process that hands the epoch to others (DataLoader workers) to read.
+    pub fn takeState(dataset: *Dataset) State {
+        const io = system.io();
+        dataset.mutex.lockUncancelable(io);
+        defer dataset.mutex.unlock(io);
+        const at = dataset.nextLocked();
+        dataset.setNextLocked(at.nextEpoch());
+        return .{ .at = at, .table = dataset.table.acquire() };
+    }
+
+    /// Continues the stream from a saved state after checking that it belongs to
+    /// this data (`stream_state.check`); on any mismatch nothing changes.
+    pub fn loadState(dataset: *Dataset, found: stream_state.Fingerprint, at: stream_state.Position, diagnostic: *Diagnostic) Error!void {
+        const allocator = dataset.allocator;
+        const table = dataset.acquireTable();
+        defer table.release();
+        const cache_sha256s = try allocator.alloc(stream_state.Digest, dataset.caches.len);
+        defer allocator.free(cache_sha256s);
+        const paths = try allocator.alloc([]const u8, dataset.caches.len);
+        defer allocator.free(paths);
+        for (paths, dataset.caches) |*path, cache| path.* = cache.path;
+        // The digest is computed outside the lock; the table is checked again under it.
+        const expected = dataset.fingerprint(table, cache_sha256s);
+        const io = system.io();
+        dataset.mutex.lockUncancelable(io);
+        defer dataset.mutex.unlock(io);
+        if (dataset.table != table) {
+            diagnostic.set("the active table was replaced while the state was being loaded", .{});
+            return error.State;
+        }
+        try stream_state.check(expected, found, dataset.epochLenLocked(), at, paths, diagnostic);
+        dataset.setNextLocked(if (at.offset() == at.epoch_len) at.nextEpoch() else at);
+    }
+
+    /// Takes the next epoch (or its rest) of the stream: the snapshot an
+    /// iterator reads, cut to `shard`'s share without its first `skip` samples.
+    pub fn takeEpoch(dataset: *Dataset, shard: stream_shard.Shard, skip: u64, diagnostic: *Diagnostic) Error!read_pipeline.Plan {
+        try shard.validate(diagnostic);
+        const io = system.io();
+        dataset.mutex.lockUncancelable(io);
+        defer dataset.mutex.unlock(io);
+        const at = dataset.nextLocked();
+        const worker_samples = stream_shard.counts(at.remaining(), shard).worker_samples;
+        if (skip > worker_samples) {
+            diagnostic.set("cannot skip {d} samples: this reader's share of the epoch has {d}", .{ skip, worker_samples });
+            return error.InvalidArgument;
+        }
+        dataset.setNextLocked(at.nextEpoch());
+        return .{
             .caches = dataset.caches,
             .table = dataset.table.acquire(),
             .shuffle = dataset.options.shuffle,
             .key = dataset.key,
-            .start = dataset.position,
-            .count = count,
+            .walk = stream_shard.walk(at.position, at.remaining(), shard, skip),
+            .span = at,
         };
-        // The stream position wraps after 2^64 draws, far beyond any training run.
-        dataset.position +%= count;
-        return plan;
     }
 };
 
@@ -263,11 +382,12 @@ pub const Iterator = struct {
     pipeline: *read_pipeline.Pipeline,
 
     /// `defer_payload_bytes`: see `read_pipeline.Plan` (0 reads every payload into the batches).
-    pub fn create(dataset: *Dataset, defer_payload_bytes: u64) Error!*Iterator {
+    /// `shard` and `skip`: see `Dataset.takeEpoch`.
+    pub fn create(dataset: *Dataset, shard: stream_shard.Shard, skip: u64, defer_payload_bytes: u64, diagnostic: *Diagnostic) Error!*Iterator {
         const allocator = dataset.allocator;
         const iterator = try allocator.create(Iterator);
         errdefer allocator.destroy(iterator);
-        var plan = dataset.takeEpoch();
+        var plan = try dataset.takeEpoch(shard, skip, diagnostic);
         plan.defer_payload_bytes = defer_payload_bytes;
         errdefer plan.table.release();
         iterator.* = .{
@@ -291,5 +411,32 @@ pub const Iterator = struct {
 
     pub fn bytesHeld(iterator: *const Iterator) u64 {
         return iterator.pipeline.bytes_held.load(.monotonic);
+    }
+
+    /// The stream position after this iterator's first `consumed` samples, for
+    /// an iterator that reads its epoch's positions in order (one rank, one
+    /// worker): the rest of the epoch, or the next epoch once it is all read.
+    pub fn position(iterator: *const Iterator, consumed: u64, diagnostic: *Diagnostic) Error!stream_state.Position {
+        const plan = &iterator.pipeline.plan;
+        if (!plan.walk.isContiguous()) {
+            diagnostic.set("this iterator reads one rank's or worker's share of the epoch, which has no single stream position; take the state from the loader that combines the shares", .{});
+            return error.State;
+        }
+        if (consumed > plan.walk.count) {
+            diagnostic.set("consumed {d} samples of an iterator that yields {d}", .{ consumed, plan.walk.count });
+            return error.InvalidArgument;
+        }
+        if (consumed == plan.walk.count) return plan.span.nextEpoch();
+        return plan.span.advanced(plan.walk.first + consumed);
+    }
+
+    /// The rest of the epoch this iterator's share was cut from, as it stood
+    /// when the iterator was created.
+    pub fn span(iterator: *const Iterator) stream_state.Position {
+        return iterator.pipeline.plan.span;
+    }
+
+    pub fn table(iterator: *const Iterator) *ActiveTable {
+        return iterator.pipeline.plan.table;
     }
 };

@@ -14,6 +14,8 @@
 const std = @import("std");
 const system = @import("system.zig");
 const sampler = @import("sampler.zig");
+const stream_shard = @import("stream_shard.zig");
+const stream_state = @import("stream_state.zig");
 const thread_pool = @import("thread_pool.zig");
 const active_table = @import("active_table.zig");
 const ActiveTable = active_table.ActiveTable;
@@ -69,9 +71,10 @@ pub const Plan = struct {
     table: *ActiveTable,
     shuffle: bool,
     key: sampler.Key,
-    /// Stream positions start .. start + count.
-    start: u64,
-    count: u64,
+    /// The stream positions read, in order.
+    walk: stream_shard.Walk,
+    /// Where the span the walk was cut from starts (the epoch's unconsumed rest).
+    span: stream_state.Position,
     /// Raw payloads of at least this many bytes are left in their shards for
     /// the consumer to read into memory of its own (`readDeferred`); 0: never.
     defer_payload_bytes: u64 = 0,
@@ -166,7 +169,7 @@ pub const Pipeline = struct {
     /// The next batch in planned order, or null at the end of the plan.
     /// The caller owns the batch (free with `releaseBatch`).
     pub fn next(pipeline: *Pipeline, diagnostic: *Diagnostic) Error!?*SampleBatch {
-        if (pipeline.next_deliver >= pipeline.plan.count) return null;
+        if (pipeline.next_deliver >= pipeline.plan.walk.count) return null;
         const io = system.io();
         const chunk = pipeline.slot(pipeline.chunks_delivered);
         thread_pool.spinWhile(@as(*const Chunk, chunk), isRunning, chunk_wait_spin_ns);
@@ -213,9 +216,9 @@ pub const Pipeline = struct {
     fn submitAvailable(pipeline: *Pipeline) void {
         // A slot is free once the chunk that used it before has been handed out;
         // decided from the consumer's own counters, never from a worker's state.
-        while (pipeline.next_submit < pipeline.plan.count and pipeline.chunks_submitted < pipeline.chunks_delivered + pipeline.chunks.len) {
+        while (pipeline.next_submit < pipeline.plan.walk.count and pipeline.chunks_submitted < pipeline.chunks_delivered + pipeline.chunks.len) {
             const size = if (pipeline.chunks_submitted == 0) @min(pipeline.chunk_samples, first_chunk_samples_max) else pipeline.chunk_samples;
-            const count: u32 = @intCast(@min(size, pipeline.plan.count - pipeline.next_submit));
+            const count: u32 = @intCast(@min(size, pipeline.plan.walk.count - pipeline.next_submit));
             const ahead = pipeline.next_submit - pipeline.next_deliver;
             if (ahead + count > pipeline.prefetch_size) break; // (never when nothing is ahead)
             const chunk = pipeline.slot(pipeline.chunks_submitted);
@@ -259,7 +262,7 @@ pub const Pipeline = struct {
         const locations = try allocator.alloc(active_table.Location, chunk.count);
         defer allocator.free(locations);
         for (locations, 0..) |*location, offset| {
-            const row = plan.table.plannedRow(plan.shuffle, plan.key, plan.start +% chunk.first +% offset);
+            const row = plan.table.plannedRow(plan.shuffle, plan.key, plan.walk.position(chunk.first + offset));
             location.* = plan.table.location(row);
             plan.caches[location.cache_id].prefetchSample(location.sample_id);
         }

@@ -41,5 +41,7 @@ test {
     _ = @import("sha256.zig");
     _ = @import("shard_hasher.zig");
     _ = @import("shard_record.zig");
+    _ = @import("stream_shard.zig");
+    _ = @import("stream_state.zig");
     _ = @import("thread_pool.zig");
 }

@@ -20,7 +20,7 @@ const Sha256 = std.crypto.hash.sha2.Sha256;
 const SipHash128 = std.crypto.auth.siphash.SipHash128(2, 4);
 
 /// Domain separation for the key: changing the algorithm means changing this string.
-const key_domain = "dataset_rt/sampler/v1";
+pub const key_domain = "dataset_rt/sampler/v1";
 
 /// Largest row count the table supports: up to it, `n` converts to binary64 exactly and
 /// n equal weights (each 1.0 once normalized) sum to exactly n.

@@ -393,6 +393,124 @@ static int read_cache(drt_runtime *runtime, const char *base_dir, const char *na
     return 0;
 }
 
+/* Every sample an iterator yields, as cache_id * 2^32 + sample_id, into out
+ * (at most cap); returns the count, or -1 on failure. */
+static long collect(drt_iterator *iterator, uint64_t *out, long cap, long limit) {
+    long count = 0;
+    for (;;) {
+        drt_batch *batch = NULL;
+        if (drt_iterator_next(iterator, &batch) != DRT_OK) return fail("iterator_next"), -1;
+        if (!batch) return count;
+        for (uint64_t k = 0; k < batch->count && count < limit; k++) {
+            if (count == cap) return fprintf(stderr, "more samples than expected\n"), -1;
+            out[count++] = ((uint64_t)batch->cache_ids[k] << 32) | batch->sample_ids[k];
+        }
+        drt_batch_release(batch);
+        if (count == limit) return count;
+    }
+}
+
+static drt_dataset *open_shuffled(drt_runtime *runtime, const char *path, uint64_t seed, uint64_t epoch_len) {
+    const char *paths[1] = {path};
+    const uint64_t path_lens[1] = {strlen(path)};
+    drt_reader_options options = {.seed = seed, .prefetch_size = 8, .shuffle = 1, .validate_cache = 0};
+    drt_dataset *dataset = NULL;
+    if (drt_dataset_open(runtime, paths, path_lens, 1, &options, &dataset) != DRT_OK) return fail("dataset_open"), NULL;
+    if (drt_dataset_set_epoch_len(dataset, epoch_len) != DRT_OK) return fail("set_epoch_len"), NULL;
+    return dataset;
+}
+
+/* Shares of 2 ranks x 2 workers (batch 3) interleave back into the stream,
+ * padded past the epoch of 50; a state saved after 17 samples resumes the rest
+ * in another dataset, and a dataset of another seed refuses it. */
+static int check_shards_and_resume(drt_runtime *runtime, const char *base_dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/c_source", base_dir);
+    enum { EPOCH = 50, PADDED = 54 };
+    uint64_t stream[PADDED], shares[2][2][PADDED], resumed[EPOCH];
+    long share_len[2][2];
+    drt_dataset *reference = open_shuffled(runtime, path, 11, PADDED);
+    if (!reference) return 1;
+    drt_iterator *iterator = NULL;
+    if (drt_iterator_create(reference, &iterator) != DRT_OK) return fail("iterator_create");
+    if (collect(iterator, stream, PADDED, PADDED) != PADDED) return 1;
+    drt_iterator_destroy(iterator);
+    drt_dataset_destroy(reference);
+    for (uint32_t rank = 0; rank < 2; rank++) {
+        for (uint32_t worker = 0; worker < 2; worker++) {
+            drt_dataset *dataset = open_shuffled(runtime, path, 11, EPOCH);
+            if (!dataset) return 1;
+            const drt_shard shard = {.batch_size = 3, .rank = rank, .world_size = 2, .worker = worker, .num_workers = 2};
+            if (drt_iterator_create_shard(dataset, &shard, 0, 0, &iterator) != DRT_OK) return fail("iterator_create_shard");
+            share_len[rank][worker] = collect(iterator, shares[rank][worker], PADDED, PADDED);
+            drt_iterator_destroy(iterator);
+            drt_dataset_destroy(dataset);
+        }
+    }
+    long at = 0;
+    for (long step = 0; step < PADDED / 6; step++) {
+        for (uint32_t rank = 0; rank < 2; rank++) {
+            for (long k = 0; k < 3; k++) {
+                long index = step / 2 * 3 + k;
+                if (index >= share_len[rank][step % 2] || shares[rank][step % 2][index] != stream[at]) {
+                    fprintf(stderr, "shard step %ld rank %u differs from the stream at %ld\n", step, rank, at);
+                    return 1;
+                }
+                at++;
+            }
+        }
+    }
+    drt_shard_counts counts;
+    const drt_shard rank_one = {.batch_size = 3, .rank = 1, .world_size = 2, .num_workers = 1};
+    if (drt_shard_count(EPOCH, &rank_one, &counts) != DRT_OK) return fail("shard_count");
+    if (counts.steps != 9 || counts.rank_samples != 27) {
+        fprintf(stderr, "shard counts: %llu steps, %llu samples\n", (unsigned long long)counts.steps,
+                (unsigned long long)counts.rank_samples);
+        return 1;
+    }
+
+    drt_dataset *first = open_shuffled(runtime, path, 11, EPOCH);
+    if (!first || drt_iterator_create(first, &iterator) != DRT_OK) return fail("resume: iterator_create");
+    if (collect(iterator, resumed, EPOCH, 17) != 17) return 1;
+    drt_stream_state state;
+    if (drt_iterator_state(iterator, 17, &state) != DRT_OK) return fail("iterator_state");
+    drt_iterator_destroy(iterator);
+    uint8_t digests[32];
+    if (drt_dataset_cache_sha256s(first, digests, 1) != DRT_OK) return fail("cache_sha256s");
+    drt_dataset_destroy(first);
+    if (state.at.position != 17 || state.at.epoch != 0 || strcmp(state.algorithm, "dataset_rt/sampler/v1") != 0) {
+        fprintf(stderr, "unexpected state: position %llu, algorithm %s\n", (unsigned long long)state.at.position, state.algorithm);
+        return 1;
+    }
+    drt_dataset *other_seed = open_shuffled(runtime, path, 12, EPOCH);
+    if (!other_seed) return 1;
+    if (drt_dataset_load_state(other_seed, &state, digests, 1) != DRT_ERR_INVALID_ARGUMENT || !strstr(drt_last_error(), "seed")) {
+        fprintf(stderr, "a state of another seed was not refused by name: %s\n", drt_last_error());
+        return 1;
+    }
+    drt_dataset_destroy(other_seed);
+    drt_dataset *second = open_shuffled(runtime, path, 11, EPOCH);
+    if (!second) return 1;
+    if (drt_dataset_load_state(second, &state, digests, 1) != DRT_OK) return fail("load_state");
+    uint64_t length = 0;
+    if (drt_dataset_len(second, &length) != DRT_OK || length != EPOCH - 17) return fail("len after load_state");
+    if (drt_iterator_create(second, &iterator) != DRT_OK) return fail("resumed iterator_create");
+    if (collect(iterator, resumed + 17, EPOCH - 17, EPOCH) != EPOCH - 17) return 1;
+    drt_iterator_destroy(iterator);
+    drt_dataset_destroy(second);
+    for (long k = 0; k < EPOCH; k++) {
+        if (resumed[k] != stream[k]) {
+            fprintf(stderr, "the resumed stream differs at %ld\n", k);
+            return 1;
+        }
+    }
+    drt_stream_position after;
+    const drt_stream_position span = {.epoch = 0, .epoch_start = 0, .epoch_len = EPOCH, .position = 17};
+    if (drt_stream_after_steps(&span, &rank_one, 2, &after) != DRT_OK || after.position != 29) return fail("stream_after_steps");
+    printf("ranks, workers and resume agree with the stream\n");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc != 2 && !(argc == 3 && strcmp(argv[2], "read") == 0)) {
         fprintf(stderr, "usage: %s <base_dir> [read]\n", argv[0]);
@@ -417,6 +535,7 @@ int main(int argc, char **argv) {
     if (rc == 0) rc = read_cache(runtime, argv[1], "c_columns", 0);
     if (rc == 0 && writing) rc = write_cache(runtime, argv[1], "c_columns_joined", DRT_COMPRESSION_NONE, PUSH_COLUMNS_JOINED);
     if (rc == 0) rc = read_cache(runtime, argv[1], "c_columns_joined", 0);
+    if (rc == 0) rc = check_shards_and_resume(runtime, argv[1]);
     drt_runtime_destroy(runtime);
     return rc;
 }

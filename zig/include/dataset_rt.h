@@ -189,9 +189,11 @@ int32_t drt_dataset_open(drt_runtime *runtime, const char *const *paths, const u
 /* Releases the caller's reference; iterators hold their own, so the caches
  * close when the last iterator is destroyed too. */
 void drt_dataset_destroy(drt_dataset *dataset);
-/* Samples the next iterator yields: the epoch length (default: the active rows). */
+/* Samples the next iterator yields: the epoch length (default: the active rows),
+ * or the rest of the epoch a loaded state stopped in. */
 int32_t drt_dataset_len(drt_dataset *dataset, uint64_t *out);
-/* Sets the epoch length (>= 1); kept when the table is replaced. */
+/* Sets the epoch length (>= 1); kept when the table is replaced. DRT_ERR_STATE
+ * when a loaded state stops inside an epoch of another length. */
 int32_t drt_dataset_set_epoch_len(drt_dataset *dataset, uint64_t epoch_len);
 
 /* Core-owned bytes; release with drt_buffer_release. */
@@ -329,7 +331,8 @@ typedef struct drt_batch {
  *                (bytes_len bytes of UTF-8, string columns only). */
 
 /* Snapshots the active table, weights and epoch length, takes the next epoch of
- * the stream and starts reading ahead (at most min(num_workers, prefetch_size)
+ * the stream (or, after drt_dataset_load_state, the rest of the epoch the state
+ * stopped in) and starts reading ahead (at most min(num_workers, prefetch_size)
  * reads in flight). */
 int32_t drt_iterator_create(drt_dataset *dataset, drt_iterator **out);
 /* Like drt_iterator_create, but each uncompressed payload of at least
@@ -340,6 +343,99 @@ int32_t drt_iterator_create(drt_dataset *dataset, drt_iterator **out);
  * verified ahead, and the kernel is asked to start reading the payload. */
 int32_t drt_iterator_create_deferring(drt_dataset *dataset, uint64_t defer_payload_bytes,
                                       drt_iterator **out);
+/* ---- Ranks, workers and resume ----------------------------------------
+ *
+ * A stream position p belongs to epoch e when the epoch's first position is
+ * epoch_start and epoch_start <= p < epoch_start + epoch_len. The dataset keeps
+ * the next iterator's place: drt_dataset_position (cheap) or drt_dataset_state
+ * (with the fingerprint of the data: manifest SHA-256s, table digest, seed,
+ * shuffle, algorithm; docs/determinism.md). */
+
+typedef struct drt_stream_position {
+    uint64_t epoch;       /* epochs begun before this one since the table was installed */
+    uint64_t epoch_start; /* stream position of the epoch's first sample */
+    uint64_t epoch_len;
+    uint64_t position;    /* the next unconsumed position */
+} drt_stream_position;
+
+#define DRT_ALGORITHM_NAME_BYTES 64
+
+typedef struct drt_stream_state {
+    drt_stream_position at;
+    uint64_t seed;
+    uint32_t shuffle;
+    uint32_t cache_count;
+    uint8_t table_sha256[32];                 /* the active table's digest */
+    char algorithm[DRT_ALGORITHM_NAME_BYTES]; /* NUL-terminated sampling algorithm name */
+} drt_stream_state;
+
+/* One reader's share of an epoch among world_size ranks and num_workers
+ * DataLoader workers: global step g gives rank r the positions
+ * g*world_size*batch_size + r*batch_size .. + batch_size of the epoch's rest, and
+ * a rank's k-th batch belongs to worker k % num_workers. Without drop_last, one
+ * rank's last batch may be short; with several ranks the last step is filled
+ * with the positions after the epoch. With drop_last only full steps are read.
+ * Limits: batch_size 1..2^31, world_size 1..2^20, num_workers 1..2^12. */
+typedef struct drt_shard {
+    uint64_t batch_size;
+    uint32_t rank;
+    uint32_t world_size;
+    uint32_t worker;
+    uint32_t num_workers;
+    uint32_t drop_last; /* 0 or 1 */
+    uint32_t reserved;
+} drt_shard;
+
+typedef struct drt_shard_counts {
+    uint64_t steps;          /* global steps: batches each rank yields */
+    uint64_t rank_samples;   /* samples the shard's rank yields */
+    uint64_t worker_batches; /* batches the shard's worker yields */
+    uint64_t worker_samples; /* samples the shard's worker yields */
+} drt_shard_counts;
+
+/* The SHA-256 of each cache's manifest.json as read when the dataset was opened,
+ * 32 bytes per cache in cache_id order; cache_count must be the dataset's. */
+int32_t drt_dataset_cache_sha256s(drt_dataset *dataset, uint8_t *out, uint32_t cache_count);
+/* Where the next iterator starts. */
+int32_t drt_dataset_position(drt_dataset *dataset, drt_stream_position *out);
+/* Where the next iterator starts, with the fingerprint (the table digest costs
+ * O(rows) the first time a table is asked for it). */
+int32_t drt_dataset_state(drt_dataset *dataset, drt_stream_state *out);
+/* Like drt_dataset_state, and moves the stream past that epoch as an iterator
+ * would: for a process that hands the epoch to other processes to read (each
+ * loads the state into its own dataset and creates its shard's iterator). */
+int32_t drt_dataset_take_state(drt_dataset *dataset, drt_stream_state *out);
+/* Continues the stream from a state: the next iterator yields the rest of its
+ * epoch (nothing is skipped or repeated), the one after the next epoch. Refused
+ * with DRT_ERR_INVALID_ARGUMENT and a message naming what differs unless
+ * cache_sha256s (cache_count digests of 32 bytes, in cache_id order), the table
+ * digest, seed, shuffle, algorithm and epoch_len match this dataset; nothing
+ * changes then. */
+int32_t drt_dataset_load_state(drt_dataset *dataset, const drt_stream_state *state,
+                               const uint8_t *cache_sha256s, uint32_t cache_count);
+/* Makes epoch `epoch` the next one, from its start (epoch_start = epoch * the
+ * current epoch length): the stream as if every epoch since the table was
+ * installed had that length. */
+int32_t drt_dataset_set_epoch(drt_dataset *dataset, uint64_t epoch);
+/* Like drt_iterator_create_deferring, reading only `shard`'s share of the epoch
+ * (see drt_shard) without its first `skip` samples. */
+int32_t drt_iterator_create_shard(drt_dataset *dataset, const drt_shard *shard, uint64_t skip,
+                                  uint64_t defer_payload_bytes, drt_iterator **out);
+/* The state the iterator's share was cut from: the rest of the epoch as it
+ * stood when the iterator was created. With the same shard, loading it and
+ * skipping the samples already consumed continues this iterator exactly. */
+int32_t drt_iterator_span(const drt_iterator *iterator, drt_stream_state *out);
+/* The state after the iterator's first `consumed` samples (the next epoch once
+ * all are consumed), for an iterator that reads its epoch in order (one rank,
+ * one worker); DRT_ERR_STATE for a shard of several. */
+int32_t drt_iterator_state(const drt_iterator *iterator, uint64_t consumed, drt_stream_state *out);
+/* How `span_len` positions divide among the shard's ranks and workers. */
+int32_t drt_shard_count(uint64_t span_len, const drt_shard *shard, drt_shard_counts *out);
+/* The position after `steps` global steps of the shard's layout over the rest of
+ * the epoch `span` starts in (the next epoch after the last step). */
+int32_t drt_stream_after_steps(const drt_stream_position *span, const drt_shard *shard,
+                               uint64_t steps, drt_stream_position *out);
+
 /* Next batch in planned order; *out is NULL at the end of the epoch. */
 int32_t drt_iterator_next(drt_iterator *iterator, drt_batch **out);
 /* *lengths_out: count entries; entry i is the length of sample i's deferred

@@ -1,0 +1,202 @@
+//! Where a dataset's stream stands, and the fingerprint of the data it belongs to.
+//!
+//! A resume state is one global position in the stream plus what the stream is
+//! a function of: the caches (each manifest's SHA-256), the active table (a
+//! digest of its identities and weights), the seed, `shuffle`, the sampling
+//! algorithm and the epoch length. Loading a state into a dataset whose
+//! fingerprint differs is refused with a message naming what differs, so a job
+//! never continues silently on other data.
+const std = @import("std");
+const sha256 = @import("sha256.zig");
+const sampler = @import("sampler.zig");
+const Diagnostic = @import("diagnostic.zig").Diagnostic;
+
+pub const digest_length = sha256.digest_length;
+pub const Digest = [digest_length]u8;
+
+/// The names of the sampling algorithms, as they appear in resume states and in
+/// docs/determinism.md. Changing how positions map to rows means a new name.
+pub const algorithm_shuffled = sampler.key_domain;
+pub const algorithm_ordered = "dataset_rt/table-order/v1";
+
+pub fn algorithmName(shuffle: bool) []const u8 {
+    return if (shuffle) algorithm_shuffled else algorithm_ordered;
+}
+
+/// A place in the stream: the next unconsumed position and the epoch it belongs to.
+pub const Position = struct {
+    /// Epochs begun before this one since the table was installed.
+    epoch: u64 = 0,
+    /// Stream position of this epoch's first sample.
+    epoch_start: u64 = 0,
+    epoch_len: u64,
+    /// The next unconsumed position: `epoch_start + offset`, offset < epoch_len.
+    position: u64 = 0,
+
+    pub fn offset(at: Position) u64 {
+        return at.position -% at.epoch_start;
+    }
+
+    /// Positions of the epoch not yet consumed.
+    pub fn remaining(at: Position) u64 {
+        std.debug.assert(at.offset() < at.epoch_len);
+        return at.epoch_len - at.offset();
+    }
+
+    /// The start of the epoch after this one.
+    pub fn nextEpoch(at: Position) Position {
+        return .{
+            .epoch = at.epoch +% 1,
+            .epoch_start = at.epoch_start +% at.epoch_len,
+            .epoch_len = at.epoch_len,
+            .position = at.epoch_start +% at.epoch_len,
+        };
+    }
+
+    /// Refuses a position outside its epoch (`allow_end`: or at its very end).
+    pub fn validate(at: Position, allow_end: bool, diagnostic: *Diagnostic) error{InvalidArgument}!void {
+        if (at.epoch_len < 1) {
+            diagnostic.set("epoch_len must be at least 1", .{});
+            return error.InvalidArgument;
+        }
+        const inside = if (allow_end) at.offset() <= at.epoch_len else at.offset() < at.epoch_len;
+        if (!inside) {
+            diagnostic.set("position {d} is outside its epoch ({d} .. {d})", .{ at.position, at.epoch_start, at.epoch_start +% at.epoch_len });
+            return error.InvalidArgument;
+        }
+    }
+
+    /// `consumed` positions further on; an epoch consumed to its end becomes
+    /// the start of the next one.
+    pub fn advanced(at: Position, consumed: u64) Position {
+        std.debug.assert(consumed <= at.remaining());
+        if (consumed == at.remaining()) return at.nextEpoch();
+        var next = at;
+        next.position = at.position +% consumed;
+        return next;
+    }
+};
+
+/// What the stream is a function of.
+pub const Fingerprint = struct {
+    seed: u64,
+    shuffle: bool,
+    algorithm: []const u8,
+    table_sha256: Digest,
+    /// One per cache, in cache_id order.
+    cache_sha256s: []const Digest,
+};
+
+/// Refuses `found` (a saved state's) unless it matches `expected` (the
+/// dataset's) and its position lies inside an epoch of `epoch_len`.
+/// `cache_paths` name the caches in the message.
+pub fn check(
+    expected: Fingerprint,
+    found: Fingerprint,
+    epoch_len: u64,
+    at: Position,
+    cache_paths: []const []const u8,
+    diagnostic: *Diagnostic,
+) error{InvalidArgument}!void {
+    std.debug.assert(cache_paths.len == expected.cache_sha256s.len);
+    if (found.cache_sha256s.len != expected.cache_sha256s.len) {
+        diagnostic.set("the state belongs to {d} caches, this dataset has {d}", .{ found.cache_sha256s.len, expected.cache_sha256s.len });
+        return error.InvalidArgument;
+    }
+    for (expected.cache_sha256s, found.cache_sha256s, cache_paths, 0..) |expected_digest, found_digest, path, cache_id| {
+        if (!std.mem.eql(u8, &expected_digest, &found_digest)) {
+            diagnostic.set("the state belongs to other data: cache {d} ({s}) has manifest SHA-256 {s}, the state's is {s}", .{
+                cache_id,
+                path,
+                &sha256.hexDigest(expected_digest),
+                &sha256.hexDigest(found_digest),
+            });
+            return error.InvalidArgument;
+        }
+    }
+    if (!std.mem.eql(u8, &expected.table_sha256, &found.table_sha256)) {
+        diagnostic.set("the state belongs to another active table: its rows or weights differ (table SHA-256 {s}, the state's is {s})", .{
+            &sha256.hexDigest(expected.table_sha256),
+            &sha256.hexDigest(found.table_sha256),
+        });
+        return error.InvalidArgument;
+    }
+    if (expected.seed != found.seed) {
+        diagnostic.set("the state has seed {d}, this dataset {d}", .{ found.seed, expected.seed });
+        return error.InvalidArgument;
+    }
+    if (expected.shuffle != found.shuffle) {
+        diagnostic.set("the state has shuffle={s}, this dataset shuffle={s}", .{ pythonBool(found.shuffle), pythonBool(expected.shuffle) });
+        return error.InvalidArgument;
+    }
+    if (!std.mem.eql(u8, expected.algorithm, found.algorithm)) {
+        diagnostic.set("the state was made by sampling algorithm '{s}', this dataset uses '{s}'", .{ found.algorithm, expected.algorithm });
+        return error.InvalidArgument;
+    }
+    if (at.epoch_len != epoch_len) {
+        diagnostic.set("the state has epoch_len {d}, this dataset {d}", .{ at.epoch_len, epoch_len });
+        return error.InvalidArgument;
+    }
+    at.validate(true, diagnostic) catch |err| {
+        diagnostic.prefix("the state's ", .{});
+        return err;
+    };
+}
+
+fn pythonBool(value: bool) []const u8 {
+    return if (value) "True" else "False";
+}
+
+const testing = std.testing;
+
+test "positions advance within an epoch and roll over at its end" {
+    const at: Position = .{ .epoch = 2, .epoch_start = 20, .epoch_len = 10, .position = 23 };
+    try testing.expectEqual(@as(u64, 7), at.remaining());
+    try testing.expectEqual(Position{ .epoch = 2, .epoch_start = 20, .epoch_len = 10, .position = 25 }, at.advanced(2));
+    try testing.expectEqual(Position{ .epoch = 3, .epoch_start = 30, .epoch_len = 10, .position = 30 }, at.advanced(7));
+}
+
+test "a state of other data is refused naming what differs" {
+    const digests = [_]Digest{ @splat(1), @splat(2) };
+    const other_digests = [_]Digest{ @splat(1), @splat(3) };
+    const paths = [_][]const u8{ "a", "b" };
+    const expected: Fingerprint = .{ .seed = 7, .shuffle = true, .algorithm = algorithm_shuffled, .table_sha256 = @splat(9), .cache_sha256s = &digests };
+    const at: Position = .{ .epoch_len = 10, .position = 4 };
+    var diagnostic: Diagnostic = .{};
+    try check(expected, expected, 10, at, &paths, &diagnostic);
+
+    var found = expected;
+    found.cache_sha256s = &other_digests;
+    try testing.expectError(error.InvalidArgument, check(expected, found, 10, at, &paths, &diagnostic));
+    try testing.expect(std.mem.startsWith(u8, diagnostic.message(), "the state belongs to other data: cache 1 (b)"));
+
+    found = expected;
+    found.cache_sha256s = digests[0..1];
+    try testing.expectError(error.InvalidArgument, check(expected, found, 10, at, &paths, &diagnostic));
+    try testing.expectEqualStrings("the state belongs to 1 caches, this dataset has 2", diagnostic.message());
+
+    found = expected;
+    found.table_sha256 = @splat(8);
+    try testing.expectError(error.InvalidArgument, check(expected, found, 10, at, &paths, &diagnostic));
+    try testing.expect(std.mem.startsWith(u8, diagnostic.message(), "the state belongs to another active table"));
+
+    found = expected;
+    found.seed = 8;
+    try testing.expectError(error.InvalidArgument, check(expected, found, 10, at, &paths, &diagnostic));
+    try testing.expectEqualStrings("the state has seed 8, this dataset 7", diagnostic.message());
+
+    found = expected;
+    found.shuffle = false;
+    try testing.expectError(error.InvalidArgument, check(expected, found, 10, at, &paths, &diagnostic));
+    try testing.expectEqualStrings("the state has shuffle=False, this dataset shuffle=True", diagnostic.message());
+
+    found = expected;
+    found.algorithm = "dataset_rt/sampler/v0";
+    try testing.expectError(error.InvalidArgument, check(expected, found, 10, at, &paths, &diagnostic));
+
+    try testing.expectError(error.InvalidArgument, check(expected, expected, 11, at, &paths, &diagnostic));
+    try testing.expectEqualStrings("the state has epoch_len 10, this dataset 11", diagnostic.message());
+
+    const outside: Position = .{ .epoch_start = 10, .epoch_len = 10, .position = 21 };
+    try testing.expectError(error.InvalidArgument, check(expected, expected, 10, outside, &paths, &diagnostic));
+}
