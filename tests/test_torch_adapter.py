@@ -109,17 +109,6 @@ def test_adapter_iterated_directly_continues_the_stream(
     assert records(adapter) + records(ds) == expected
 
 
-def test_dataloader_worker_processes_are_refused(
-    runtime: DatasetRuntime, caches: list[Path]
-) -> None:
-    torch_data = pytest.importorskip("torch.utils.data")
-    adapter = load(runtime, caches).to_torch_iterable_dataset()
-    loader = torch_data.DataLoader(adapter, batch_size=None, num_workers=2)
-    # Each worker would otherwise read its own copy of the stream: duplicated samples.
-    with pytest.raises(RuntimeError, match="worker process"):
-        list(loader)
-
-
 def test_the_adapter_can_be_copied_in_the_process(
     runtime: DatasetRuntime, caches: list[Path]
 ) -> None:
@@ -130,22 +119,3 @@ def test_the_adapter_can_be_copied_in_the_process(
     for twin in (copy.copy(adapter), copy.deepcopy(adapter)):
         assert len(twin) == len(adapter)
         assert isinstance(next(iter(twin)), CachedSample)
-
-
-@pytest.mark.parametrize("start_method", ["spawn", "forkserver"])
-def test_dataloader_workers_started_without_fork_get_the_same_refusal(
-    runtime: DatasetRuntime, caches: list[Path], start_method: str
-) -> None:
-    # Spawned workers receive the dataset pickled (macOS and Windows start them
-    # so): the refusal must be the same message, not a pickling error.
-    torch_data = pytest.importorskip("torch.utils.data")
-    import multiprocessing
-
-    if start_method not in multiprocessing.get_all_start_methods():
-        pytest.skip(f"no {start_method} start method here")
-    adapter = load(runtime, caches).to_torch_iterable_dataset()
-    loader = torch_data.DataLoader(
-        adapter, batch_size=None, num_workers=1, multiprocessing_context=start_method
-    )
-    with pytest.raises(RuntimeError, match="cannot be split across DataLoader worker processes"):
-        list(loader)

@@ -46,21 +46,30 @@ class NativeError(Exception):
 
     status: int = ERR_STATE
 
-    def __init__(self, message: str, status: int) -> None:
+    def __init__(self, message: str, status: int | None = None) -> None:
+        # One argument suffices, as for any exception: torch rebuilds an
+        # exception raised in a DataLoader worker from its message alone.
         super().__init__(message)
-        self.status = status
+        if status is not None:
+            self.status = status
 
 
 class NativeValueError(NativeError, ValueError):
     """The core rejected an argument, a sample or a cache."""
 
+    status = ERR_INVALID_ARGUMENT
+
 
 class NativeOSError(NativeError, OSError):
     """The operating system refused a file operation."""
 
+    status = ERR_IO
+
 
 class NativeAlreadyExistsError(NativeError, FileExistsError):
     """The write target already exists; nothing was overwritten."""
+
+    status = ERR_ALREADY_EXISTS
 
 
 class NativeRuntimeError(NativeError, RuntimeError):
@@ -69,6 +78,8 @@ class NativeRuntimeError(NativeError, RuntimeError):
 
 class NativeMemoryError(NativeError, MemoryError):
     """The core ran out of memory."""
+
+    status = ERR_OUT_OF_MEMORY
 
 
 _ERROR_TYPES: dict[int, type[NativeError]] = {
@@ -186,6 +197,56 @@ class FloatColumn(Structure):
     _fields_ = [("values", c_void_p), ("validity", c_void_p), ("validity_offset", c_uint64)]
 
 
+class StreamPosition(Structure):
+    """``drt_stream_position``: where a stream stands (see dataset_rt.h)."""
+
+    _fields_ = [
+        ("epoch", c_uint64),
+        ("epoch_start", c_uint64),
+        ("epoch_len", c_uint64),
+        ("position", c_uint64),
+    ]
+
+
+ALGORITHM_NAME_BYTES = 64
+
+
+class StreamState(Structure):
+    """``drt_stream_state``: a position with the fingerprint of its data."""
+
+    _fields_ = [
+        ("at", StreamPosition),
+        ("seed", c_uint64),
+        ("shuffle", c_uint32),
+        ("cache_count", c_uint32),
+        ("table_sha256", c_uint8 * 32),
+        ("algorithm", ctypes.c_char * ALGORITHM_NAME_BYTES),
+    ]
+
+
+class Shard(Structure):
+    """``drt_shard``: one reader's share of an epoch among ranks and workers."""
+
+    _fields_ = [
+        ("batch_size", c_uint64),
+        ("rank", c_uint32),
+        ("world_size", c_uint32),
+        ("worker", c_uint32),
+        ("num_workers", c_uint32),
+        ("drop_last", c_uint32),
+        ("reserved", c_uint32),
+    ]
+
+
+class ShardCounts(Structure):
+    _fields_ = [
+        ("steps", c_uint64),
+        ("rank_samples", c_uint64),
+        ("worker_batches", c_uint64),
+        ("worker_samples", c_uint64),
+    ]
+
+
 def _library_path() -> Path:
     override = os.environ.get(LIBRARY_ENV)
     if override:
@@ -299,6 +360,26 @@ def _declare(library: ctypes.CDLL) -> None:
                 POINTER(IntColumn),
                 POINTER(FloatColumn),
             ],
+            c_int32,
+        ),
+        "drt_dataset_cache_sha256s": ([handle, c_void_p, c_uint32], c_int32),
+        "drt_dataset_position": ([handle, POINTER(StreamPosition)], c_int32),
+        "drt_dataset_state": ([handle, POINTER(StreamState)], c_int32),
+        "drt_dataset_take_state": ([handle, POINTER(StreamState)], c_int32),
+        "drt_dataset_load_state": (
+            [handle, POINTER(StreamState), c_char_p, c_uint32],
+            c_int32,
+        ),
+        "drt_dataset_set_epoch": ([handle, c_uint64], c_int32),
+        "drt_iterator_create_shard": (
+            [handle, POINTER(Shard), c_uint64, c_uint64, POINTER(handle)],
+            c_int32,
+        ),
+        "drt_iterator_state": ([handle, c_uint64, POINTER(StreamState)], c_int32),
+        "drt_iterator_span": ([handle, POINTER(StreamState)], c_int32),
+        "drt_shard_count": ([c_uint64, POINTER(Shard), POINTER(ShardCounts)], c_int32),
+        "drt_stream_after_steps": (
+            [POINTER(StreamPosition), POINTER(Shard), c_uint64, POINTER(StreamPosition)],
             c_int32,
         ),
         "drt_iterator_create": ([handle, POINTER(handle)], c_int32),
@@ -424,3 +505,25 @@ def unfilled_bytes(size: int) -> bytes:
     """A new ``bytes`` of ``size`` bytes with undefined contents, to be filled in
     place at ``bytes_address(result)`` before it is shared."""
     return _new_bytes(None, size)  # type: ignore[no-any-return]
+
+
+class RuntimeHandle:
+    """Owns a native pool; destroyed when the last runtime, dataset or
+    iterator holding it is gone, so no native object outlives its threads."""
+
+    def __init__(self, num_workers: int) -> None:
+        handle = c_void_p()
+        check(lib.drt_runtime_create(num_workers, ctypes.byref(handle)))
+        self.value = handle
+        self.num_workers = num_workers
+        self.process_id = os.getpid()
+
+    def owned_here(self) -> bool:
+        """False in a child forked after the pool started: its threads are the parent's."""
+        return self.process_id == os.getpid()
+
+    def __del__(self) -> None:
+        # In a forked child the threads do not exist; the core's destroy knows that.
+        if getattr(self, "value", None) and not shutting_down():
+            lib.drt_runtime_destroy(self.value)
+            self.value = None

@@ -9,12 +9,14 @@ import json
 import os
 import struct
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from importlib import import_module
 from itertools import repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dataset_rt import _native, malloc_tuning
+from dataset_rt import _native, malloc_tuning, stream_state
+from dataset_rt._native import RuntimeHandle
 from dataset_rt.config import ReaderConfig
 from dataset_rt.fork_safe_lock import ForkSafeLock
 from dataset_rt.metadata_row import BatchMetadata, MetadataRow
@@ -22,8 +24,6 @@ from dataset_rt.records import CachedSample
 
 if TYPE_CHECKING:
     import polars as pl
-
-    from dataset_rt.runtime import RuntimeHandle
 
 
 class _DatasetHandle:
@@ -56,11 +56,60 @@ class _DatasetHandle:
         # Read here rather than with the first batch, where it would delay the
         # first sample.
         text = _native.take_buffer(_native.lib.drt_dataset_schema_json, handle)
-        self._stored_names: list[str] = [field["name"] for field in json.loads(text)]
+        schema = json.loads(text)
+        self._stored_names: list[str] = [field["name"] for field in schema]
+        self.stored_kinds: dict[str, str] = {field["name"]: field["kind"] for field in schema}
+        digests = (ctypes.c_uint8 * (32 * len(paths)))()
+        _native.check(_native.lib.drt_dataset_cache_sha256s(handle, digests, len(paths)))
+        joined = bytes(digests)
+        self.cache_sha256s = [joined[at : at + 32] for at in range(0, len(joined), 32)]
+        self.mirror = self.position()
 
     def stored_names(self) -> list[str]:
         """The stored metadata columns' names, in schema order."""
         return self._stored_names
+
+    def owned_here(self) -> bool:
+        """False in a child forked from the process that opened it."""
+        return self.runtime.owned_here()
+
+    def position(self) -> _native.StreamPosition:
+        """Where the next iterator starts."""
+        position = _native.StreamPosition()
+        _native.check(_native.lib.drt_dataset_position(self.value, ctypes.byref(position)))
+        return position
+
+    def refresh_mirror(self) -> None:
+        """Remember the stream's place in Python, where a forked child, which
+        cannot call into its parent's core, can still read it."""
+        self.mirror = self.position()
+
+    def state(self) -> dict[str, Any]:
+        """The next iterator's start with the data's fingerprint, as a dict."""
+        native = _native.StreamState()
+        _native.check(_native.lib.drt_dataset_state(self.value, ctypes.byref(native)))
+        return stream_state.to_dict(native, self.cache_sha256s)
+
+    def take_state(self) -> dict[str, Any]:
+        """Like `state`, and moves the stream past that epoch."""
+        native = _native.StreamState()
+        _native.check(_native.lib.drt_dataset_take_state(self.value, ctypes.byref(native)))
+        self.refresh_mirror()
+        return stream_state.to_dict(native, self.cache_sha256s)
+
+    def load_state(self, state: Mapping[str, Any]) -> None:
+        """Continue from `state`; the core refuses one of other data."""
+        native, digests = stream_state.from_dict(state)
+        _native.check(
+            _native.lib.drt_dataset_load_state(
+                self.value, ctypes.byref(native), digests, native.cache_count
+            )
+        )
+        self.refresh_mirror()
+
+    def set_epoch(self, epoch: int) -> None:
+        _native.check(_native.lib.drt_dataset_set_epoch(self.value, epoch))
+        self.refresh_mirror()
 
     def __del__(self) -> None:
         if getattr(self, "value", None) and not _native.shutting_down():
@@ -71,19 +120,59 @@ class _DatasetHandle:
 class _NativeIterator:
     """Owns one native iterator; hands out its batches as lists of samples."""
 
-    def __init__(self, dataset: _DatasetHandle) -> None:
+    def __init__(
+        self, dataset: _DatasetHandle, shard: _native.Shard | None = None, skip: int = 0
+    ) -> None:
         self.handle: ctypes.c_void_p | None = None
         # Held around every call on the handle: closing from another thread
         # waits for a call in progress instead of freeing the iterator under it.
         self.lock = ForkSafeLock()
         self.dataset = dataset  # keeps the native dataset (and runtime) alive
+        # Samples handed out: those of the batches before `current`, plus
+        # `current`'s taken so far (its length hint says how many are left).
+        self.handed_before = 0
+        self.current: Iterator[CachedSample] | None = None
+        self.current_len = 0
+        self.finished = False
         handle = ctypes.c_void_p()
-        _native.check(
-            _native.lib.drt_iterator_create_deferring(
+        if shard is None:
+            status = _native.lib.drt_iterator_create_deferring(
                 dataset.value, _DEFER_PAYLOAD_BYTES, ctypes.byref(handle)
             )
-        )
+        else:
+            status = _native.lib.drt_iterator_create_shard(
+                dataset.value, ctypes.byref(shard), skip, _DEFER_PAYLOAD_BYTES, ctypes.byref(handle)
+            )
+        _native.check(status)
         self.handle = handle
+        dataset.refresh_mirror()
+
+    def consumed(self) -> int:
+        """Samples this iterator has handed out."""
+        current = self.current
+        if current is None:
+            return self.handed_before
+        return self.handed_before + self.current_len - current.__length_hint__()
+
+    def state(self) -> dict[str, Any]:
+        """The stream state after the samples handed out so far."""
+        with self.lock.held():
+            if self.handle is None:
+                raise RuntimeError("this iterator is closed; its state is gone with it")
+            native = _native.StreamState()
+            _native.check(
+                _native.lib.drt_iterator_state(self.handle, self.consumed(), ctypes.byref(native))
+            )
+        return stream_state.to_dict(native, self.dataset.cache_sha256s)
+
+    def span(self) -> dict[str, Any]:
+        """The state this iterator's share was cut from (see `drt_iterator_span`)."""
+        with self.lock.held():
+            if self.handle is None:
+                raise RuntimeError("this iterator is closed; its state is gone with it")
+            native = _native.StreamState()
+            _native.check(_native.lib.drt_iterator_span(self.handle, ctypes.byref(native)))
+        return stream_state.to_dict(native, self.dataset.cache_sha256s)
 
     def next_batch(self) -> list[CachedSample] | None:
         with self.lock.held():
@@ -96,12 +185,14 @@ class _NativeIterator:
             return int(_native.lib.drt_iterator_bytes_held(self.handle))
 
     def _next_batch(self) -> list[CachedSample] | None:
-        if self.handle is None:
+        if self.handle is None or self.finished:
             return None
         batch = ctypes.POINTER(_native.Batch)()
         _native.check(_native.lib.drt_iterator_next(self.handle, ctypes.byref(batch)))
         if not batch:
-            self._destroy()
+            # The native iterator stays until closed: it holds nothing more
+            # than the table snapshot that `state` reports on.
+            self.finished = True
             return None
         try:
             contents = batch.contents
@@ -149,9 +240,14 @@ class _NativeIterator:
             self._destroy()
 
 
-def _batches(native: _NativeIterator) -> Iterator[list[CachedSample]]:
+def _batches(native: _NativeIterator) -> Iterator[Iterator[CachedSample]]:
     while (batch := native.next_batch()) is not None:
-        yield batch
+        # The chain consumes this very list iterator, so its length hint
+        # counts the samples handed out without a Python call per sample.
+        native.handed_before += native.current_len
+        native.current = items = iter(batch)
+        native.current_len = len(batch)
+        yield items
 
 
 class SampleIterator(itertools.chain):  # type: ignore[type-arg]
@@ -167,11 +263,27 @@ class SampleIterator(itertools.chain):  # type: ignore[type-arg]
     __slots__ = ("_native",)
 
     @classmethod
-    def _start(cls, dataset: _DatasetHandle) -> SampleIterator:
-        native = _NativeIterator(dataset)
+    def _start(
+        cls, dataset: _DatasetHandle, shard: _native.Shard | None = None, skip: int = 0
+    ) -> SampleIterator:
+        native = _NativeIterator(dataset, shard, skip)
         iterator = cls.from_iterable(_batches(native))
         iterator._native = native
         return iterator
+
+    def state_dict(self) -> dict[str, Any]:
+        """The resume state of the stream after the samples yielded so far.
+
+        Loaded with `CachedDataset.load_state_dict` (in this or a new process,
+        caches reopened), the next iterator yields this epoch's remaining
+        samples and the one after it the next epoch, exactly as this run
+        continues. Taken after the last sample, it is the next epoch's start.
+        """
+        return self._native.state()
+
+    def consumed(self) -> int:
+        """Samples this iterator has yielded."""
+        return self._native.consumed()
 
     def bytes_held(self) -> int:
         """Bytes of samples the core has read ahead and still holds for this iterator."""
@@ -246,6 +358,11 @@ class CachedDataset:
     """Immutable caches loaded for reading; iterate it for `CachedSample`s.
 
     Create it with `DatasetRuntime.cached_dataset` or `from_cache_sources`.
+    A dataset pickles as what it is made of (cache paths, configuration,
+    active table as Arrow IPC, epoch length, stream position): unpickled in
+    another process, it reopens the caches on first use, with a runtime of as
+    many threads as the original's, after checking that each cache's manifest
+    is still the one it was opened with.
     """
 
     cache_paths: list[Path]
@@ -261,17 +378,39 @@ class CachedDataset:
     def _open(
         cls, runtime: RuntimeHandle, paths: list[Path], config: ReaderConfig
     ) -> CachedDataset:
+        dataset = cls._blank(paths, config)
+        dataset._native_handle = _DatasetHandle(runtime, paths, config)
+        return dataset
+
+    @classmethod
+    def _blank(cls, paths: list[Path], config: ReaderConfig) -> CachedDataset:
         dataset = cls.__new__(cls)
         dataset.cache_paths = paths
         dataset.reader_config = config
-        dataset._handle = _DatasetHandle(runtime, paths, config)
+        dataset._native_handle = None
+        # What reopening needs and the core cannot be asked for from a forked
+        # child: the identity and weight columns of the last table installed,
+        # and an explicit epoch length.
+        dataset._identity_columns = None
+        dataset._epoch_len = None
         dataset._extra_columns = None
+        dataset._unopened_recipe = None
         # Keeps the core's table and the extra columns of the same update together.
         dataset._metadata_lock = ForkSafeLock()
         return dataset
 
+    @property
+    def _handle(self) -> _DatasetHandle:
+        handle = self._native_handle
+        if handle is None:
+            recipe = self._unopened_recipe
+            assert recipe is not None
+            handle = self._reopen(recipe, recipe["num_workers"])
+        return handle
+
     def __len__(self) -> int:
-        """Samples the next iteration yields (the epoch length)."""
+        """Samples the next iteration yields: the epoch length, or what is left
+        of the epoch a loaded state stopped in."""
         length = ctypes.c_uint64()
         _native.check(_native.lib.drt_dataset_len(self._handle.value, ctypes.byref(length)))
         return length.value
@@ -279,6 +418,10 @@ class CachedDataset:
     def __iter__(self) -> SampleIterator:
         """Start the next epoch of the sample stream (see `ReaderConfig.shuffle`)."""
         return SampleIterator._start(self._handle)
+
+    def _iterate(self, shard: _native.Shard, skip: int) -> SampleIterator:
+        """The next epoch's share of one rank's DataLoader worker (see `drt_shard`)."""
+        return SampleIterator._start(self._handle, shard, skip)
 
     def set_epoch_len(self, epoch_len: int) -> None:
         """Make every following iterator yield `epoch_len` (>= 1) samples.
@@ -295,7 +438,47 @@ class CachedDataset:
             raise ValueError(
                 f"epoch_len must be at most sys.maxsize ({sys.maxsize}), got {epoch_len}"
             )
-        _native.check(_native.lib.drt_dataset_set_epoch_len(self._handle.value, epoch_len))
+        handle = self._handle
+        _native.check(_native.lib.drt_dataset_set_epoch_len(handle.value, epoch_len))
+        self._epoch_len = epoch_len
+        handle.refresh_mirror()
+
+    def set_epoch(self, epoch: int) -> None:
+        """Make epoch `epoch` (counted from 0 since the table was installed) the
+        next iterator's, from its start.
+
+        Epoch e covers stream positions ``e * len(dataset)`` onwards, as if every
+        epoch had the current length. Call it at the start of each epoch when a
+        plain ``torch.utils.data.DataLoader`` with worker processes reads the
+        dataset, as with ``DistributedSampler.set_epoch``: the workers read the
+        epoch the dataset stands at and cannot move it on in this process.
+        """
+        _check_index("epoch", epoch)
+        self._handle.set_epoch(epoch)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where the next iterator starts, with the fingerprint of the data.
+
+        A dict of primitives: ``epoch``, ``epoch_start`` and ``position`` (the
+        next unconsumed stream position), and what the stream is a function of:
+        each cache's manifest SHA-256 (``caches``), a digest of the active table's
+        identities and weights (``table``), ``seed``, ``shuffle``, ``epoch_len``
+        and the sampling ``algorithm``. An iterator's `SampleIterator.state_dict`
+        gives the state in the middle of an epoch.
+        """
+        return self._handle.state()
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue the stream from `state` (from `state_dict` here, an iterator,
+        or `dataset_rt.torch.DataLoader`): the next iterator yields the rest of
+        its epoch and the one after it the next epoch, exactly as the run that
+        saved it continued.
+
+        Raises `ValueError` naming what differs when the state belongs to other
+        data: other caches, another active table or weights, another seed,
+        `shuffle` or epoch length. Nothing changes then.
+        """
+        self._handle.load_state(state)
 
     def get_metadata(self) -> pl.DataFrame:
         """The active table: ``cache_id | sample_id | <stored columns> | weight | <extra columns>``.
@@ -313,23 +496,158 @@ class CachedDataset:
         Rows may be filtered, reordered and duplicated; extra columns are kept.
         The core validates the frame (identities known, stored columns with
         their types, weights positive and finite) before anything changes, then
-        resets the stream position; the epoch length is kept.
+        resets the stream position; the epoch length is kept. The dataset keeps
+        the frame's identity and weight columns (widened to 64 bits: a copy
+        unless they were Int64 and Float64), from which worker processes
+        rebuild the table.
         """
         from dataset_rt import metadata_frame  # Polars is loaded on first use
 
         with self._metadata_lock.held():
-            self._extra_columns = metadata_frame.install(self._handle, metadata)
+            handle = self._handle
+            self._extra_columns = metadata_frame.install(handle, metadata)
+            self._identity_columns = metadata_frame.IdentityColumns(metadata)
+            handle.refresh_mirror()
 
     samples_metadata = get_metadata
     set_samples_metadata = update_metadata
 
-    def to_torch_iterable_dataset(self) -> Any:
-        """A sized `torch.utils.data.IterableDataset` yielding this dataset's `CachedSample`s.
+    def to_torch_iterable_dataset(
+        self,
+        *,
+        transform: Callable[[CachedSample], Any] | None = None,
+        batch_size: int | None = None,
+        drop_last: bool = False,
+        rank: int | None = None,
+        world_size: int | None = None,
+        worker_threads: int = 1,
+    ) -> Any:
+        """A sized `torch.utils.data.IterableDataset` over this dataset's stream.
 
-        With ``DataLoader(num_workers=0)`` it yields exactly the dataset's
-        stream. DataLoader worker processes are refused with a clear error:
-        use ``DatasetRuntime(num_workers=N)`` for parallel reads instead.
+        With ``DataLoader(adapter, batch_size=batch_size, num_workers=W)`` it
+        yields, flattened, exactly ``list(dataset)`` for any W; under several
+        ranks each gets its share, padded to equal batch counts (see
+        `dataset_rt.torch.TorchIterableDataset` and docs/training.md).
+        `transform` runs on each sample inside the worker process.
         """
-        from dataset_rt.torch_adapter import make_torch_iterable_dataset
+        try:
+            import_module("torch.utils.data")
+        except ImportError as error:
+            raise ImportError(
+                "CachedDataset.to_torch_iterable_dataset requires PyTorch; install torch to use it"
+            ) from error
+        from dataset_rt.torch import TorchIterableDataset
 
-        return make_torch_iterable_dataset(self)
+        return TorchIterableDataset(
+            self,
+            transform=transform,
+            batch_size=batch_size,
+            drop_last=drop_last,
+            rank=rank,
+            world_size=world_size,
+            worker_threads=worker_threads,
+        )
+
+    # ---- processes: pickling, fork and DataLoader workers -----------------
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        recipe = self._recipe()
+        identities, extra = recipe["identity_columns"], recipe["extra_columns"]
+        if identities is not None or extra is not None:
+            from dataset_rt import metadata_frame
+
+            recipe = {
+                **recipe,
+                "identity_columns": None if identities is None else identities.to_ipc(),
+                "extra_columns": None if extra is None else metadata_frame.write_ipc(extra),
+            }
+        return (_unpickle_dataset, (recipe,))
+
+    def _recipe(self) -> dict[str, Any]:
+        """What reopening this dataset needs, in memory. In a child forked from
+        the process that opened it, the stream position is the one last seen
+        there, and nothing here calls into Polars."""
+        if self._native_handle is None:
+            assert self._unopened_recipe is not None
+            return self._unopened_recipe
+        handle = self._native_handle
+        at = handle.position() if handle.owned_here() else handle.mirror
+        return {
+            "paths": self.cache_paths,
+            "reader_config": self.reader_config,
+            "num_workers": handle.runtime.num_workers,
+            "identity_columns": self._identity_columns,
+            "extra_columns": self._extra_columns,
+            "epoch_len": self._epoch_len,
+            "position": (at.epoch, at.epoch_start, at.epoch_len, at.position),
+            "caches": handle.cache_sha256s,
+        }
+
+    def _open_here(self, threads: int) -> None:
+        """Make the dataset usable in this process: reopen it, with a runtime of
+        `threads` native threads, unless it was opened here already."""
+        handle = self._native_handle
+        if handle is not None and handle.owned_here():
+            return
+        self._reopen(self._recipe(), threads)
+
+    def _reopen(self, recipe: dict[str, Any], threads: int) -> _DatasetHandle:
+        try:
+            handle = _DatasetHandle(
+                RuntimeHandle(threads), recipe["paths"], recipe["reader_config"]
+            )
+            _restore(self, handle, recipe)
+        except ValueError as error:
+            raise ValueError(
+                f"cannot reopen the dataset in process {os.getpid()}: {error}"
+            ) from None
+        self._native_handle = handle
+        self._unopened_recipe = None
+        return handle
+
+
+def _restore(dataset: CachedDataset, handle: _DatasetHandle, recipe: dict[str, Any]) -> None:
+    """Bring a freshly opened `handle` to the state `recipe` describes."""
+    identities = recipe["identity_columns"]
+    if identities is not None:
+        identities.install(handle)
+    dataset._identity_columns = identities
+    dataset._extra_columns = recipe["extra_columns"]
+    if recipe["epoch_len"] is not None:
+        _native.check(_native.lib.drt_dataset_set_epoch_len(handle.value, recipe["epoch_len"]))
+    dataset._epoch_len = recipe["epoch_len"]
+    # Our own fingerprint at the recipe's position, with the caches' digests as
+    # they were when the dataset was first opened: the core refuses a cache
+    # replaced since.
+    state = handle.state()
+    epoch, epoch_start, _, position = recipe["position"]
+    state.update(
+        epoch=epoch,
+        epoch_start=epoch_start,
+        position=position,
+        caches=[digest.hex() for digest in recipe["caches"]],
+    )
+    handle.load_state(state)
+
+
+def _unpickle_dataset(pickled: dict[str, Any]) -> CachedDataset:
+    recipe = dict(pickled)
+    if pickled["identity_columns"] is not None or pickled["extra_columns"] is not None:
+        from dataset_rt import metadata_frame
+
+        if pickled["identity_columns"] is not None:
+            recipe["identity_columns"] = metadata_frame.IdentityColumns.from_ipc(
+                pickled["identity_columns"]
+            )
+        if pickled["extra_columns"] is not None:
+            recipe["extra_columns"] = metadata_frame.read_ipc(pickled["extra_columns"])
+    dataset = CachedDataset._blank(list(recipe["paths"]), recipe["reader_config"])
+    dataset._unopened_recipe = recipe
+    return dataset
+
+
+def _check_index(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if not 0 <= value <= _native.U64_MAX:
+        raise ValueError(f"{name} must be between 0 and 2**64 - 1, got {value}")

@@ -9,6 +9,7 @@ that a process that only writes or reads samples never loads Polars (about
 from __future__ import annotations
 
 import ctypes
+import io
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -52,26 +53,108 @@ def install(handle: _DatasetHandle, metadata: pl.DataFrame) -> pl.DataFrame | No
     its extra columns, which the next `read` appends."""
     if not isinstance(metadata, pl.DataFrame):
         raise TypeError(f"metadata must be a polars DataFrame, got {type(metadata).__name__}")
-    columns = json.dumps(
-        [[name, _arrow_type_name(dtype)] for name, dtype in metadata.schema.items()]
-    )
-    cache_ids, cache_array = _integer_column(metadata, "cache_id")
-    sample_ids, sample_array = _integer_column(metadata, "sample_id")
-    weights, weight_array = _float_column(metadata, WEIGHT_COLUMN)
+    columns = [[name, _arrow_type_name(dtype)] for name, dtype in metadata.schema.items()]
+    _set_table(handle, metadata, columns)
+    known = {*IDENTITY_COLUMNS, WEIGHT_COLUMN, *handle.stored_names()}
+    extras = [name for name in metadata.columns if name not in known]
+    return metadata.select(extras) if extras else None
+
+
+class IdentityColumns:
+    """The identity and weight columns of a table `install` accepted, widened to
+    64 bits and exported once, in the process that installed it: enough to
+    install the same table again (`install_identities`). A child forked from
+    that process installs it from the exported buffers without calling into
+    Polars, whose thread pool does not survive fork."""
+
+    def __init__(self, frame: pl.DataFrame) -> None:
+        self.frame = frame.select(
+            pl.col("cache_id").cast(pl.Int64),
+            pl.col("sample_id").cast(pl.Int64),
+            pl.col(WEIGHT_COLUMN).cast(pl.Float64),
+        ).rechunk()
+        self.buffers = [ColumnBuffers(series) for series in self.frame.get_columns()]
+
+    def to_ipc(self) -> bytes:
+        """The columns as an Arrow IPC file."""
+        return write_ipc(self.frame)
+
+    @classmethod
+    def from_ipc(cls, data: bytes) -> IdentityColumns:
+        return cls(read_ipc(data))
+
+    def install(self, handle: _DatasetHandle) -> None:
+        """See `install_identities`."""
+        install_identities(handle, self)
+
+
+def write_ipc(frame: pl.DataFrame) -> bytes:
+    """A frame as Arrow IPC file bytes."""
+    sink = io.BytesIO()
+    frame.write_ipc(sink)
+    return sink.getvalue()
+
+
+def read_ipc(data: bytes) -> pl.DataFrame:
+    return pl.read_ipc(io.BytesIO(data))
+
+
+# The Arrow type a stored column of each kind has in the table (storage-format.md).
+_KIND_ARROW_TYPES = {"bool": "bool", "int": "int64", "float": "float64", "string": "utf8"}
+
+
+def install_identities(handle: _DatasetHandle, identities: IdentityColumns) -> None:
+    """Make the table of `identities` active; the stored columns' values come
+    from the caches, as with `install`. Calls nothing of Polars."""
+    columns = [["cache_id", "int64"], ["sample_id", "int64"], [WEIGHT_COLUMN, "float64"]]
+    columns += [[name, _KIND_ARROW_TYPES[kind]] for name, kind in handle.stored_kinds.items()]
+    cache_ids, sample_ids, weights = identities.buffers
     _native.check(
         _native.lib.drt_dataset_set_table(
             handle.value,
-            columns.encode(),
-            metadata.height,
+            json.dumps(columns).encode(),
+            identities.frame.height,
+            ctypes.byref(_int_column(cache_ids, signed=True)),
+            ctypes.byref(_int_column(sample_ids, signed=True)),
+            ctypes.byref(_float_column_of(weights)),
+        )
+    )
+
+
+def _int_column(buffers: ColumnBuffers, *, signed: bool) -> _native.IntColumn:
+    return _native.IntColumn(
+        values=buffers.values + buffers.offset * 8,
+        validity=buffers.validity,
+        validity_offset=buffers.offset,
+        is_signed=int(signed),
+    )
+
+
+def _float_column_of(buffers: ColumnBuffers) -> _native.FloatColumn:
+    return _native.FloatColumn(
+        values=buffers.values + buffers.offset * 8,
+        validity=buffers.validity,
+        validity_offset=buffers.offset,
+    )
+
+
+def _set_table(handle: _DatasetHandle, frame: pl.DataFrame, columns: list[list[str]]) -> None:
+    """Hand the core `frame`'s identity and weight columns, `columns` naming
+    every column of the table with its Arrow type."""
+    cache_ids, cache_array = _integer_column(frame, "cache_id")
+    sample_ids, sample_array = _integer_column(frame, "sample_id")
+    weights, weight_array = _float_column(frame, WEIGHT_COLUMN)
+    _native.check(
+        _native.lib.drt_dataset_set_table(
+            handle.value,
+            json.dumps(columns).encode(),
+            frame.height,
             ctypes.byref(cache_ids),
             ctypes.byref(sample_ids),
             ctypes.byref(weights),
         )
     )
     del cache_array, sample_array, weight_array
-    known = {*IDENTITY_COLUMNS, WEIGHT_COLUMN, *handle.stored_names()}
-    extras = [name for name in metadata.columns if name not in known]
-    return metadata.select(extras) if extras else None
 
 
 _ARROW_TYPE_NAMES: dict[Any, str] = {

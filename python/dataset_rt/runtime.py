@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import ctypes
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from dataset_rt import _native
+from dataset_rt._native import RuntimeHandle
 from dataset_rt.config import ReaderConfig, WriterConfig
 from dataset_rt.dataset import CachedDataset
 from dataset_rt.records import (
@@ -30,23 +29,6 @@ from dataset_rt.writing import (
 
 MAX_WORKERS = 256
 """The core's limit on native worker threads per runtime."""
-
-
-class RuntimeHandle:
-    """Owns the native pool; destroyed when the last runtime, dataset or
-    iterator holding it is gone, so no native object outlives its threads."""
-
-    def __init__(self, num_workers: int) -> None:
-        handle = ctypes.c_void_p()
-        _native.check(_native.lib.drt_runtime_create(num_workers, ctypes.byref(handle)))
-        self.value = handle
-        self.process_id = os.getpid()
-
-    def __del__(self) -> None:
-        # In a forked child the threads do not exist; the core's destroy knows that.
-        if getattr(self, "value", None) and not _native.shutting_down():
-            _native.lib.drt_runtime_destroy(self.value)
-            self.value = None
 
 
 class DatasetRuntime:

@@ -1,0 +1,471 @@
+"""PyTorch integration: DataLoader workers, distributed ranks and exact resume.
+
+Importing this module imports torch (never a dependency of the package).
+
+- `TorchIterableDataset` (from `CachedDataset.to_torch_iterable_dataset`) reads a
+  dataset's stream in DataLoader worker processes and under several ranks:
+  each worker of each rank reads only its own batches, so the loaders' outputs,
+  interleaved rank by rank and step by step, are exactly the single-process
+  stream.
+- `DataLoader` is `torch.utils.data.DataLoader` that moves the stream on by one
+  epoch per iteration whatever the number of workers, and counts the batches it
+  has handed out, so `state_dict()` is one global stream position: resuming it
+  with any number of workers or ranks continues the same stream.
+
+docs/training.md describes the layout, padding, resume and the threads that run.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from types import FrameType
+from typing import Any
+
+import torch.utils.data as torch_data
+
+from dataset_rt import _native
+from dataset_rt.dataset import CachedDataset, SampleIterator
+from dataset_rt.records import CachedSample
+
+__all__ = ["DataLoader", "TorchIterableDataset"]
+
+_WORKER_THREADS_MAX = 256
+
+
+class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg]
+    """A sized `IterableDataset` over a `CachedDataset`'s stream, for DataLoaders
+    with any number of worker processes and ranks.
+
+    Made by `CachedDataset.to_torch_iterable_dataset`. Each iteration reads the
+    dataset's next epoch (or the rest of the epoch a loaded state stopped in):
+
+    - One rank, ``DataLoader(adapter, batch_size=B, num_workers=W)`` with the
+      adapter's own ``batch_size=B`` (or ``None`` for both): the loader yields
+      the epoch's samples in order, batch k from worker ``k % W``.
+    - Several ranks (`rank`/`world_size`, or ``torch.distributed`` once it is
+      initialized): global step g gives rank r the epoch's positions
+      ``g*R*B + r*B .. + B``. Every rank yields the same number of batches:
+      ``drop_last=True`` drops an incomplete last step, otherwise the last step
+      is filled with the positions after the epoch (as ``DistributedSampler``
+      pads). With one rank nothing is padded.
+
+    In the main process (``num_workers=0``) iterating it moves the dataset on by
+    one epoch, as iterating the dataset does. Worker processes cannot move the
+    main process's dataset: with a plain ``torch.utils.data.DataLoader`` and
+    workers, call `set_epoch` before each epoch, or use `dataset_rt.torch.DataLoader`,
+    which does it. Each worker process reopens the caches (after checking that
+    every manifest is the one opened in the main process) with a runtime of
+    `worker_threads` native threads, and runs `transform` on each sample.
+    """
+
+    def __init__(
+        self,
+        dataset: CachedDataset,
+        *,
+        transform: Callable[[CachedSample], Any] | None = None,
+        batch_size: int | None = None,
+        drop_last: bool = False,
+        rank: int | None = None,
+        world_size: int | None = None,
+        worker_threads: int = 1,
+    ) -> None:
+        if not isinstance(dataset, CachedDataset):
+            raise TypeError(f"dataset must be a CachedDataset, got {type(dataset).__name__}")
+        if transform is not None and not callable(transform):
+            raise TypeError(f"transform must be callable, got {type(transform).__name__}")
+        if batch_size is not None:
+            _check_int("batch_size", batch_size, 1, 2**31)
+        if not isinstance(drop_last, bool):
+            raise TypeError(f"drop_last must be a bool, got {type(drop_last).__name__}")
+        if (rank is None) != (world_size is None):
+            raise ValueError("rank and world_size must be given together (or neither)")
+        if world_size is not None and rank is not None:
+            _check_int("world_size", world_size, 1, 2**20)
+            _check_int("rank", rank, 0, 2**20)
+            if rank >= world_size:
+                raise ValueError(f"rank must be below world_size ({world_size}), got {rank}")
+        _check_int("worker_threads", worker_threads, 1, _WORKER_THREADS_MAX)
+        self._dataset = dataset
+        self._transform = transform
+        self._batch_size = batch_size
+        self._drop_last = drop_last
+        self._rank = rank
+        self._world_size = world_size
+        self._worker_threads = worker_threads
+        # Ranks resolved in the process that pickled this adapter (spawned
+        # workers have no process group of their own).
+        self._inherited_topology: tuple[int, int] | None = None
+        # An epoch taken by the main process for the next iteration
+        # (`DataLoader`), and the process that has read it already.
+        self._claim: dict[str, Any] | None = None
+        self._claim_read_by: int | None = None
+        # A state given to `load_state_dict`, read by the next iteration.
+        self._resume: dict[str, Any] | None = None
+        # This process's current iteration: its iterator, shard and skipped samples.
+        self._current: tuple[SampleIterator, _native.Shard, int] | None = None
+
+    @property
+    def dataset(self) -> CachedDataset:
+        """The `CachedDataset` read."""
+        return self._dataset
+
+    @property
+    def batch_size(self) -> int | None:
+        """The per-rank batch size the DataLoader must use (``None``: samples, B = 1)."""
+        return self._batch_size
+
+    @property
+    def drop_last(self) -> bool:
+        """Whether an incomplete last global step is dropped."""
+        return self._drop_last
+
+    def rank_and_world_size(self) -> tuple[int, int]:
+        """This process's rank and the number of ranks: as given, else from an
+        initialized ``torch.distributed``, else ``(0, 1)``."""
+        if self._rank is not None and self._world_size is not None:
+            return self._rank, self._world_size
+        distributed = _initialized_distributed()
+        if distributed is not None:
+            return distributed.get_rank(), distributed.get_world_size()
+        if self._inherited_topology is not None:
+            return self._inherited_topology
+        return 0, 1
+
+    def set_epoch(self, epoch: int) -> None:
+        """Make epoch `epoch` the next iteration's (see `CachedDataset.set_epoch`).
+
+        With a plain ``torch.utils.data.DataLoader`` and worker processes, call
+        it at the start of every epoch, as with ``DistributedSampler.set_epoch``.
+        """
+        self._claim = None
+        self._resume = None
+        self._dataset.set_epoch(epoch)
+
+    def __len__(self) -> int:
+        """Samples this rank yields in the next iteration, padding included."""
+        counts = _native.ShardCounts()
+        _native.check(
+            _native.lib.drt_shard_count(
+                len(self._dataset), _ctypes_ref(self._shard(0, 1)), _ctypes_ref(counts)
+            )
+        )
+        return counts.rank_samples
+
+    def _shard(self, worker: int, num_workers: int) -> _native.Shard:
+        rank, world_size = self.rank_and_world_size()
+        if not 0 <= rank < world_size:
+            raise ValueError(
+                f"rank must be between 0 and world_size - 1 ({world_size - 1}), got {rank}"
+            )
+        return _native.Shard(
+            batch_size=self._batch_size or 1,
+            rank=rank,
+            world_size=world_size,
+            worker=worker,
+            num_workers=num_workers,
+            drop_last=int(self._drop_last),
+        )
+
+    def __iter__(self) -> Iterator[Any]:
+        info = torch_data.get_worker_info()
+        if info is None:
+            worker, num_workers = 0, 1
+        else:
+            worker, num_workers = info.id, info.num_workers
+            self._dataset._open_here(self._worker_threads)
+        shard = self._shard(worker, num_workers)
+        skip = self._start_position(shard)
+        iterator = self._dataset._iterate(shard, skip)
+        self._current = (iterator, shard, skip)
+        return self._samples(iterator)
+
+    def _start_position(self, shard: _native.Shard) -> int:
+        """Move the dataset to where this iteration starts; returns how many
+        samples of the shard's share to skip."""
+        resume, self._resume = self._resume, None
+        claim = self._claim
+        if claim is not None and self._claim_read_by != os.getpid():
+            self._claim_read_by = os.getpid()
+        else:
+            claim = None
+        if resume is not None:
+            self._dataset.load_state_dict(resume["span"])
+            if resume["shard"] is None:
+                return 0
+            if resume["shard"] != _shard_fields(shard):
+                raise ValueError(
+                    f"this state is the share of one DataLoader reader ({resume['shard']}); "
+                    f"it resumes only the same reader ({_shard_fields(shard)}): keep the number of "
+                    "workers and ranks, or resume from dataset_rt.torch.DataLoader's global state"
+                )
+            return int(resume["consumed"])
+        if claim is not None:
+            self._dataset.load_state_dict(claim)
+        return 0
+
+    def _samples(self, iterator: SampleIterator) -> Iterator[Any]:
+        _check_loader_batch_size(sys._getframe(1), self._batch_size)
+        if self._transform is None:
+            yield from iterator
+        else:
+            yield from map(self._transform, iterator)
+
+    def state_dict(self) -> dict[str, Any]:
+        """This reader's resume state, in the form torchdata's
+        ``StatefulDataLoader`` asks each worker for: the state its share was cut
+        from, its shard, and the samples it has yielded. Between iterations, the
+        dataset's state."""
+        if self._current is None:
+            return {"span": self._dataset.state_dict(), "shard": None, "consumed": 0}
+        iterator, shard, skip = self._current
+        return {
+            "span": iterator._native.span(),
+            "shard": _shard_fields(shard),
+            "consumed": skip + iterator.consumed(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Make the next iteration continue from `state`: this adapter's
+        `state_dict` (the same reader resumes), or a global state from
+        `DataLoader.state_dict` or `CachedDataset.state_dict` (any reader)."""
+        if not isinstance(state, Mapping):
+            raise TypeError(f"state must be a dict, got {type(state).__name__}")
+        if "span" in state:
+            consumed = state.get("consumed")
+            if isinstance(consumed, bool) or not isinstance(consumed, int) or consumed < 0:
+                raise ValueError(f"state['consumed'] must be a non-negative int, got {consumed!r}")
+            self._resume = {
+                "span": state["span"],
+                "shard": state.get("shard"),
+                "consumed": consumed,
+            }
+        else:
+            self._resume = {"span": state, "shard": None, "consumed": 0}
+        self._claim = None
+
+    def _claim_epoch(self) -> dict[str, Any]:
+        """Take the next epoch in the main process for the next iteration,
+        wherever its readers run; returns its state."""
+        resume, self._resume = self._resume, None
+        if resume is not None:
+            if resume["shard"] is not None:
+                raise ValueError(
+                    "a DataLoader reader's own state resumes through torchdata's "
+                    "StatefulDataLoader; dataset_rt.torch.DataLoader resumes from its state_dict()"
+                )
+            self._dataset.load_state_dict(resume["span"])
+        self._claim = self._dataset._handle.take_state()
+        self._claim_read_by = None
+        return self._claim
+
+    def _claim_handed_out(self) -> None:
+        """The readers of the claimed epoch have started (workers have their
+        copies): this process must not read it again."""
+        self._claim_read_by = os.getpid()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_current"] = None
+        state["_inherited_topology"] = self.rank_and_world_size()
+        return state
+
+    def __copy__(self) -> TorchIterableDataset:
+        twin = type(self).__new__(type(self))
+        twin.__dict__.update(self.__dict__)
+        twin._current = None
+        return twin
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> TorchIterableDataset:
+        # The dataset is shared, as `copy` shares it: its caches are immutable.
+        return self.__copy__()
+
+
+class DataLoader(torch_data.DataLoader):  # type: ignore[type-arg]
+    """`torch.utils.data.DataLoader` for DatasetRT, with exact, elastic resume.
+
+    Takes the same arguments as torch's, with a `CachedDataset` (the adapter
+    is made with this loader's ``batch_size`` and ``drop_last``) or a
+    `TorchIterableDataset` built with the same ``batch_size`` and ``drop_last``.
+    Every iteration reads the dataset's next epoch, with any number of
+    workers. It counts the batches it has handed out: `state_dict` is the
+    stream position of the next unconsumed sample with the fingerprint of the
+    data, the same on every rank, and `load_state_dict` continues from it with
+    any number of workers or ranks.
+    """
+
+    def __init__(self, dataset: Any, *args: Any, **kwargs: Any) -> None:
+        bound = _DATALOADER_SIGNATURE.bind(None, dataset, *args, **kwargs)
+        bound.apply_defaults()
+        batch_size = bound.arguments["batch_size"]
+        drop_last = bound.arguments["drop_last"]
+        if isinstance(dataset, CachedDataset):
+            dataset = dataset.to_torch_iterable_dataset(batch_size=batch_size, drop_last=drop_last)
+        elif not isinstance(dataset, TorchIterableDataset):
+            raise TypeError(
+                "dataset_rt.torch.DataLoader reads a CachedDataset or its "
+                f"to_torch_iterable_dataset() adapter, got {type(dataset).__name__}"
+            )
+        elif (dataset.batch_size or 1) != (batch_size or 1):
+            raise ValueError(
+                f"the adapter was built with batch_size={dataset.batch_size} and the loader has "
+                f"batch_size={batch_size}: pass DataLoader(batch_size={dataset.batch_size}) or "
+                f"build the adapter with to_torch_iterable_dataset(batch_size={batch_size})"
+            )
+        elif dataset.drop_last != drop_last:
+            raise ValueError(
+                f"the adapter was built with drop_last={dataset.drop_last} and the loader has "
+                f"drop_last={drop_last}: set both the same"
+            )
+        bound.arguments["dataset"] = dataset
+        super().__init__(*bound.args[1:], **bound.kwargs)
+        self._span: dict[str, Any] | None = None
+        self._steps = 0
+        self._expected_next: dict[str, Any] | None = None
+        self._counting: _CountingIterator | None = None
+
+    def __iter__(self) -> _CountingIterator:  # type: ignore[override]
+        adapter: TorchIterableDataset = self.dataset  # type: ignore[assignment]
+        span = adapter._claim_epoch()
+        if self.persistent_workers and self._iterator is not None and span != self._expected_next:
+            raise RuntimeError(
+                "persistent DataLoader workers continue the epochs they started with and "
+                "cannot follow set_epoch, load_state_dict or update_metadata; create a new "
+                "DataLoader after changing the dataset"
+            )
+        self._span, self._steps = span, 0
+        self._expected_next = {
+            **span,
+            "epoch": span["epoch"] + 1,
+            "epoch_start": span["epoch_start"] + span["epoch_len"],
+            "position": span["epoch_start"] + span["epoch_len"],
+        }
+        iterator = super().__iter__()
+        adapter._claim_handed_out()
+        self._counting = _CountingIterator(self, iterator)
+        return self._counting
+
+    def state_dict(self) -> dict[str, Any]:
+        """The resume state: the stream position of the next sample not yet
+        handed out (over all ranks, which move in step), its epoch, and the
+        fingerprint of the data (manifest SHA-256s, active-table digest, seed,
+        ``shuffle``, ``epoch_len``, sampling algorithm). Small and global: no
+        per-worker or per-rank part."""
+        adapter: TorchIterableDataset = self.dataset  # type: ignore[assignment]
+        if self._span is None:
+            return adapter.dataset.state_dict()
+        span = self._span
+        start = _native.StreamPosition(
+            epoch=span["epoch"],
+            epoch_start=span["epoch_start"],
+            epoch_len=span["epoch_len"],
+            position=span["position"],
+        )
+        after = _native.StreamPosition()
+        _native.check(
+            _native.lib.drt_stream_after_steps(
+                _ctypes_ref(start),
+                _ctypes_ref(adapter._shard(0, 1)),
+                self._steps,
+                _ctypes_ref(after),
+            )
+        )
+        return {
+            **span,
+            "epoch": after.epoch,
+            "epoch_start": after.epoch_start,
+            "position": after.position,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from `state` (from `state_dict`, in any process, with any
+        number of workers and ranks): the next iteration yields the rest of its
+        epoch. Raises `ValueError` naming what differs when the state belongs
+        to other data (caches, active table or weights, seed, ``shuffle``,
+        ``epoch_len``); nothing changes then."""
+        adapter: TorchIterableDataset = self.dataset  # type: ignore[assignment]
+        adapter.dataset.load_state_dict(state)
+        adapter._resume = None
+        self._span = None
+
+
+class _CountingIterator:
+    """The torch iterator of one `DataLoader` iteration, counting what it hands out."""
+
+    __slots__ = ("_loader", "_iterator")
+
+    def __init__(self, loader: DataLoader, iterator: Any) -> None:
+        self._loader = loader
+        self._iterator = iterator
+
+    def __iter__(self) -> _CountingIterator:
+        return self
+
+    def __next__(self) -> Any:
+        loader = self._loader
+        try:
+            batch = next(self._iterator)
+        except StopIteration:
+            if loader._counting is self:
+                loader._span = None
+            raise
+        if loader._counting is self:
+            loader._steps += 1
+        return batch
+
+    def __len__(self) -> int:
+        return len(self._iterator)
+
+
+_DATALOADER_SIGNATURE = inspect.signature(torch_data.DataLoader.__init__)
+
+
+def _shard_fields(shard: _native.Shard) -> dict[str, int]:
+    return {
+        name: int(getattr(shard, name)) for name, _ in _native.Shard._fields_ if name != "reserved"
+    }
+
+
+def _ctypes_ref(value: Any) -> Any:
+    import ctypes
+
+    return ctypes.byref(value)
+
+
+def _initialized_distributed() -> Any:
+    try:
+        import torch.distributed as distributed
+    except ImportError:
+        return None
+    if distributed.is_available() and distributed.is_initialized():
+        return distributed
+    return None
+
+
+def _check_int(name: str, value: object, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be between {low} and {high}, got {value}")
+
+
+def _check_loader_batch_size(caller: FrameType | None, batch_size: int | None) -> None:
+    """Refuse a DataLoader whose batch size differs from the adapter's: its
+    workers' batches would interleave at the wrong size and reorder the
+    stream. Seen from the first sample's request, made by torch's fetcher for
+    a whole batch; any other caller (a loop, another loader) is not checked."""
+    if caller is None or caller.f_code.co_name != "fetch":
+        return
+    fetcher = caller.f_locals.get("self")
+    if type(fetcher).__name__ != "_IterableDatasetFetcher":
+        return
+    index = caller.f_locals.get("possibly_batched_index")
+    loader_batch_size = len(index) if getattr(fetcher, "auto_collation", False) else None
+    if (loader_batch_size or 1) != (batch_size or 1):
+        raise ValueError(
+            f"the DataLoader has batch_size={loader_batch_size} and the adapter "
+            f"batch_size={batch_size}: pass DataLoader(batch_size={batch_size}) or build the "
+            f"adapter with to_torch_iterable_dataset(batch_size={loader_batch_size})"
+        )
