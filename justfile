@@ -4,7 +4,7 @@
 
 venv_bin := justfile_directory() / ".venv" / "bin"
 export PATH := if path_exists(venv_bin) == "true" { venv_bin + ":" + env("PATH") } else { env("PATH") }
-python_paths := "python tests benchmarks scripts setup.py"
+python_paths := "python tests benchmarks scripts examples setup.py"
 
 # Rebuild the library (ReleaseFast) into python/dataset_rt/_lib/
 build:

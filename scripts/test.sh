@@ -2,7 +2,7 @@
 # The full test suite, as CI runs it. Uses the `python` first on PATH, which must have
 # dataset_rt installed with the dev extras (ziglang, pytest, ...).
 #   1. Zig unit tests
-#   2. pytest against the installed ReleaseFast library
+#   2. pytest against the installed ReleaseFast library, then examples/ddp_train.py --quick
 #   3. pytest against a ReleaseSafe build: out-of-bounds and overflow panic there instead of
 #      being silent undefined behaviour as in ReleaseFast.
 #      On Linux, phases 2, 3 and 5 also check that their library asks for no glibc symbol
@@ -80,6 +80,13 @@ check_glibc() {
 phase "2/6 pytest against the installed ReleaseFast library"
 check_glibc "$(python -c 'from dataset_rt import _native; print(_native.library_path)')"
 run_pytest
+# The training example, briefly: two gloo ranks with DataLoader workers, stopped and
+# resumed, checked against an uninterrupted run.
+if python -c 'import torch' 2>/dev/null; then
+    python examples/ddp_train.py --quick
+else
+    missing "torch" "pip install torch==2.13.0"
+fi
 
 phase "3/6 pytest against a ReleaseSafe library"
 safe_library=$(python scripts/build_library.py --mode ReleaseSafe --no-strip --dest zig-out/release-safe)

@@ -331,3 +331,33 @@ def test_a_pickled_dataset_refuses_caches_replaced_since(
     shutil.rmtree(path)
     with pytest.raises(ValueError, match="cannot open the cache directory"):
         len(pickle.loads(data))
+
+
+def table_digest(rows: list[tuple[int, int, float]]) -> str:
+    """docs/determinism.md, section 10, in pure Python."""
+    import hashlib
+    import struct
+
+    message = b"dataset_rt/table/v1" + struct.pack("<Q", len(rows))
+    message += b"".join(struct.pack("<QQd", *row) for row in rows)
+    return hashlib.sha256(message).hexdigest()
+
+
+def test_the_table_digest_is_the_documented_one(
+    runtime: DatasetRuntime, caches: list[Path]
+) -> None:
+    assert (
+        table_digest([(0, 0, 1.0), (0, 1, 1.0), (1, 0, 1.0)])
+        == "20183bc04ac84448c2f1f6b279c9ed4463d3d8dce8d7069c2d492b4f95c1d063"
+    )
+    assert (
+        table_digest([(0, 1, 2.0), (0, 0, 0.5)])
+        == "324a0fd10e3357f2e9c2d969efcb19ed9152ab05a8927999846c3b535f50de10"
+    )
+    for edit in (False, True):
+        ds = load(runtime, caches)
+        if edit:
+            reweight(ds)
+        table = ds.get_metadata()
+        rows = list(zip(table["cache_id"], table["sample_id"], table["weight"], strict=True))
+        assert ds.state_dict()["table"] == table_digest(rows)

@@ -68,12 +68,14 @@ class IdentityColumns:
     Polars, whose thread pool does not survive fork."""
 
     def __init__(self, frame: pl.DataFrame) -> None:
+        # Widened, keeping the sign: the UInt64 and Float64 columns of a frame
+        # from get_metadata are taken as they are, without a copy.
         self.frame = frame.select(
-            pl.col("cache_id").cast(pl.Int64),
-            pl.col("sample_id").cast(pl.Int64),
-            pl.col(WEIGHT_COLUMN).cast(pl.Float64),
+            *(_widened(frame.get_column(name)) for name in IDENTITY_COLUMNS),
+            frame.get_column(WEIGHT_COLUMN).cast(pl.Float64),
         ).rechunk()
         self.buffers = [ColumnBuffers(series) for series in self.frame.get_columns()]
+        self.signed = [series.dtype.is_signed_integer() for series in self.frame.get_columns()[:2]]
 
     def to_ipc(self) -> bytes:
         """The columns as an Arrow IPC file."""
@@ -106,7 +108,12 @@ _KIND_ARROW_TYPES = {"bool": "bool", "int": "int64", "float": "float64", "string
 def install_identities(handle: _DatasetHandle, identities: IdentityColumns) -> None:
     """Make the table of `identities` active; the stored columns' values come
     from the caches, as with `install`. Calls nothing of Polars."""
-    columns = [["cache_id", "int64"], ["sample_id", "int64"], [WEIGHT_COLUMN, "float64"]]
+    cache_signed, sample_signed = identities.signed
+    columns = [
+        ["cache_id", "int64" if cache_signed else "uint64"],
+        ["sample_id", "int64" if sample_signed else "uint64"],
+        [WEIGHT_COLUMN, "float64"],
+    ]
     columns += [[name, _KIND_ARROW_TYPES[kind]] for name, kind in handle.stored_kinds.items()]
     cache_ids, sample_ids, weights = identities.buffers
     _native.check(
@@ -114,11 +121,15 @@ def install_identities(handle: _DatasetHandle, identities: IdentityColumns) -> N
             handle.value,
             json.dumps(columns).encode(),
             identities.frame.height,
-            ctypes.byref(_int_column(cache_ids, signed=True)),
-            ctypes.byref(_int_column(sample_ids, signed=True)),
+            ctypes.byref(_int_column(cache_ids, signed=cache_signed)),
+            ctypes.byref(_int_column(sample_ids, signed=sample_signed)),
             ctypes.byref(_float_column_of(weights)),
         )
     )
+
+
+def _widened(series: pl.Series) -> pl.Series:
+    return series.cast(pl.Int64 if series.dtype.is_signed_integer() else pl.UInt64)
 
 
 def _int_column(buffers: ColumnBuffers, *, signed: bool) -> _native.IntColumn:
