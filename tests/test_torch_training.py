@@ -174,14 +174,18 @@ def test_bad_ranks_are_refused(runtime: DatasetRuntime, caches: list[Path]) -> N
     ds = load(runtime, caches)
     with pytest.raises(ValueError, match="rank must be below world_size \\(2\\), got 2"):
         ds.to_torch_iterable_dataset(rank=2, world_size=2)
-    with pytest.raises(ValueError, match="rank must be between 0 and"):
+    with pytest.raises(ValueError, match="rank must be between 0 and 4294967295, got -1"):
         ds.to_torch_iterable_dataset(rank=-1, world_size=2)
-    with pytest.raises(ValueError, match="world_size must be between 1 and"):
+    with pytest.raises(ValueError, match="world_size must be between 1 and 1048576, got 0"):
         ds.to_torch_iterable_dataset(rank=0, world_size=0)
     with pytest.raises(ValueError, match="given together"):
         ds.to_torch_iterable_dataset(rank=1)
-    with pytest.raises(ValueError, match="batch_size must be between 1"):
+    with pytest.raises(ValueError, match="batch_size must be between 1 and 2147483648, got 0"):
         ds.to_torch_iterable_dataset(batch_size=0)
+    with pytest.raises(ValueError, match="batch_size must be between 0 and"):
+        ds.to_torch_iterable_dataset(batch_size=-4)
+    with pytest.raises(TypeError, match="rank must be an int, got str"):
+        ds.to_torch_iterable_dataset(rank="0", world_size=2)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="worker_threads must be between 1"):
         ds.to_torch_iterable_dataset(worker_threads=0)
     with pytest.raises(TypeError, match="transform must be callable"):

@@ -29,10 +29,9 @@ import torch.utils.data as torch_data
 from dataset_rt import _native
 from dataset_rt.dataset import CachedDataset, SampleIterator
 from dataset_rt.records import CachedSample
+from dataset_rt.runtime import MAX_WORKERS
 
 __all__ = ["DataLoader", "TorchIterableDataset"]
-
-_WORKER_THREADS_MAX = 256
 
 
 class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg]
@@ -76,18 +75,17 @@ class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg
             raise TypeError(f"dataset must be a CachedDataset, got {type(dataset).__name__}")
         if transform is not None and not callable(transform):
             raise TypeError(f"transform must be callable, got {type(transform).__name__}")
-        if batch_size is not None:
-            _check_int("batch_size", batch_size, 1, 2**31)
         if not isinstance(drop_last, bool):
             raise TypeError(f"drop_last must be a bool, got {type(drop_last).__name__}")
         if (rank is None) != (world_size is None):
             raise ValueError("rank and world_size must be given together (or neither)")
-        if world_size is not None and rank is not None:
-            _check_int("world_size", world_size, 1, 2**20)
-            _check_int("rank", rank, 0, 2**20)
-            if rank >= world_size:
-                raise ValueError(f"rank must be below world_size ({world_size}), got {rank}")
-        _check_int("worker_threads", worker_threads, 1, _WORKER_THREADS_MAX)
+        _check_int("batch_size", batch_size, 0, _native.U64_MAX)
+        _check_int("rank", rank, 0, _native.U32_MAX)
+        _check_int("world_size", world_size, 0, _native.U32_MAX)
+        _check_int("worker_threads", worker_threads, 1, MAX_WORKERS)
+        # The core checks the ranges (batch size, ranks, rank below world_size).
+        topology = (0, 1) if rank is None or world_size is None else (rank, world_size)
+        _shard_counts(0, _shard_of(batch_size, *topology, drop_last))
         self._dataset = dataset
         self._transform = transform
         self._batch_size = batch_size
@@ -146,28 +144,13 @@ class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg
 
     def __len__(self) -> int:
         """Samples this rank yields in the next iteration, padding included."""
-        counts = _native.ShardCounts()
-        _native.check(
-            _native.lib.drt_shard_count(
-                len(self._dataset), _ctypes_ref(self._shard(0, 1)), _ctypes_ref(counts)
-            )
-        )
-        return counts.rank_samples
+        return _shard_counts(len(self._dataset), self._shard(0, 1)).rank_samples
 
     def _shard(self, worker: int, num_workers: int) -> _native.Shard:
         rank, world_size = self.rank_and_world_size()
-        if not 0 <= rank < world_size:
-            raise ValueError(
-                f"rank must be between 0 and world_size - 1 ({world_size - 1}), got {rank}"
-            )
-        return _native.Shard(
-            batch_size=self._batch_size or 1,
-            rank=rank,
-            world_size=world_size,
-            worker=worker,
-            num_workers=num_workers,
-            drop_last=int(self._drop_last),
-        )
+        shard = _shard_of(self._batch_size, rank, world_size, self._drop_last)
+        shard.worker, shard.num_workers = worker, num_workers
+        return shard
 
     def __iter__(self) -> Iterator[Any]:
         info = torch_data.get_worker_info()
@@ -428,6 +411,25 @@ def _shard_fields(shard: _native.Shard) -> dict[str, int]:
     }
 
 
+def _shard_of(batch_size: int | None, rank: int, world_size: int, drop_last: bool) -> _native.Shard:
+    return _native.Shard(
+        batch_size=1 if batch_size is None else batch_size,
+        rank=rank,
+        world_size=world_size,
+        worker=0,
+        num_workers=1,
+        drop_last=int(drop_last),
+    )
+
+
+def _shard_counts(span_len: int, shard: _native.Shard) -> _native.ShardCounts:
+    """How `span_len` positions divide among `shard`'s ranks and workers; the
+    core refuses a shard out of range (`ValueError` naming the value)."""
+    counts = _native.ShardCounts()
+    _native.check(_native.lib.drt_shard_count(span_len, _ctypes_ref(shard), _ctypes_ref(counts)))
+    return counts
+
+
 def _ctypes_ref(value: Any) -> Any:
     import ctypes
 
@@ -445,6 +447,9 @@ def _initialized_distributed() -> Any:
 
 
 def _check_int(name: str, value: object, low: int, high: int) -> None:
+    """A Python int within the C field's range (None passes: not given)."""
+    if value is None:
+        return
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
     if not low <= value <= high:
