@@ -322,3 +322,142 @@ def test_library_draws_match_the_reference_on_a_large_table(
     for start in starts:
         expected = [draw(table, key, position) for position in range(start, start + 8)]
         assert library_draws(weights, 99, start, 8) == expected, f"positions {start}..{start + 7}"
+
+
+# --------------------------------------------------------------------------------------
+# Permutation (docs/determinism.md, section 11): replacement=False with shuffle=True
+
+PERMUTATION_DOMAIN = b"dataset_rt/permutation/v1"
+
+
+def permutation_key(seed: int) -> bytes:
+    return hashlib.sha256(PERMUTATION_DOMAIN + seed.to_bytes(8, "little")).digest()[:16]
+
+
+def murmur_fmix64(value: int) -> int:
+    value ^= value >> 33
+    value = (value * 0xFF51AFD7ED558CCD) & MASK_64
+    value ^= value >> 33
+    value = (value * 0xC4CEB9FE1A85EC53) & MASK_64
+    value ^= value >> 33
+    return value
+
+
+def permutation_round_keys(key: bytes, n: int, epoch: int) -> tuple[int, list[int]]:
+    """(t, round keys) of epoch `epoch` for a table of n rows."""
+    bits = (n - 1).bit_length()
+    rounds = 24 if bits <= 4 else 8
+    round_keys: list[int] = []
+    for pair in range(rounds // 2):
+        message = epoch.to_bytes(8, "little") + pair.to_bytes(8, "little")
+        round_keys.extend(struct.unpack("<QQ", siphash_2_4_128(key, message)))
+    return bits, round_keys
+
+
+def feistel(bits: int, round_keys: list[int], value: int) -> int:
+    high, low = bits - bits // 2, bits // 2
+    for round_key in round_keys:
+        low_part = value & ((1 << low) - 1)
+        high_part = value >> low
+        f = murmur_fmix64(low_part ^ round_key) >> (64 - high) if high else 0
+        value = (low_part << high) | (high_part ^ f)
+        high, low = low, high
+    return value
+
+
+def _pinned_permutation(n: int, seed: int, start: int, rows: str, name: str) -> Any:
+    return pytest.param(n, seed, start, [int(row) for row in rows.split()], id=name)
+
+
+def permutation_rows(n: int, seed: int, positions: Iterable[int]) -> list[int]:
+    key = permutation_key(seed)
+    rows = []
+    for position in positions:
+        epoch, index = divmod(position, n)
+        bits, round_keys = permutation_round_keys(key, n, epoch)
+        value = feistel(bits, round_keys, index)
+        while value >= n:  # cycle walking
+            value = feistel(bits, round_keys, value)
+        rows.append(value)
+    return rows
+
+
+PERMUTATION_KEY_42 = "1cf4a759c06712b20b99550b7883286e"
+
+# Rows of zig/permutation.zig (rowRange), pinned in its tests too.
+PINNED_PERMUTATIONS = [
+    _pinned_permutation(5, 42, 0, "4 1 3 0 2 3 4 1 0 2", "worked-example"),
+    _pinned_permutation(10, 7, 0, "3 5 1 9 8 7 0 4 2 6 4 9 3 6 5 0 7 1 8 2", "two-epochs"),
+    _pinned_permutation(1000, 0, 995, "703 0 600 862 296 260 68 894 205 771", "epoch-boundary"),
+    _pinned_permutation(
+        2**20 + 1,
+        2**64 - 1,
+        2**63,
+        "304639 250474 878957 965723 946662 1017725 311956 812489",
+        "cycle-walking",
+    ),
+    _pinned_permutation(3, 1, 2**64 - 6, "2 1 2 1 0 0", "last-positions"),
+]
+
+
+@pytest.fixture(scope="module")
+def library_permutation() -> Callable[[int, int, int, int], list[int]]:
+    """`drt_permutation_rows` through ctypes: (n, seed, start, count) -> rows."""
+    from dataset_rt import _native
+
+    function = _native.lib.drt_permutation_rows
+    function.argtypes = [ctypes.c_uint64] * 4 + [ctypes.POINTER(ctypes.c_uint64)]
+    function.restype = ctypes.c_int32
+
+    def call(n: int, seed: int, start: int, count: int) -> list[int]:
+        rows = (ctypes.c_uint64 * count)()
+        status = function(n, seed, start, count, rows)
+        assert status == 0, f"drt_permutation_rows returned {status}"
+        return list(rows)
+
+    return call
+
+
+def test_permutation_key_is_sha256_of_its_own_domain() -> None:
+    # Pinned in zig/permutation.zig's test "the check values of docs/determinism.md".
+    assert permutation_key(42).hex() == PERMUTATION_KEY_42
+
+
+@pytest.mark.parametrize(("n", "seed", "start", "expected"), PINNED_PERMUTATIONS)
+def test_reference_reproduces_pinned_permutations(
+    n: int, seed: int, start: int, expected: list[int]
+) -> None:
+    assert permutation_rows(n, seed, range(start, start + len(expected))) == expected
+
+
+@pytest.mark.parametrize(("n", "seed", "start", "expected"), PINNED_PERMUTATIONS)
+def test_library_reproduces_pinned_permutations(
+    library_permutation: Callable[[int, int, int, int], list[int]],
+    n: int,
+    seed: int,
+    start: int,
+    expected: list[int],
+) -> None:
+    assert library_permutation(n, seed, start, len(expected)) == expected
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    n=st.one_of(
+        st.integers(1, 40),
+        st.integers(1, 2**20),
+        st.sampled_from([2**16, 2**16 + 1, 2**32 - 1, 2**53]),
+        st.integers(1, 2**53),
+    ),
+    seed=st.one_of(st.sampled_from([0, 1, 2**64 - 1]), st.integers(0, 2**64 - 1)),
+    window=position_windows(),
+)
+def test_library_permutation_matches_the_reference(
+    library_permutation: Callable[[int, int, int, int], list[int]],
+    n: int,
+    seed: int,
+    window: tuple[int, int],
+) -> None:
+    start, count = window
+    expected = permutation_rows(n, seed, range(start, start + count))
+    assert library_permutation(n, seed, start, count) == expected

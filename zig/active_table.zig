@@ -5,6 +5,8 @@
 const std = @import("std");
 const system = @import("system.zig");
 const sampler = @import("sampler.zig");
+const permutation = @import("permutation.zig");
+const Sampling = @import("stream_state.zig").Sampling;
 const sha256 = @import("sha256.zig");
 const Diagnostic = @import("diagnostic.zig").Diagnostic;
 
@@ -20,7 +22,7 @@ pub const ActiveTable = struct {
     global_rows: ?[]u64 = null,
     /// Null means every weight is 1.0 (the default, not materialized).
     weights: ?[]f64 = null,
-    /// Built only for shuffled datasets with materialized weights.
+    /// Built only for weighted sampling with materialized weights.
     alias: ?sampler.AliasTable = null,
     cache_starts: []const u64,
     /// The table's digest (`digest`), computed on first use; guarded by `digest_mutex`.
@@ -42,7 +44,7 @@ pub const ActiveTable = struct {
         cache_starts: []const u64,
         global_rows: []u64,
         weights: []f64,
-        shuffle: bool,
+        sampling: Sampling,
     ) !*ActiveTable {
         std.debug.assert(global_rows.len == weights.len and global_rows.len >= 1);
         const table = try allocator.create(ActiveTable);
@@ -54,7 +56,7 @@ pub const ActiveTable = struct {
             .weights = weights,
             .cache_starts = cache_starts,
         };
-        if (shuffle) table.alias = try sampler.AliasTable.build(allocator, weights);
+        if (sampling == .weighted) table.alias = try sampler.AliasTable.build(allocator, weights);
         return table;
     }
 
@@ -120,14 +122,28 @@ pub const ActiveTable = struct {
         hasher.update(buffer[0..filled]);
         return hasher.final();
     }
+};
 
-    /// The row drawn at stream `position`: the cyclic cursor when not shuffled,
-    /// else a weighted draw (see docs/determinism.md).
-    pub fn plannedRow(table: *const ActiveTable, shuffle: bool, key: sampler.Key, position: u64) u64 {
-        if (!shuffle) return sampler.cyclicRow(table.row_count, position);
-        if (table.alias) |*alias| return alias.draw(key, position);
-        const uniform = sampler.AliasTable.uniform(table.row_count);
-        return uniform.draw(key, position);
+/// The rows of stream positions for one table and sampling (docs/determinism.md).
+/// Keeps the permutation's epoch keys between calls, so plan runs of positions
+/// with one planner.
+pub const RowPlanner = struct {
+    table: *const ActiveTable,
+    sampling: Sampling,
+    key: sampler.Key,
+    cursor: permutation.Cursor,
+
+    pub fn init(table: *const ActiveTable, sampling: Sampling, key: sampler.Key) RowPlanner {
+        return .{ .table = table, .sampling = sampling, .key = key, .cursor = .init(key, table.row_count) };
+    }
+
+    pub fn row(planner: *RowPlanner, position: u64) u64 {
+        const table = planner.table;
+        return switch (planner.sampling) {
+            .table_order => sampler.cyclicRow(table.row_count, position),
+            .weighted => if (table.alias) |*alias| alias.draw(planner.key, position) else sampler.AliasTable.uniform(table.row_count).draw(planner.key, position),
+            .permutation => planner.cursor.row(position),
+        };
     }
 };
 
@@ -172,7 +188,7 @@ test "an explicit table's rows locate the samples they were built from, around e
     for (global_rows, samples) |*global_row, sample| global_row.* = globalRow(&starts, sample);
     const weights = try std.testing.allocator.alloc(f64, samples.len);
     @memset(weights, 1.0);
-    const table = try ActiveTable.createExplicit(std.testing.allocator, &starts, global_rows, weights, true);
+    const table = try ActiveTable.createExplicit(std.testing.allocator, &starts, global_rows, weights, .weighted);
     defer table.release();
     for (samples, 0..) |sample, row| try std.testing.expectEqual(sample, table.location(row));
 }
@@ -183,7 +199,8 @@ test "an unshuffled default table walks rows cyclically in physical order" {
     defer table.release();
     const key = sampler.Key.fromSeed(1);
     var rows: [7]u64 = undefined;
-    for (&rows, 0..) |*row, position| row.* = table.plannedRow(false, key, position);
+    var planner: RowPlanner = .init(table, .table_order, key);
+    for (&rows, 0..) |*row, position| row.* = planner.row(position);
     try std.testing.expectEqualSlices(u64, &.{ 0, 1, 2, 3, 4, 0, 1 }, &rows);
     try std.testing.expectEqual(Location{ .cache_id = 1, .sample_id = 1 }, table.location(3));
 }
@@ -247,5 +264,5 @@ fn explicitTable(allocator: std.mem.Allocator, starts: []const u64, rows: []cons
     errdefer allocator.free(owned_rows);
     const owned_weights = try allocator.dupe(f64, weights);
     errdefer allocator.free(owned_weights);
-    return ActiveTable.createExplicit(allocator, starts, owned_rows, owned_weights, false);
+    return ActiveTable.createExplicit(allocator, starts, owned_rows, owned_weights, .table_order);
 }

@@ -16,11 +16,12 @@ const arrow_c_export = @import("arrow_c_export.zig");
 const active_table = @import("active_table.zig");
 const read_pipeline = @import("read_pipeline.zig");
 const sampler = @import("sampler.zig");
+const permutation = @import("permutation.zig");
 const stream_shard = @import("stream_shard.zig");
 const stream_state = @import("stream_state.zig");
 const Diagnostic = @import("diagnostic.zig").Diagnostic;
 
-const abi_version: u32 = 1;
+const abi_version: u32 = 2;
 
 const status_ok: i32 = 0;
 const status_invalid_argument: i32 = 1;
@@ -31,6 +32,7 @@ const status_out_of_memory: i32 = 5;
 const status_already_exists: i32 = 6;
 const status_wrong_process: i32 = 7;
 const status_state: i32 = 8;
+const status_out_of_range: i32 = 9;
 
 const allocator = std.heap.c_allocator;
 
@@ -62,6 +64,7 @@ fn statusOf(err: anyerror) i32 {
         error.OutOfMemory => status_out_of_memory,
         error.AlreadyExists => status_already_exists,
         error.State => status_state,
+        error.OutOfRange => status_out_of_range,
         else => status_state,
     };
 }
@@ -316,6 +319,7 @@ const ReaderOptions = extern struct {
     prefetch_size: u32,
     shuffle: u32,
     validate_cache: u32,
+    without_replacement: u32,
 };
 
 export fn drt_dataset_open(
@@ -337,12 +341,14 @@ export fn drt_dataset_open(
     for (spans, path_ptrs[0..path_count], lens[0..path_count], 0..) |*span, pointer, len, i| {
         span.* = byteString(pointer, len) orelse return failMessage(status_invalid_argument, "path {d} is NULL", .{i});
     }
+    if (opts.without_replacement > 1) return failMessage(status_invalid_argument, "options.without_replacement must be 0 or 1, got {d}", .{opts.without_replacement});
     var diagnostic: Diagnostic = .{};
     out_ptr.* = dataset_module.Dataset.open(allocator, pool, spans, .{
         .seed = opts.seed,
         .prefetch_size = opts.prefetch_size,
         .shuffle = opts.shuffle != 0,
         .validate_cache = opts.validate_cache != 0,
+        .replacement = opts.without_replacement == 0,
     }, &diagnostic) catch |err| return failError(err, &diagnostic);
     return status_ok;
 }
@@ -400,6 +406,7 @@ const StreamState = extern struct {
 comptime {
     std.debug.assert(stream_state.algorithm_shuffled.len < algorithm_bytes);
     std.debug.assert(stream_state.algorithm_ordered.len < algorithm_bytes);
+    std.debug.assert(stream_state.algorithm_permutation.len < algorithm_bytes);
 }
 
 const ShardSpec = extern struct {
@@ -659,6 +666,24 @@ export fn drt_iterator_create_shard(
     return createIterator(dataset, shardOf(spec), skip, defer_payload_bytes, out);
 }
 
+export fn drt_iterator_create_reads(
+    dataset: ?*dataset_module.Dataset,
+    cache_ids: ?[*]const u32,
+    sample_ids: ?[*]const u64,
+    count: u64,
+    defer_payload_bytes: u64,
+    out: ?*?*dataset_module.Iterator,
+) i32 {
+    const d = dataset orelse return failMessage(status_invalid_argument, "dataset is NULL", .{});
+    if (!checkProcess(d.pool)) return status_wrong_process;
+    const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
+    const caches: []const u32 = if (count == 0) &.{} else (cache_ids orelse return failMessage(status_invalid_argument, "cache_ids is NULL", .{}))[0..@intCast(count)];
+    const samples: []const u64 = if (count == 0) &.{} else (sample_ids orelse return failMessage(status_invalid_argument, "sample_ids is NULL", .{}))[0..@intCast(count)];
+    var diagnostic: Diagnostic = .{};
+    out_ptr.* = dataset_module.Iterator.createReads(d, caches, samples, defer_payload_bytes, &diagnostic) catch |err| return failError(err, &diagnostic);
+    return status_ok;
+}
+
 fn createIterator(
     dataset: ?*dataset_module.Dataset,
     shard: stream_shard.Shard,
@@ -678,6 +703,7 @@ export fn drt_iterator_span(iterator: ?*const dataset_module.Iterator, out: ?*St
     const it = iterator orelse return failMessage(status_invalid_argument, "iterator is NULL", .{});
     if (!checkProcess(it.dataset.pool)) return status_wrong_process;
     const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
+    if (it.readsByIdentity()) return failMessage(status_state, "this iterator reads samples by identity; it has no stream position", .{});
     return fillState(it.dataset, it.table(), it.span(), out_ptr);
 }
 
@@ -801,6 +827,14 @@ export fn drt_sampler_draws(weights: ?[*]const f64, n: u64, seed: u64, start: u6
     var table = sampler.AliasTable.build(allocator, weight_values) catch return failMessage(status_out_of_memory, "out of memory", .{});
     defer table.deinit(allocator);
     table.drawRange(sampler.Key.fromSeed(seed), start, rows);
+    return status_ok;
+}
+
+export fn drt_permutation_rows(n: u64, seed: u64, start: u64, count: u64, rows_out: ?[*]u64) i32 {
+    const rows: []u64 = if (count == 0) &.{} else (rows_out orelse return failMessage(status_invalid_argument, "rows_out is NULL", .{}))[0..@intCast(count)];
+    if (n < 1 or n > sampler.row_count_max) return failMessage(status_invalid_argument, "n must be between 1 and 2^53, got {d}", .{n});
+    if (count != 0 and count - 1 > std.math.maxInt(u64) - start) return failMessage(status_invalid_argument, "positions pass 2^64 - 1", .{});
+    permutation.rowRange(sampler.Key.derive(permutation.key_domain, seed), n, start, rows);
     return status_ok;
 }
 

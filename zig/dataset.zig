@@ -19,13 +19,19 @@ const stream_state = @import("stream_state.zig");
 const thread_pool = @import("thread_pool.zig");
 const Diagnostic = @import("diagnostic.zig").Diagnostic;
 
-pub const Error = error{ InvalidArgument, InvalidInput, InvalidCache, Io, OutOfMemory, State };
+pub const Error = error{ InvalidArgument, InvalidInput, InvalidCache, Io, OutOfMemory, State, OutOfRange };
 
 pub const Options = struct {
     seed: u64,
     prefetch_size: u32,
     shuffle: bool,
     validate_cache: bool,
+    /// With `shuffle`: weighted draws (true) or each epoch a permutation (false).
+    replacement: bool = true,
+
+    pub fn sampling(options: Options) stream_state.Sampling {
+        return .of(options.shuffle, options.replacement);
+    }
 };
 
 pub const caches_max = 1 << 20;
@@ -68,7 +74,7 @@ pub const Dataset = struct {
             .allocator = allocator,
             .pool = pool,
             .options = options,
-            .key = sampler.Key.fromSeed(options.seed),
+            .key = options.sampling().key(options.seed),
             .caches = try allocator.alloc(*Cache, paths.len),
             .cache_starts = &.{},
             .sample_count = 0,
@@ -186,6 +192,19 @@ pub const Dataset = struct {
         }
     }
 
+    /// Refuses an identity that names no sample; `index` is its place in the request.
+    fn checkIdentity(dataset: *const Dataset, identity: active_table.Location, index: usize, diagnostic: *Diagnostic) Error!void {
+        if (identity.cache_id >= dataset.caches.len) {
+            diagnostic.set("no sample (cache_id={d}, sample_id={d}) (request {d}): the dataset has {d} caches", .{ identity.cache_id, identity.sample_id, index, dataset.caches.len });
+            return error.OutOfRange;
+        }
+        const sample_count = dataset.caches[identity.cache_id].sampleCount();
+        if (identity.sample_id >= sample_count) {
+            diagnostic.set("no sample (cache_id={d}, sample_id={d}) (request {d}): cache {d} has {d} samples", .{ identity.cache_id, identity.sample_id, index, identity.cache_id, sample_count });
+            return error.OutOfRange;
+        }
+    }
+
     pub fn acquire(dataset: *Dataset) *Dataset {
         _ = dataset.references.fetchAdd(1, .monotonic);
         return dataset;
@@ -300,7 +319,7 @@ pub const Dataset = struct {
         return .{
             .seed = dataset.options.seed,
             .shuffle = dataset.options.shuffle,
-            .algorithm = stream_state.algorithmName(dataset.options.shuffle),
+            .algorithm = dataset.options.sampling().algorithm(),
             .table_sha256 = table.digest(),
             .cache_sha256s = cache_sha256s,
         };
@@ -368,7 +387,7 @@ pub const Dataset = struct {
         return .{
             .caches = dataset.caches,
             .table = dataset.table.acquire(),
-            .shuffle = dataset.options.shuffle,
+            .sampling = dataset.options.sampling(),
             .key = dataset.key,
             .walk = stream_shard.walk(at.position, at.remaining(), shard, skip),
             .span = at,
@@ -398,6 +417,41 @@ pub const Iterator = struct {
         return iterator;
     }
 
+    /// An iterator over the samples `(cache_ids[i], sample_ids[i])` in order,
+    /// read and checked like the stream's; the stream itself does not move.
+    /// Any identity, in the active table or not; an unknown one is refused
+    /// (error.OutOfRange) before anything is read.
+    pub fn createReads(dataset: *Dataset, cache_ids: []const u32, sample_ids: []const u64, defer_payload_bytes: u64, diagnostic: *Diagnostic) Error!*Iterator {
+        std.debug.assert(cache_ids.len == sample_ids.len);
+        const allocator = dataset.allocator;
+        const identities = try allocator.alloc(active_table.Location, cache_ids.len);
+        errdefer allocator.free(identities);
+        for (identities, cache_ids, sample_ids, 0..) |*identity, cache_id, sample_id, index| {
+            identity.* = .{ .cache_id = cache_id, .sample_id = sample_id };
+            try dataset.checkIdentity(identity.*, index, diagnostic);
+        }
+        const iterator = try allocator.create(Iterator);
+        errdefer allocator.destroy(iterator);
+        const snapshot = dataset.acquireTable();
+        errdefer snapshot.release();
+        const plan: read_pipeline.Plan = .{
+            .caches = dataset.caches,
+            .table = snapshot,
+            .sampling = dataset.options.sampling(),
+            .key = dataset.key,
+            .walk = .contiguous(0, identities.len),
+            .span = .{ .epoch_len = identities.len },
+            .identities = identities,
+            .defer_payload_bytes = defer_payload_bytes,
+        };
+        iterator.* = .{
+            .dataset = dataset,
+            .pipeline = try read_pipeline.Pipeline.create(allocator, dataset.pool, plan, dataset.options.prefetch_size),
+        };
+        _ = dataset.acquire();
+        return iterator;
+    }
+
     pub fn destroy(iterator: *Iterator) void {
         const dataset = iterator.dataset;
         iterator.pipeline.destroy();
@@ -418,6 +472,10 @@ pub const Iterator = struct {
     /// worker): the rest of the epoch, or the next epoch once it is all read.
     pub fn position(iterator: *const Iterator, consumed: u64, diagnostic: *Diagnostic) Error!stream_state.Position {
         const plan = &iterator.pipeline.plan;
+        if (iterator.readsByIdentity()) {
+            diagnostic.set("this iterator reads samples by identity; it has no stream position", .{});
+            return error.State;
+        }
         if (!plan.walk.isContiguous()) {
             diagnostic.set("this iterator reads one rank's or worker's share of the epoch, which has no single stream position; take the state from the loader that combines the shares", .{});
             return error.State;
@@ -434,6 +492,11 @@ pub const Iterator = struct {
     /// when the iterator was created.
     pub fn span(iterator: *const Iterator) stream_state.Position {
         return iterator.pipeline.plan.span;
+    }
+
+    /// True for an iterator made by `createReads`.
+    pub fn readsByIdentity(iterator: *const Iterator) bool {
+        return iterator.pipeline.plan.identities != null;
     }
 
     pub fn table(iterator: *const Iterator) *ActiveTable {

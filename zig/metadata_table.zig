@@ -8,6 +8,7 @@ const arrow_c_export = @import("arrow_c_export.zig");
 const ColumnBuilder = @import("column_builder.zig").ColumnBuilder;
 const column_builder = @import("column_builder.zig");
 const active_table = @import("active_table.zig");
+const sampler = @import("sampler.zig");
 const ActiveTable = active_table.ActiveTable;
 const Dataset = @import("dataset.zig").Dataset;
 const Diagnostic = @import("diagnostic.zig").Diagnostic;
@@ -283,7 +284,15 @@ pub fn buildTable(allocator: std.mem.Allocator, dataset: *const Dataset, update:
         }
         weights[row] = weight;
     }
-    return ActiveTable.createExplicit(allocator, dataset.cache_starts, global_rows, weights, dataset.options.shuffle) catch return error.OutOfMemory;
+    const sampling = dataset.options.sampling();
+    if (!dataset.options.replacement and !sampler.allEqual(weights)) {
+        const other = for (weights, 0..) |weight, row| {
+            if (weight != weights[0]) break row;
+        } else unreachable;
+        diagnostic.set("weights need replacement=True: this dataset reads without replacement (each row once per epoch), and row {d} has weight {d} where row 0 has {d}", .{ other, weights[other], weights[0] });
+        return error.InvalidInput;
+    }
+    return ActiveTable.createExplicit(allocator, dataset.cache_starts, global_rows, weights, sampling) catch return error.OutOfMemory;
 }
 
 fn missingBuffer(name: []const u8, diagnostic: *Diagnostic) Error {

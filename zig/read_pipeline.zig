@@ -69,12 +69,16 @@ test "chunks hold about chunk_bytes_max of records, 1 to chunk_samples_max sampl
 pub const Plan = struct {
     caches: []const *Cache,
     table: *ActiveTable,
-    shuffle: bool,
+    sampling: stream_state.Sampling,
     key: sampler.Key,
     /// The stream positions read, in order.
     walk: stream_shard.Walk,
     /// Where the span the walk was cut from starts (the epoch's unconsumed rest).
     span: stream_state.Position,
+    /// Reads by identity: these samples in this order (owned by the plan),
+    /// with the walk `contiguous(0, len)` indexing them, instead of the
+    /// table's rows at the walk's stream positions.
+    identities: ?[]active_table.Location = null,
     /// Raw payloads of at least this many bytes are left in their shards for
     /// the consumer to read into memory of its own (`readDeferred`); 0: never.
     defer_payload_bytes: u64 = 0,
@@ -162,6 +166,7 @@ pub const Pipeline = struct {
         pipeline.mutex.unlock(io);
         for (pipeline.chunks) |*chunk| pipeline.dropBatch(chunk);
         pipeline.plan.table.release();
+        if (pipeline.plan.identities) |identities| pipeline.allocator.free(identities);
         pipeline.allocator.free(pipeline.chunks);
         pipeline.allocator.destroy(pipeline);
     }
@@ -261,9 +266,10 @@ pub const Pipeline = struct {
         defer scratch.deinit(allocator);
         const locations = try allocator.alloc(active_table.Location, chunk.count);
         defer allocator.free(locations);
+        var planner: active_table.RowPlanner = .init(plan.table, plan.sampling, plan.key);
         for (locations, 0..) |*location, offset| {
-            const row = plan.table.plannedRow(plan.shuffle, plan.key, plan.walk.position(chunk.first + offset));
-            location.* = plan.table.location(row);
+            const index = plan.walk.position(chunk.first + offset);
+            location.* = if (plan.identities) |identities| identities[@intCast(index)] else plan.table.location(planner.row(index));
             plan.caches[location.cache_id].prefetchSample(location.sample_id);
         }
         for (locations) |location| plan.caches[location.cache_id].prefetchSampleStrings(location.sample_id);

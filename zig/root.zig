@@ -34,6 +34,7 @@ test {
     _ = @import("metadata_json.zig");
     _ = @import("metadata_table.zig");
     _ = @import("metadata_types.zig");
+    _ = @import("permutation.zig");
     _ = @import("positional_read.zig");
     _ = @import("read_pipeline.zig");
     _ = @import("sample_batch.zig");

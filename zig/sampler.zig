@@ -37,9 +37,15 @@ pub const Key = struct {
     /// Hashes the seed so that no two seeds give related keys, even neighbours such as
     /// 0 and 1 that differ in one bit.
     pub fn fromSeed(seed: u64) Key {
-        var message: [key_domain.len + 8]u8 = undefined;
-        @memcpy(message[0..key_domain.len], key_domain);
-        std.mem.writeInt(u64, message[key_domain.len..][0..8], seed, .little);
+        return derive(key_domain, seed);
+    }
+
+    /// The key of `seed` for the algorithm named `domain`:
+    /// SHA-256(domain ++ u64le(seed))[0..16].
+    pub fn derive(comptime domain: []const u8, seed: u64) Key {
+        var message: [domain.len + 8]u8 = undefined;
+        @memcpy(message[0..domain.len], domain);
+        std.mem.writeInt(u64, message[domain.len..][0..8], seed, .little);
         var digest: [Sha256.digest_length]u8 = undefined;
         Sha256.hash(&message, &digest, .{});
         return .{ .bytes = digest[0..SipHash128.key_length].* };
@@ -54,8 +60,13 @@ pub const UniformPair = struct { a: u64, b: u64 };
 pub fn uniformPair(key: Key, position: u64) UniformPair {
     var message: [8]u8 = undefined;
     std.mem.writeInt(u64, &message, position, .little);
+    return uniformPairOf(key, &message);
+}
+
+/// SipHash-2-4-128 of `message`, as `uniformPair` reads it.
+pub fn uniformPairOf(key: Key, message: []const u8) UniformPair {
     var output: [SipHash128.mac_length]u8 = undefined;
-    SipHash128.create(&output, &message, &key.bytes);
+    SipHash128.create(&output, message, &key.bytes);
     return .{
         .a = std.mem.readInt(u64, output[0..8], .little),
         .b = std.mem.readInt(u64, output[8..16], .little),
@@ -162,7 +173,9 @@ pub const AliasTable = struct {
     }
 };
 
-fn allEqual(weights: []const f64) bool {
+/// True when every weight is the same value (an empty list too).
+pub fn allEqual(weights: []const f64) bool {
+    if (weights.len == 0) return true;
     for (weights[1..]) |weight| {
         if (weight != weights[0]) return false;
     }

@@ -9,6 +9,7 @@
 const std = @import("std");
 const sha256 = @import("sha256.zig");
 const sampler = @import("sampler.zig");
+const permutation = @import("permutation.zig");
 const Diagnostic = @import("diagnostic.zig").Diagnostic;
 
 pub const digest_length = sha256.digest_length;
@@ -17,11 +18,40 @@ pub const Digest = [digest_length]u8;
 /// The names of the sampling algorithms, as they appear in resume states and in
 /// docs/determinism.md. Changing how positions map to rows means a new name.
 pub const algorithm_shuffled = sampler.key_domain;
+pub const algorithm_permutation = permutation.key_domain;
 pub const algorithm_ordered = "dataset_rt/table-order/v1";
 
-pub fn algorithmName(shuffle: bool) []const u8 {
-    return if (shuffle) algorithm_shuffled else algorithm_ordered;
-}
+/// How stream positions map to rows of the active table.
+pub const Sampling = enum {
+    /// `shuffle=False`: the table in order, cyclically (row = p mod n).
+    table_order,
+    /// `shuffle=True`, `replacement=True`: weighted draws (sampler.zig).
+    weighted,
+    /// `shuffle=True`, `replacement=False`: each epoch of n positions a
+    /// permutation of the rows (permutation.zig).
+    permutation,
+
+    pub fn of(shuffle: bool, replacement: bool) Sampling {
+        if (!shuffle) return .table_order;
+        return if (replacement) .weighted else .permutation;
+    }
+
+    pub fn algorithm(sampling: Sampling) []const u8 {
+        return switch (sampling) {
+            .table_order => algorithm_ordered,
+            .weighted => algorithm_shuffled,
+            .permutation => algorithm_permutation,
+        };
+    }
+
+    /// The stream's key for `seed` (unused in table order).
+    pub fn key(sampling: Sampling, seed: u64) sampler.Key {
+        return switch (sampling) {
+            .table_order, .weighted => sampler.Key.fromSeed(seed),
+            .permutation => sampler.Key.derive(permutation.key_domain, seed),
+        };
+    }
+};
 
 /// A place in the stream: the next unconsumed position and the epoch it belongs to.
 pub const Position = struct {

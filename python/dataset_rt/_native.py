@@ -25,7 +25,7 @@ from ctypes import (
 )
 from pathlib import Path
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 LIBRARY_ENV = "DATASET_RT_LIBRARY"
 
 COMPRESSION_CODES = {"none": 0, "lz4": 1}
@@ -39,6 +39,7 @@ ERR_OUT_OF_MEMORY = 5
 ERR_ALREADY_EXISTS = 6
 ERR_WRONG_PROCESS = 7
 ERR_STATE = 8
+ERR_OUT_OF_RANGE = 9
 
 
 class NativeError(Exception):
@@ -76,6 +77,12 @@ class NativeRuntimeError(NativeError, RuntimeError):
     """A handle was used in the wrong state or in a forked child."""
 
 
+class NativeIndexError(NativeError, IndexError):
+    """An index or a sample identity names nothing."""
+
+    status = ERR_OUT_OF_RANGE
+
+
 class NativeMemoryError(NativeError, MemoryError):
     """The core ran out of memory."""
 
@@ -91,6 +98,7 @@ _ERROR_TYPES: dict[int, type[NativeError]] = {
     ERR_ALREADY_EXISTS: NativeAlreadyExistsError,
     ERR_WRONG_PROCESS: NativeRuntimeError,
     ERR_STATE: NativeRuntimeError,
+    ERR_OUT_OF_RANGE: NativeIndexError,
 }
 
 
@@ -133,6 +141,7 @@ class ReaderOptions(Structure):
         ("prefetch_size", c_uint32),
         ("shuffle", c_uint32),
         ("validate_cache", c_uint32),
+        ("without_replacement", c_uint32),
     ]
 
 
@@ -384,6 +393,10 @@ def _declare(library: ctypes.CDLL) -> None:
         ),
         "drt_iterator_create": ([handle, POINTER(handle)], c_int32),
         "drt_iterator_create_deferring": ([handle, c_uint64, POINTER(handle)], c_int32),
+        "drt_iterator_create_reads": (
+            [handle, c_void_p, c_void_p, c_uint64, c_uint64, POINTER(handle)],
+            c_int32,
+        ),
         "drt_iterator_next": ([handle, POINTER(POINTER(Batch))], c_int32),
         "drt_batch_deferred": ([POINTER(Batch), POINTER(POINTER(c_uint64))], c_int32),
         "drt_iterator_read_deferred": ([handle, POINTER(Batch), c_uint64, c_void_p], c_int32),
@@ -397,6 +410,10 @@ def _declare(library: ctypes.CDLL) -> None:
             c_int32,
         ),
         "drt_lz4_decompress": ([c_char_p, c_uint64, POINTER(c_uint8), c_uint64], c_int32),
+        "drt_permutation_rows": (
+            [c_uint64, c_uint64, c_uint64, c_uint64, POINTER(c_uint64)],
+            c_int32,
+        ),
         "drt_sampler_draws": (
             [POINTER(c_double), c_uint64, c_uint64, c_uint64, c_uint64, POINTER(c_uint64)],
             c_int32,

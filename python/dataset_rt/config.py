@@ -111,7 +111,12 @@ class ReaderConfig(BaseModel):
     """Samples read ahead of the consumer; bounds the reader's memory."""
 
     shuffle: bool = True
-    """Weighted sampling with replacement (True) or table order (False)."""
+    """Random order (True) or table order (False)."""
 
     validate_cache: bool = False
     """Verify every SHA-256 (metadata, index, shards) while loading."""
+
+    replacement: bool = True
+    """With ``shuffle=True``: weighted draws with replacement (True), or every epoch a
+    fresh random permutation of the active table's rows, each row once (False; the
+    table's weights must all be equal)."""

@@ -9,6 +9,7 @@ import json
 import os
 import struct
 import sys
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from importlib import import_module
 from itertools import repeat
@@ -36,6 +37,7 @@ class _DatasetHandle:
             prefetch_size=config.prefetch_size,
             shuffle=int(config.shuffle),
             validate_cache=int(config.validate_cache),
+            without_replacement=int(not config.replacement),
         )
         encoded = [os.fsencode(path) for path in paths]
         array = (ctypes.c_char_p * len(encoded))(*encoded)
@@ -121,7 +123,11 @@ class _NativeIterator:
     """Owns one native iterator; hands out its batches as lists of samples."""
 
     def __init__(
-        self, dataset: _DatasetHandle, shard: _native.Shard | None = None, skip: int = 0
+        self,
+        dataset: _DatasetHandle,
+        shard: _native.Shard | None = None,
+        skip: int = 0,
+        identities: tuple[Any, Any] | None = None,
     ) -> None:
         self.handle: ctypes.c_void_p | None = None
         # Held around every call on the handle: closing from another thread
@@ -135,7 +141,18 @@ class _NativeIterator:
         self.current_len = 0
         self.finished = False
         handle = ctypes.c_void_p()
-        if shard is None:
+        if identities is not None:
+            # Arrays of uint32 cache ids and uint64 sample ids; the core copies them.
+            cache_ids, sample_ids = identities
+            status = _native.lib.drt_iterator_create_reads(
+                dataset.value,
+                cache_ids.buffer_info()[0],
+                sample_ids.buffer_info()[0],
+                len(sample_ids),
+                _DEFER_PAYLOAD_BYTES,
+                ctypes.byref(handle),
+            )
+        elif shard is None:
             status = _native.lib.drt_iterator_create_deferring(
                 dataset.value, _DEFER_PAYLOAD_BYTES, ctypes.byref(handle)
             )
@@ -512,6 +529,65 @@ class CachedDataset:
     samples_metadata = get_metadata
     set_samples_metadata = update_metadata
 
+    # ---- random access --------------------------------------------------------
+
+    def get(self, cache_id: int, sample_id: int) -> CachedSample:
+        """The sample `(cache_id, sample_id)`, read and checked as iteration reads it.
+
+        Any sample of the caches, in the active table or not; the stream does not
+        move. Raises `IndexError` naming the identity when there is no such sample.
+        """
+        return self.get_many([(cache_id, sample_id)])[0]
+
+    def get_many(self, pairs: Iterable[tuple[int, int]] | pl.DataFrame) -> list[CachedSample]:
+        """The samples named by `pairs`, in order, read on the runtime's threads.
+
+        `pairs` is any iterable of ``(cache_id, sample_id)``, or a Polars frame
+        with ``cache_id`` and ``sample_id`` columns (a filtered `get_metadata()`,
+        say). Each sample is read and checked as iteration reads it (embedded
+        metadata compared with the index, lz4 decoded); repeated identities are
+        read as often as they are named. Raises `IndexError` naming the first
+        identity that names no sample, before anything is read.
+        """
+        return self._read(*_identity_arrays(pairs))
+
+    def _read(self, cache_ids: array[int], sample_ids: array[int]) -> list[CachedSample]:
+        """The samples (cache_ids[i], sample_ids[i]) (uint32 and uint64 arrays)."""
+        if not sample_ids:
+            return []
+        native = _NativeIterator(self._handle, identities=(cache_ids, sample_ids))
+        samples: list[CachedSample] = []
+        try:
+            while (batch := native.next_batch()) is not None:
+                samples.extend(batch)
+        finally:
+            native.close()
+        return samples
+
+    def to_torch_map_dataset(
+        self,
+        transform: Callable[[CachedSample], Any] | None = None,
+        *,
+        worker_threads: int = 1,
+    ) -> Any:
+        """A map-style `torch.utils.data.Dataset` over the active table's rows.
+
+        ``len`` is the number of rows and ``ds[i]`` is row i's sample (through
+        `transform` when given), so ``DistributedSampler``, custom samplers and
+        ``DataLoader(ds, shuffle=True, num_workers=W)`` apply. The rows are the
+        table's when this is called; a DataLoader's batch is fetched with one
+        `get_many`. See `dataset_rt.torch.TorchMapDataset`.
+        """
+        try:
+            import_module("torch.utils.data")
+        except ImportError as error:
+            raise ImportError(
+                "CachedDataset.to_torch_map_dataset requires PyTorch; install torch to use it"
+            ) from error
+        from dataset_rt.torch import TorchMapDataset
+
+        return TorchMapDataset(self, transform=transform, worker_threads=worker_threads)
+
     def to_torch_iterable_dataset(
         self,
         *,
@@ -644,6 +720,36 @@ def _unpickle_dataset(pickled: dict[str, Any]) -> CachedDataset:
     dataset = CachedDataset._blank(list(recipe["paths"]), recipe["reader_config"])
     dataset._unopened_recipe = recipe
     return dataset
+
+
+def _identity_arrays(pairs: Any) -> tuple[array[int], array[int]]:
+    """(uint32 cache ids, uint64 sample ids) of `get_many`'s argument."""
+    cache_ids: array[int] = array("I")
+    sample_ids: array[int] = array("Q")
+    assert cache_ids.itemsize == 4 and sample_ids.itemsize == 8
+    if type(pairs).__module__.startswith("polars") and hasattr(pairs, "get_column"):
+        from dataset_rt import metadata_frame
+
+        return metadata_frame.identity_arrays(pairs)
+    for index, pair in enumerate(pairs):
+        try:
+            cache_id, sample_id = pair
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"get_many: item {index} must be a (cache_id, sample_id) pair, got {pair!r}"
+            ) from None
+        for name, value in (("cache_id", cache_id), ("sample_id", sample_id)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(
+                    f"get_many: item {index}: {name} must be an int, got {type(value).__name__}"
+                )
+        if not (0 <= cache_id <= _native.U32_MAX and 0 <= sample_id <= _native.U64_MAX):
+            raise IndexError(
+                f"no sample (cache_id={cache_id}, sample_id={sample_id}) (request {index})"
+            )
+        cache_ids.append(cache_id)
+        sample_ids.append(sample_id)
+    return cache_ids, sample_ids
 
 
 def _check_index(name: str, value: object) -> None:

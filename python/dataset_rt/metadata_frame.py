@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import io
 import json
+from array import array
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -88,6 +89,45 @@ class IdentityColumns:
     def install(self, handle: _DatasetHandle) -> None:
         """See `install_identities`."""
         install_identities(handle, self)
+
+
+def identity_arrays(frame: pl.DataFrame) -> tuple[array[int], array[int]]:
+    """(uint32 cache ids, uint64 sample ids) of a frame's identity columns, for
+    `CachedDataset.get_many`; an identity outside those ranges is an `IndexError`."""
+    for name in IDENTITY_COLUMNS:
+        if name not in frame.columns:
+            raise ValueError(f"get_many: the frame has no '{name}' column; it has {frame.columns}")
+        series = frame.get_column(name)
+        if not series.dtype.is_integer():
+            raise TypeError(f"get_many: column '{name}' must be integers, got {series.dtype}")
+        if series.null_count():
+            raise ValueError(f"get_many: column '{name}' has {series.null_count()} nulls")
+    cache_id, sample_id = (pl.col(name) for name in IDENTITY_COLUMNS)
+    outside = (
+        frame.select(*IDENTITY_COLUMNS)
+        .with_row_index("request")
+        .filter((cache_id < 0) | (cache_id > _native.U32_MAX) | (sample_id < 0))
+    )
+    if outside.height:
+        request, bad_cache, bad_sample = outside.row(0)
+        raise IndexError(
+            f"no sample (cache_id={bad_cache}, sample_id={bad_sample}) (request {request})"
+        )
+    return (
+        _packed(frame.get_column("cache_id"), pl.UInt32, "I"),
+        _packed(frame.get_column("sample_id"), pl.UInt64, "Q"),
+    )
+
+
+def _packed(series: pl.Series, dtype: pl.DataType, typecode: str) -> array[int]:
+    values = series.cast(dtype).rechunk().to_arrow()
+    width = values.type.bit_width // 8
+    data = memoryview(values.buffers()[1])[
+        values.offset * width : (values.offset + len(values)) * width
+    ]
+    packed: array[int] = array(typecode)
+    packed.frombytes(data)
+    return packed
 
 
 def write_ipc(frame: pl.DataFrame) -> bytes:

@@ -18,6 +18,7 @@ docs/training.md describes the layout, padding, resume and the threads that run.
 from __future__ import annotations
 
 import inspect
+import operator
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -31,7 +32,7 @@ from dataset_rt.dataset import CachedDataset, SampleIterator
 from dataset_rt.records import CachedSample
 from dataset_rt.runtime import MAX_WORKERS
 
-__all__ = ["DataLoader", "TorchIterableDataset"]
+__all__ = ["DataLoader", "TorchIterableDataset", "TorchMapDataset"]
 
 
 class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg]
@@ -264,6 +265,74 @@ class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg
     def __deepcopy__(self, memo: dict[int, Any]) -> TorchIterableDataset:
         # The dataset is shared, as `copy` shares it: its caches are immutable.
         return self.__copy__()
+
+
+class TorchMapDataset(torch_data.Dataset):  # type: ignore[type-arg]
+    """A map-style `torch.utils.data.Dataset` over a `CachedDataset`'s active table.
+
+    Made by `CachedDataset.to_torch_map_dataset`. ``len(ds)`` is the number of
+    rows the table had then, and ``ds[i]`` reads row i's sample by its identity
+    (`CachedDataset.get`), through `transform` when given; a DataLoader fetches
+    a batch with one `CachedDataset.get_many` (``__getitems__``). The order and
+    the choice of samples are the sampler's (``shuffle=True``,
+    ``DistributedSampler``, your own); the dataset's stream does not move.
+
+    The identities are kept as two arrays (12 bytes a row), so the object
+    pickles compactly to spawned workers. Each worker process reopens the caches
+    with a runtime of `worker_threads` native threads, as `TorchIterableDataset`
+    does.
+    """
+
+    def __init__(
+        self,
+        dataset: CachedDataset,
+        *,
+        transform: Callable[[CachedSample], Any] | None = None,
+        worker_threads: int = 1,
+    ) -> None:
+        if not isinstance(dataset, CachedDataset):
+            raise TypeError(f"dataset must be a CachedDataset, got {type(dataset).__name__}")
+        if transform is not None and not callable(transform):
+            raise TypeError(f"transform must be callable, got {type(transform).__name__}")
+        _check_int("worker_threads", worker_threads, 1, MAX_WORKERS)
+        from dataset_rt import metadata_frame
+
+        self._dataset = dataset
+        self._transform = transform
+        self._worker_threads = worker_threads
+        table = dataset.get_metadata().select("cache_id", "sample_id")
+        self._cache_ids, self._sample_ids = metadata_frame.identity_arrays(table)
+
+    @property
+    def dataset(self) -> CachedDataset:
+        """The `CachedDataset` read."""
+        return self._dataset
+
+    def __len__(self) -> int:
+        return len(self._sample_ids)
+
+    def __getitem__(self, index: int) -> Any:
+        return self.__getitems__([index])[0]
+
+    def __getitems__(self, indices: list[int]) -> list[Any]:
+        """The samples of rows `indices` (one read of them all)."""
+        from array import array
+
+        if torch_data.get_worker_info() is not None:
+            self._dataset._open_here(self._worker_threads)
+        count = len(self._sample_ids)
+        cache_ids, sample_ids = array("I"), array("Q")
+        for index in indices:
+            index = operator.index(index)  # ints, and numpy or torch integer scalars
+            row = index + count if index < 0 else index
+            if not 0 <= row < count:
+                raise IndexError(f"row {index} is out of range for a table of {count} rows")
+            cache_ids.append(self._cache_ids[row])
+            sample_ids.append(self._sample_ids[row])
+        samples = self._dataset._read(cache_ids, sample_ids)
+        if self._transform is None:
+            return samples
+        return [self._transform(sample) for sample in samples]
 
 
 class DataLoader(torch_data.DataLoader):  # type: ignore[type-arg]

@@ -511,6 +511,54 @@ static int check_shards_and_resume(drt_runtime *runtime, const char *base_dir) {
     return 0;
 }
 
+/* Without replacement each epoch of the cache is a permutation of its samples, equal
+ * to drt_permutation_rows; reads by identity return exactly the samples asked
+ * for, in order, and an unknown identity is DRT_ERR_OUT_OF_RANGE. */
+static int check_permutation_and_reads(drt_runtime *runtime, const char *base_dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/c_source", base_dir);
+    enum { N = SAMPLE_COUNT };
+    const char *paths[1] = {path};
+    const uint64_t path_lens[1] = {strlen(path)};
+    drt_reader_options options = {.seed = 9, .prefetch_size = 8, .shuffle = 1, .without_replacement = 1};
+    drt_dataset *dataset = NULL;
+    if (drt_dataset_open(runtime, paths, path_lens, 1, &options, &dataset) != DRT_OK) return fail("dataset_open");
+    uint64_t rows[2 * N], read[N];
+    if (drt_permutation_rows(N, 9, 0, 2 * N, rows) != DRT_OK) return fail("permutation_rows");
+    for (int epoch = 0; epoch < 2; epoch++) {
+        drt_iterator *iterator = NULL;
+        if (drt_iterator_create(dataset, &iterator) != DRT_OK) return fail("iterator_create");
+        if (collect(iterator, read, N, N) != N) return 1;
+        drt_iterator_destroy(iterator);
+        int seen[N] = {0};
+        for (int i = 0; i < N; i++) {
+            if (read[i] != rows[epoch * N + i] || seen[read[i]]++) {
+                fprintf(stderr, "epoch %d position %d: sample %llu\n", epoch, i, (unsigned long long)read[i]);
+                return 1;
+            }
+        }
+    }
+    const uint32_t cache_ids[3] = {0, 0, 0};
+    const uint64_t sample_ids[3] = {42, 7, 42};
+    drt_iterator *reads = NULL;
+    if (drt_iterator_create_reads(dataset, cache_ids, sample_ids, 3, 0, &reads) != DRT_OK) return fail("iterator_create_reads");
+    if (collect(reads, read, N, N) != 3 || read[0] != 42 || read[1] != 7 || read[2] != 42) {
+        fprintf(stderr, "reads by identity returned other samples\n");
+        return 1;
+    }
+    drt_stream_state state;
+    if (drt_iterator_state(reads, 0, &state) != DRT_ERR_STATE) return fprintf(stderr, "reads had a state\n"), 1;
+    drt_iterator_destroy(reads);
+    const uint64_t unknown[1] = {N};
+    if (drt_iterator_create_reads(dataset, cache_ids, unknown, 1, 0, &reads) != DRT_ERR_OUT_OF_RANGE) {
+        fprintf(stderr, "an unknown identity was accepted\n");
+        return 1;
+    }
+    if (strstr(drt_last_error(), "cache 0 has 1000 samples") == NULL) return fprintf(stderr, "message: %s\n", drt_last_error()), 1;
+    drt_dataset_destroy(dataset);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc != 2 && !(argc == 3 && strcmp(argv[2], "read") == 0)) {
         fprintf(stderr, "usage: %s <base_dir> [read]\n", argv[0]);
@@ -536,6 +584,7 @@ int main(int argc, char **argv) {
     if (rc == 0 && writing) rc = write_cache(runtime, argv[1], "c_columns_joined", DRT_COMPRESSION_NONE, PUSH_COLUMNS_JOINED);
     if (rc == 0) rc = read_cache(runtime, argv[1], "c_columns_joined", 0);
     if (rc == 0) rc = check_shards_and_resume(runtime, argv[1]);
+    if (rc == 0) rc = check_permutation_and_reads(runtime, argv[1]);
     drt_runtime_destroy(runtime);
     return rc;
 }

@@ -25,7 +25,7 @@ extern "C" {
 #endif
 
 /* Bumped on any incompatible change of a signature or struct below. */
-#define DRT_ABI_VERSION 1u
+#define DRT_ABI_VERSION 2u
 
 enum {
     DRT_OK = 0,
@@ -36,7 +36,8 @@ enum {
     DRT_ERR_OUT_OF_MEMORY = 5,
     DRT_ERR_ALREADY_EXISTS = 6,   /* the write target already exists; nothing was overwritten */
     DRT_ERR_WRONG_PROCESS = 7,    /* the handle was created in the parent of a fork() */
-    DRT_ERR_STATE = 8             /* the call is not valid in the handle's current state */
+    DRT_ERR_STATE = 8,            /* the call is not valid in the handle's current state */
+    DRT_ERR_OUT_OF_RANGE = 9      /* an index or identity names nothing (ABI 2) */
 };
 
 enum { DRT_COMPRESSION_NONE = 0, DRT_COMPRESSION_LZ4 = 1 };
@@ -180,6 +181,8 @@ typedef struct drt_reader_options {
     uint32_t prefetch_size;  /* >= 1: the most samples an iterator reads ahead */
     uint32_t shuffle;        /* 0 or 1 */
     uint32_t validate_cache; /* 0 or 1: verify every SHA-256 while loading */
+    uint32_t without_replacement; /* 0: weighted draws with replacement; 1: with shuffle,
+                                   * each epoch a permutation of the rows (ABI 2) */
 } drt_reader_options;
 
 /* Loads the caches in order (cache_id = position) and validates them. All caches
@@ -421,6 +424,16 @@ int32_t drt_dataset_set_epoch(drt_dataset *dataset, uint64_t epoch);
  * (see drt_shard) without its first `skip` samples. */
 int32_t drt_iterator_create_shard(drt_dataset *dataset, const drt_shard *shard, uint64_t skip,
                                   uint64_t defer_payload_bytes, drt_iterator **out);
+/* An iterator over the `count` samples (cache_ids[i], sample_ids[i]), in that
+ * order, read and checked like the stream's (embedded metadata compared with the
+ * index, lz4 decoded), on the runtime's threads; any sample of the caches, in the
+ * active table or not. The stream does not move, and the iterator has no stream
+ * position (drt_iterator_state and drt_iterator_span return DRT_ERR_STATE). An
+ * identity that names no sample fails with DRT_ERR_OUT_OF_RANGE before anything
+ * is read. (ABI 2) */
+int32_t drt_iterator_create_reads(drt_dataset *dataset, const uint32_t *cache_ids,
+                                  const uint64_t *sample_ids, uint64_t count,
+                                  uint64_t defer_payload_bytes, drt_iterator **out);
 /* The state the iterator's share was cut from: the rest of the epoch as it
  * stood when the iterator was created. With the same shard, loading it and
  * skipping the samples already consumed continues this iterator exactly. */
@@ -476,6 +489,10 @@ int32_t drt_lz4_decompress(const uint8_t *source, uint64_t source_len, uint8_t *
  * `weights` (in row order) and `seed` (see docs/determinism.md). */
 int32_t drt_sampler_draws(const double *weights, uint64_t n, uint64_t seed, uint64_t start,
                           uint64_t count, uint64_t *rows_out);
+/* Rows at stream positions start .. start+count-1 of a shuffled table of n rows read
+ * without replacement (each epoch of n positions a permutation; docs/determinism.md). */
+int32_t drt_permutation_rows(uint64_t n, uint64_t seed, uint64_t start, uint64_t count,
+                             uint64_t *rows_out);
 void drt_sha256(const uint8_t *data, uint64_t len, uint8_t out[32]);
 
 #ifdef __cplusplus
