@@ -212,3 +212,37 @@ def test_bad_row_counts_are_refused() -> None:
     for n in (0, 2**53 + 1):
         with pytest.raises(ValueError, match=f"n must be between 1 and 2\\^53, got {n}"):
             _native.check(_native.lib.drt_permutation_rows(n, 0, 0, 1, rows))
+
+
+def test_workers_ranks_and_resume_read_the_permutation_stream(
+    runtime: DatasetRuntime, caches: list[Path]
+) -> None:
+    pytest.importorskip("torch")
+    import torch_jobs
+    from dataset_rt.torch import DataLoader
+
+    reference = load(runtime, caches)
+    stream = ids(reference) + ids(reference)
+    loader = DataLoader(load(runtime, caches), batch_size=4, num_workers=2)
+    assert [s for _ in range(2) for s in torch_jobs.flatten(loader)] == stream
+    # Two ranks, interleaved step by step, give the stream (padded past the epoch).
+    shares = [
+        torch_jobs.flatten(
+            load(runtime, caches).to_torch_iterable_dataset(batch_size=2, rank=rank, world_size=2)
+        )
+        for rank in range(2)
+    ]
+    interleaved = [
+        sample for step in range(9) for share in shares for sample in share[2 * step : 2 * step + 2]
+    ]
+    assert interleaved[:33] == stream[:33]
+    # Stopped after 5 batches and resumed with one worker: the rest of the run.
+    first = DataLoader(load(runtime, caches), batch_size=4, num_workers=2)
+    seen = []
+    for batch in first:
+        seen += torch_jobs.flatten([batch])
+        if len(seen) == 20:
+            break
+    resumed = DataLoader(load(runtime, caches), batch_size=4, num_workers=1)
+    resumed.load_state_dict(first.state_dict())
+    assert seen + [s for _ in range(2) for s in torch_jobs.flatten(resumed)] == stream[:66]
