@@ -35,7 +35,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -246,47 +245,6 @@ def check_ours() -> None:
 
 
 # --------------------------------------------------------------------------- machine
-
-
-def machine_info() -> dict:
-    info: dict = {
-        "nproc": os.cpu_count(),
-        "platform": platform.platform(),
-        "python": sys.version.split()[0],
-    }
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name"):
-                    info["cpu"] = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    try:
-        with open("/proc/meminfo") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemTotal:"):
-                    info["ram_gib"] = round(int(line.split()[1]) / 1024 / 1024, 1)
-                    break
-    except OSError:
-        pass
-    try:
-        revision = subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        info["git"] = revision + ("+dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    return info
 
 
 # --------------------------------------------------------------------------- running
@@ -774,7 +732,7 @@ def main() -> None:
             "repeats": repeats,
             "workers": args.workers,
             "workloads": {name: spec_dict(sizes[name]) for name in selected},
-            "machine": machine_info(),
+            "machine": workload.machine_info(),
             "load": {
                 "start": load_start,
                 "end": os.getloadavg()[0],

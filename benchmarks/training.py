@@ -63,7 +63,6 @@ import datetime as dt
 import io
 import json
 import os
-import platform
 import resource
 import shutil
 import statistics
@@ -727,45 +726,6 @@ def markdown(report: dict) -> str:
     return "\n".join(lines)
 
 
-def machine_info() -> dict:
-    info: dict = {
-        "nproc": os.cpu_count(),
-        "platform": platform.platform(),
-        "python": sys.version.split()[0],
-    }
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            info["cpu"] = next(
-                line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")
-            )
-        with open("/proc/meminfo") as meminfo:
-            kib = next(int(line.split()[1]) for line in meminfo if line.startswith("MemTotal:"))
-            info["ram_gib"] = round(kib / 1024 / 1024, 1)
-    except (OSError, StopIteration):
-        pass
-    # Read-only git queries: no optional locks (no index refresh).
-    env = dict(os.environ, GIT_OPTIONAL_LOCKS="0")
-    try:
-        revision = subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-            env=env,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            check=True,
-            env=env,
-        ).stdout.strip()
-        info["git"] = revision + ("+dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    return info
-
-
 def ours_versions(python: Path) -> dict:
     probe = (
         "import importlib.metadata as m, json, dataset_rt; "
@@ -854,7 +814,7 @@ def main() -> None:
             "sizes": sizes.__dict__,
             "batch_size": BATCH_SIZE,
             "runtime_threads": RUNTIME_THREADS,
-            "machine": machine_info(),
+            "machine": workload.machine_info(),
             "versions": versions,
             "png_decode_ms": decode_ms,
             "load": {

@@ -30,8 +30,10 @@ import gc
 import json
 import mmap
 import os
+import platform
 import random
 import resource
+import subprocess
 import sys
 import threading
 import time
@@ -197,6 +199,47 @@ def warm_page_cache(path: Path) -> float:
                         pass
         view.release()
     return time.perf_counter() - start
+
+
+def machine_info() -> dict:
+    """CPU, memory, Python, platform and the checkout's git revision, for a report."""
+    info: dict = {
+        "nproc": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+    }
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            info["cpu"] = next(
+                line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")
+            )
+        with open("/proc/meminfo") as meminfo:
+            kib = next(int(line.split()[1]) for line in meminfo if line.startswith("MemTotal:"))
+            info["ram_gib"] = round(kib / 1024 / 1024, 1)
+    except (OSError, StopIteration):
+        pass
+    # Read-only git queries: no optional locks (no index refresh).
+    env = dict(os.environ, GIT_OPTIONAL_LOCKS="0")
+    checkout = str(Path(__file__).resolve().parent.parent)
+    try:
+        revision = subprocess.run(
+            ["git", "-C", checkout, "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=env,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", checkout, "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=env,
+        ).stdout.strip()
+        info["git"] = revision + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    return info
 
 
 # --------------------------------------------------------------------------- phases

@@ -72,10 +72,7 @@ class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg
         world_size: int | None = None,
         worker_threads: int = 1,
     ) -> None:
-        if not isinstance(dataset, CachedDataset):
-            raise TypeError(f"dataset must be a CachedDataset, got {type(dataset).__name__}")
-        if transform is not None and not callable(transform):
-            raise TypeError(f"transform must be callable, got {type(transform).__name__}")
+        _check_dataset_and_transform(dataset, transform)
         if not isinstance(drop_last, bool):
             raise TypeError(f"drop_last must be a bool, got {type(drop_last).__name__}")
         if (rank is None) != (world_size is None):
@@ -290,10 +287,7 @@ class TorchMapDataset(torch_data.Dataset):  # type: ignore[type-arg]
         transform: Callable[[CachedSample], Any] | None = None,
         worker_threads: int = 1,
     ) -> None:
-        if not isinstance(dataset, CachedDataset):
-            raise TypeError(f"dataset must be a CachedDataset, got {type(dataset).__name__}")
-        if transform is not None and not callable(transform):
-            raise TypeError(f"transform must be callable, got {type(transform).__name__}")
+        _check_dataset_and_transform(dataset, transform)
         _check_int("worker_threads", worker_threads, 1, MAX_WORKERS)
         from dataset_rt import metadata_frame
 
@@ -513,6 +507,13 @@ def _initialized_distributed() -> Any:
     if distributed.is_available() and distributed.is_initialized():
         return distributed
     return None
+
+
+def _check_dataset_and_transform(dataset: object, transform: object) -> None:
+    if not isinstance(dataset, CachedDataset):
+        raise TypeError(f"dataset must be a CachedDataset, got {type(dataset).__name__}")
+    if transform is not None and not callable(transform):
+        raise TypeError(f"transform must be callable, got {type(transform).__name__}")
 
 
 def _check_int(name: str, value: object, low: int, high: int) -> None:
