@@ -30,11 +30,11 @@ pub fn build(b: *std.Build) void {
     const kernel: ?struct { name: []const u8, source: []const u8 } = switch (arch) {
         .x86_64 => kernel: {
             kernel_query.cpu_features_add.addFeatureSet(std.Target.x86.featureSet(&.{ .sha, .avx2 }));
-            break :kernel .{ .name = "dataset_rt_sha_ni", .source = "zig/sha256_ni.zig" };
+            break :kernel .{ .name = "dataset_rt_sha_ni", .source = "zig/codec/sha256_ni.zig" };
         },
         .aarch64 => kernel: {
             kernel_query.cpu_features_add.addFeatureSet(std.Target.aarch64.featureSet(&.{.sha2}));
-            break :kernel .{ .name = "dataset_rt_sha_arm", .source = "zig/sha256_arm.zig" };
+            break :kernel .{ .name = "dataset_rt_sha_arm", .source = "zig/codec/sha256_arm.zig" };
         },
         else => null,
     };

@@ -21,6 +21,7 @@ test:
 # Formatting and lint checks for Zig and Python
 lint:
     python -m ziglang fmt --check build.zig zig/
+    python scripts/check_layers.py
     python -m ruff check {{ python_paths }}
     python -m ruff format --check {{ python_paths }}
 

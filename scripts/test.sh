@@ -25,7 +25,7 @@
 #      Windows build reading the caches the C test program wrote on Linux, then two
 #      writers of one name at once (tests/c/writer_lock.c). The writer locks with
 #      LockFileEx and renames and deletes through kernel32 where std's NT calls are
-#      not implemented by wine 8 (zig/file_lock.zig, zig/directory_entries.zig).
+#      not implemented by wine 8 (zig/base/file_lock.zig, zig/base/directory_entries.zig).
 #      Skipped like phase 5 when wine is missing (Debian: wine64).
 set -euo pipefail
 cd "$(dirname "$0")/.."

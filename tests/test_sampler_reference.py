@@ -2,7 +2,7 @@
 
 This file holds an independent pure-Python implementation of the documented algorithm
 (SipHash-2-4-128 written from the paper, hashlib for SHA-256, binary64 floats) and checks
-it against rows produced by the Zig sampler (zig/sampler.zig), pinned below, and, once the
+it against rows produced by the Zig sampler (zig/stream/sampler.zig), pinned below, and, once the
 library exports `drt_sampler_draws`, against the library itself for random inputs.
 """
 
@@ -152,7 +152,7 @@ def test_siphash_reference_matches_published_vectors(length: int, expected: str)
 
 
 def test_key_is_the_first_half_of_sha256_of_domain_and_seed() -> None:
-    # Pinned in zig/sampler.zig's test "the key is the first half of SHA-256 ...".
+    # Pinned in zig/stream/sampler.zig's test "the key is the first half of SHA-256 ...".
     assert key_from_seed(42).hex() == "3ca3de6316f8a2646ead162f5d2896c8"
 
 
@@ -164,7 +164,7 @@ def _pinned(weights: list[float], seed: int, start: int, rows: str, name: str) -
 EXTREME_WEIGHTS = [1e-300, 1e300, 3e300, 1e-300, 2.5]
 THOUSAND_WEIGHTS = [((i * 7919) % 1000 + 1) / 37.0 for i in range(1000)]
 
-# Rows produced by zig/sampler.zig (AliasTable.build + drawRange).
+# Rows produced by zig/stream/sampler.zig (AliasTable.build + drawRange).
 PINNED_ZIG_DRAWS = [
     _pinned([1.0, 2.0, 3.0], 42, 0, "2 1 0 1 2 1 2 2 1 2", "worked-example"),
     _pinned(
@@ -384,7 +384,7 @@ def permutation_rows(n: int, seed: int, positions: Iterable[int]) -> list[int]:
 
 PERMUTATION_KEY_42 = "1cf4a759c06712b20b99550b7883286e"
 
-# Rows of zig/permutation.zig (rowRange), pinned in its tests too.
+# Rows of zig/stream/permutation.zig (rowRange), pinned in its tests too.
 PINNED_PERMUTATIONS = [
     _pinned_permutation(5, 42, 0, "4 1 3 0 2 3 4 1 0 2", "worked-example"),
     _pinned_permutation(10, 7, 0, "3 5 1 9 8 7 0 4 2 6 4 9 3 6 5 0 7 1 8 2", "two-epochs"),
@@ -419,7 +419,7 @@ def library_permutation() -> Callable[[int, int, int, int], list[int]]:
 
 
 def test_permutation_key_is_sha256_of_its_own_domain() -> None:
-    # Pinned in zig/permutation.zig's test "the check values of docs/determinism.md".
+    # Pinned in zig/stream/permutation.zig's test "the check values of docs/determinism.md".
     assert permutation_key(42).hex() == PERMUTATION_KEY_42
 
 

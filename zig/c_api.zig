@@ -2,24 +2,24 @@
 //! converts C types to Zig types, maps Zig errors to status codes and stores
 //! messages in the calling thread's last-error buffer. No logic lives here.
 const std = @import("std");
-const system = @import("system.zig");
-const lz4 = @import("lz4.zig");
-const sha256 = @import("sha256.zig");
-const shard_record = @import("shard_record.zig");
-const thread_pool = @import("thread_pool.zig");
-const cache_writer = @import("cache_writer.zig");
-const metadata_columns = @import("metadata_columns.zig");
-const dataset_module = @import("dataset.zig");
-const sample_batch = @import("sample_batch.zig");
-const metadata_table = @import("metadata_table.zig");
-const arrow_c_export = @import("arrow_c_export.zig");
-const active_table = @import("active_table.zig");
-const read_pipeline = @import("read_pipeline.zig");
-const sampler = @import("sampler.zig");
-const permutation = @import("permutation.zig");
-const stream_shard = @import("stream_shard.zig");
-const stream_state = @import("stream_state.zig");
-const Diagnostic = @import("diagnostic.zig").Diagnostic;
+const system = @import("base/system.zig");
+const lz4 = @import("codec/lz4.zig");
+const sha256 = @import("codec/sha256.zig");
+const shard_record = @import("format/shard_record.zig");
+const thread_pool = @import("base/thread_pool.zig");
+const cache_writer = @import("write/cache_writer.zig");
+const metadata_columns = @import("format/metadata_columns.zig");
+const dataset_module = @import("read/dataset.zig");
+const sample_batch = @import("read/sample_batch.zig");
+const metadata_table = @import("table/metadata_table.zig");
+const arrow_c_export = @import("table/arrow_c_export.zig");
+const active_table = @import("stream/active_table.zig");
+const read_pipeline = @import("read/read_pipeline.zig");
+const sampler = @import("stream/sampler.zig");
+const permutation = @import("stream/permutation.zig");
+const stream_shard = @import("stream/stream_shard.zig");
+const stream_state = @import("stream/stream_state.zig");
+const Diagnostic = @import("base/diagnostic.zig").Diagnostic;
 
 const abi_version: u32 = 2;
 

@@ -4,8 +4,8 @@
 const std = @import("std");
 const types = @import("metadata_types.zig");
 const metadata_json = @import("metadata_json.zig");
-const Diagnostic = @import("diagnostic.zig").Diagnostic;
-const Excerpt = @import("diagnostic.zig").Excerpt;
+const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
+const Excerpt = @import("../base/diagnostic.zig").Excerpt;
 
 pub const Error = error{ InvalidArgument, InvalidInput, OutOfMemory };
 

@@ -10,26 +10,26 @@
 //! everything and publishes by one rename. Until then nothing is visible under
 //! the target path; `destroy` on an unfinished writer removes the staging directory.
 const std = @import("std");
-const system = @import("system.zig");
-const types = @import("metadata_types.zig");
-const metadata_json = @import("metadata_json.zig");
-const metadata_columns = @import("metadata_columns.zig");
-const manifest = @import("manifest.zig");
+const system = @import("../base/system.zig");
+const types = @import("../format/metadata_types.zig");
+const metadata_json = @import("../format/metadata_json.zig");
+const metadata_columns = @import("../format/metadata_columns.zig");
+const manifest = @import("../format/manifest.zig");
 const ShardName = manifest.ShardName;
-const arrow_ipc = @import("arrow_ipc.zig");
-const sha256 = @import("sha256.zig");
-const index_file = @import("index_file.zig");
-const shard_record = @import("shard_record.zig");
-const lz4 = @import("lz4.zig");
-const durable_files = @import("durable_files.zig");
-const file_status = @import("file_status.zig");
-const file_lock = @import("file_lock.zig");
-const directory_entries = @import("directory_entries.zig");
-const column_builder = @import("column_builder.zig");
+const arrow_ipc = @import("../format/arrow_ipc.zig");
+const sha256 = @import("../codec/sha256.zig");
+const index_file = @import("../format/index_file.zig");
+const shard_record = @import("../format/shard_record.zig");
+const lz4 = @import("../codec/lz4.zig");
+const durable_files = @import("../base/durable_files.zig");
+const file_status = @import("../base/file_status.zig");
+const file_lock = @import("../base/file_lock.zig");
+const directory_entries = @import("../base/directory_entries.zig");
+const column_builder = @import("../format/column_builder.zig");
 const ColumnBuilder = column_builder.ColumnBuilder;
-const thread_pool = @import("thread_pool.zig");
+const thread_pool = @import("../base/thread_pool.zig");
 const ShardHasher = @import("shard_hasher.zig").ShardHasher;
-const Diagnostic = @import("diagnostic.zig").Diagnostic;
+const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
 
 pub const Error = error{ InvalidArgument, InvalidInput, Io, OutOfMemory, AlreadyExists, State };
 

@@ -7,10 +7,10 @@
 //! fingerprint differs is refused with a message naming what differs, so a job
 //! never continues silently on other data.
 const std = @import("std");
-const sha256 = @import("sha256.zig");
+const sha256 = @import("../codec/sha256.zig");
 const sampler = @import("sampler.zig");
 const permutation = @import("permutation.zig");
-const Diagnostic = @import("diagnostic.zig").Diagnostic;
+const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
 
 pub const digest_length = sha256.digest_length;
 pub const Digest = [digest_length]u8;

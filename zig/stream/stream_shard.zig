@@ -17,7 +17,7 @@
 //! Everything here is arithmetic on u64 with limits that keep every product
 //! below 2^63; positions themselves wrap at 2^64 like the stream's.
 const std = @import("std");
-const Diagnostic = @import("diagnostic.zig").Diagnostic;
+const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
 const Position = @import("stream_state.zig").Position;
 
 pub const batch_size_max: u64 = 1 << 31;

@@ -3,12 +3,12 @@
 //! an iterator keeps the table it was created with while `update_metadata`
 //! installs a new one.
 const std = @import("std");
-const system = @import("system.zig");
+const system = @import("../base/system.zig");
 const sampler = @import("sampler.zig");
 const permutation = @import("permutation.zig");
 const Sampling = @import("stream_state.zig").Sampling;
-const sha256 = @import("sha256.zig");
-const Diagnostic = @import("diagnostic.zig").Diagnostic;
+const sha256 = @import("../codec/sha256.zig");
+const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
 
 pub const Location = struct { cache_id: u32, sample_id: u64 };
 

@@ -2,8 +2,8 @@
 //! as compact JSON, then the stored payload. With lz4 the stored payload is
 //! `uncompressed_len: u32 LE` followed by one LZ4 block; with none it is the raw bytes.
 const std = @import("std");
-const lz4 = @import("lz4.zig");
-const Diagnostic = @import("diagnostic.zig").Diagnostic;
+const lz4 = @import("../codec/lz4.zig");
+const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
 
 pub const Compression = enum { none, lz4 };
 

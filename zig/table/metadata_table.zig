@@ -2,17 +2,17 @@
 //! (`cache_id | sample_id | <stored columns> | weight`) and replaced from
 //! identity and weight columns, after validating everything.
 const std = @import("std");
-const types = @import("metadata_types.zig");
-const arrow_ipc = @import("arrow_ipc.zig");
+const types = @import("../format/metadata_types.zig");
+const arrow_ipc = @import("../format/arrow_ipc.zig");
 const arrow_c_export = @import("arrow_c_export.zig");
-const ColumnBuilder = @import("column_builder.zig").ColumnBuilder;
-const column_builder = @import("column_builder.zig");
-const active_table = @import("active_table.zig");
-const sampler = @import("sampler.zig");
+const ColumnBuilder = @import("../format/column_builder.zig").ColumnBuilder;
+const column_builder = @import("../format/column_builder.zig");
+const active_table = @import("../stream/active_table.zig");
+const sampler = @import("../stream/sampler.zig");
 const ActiveTable = active_table.ActiveTable;
-const Dataset = @import("dataset.zig").Dataset;
-const Diagnostic = @import("diagnostic.zig").Diagnostic;
-const Excerpt = @import("diagnostic.zig").Excerpt;
+const Dataset = @import("../read/dataset.zig").Dataset;
+const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
+const Excerpt = @import("../base/diagnostic.zig").Excerpt;
 
 pub const Error = error{ InvalidInput, OutOfMemory };
 

@@ -10,13 +10,13 @@
 //! running jobs: once it is done, every closed shard's digest is final.
 const std = @import("std");
 const builtin = @import("builtin");
-const system = @import("system.zig");
-const file_status = @import("file_status.zig");
-const sha256 = @import("sha256.zig");
-const thread_pool = @import("thread_pool.zig");
-const durable_files = @import("durable_files.zig");
-const Diagnostic = @import("diagnostic.zig").Diagnostic;
-const ShardName = @import("manifest.zig").ShardName;
+const system = @import("../base/system.zig");
+const file_status = @import("../base/file_status.zig");
+const sha256 = @import("../codec/sha256.zig");
+const thread_pool = @import("../base/thread_pool.zig");
+const durable_files = @import("../base/durable_files.zig");
+const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
+const ShardName = @import("../format/manifest.zig").ShardName;
 
 pub const Error = error{ Io, OutOfMemory };
 

@@ -7,17 +7,17 @@
 //! of it (`stream_shard`); installing a new table resets the position to 0 and
 //! keeps an explicit epoch length.
 const std = @import("std");
-const system = @import("system.zig");
-const types = @import("metadata_types.zig");
-const sampler = @import("sampler.zig");
+const system = @import("../base/system.zig");
+const types = @import("../format/metadata_types.zig");
+const sampler = @import("../stream/sampler.zig");
 const Cache = @import("cache_reader.zig").Cache;
-const active_table = @import("active_table.zig");
+const active_table = @import("../stream/active_table.zig");
 const ActiveTable = active_table.ActiveTable;
 const read_pipeline = @import("read_pipeline.zig");
-const stream_shard = @import("stream_shard.zig");
-const stream_state = @import("stream_state.zig");
-const thread_pool = @import("thread_pool.zig");
-const Diagnostic = @import("diagnostic.zig").Diagnostic;
+const stream_shard = @import("../stream/stream_shard.zig");
+const stream_state = @import("../stream/stream_state.zig");
+const thread_pool = @import("../base/thread_pool.zig");
+const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
 
 pub const Error = error{ InvalidArgument, InvalidInput, InvalidCache, Io, OutOfMemory, State, OutOfRange };
 

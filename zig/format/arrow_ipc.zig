@@ -16,9 +16,9 @@ const native_endian = @import("builtin").cpu.arch.endian();
 const assert = std.debug.assert;
 const Allocator = std.mem.Allocator;
 
-const Diagnostic = @import("diagnostic.zig").Diagnostic;
-const Excerpt = @import("diagnostic.zig").Excerpt;
-const flatbuffers = @import("flatbuffers.zig");
+const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
+const Excerpt = @import("../base/diagnostic.zig").Excerpt;
+const flatbuffers = @import("../codec/flatbuffers.zig");
 const metadata_types = @import("metadata_types.zig");
 const Column = metadata_types.Column;
 const ColumnValues = metadata_types.ColumnValues;

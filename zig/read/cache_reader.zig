@@ -7,20 +7,20 @@
 //! and the LZ4 block; any mismatch is an error naming the cache and the sample.
 const std = @import("std");
 const builtin = @import("builtin");
-const system = @import("system.zig");
-const types = @import("metadata_types.zig");
-const metadata_json = @import("metadata_json.zig");
-const manifest = @import("manifest.zig");
-const arrow_ipc = @import("arrow_ipc.zig");
-const sha256 = @import("sha256.zig");
-const file_status = @import("file_status.zig");
-const positional_read = @import("positional_read.zig");
-const FileView = @import("file_view.zig").FileView;
-const index_file = @import("index_file.zig");
-const shard_record = @import("shard_record.zig");
-const ColumnBuilder = @import("column_builder.zig").ColumnBuilder;
-const Diagnostic = @import("diagnostic.zig").Diagnostic;
-const Excerpt = @import("diagnostic.zig").Excerpt;
+const system = @import("../base/system.zig");
+const types = @import("../format/metadata_types.zig");
+const metadata_json = @import("../format/metadata_json.zig");
+const manifest = @import("../format/manifest.zig");
+const arrow_ipc = @import("../format/arrow_ipc.zig");
+const sha256 = @import("../codec/sha256.zig");
+const file_status = @import("../base/file_status.zig");
+const positional_read = @import("../base/positional_read.zig");
+const FileView = @import("../base/file_view.zig").FileView;
+const index_file = @import("../format/index_file.zig");
+const shard_record = @import("../format/shard_record.zig");
+const ColumnBuilder = @import("../format/column_builder.zig").ColumnBuilder;
+const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
+const Excerpt = @import("../base/diagnostic.zig").Excerpt;
 
 pub const Error = error{ InvalidCache, Io, OutOfMemory };
 

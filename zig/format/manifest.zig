@@ -6,8 +6,8 @@
 //! stay readable), and refuses everything else with a message naming the field.
 const std = @import("std");
 const assert = std.debug.assert;
-const Diagnostic = @import("diagnostic.zig").Diagnostic;
-const Excerpt = @import("diagnostic.zig").Excerpt;
+const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
+const Excerpt = @import("../base/diagnostic.zig").Excerpt;
 const metadata_json = @import("metadata_json.zig");
 const metadata_types = @import("metadata_types.zig");
 const Field = metadata_types.Field;

@@ -12,19 +12,19 @@
 //! more: a consumer that stops calling `next` stops all reading, so memory
 //! stays bounded by `prefetch_size` samples.
 const std = @import("std");
-const system = @import("system.zig");
-const sampler = @import("sampler.zig");
-const stream_shard = @import("stream_shard.zig");
-const stream_state = @import("stream_state.zig");
-const thread_pool = @import("thread_pool.zig");
-const active_table = @import("active_table.zig");
+const system = @import("../base/system.zig");
+const sampler = @import("../stream/sampler.zig");
+const stream_shard = @import("../stream/stream_shard.zig");
+const stream_state = @import("../stream/stream_state.zig");
+const thread_pool = @import("../base/thread_pool.zig");
+const active_table = @import("../stream/active_table.zig");
 const ActiveTable = active_table.ActiveTable;
 const Cache = @import("cache_reader.zig").Cache;
 const sample_batch = @import("sample_batch.zig");
 const SampleBatch = sample_batch.SampleBatch;
 const deferred_reads = @import("deferred_reads.zig");
 pub const DeferredRead = deferred_reads.DeferredRead;
-const Diagnostic = @import("diagnostic.zig").Diagnostic;
+const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
 
 pub const Error = error{ InvalidCache, Io, OutOfMemory };
 

@@ -1,7 +1,7 @@
 //! index.bin: one 24-byte row per sample, `shard_id: u64 LE, offset: u64 LE,
 //! record_len: u64 LE`, where `record_len` covers the whole shard record.
 const std = @import("std");
-const Diagnostic = @import("diagnostic.zig").Diagnostic;
+const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
 
 pub const row_bytes = 24;
 

@@ -8,11 +8,11 @@
 //! helper took is read. A helper that wakes after that finds nothing left;
 //! the shared state is reference counted, so it may outlive the call.
 const std = @import("std");
-const system = @import("system.zig");
-const thread_pool = @import("thread_pool.zig");
+const system = @import("../base/system.zig");
+const thread_pool = @import("../base/thread_pool.zig");
 const Cache = @import("cache_reader.zig").Cache;
 const DeferredPayload = @import("sample_batch.zig").DeferredPayload;
-const Diagnostic = @import("diagnostic.zig").Diagnostic;
+const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
 
 pub const Error = error{ InvalidCache, Io, OutOfMemory };
 

@@ -14,7 +14,7 @@
 const std = @import("std");
 const assert = std.debug.assert;
 const Allocator = std.mem.Allocator;
-const Diagnostic = @import("diagnostic.zig").Diagnostic;
+const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
 
 /// Largest flatbuffer either side handles: Arrow frames every flatbuffer with an
 /// int32 length.

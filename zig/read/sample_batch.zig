@@ -1,8 +1,8 @@
 //! A batch of materialized samples handed across the C ABI in one call.
 //! `view` is the `drt_batch` struct of the header; the lists own its memory.
 const std = @import("std");
-const types = @import("metadata_types.zig");
-const column_builder = @import("column_builder.zig");
+const types = @import("../format/metadata_types.zig");
+const column_builder = @import("../format/column_builder.zig");
 const ColumnBuilder = column_builder.ColumnBuilder;
 const PayloadLocation = @import("cache_reader.zig").Cache.PayloadLocation;
 const native_endian = @import("builtin").cpu.arch.endian();
