@@ -385,3 +385,16 @@ def test_a_single_sample_cache_has_one_shard_and_one_index_row(
     assert (tmp_path / "one" / "shards" / "000000.bin").read_bytes() == struct.pack(
         "<Q", 7
     ) + b'{"x":1}', "record bytes"
+
+
+def test_the_core_calls_a_directory_with_a_manifest_published(cache: Path, tmp_path: Path) -> None:
+    from dataset_rt import _native
+
+    assert _native.cache_published(cache)
+    assert not _native.cache_published(tmp_path / "absent")
+    unpublished = tmp_path / "half"
+    unpublished.mkdir()
+    (unpublished / "index.bin").write_bytes(b"")
+    assert not _native.cache_published(unpublished)
+    (unpublished / "manifest.json").write_text("{}")
+    assert _native.cache_published(unpublished)  # published; whether valid is the reader's call

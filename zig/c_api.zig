@@ -15,6 +15,7 @@ const metadata_table = @import("table/metadata_table.zig");
 const arrow_c_export = @import("table/arrow_c_export.zig");
 const active_table = @import("stream/active_table.zig");
 const read_pipeline = @import("read/read_pipeline.zig");
+const cache_layout = @import("format/cache_layout.zig");
 const sampler = @import("stream/sampler.zig");
 const permutation = @import("stream/permutation.zig");
 const stream_shard = @import("stream/stream_shard.zig");
@@ -167,6 +168,13 @@ export fn drt_writer_create(
         .compression = compression,
         .compression_ratio = opts.compression_ratio,
     }, &diagnostic) catch |err| return failError(err, &diagnostic);
+    return status_ok;
+}
+
+export fn drt_cache_published(path: ?[*]const u8, path_len: u64, out: ?*u32) i32 {
+    const path_bytes = byteString(path, path_len) orelse return failMessage(status_invalid_argument, "path is NULL", .{});
+    const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
+    out_ptr.* = @intFromBool(cache_layout.isPublished(path_bytes));
     return status_ok;
 }
 

@@ -24,6 +24,7 @@ test {
     _ = @import("codec/lz4.zig");
     _ = @import("codec/sha256.zig");
     _ = @import("format/arrow_ipc.zig");
+    _ = @import("format/cache_layout.zig");
     _ = @import("format/column_builder.zig");
     _ = @import("format/index_file.zig");
     _ = @import("format/manifest.zig");

@@ -410,6 +410,7 @@ def _declare(library: ctypes.CDLL) -> None:
             c_int32,
         ),
         "drt_lz4_decompress": ([c_char_p, c_uint64, POINTER(c_uint8), c_uint64], c_int32),
+        "drt_cache_published": ([c_char_p, c_uint64, POINTER(c_uint32)], c_int32),
         "drt_permutation_rows": (
             [c_uint64, c_uint64, c_uint64, c_uint64, POINTER(c_uint64)],
             c_int32,
@@ -458,6 +459,14 @@ def check(status: int) -> None:
         return
     message = (lib.drt_last_error() or b"").decode("utf-8", errors="replace")
     raise _ERROR_TYPES.get(status, NativeRuntimeError)(message or f"status {status}", status)
+
+
+def cache_published(path: os.PathLike[str] | str) -> bool:
+    """True when `path` is a published cache (the core's rule: it holds its manifest)."""
+    encoded = os.fsencode(path)
+    published = c_uint32()
+    check(lib.drt_cache_published(encoded, len(encoded), ctypes.byref(published)))
+    return bool(published.value)
 
 
 def take_buffer(function: object, handle: object) -> bytes:

@@ -485,7 +485,7 @@ def _write_one(
     except _native.NativeError as error:
         return CacheWriteError(invalid_source_label(position), str(error))
     target = base_cache_dir / name
-    if reuse is not None and (target / "manifest.json").exists():
+    if reuse is not None and _native.cache_published(target):
         return reuse(name, target)
     progress.start_source(name)
     writer = NativeWriter()

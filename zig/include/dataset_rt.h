@@ -489,6 +489,10 @@ int32_t drt_lz4_decompress(const uint8_t *source, uint64_t source_len, uint8_t *
  * `weights` (in row order) and `seed` (see docs/determinism.md). */
 int32_t drt_sampler_draws(const double *weights, uint64_t n, uint64_t seed, uint64_t start,
                           uint64_t count, uint64_t *rows_out);
+/* *out = 1 when `path` is a published cache (a directory holding manifest.json,
+ * which the writer puts in place last), else 0; the cache's validity is checked
+ * when it is opened. (ABI 2) */
+int32_t drt_cache_published(const char *path, uint64_t path_len, uint32_t *out);
 /* Rows at stream positions start .. start+count-1 of a shuffled table of n rows read
  * without replacement (each epoch of n positions a permutation; docs/determinism.md). */
 int32_t drt_permutation_rows(uint64_t n, uint64_t seed, uint64_t start, uint64_t count,

@@ -6,6 +6,7 @@
 //! length inside the record, the embedded JSON against the metadata.arrow row,
 //! and the LZ4 block; any mismatch is an error naming the cache and the sample.
 const std = @import("std");
+const layout = @import("../format/cache_layout.zig");
 const builtin = @import("builtin");
 const system = @import("../base/system.zig");
 const types = @import("../format/metadata_types.zig");
@@ -180,7 +181,7 @@ pub const Cache = struct {
     }
 
     fn readManifest(allocator: std.mem.Allocator, dir: std.Io.Dir, digest_out: *[sha256.digest_length]u8, diagnostic: *Diagnostic) Error!manifest.Parsed {
-        const text = file_status.readAlloc(allocator, dir, "manifest.json", manifest_bytes_max) catch |err| {
+        const text = file_status.readAlloc(allocator, dir, layout.manifest_file, manifest_bytes_max) catch |err| {
             if (err == error.FileTooBig) {
                 diagnostic.set("manifest.json is larger than the {d} MiB this reader accepts", .{manifest_bytes_max >> 20});
             } else {
@@ -200,7 +201,7 @@ pub const Cache = struct {
     fn mapIndex(allocator: std.mem.Allocator, dir: std.Io.Dir, the_manifest: manifest.Manifest, validate_hashes: bool, diagnostic: *Diagnostic) Error!?FileView {
         const io = system.io();
         const expected = try index_file.expectedBytes(the_manifest.sample_count, diagnostic);
-        const file = dir.openFile(io, "index.bin", .{}) catch |err| {
+        const file = dir.openFile(io, layout.index_file, .{}) catch |err| {
             diagnostic.set("cannot open index.bin: {s}", .{@errorName(err)});
             return error.InvalidCache;
         };
@@ -213,9 +214,9 @@ pub const Cache = struct {
             diagnostic.set("index.bin has {d} bytes, expected {d} (24 per sample for {d} samples)", .{ actual, expected, the_manifest.sample_count });
             return error.InvalidCache;
         }
-        if (validate_hashes) try checkFileHash(file, "index.bin", the_manifest.index_sha256, diagnostic);
+        if (validate_hashes) try checkFileHash(file, layout.index_file, the_manifest.index_sha256, diagnostic);
         if (expected == 0) return null;
-        return FileView.open(allocator, file, @intCast(expected), "index.bin", diagnostic) catch |err| switch (err) {
+        return FileView.open(allocator, file, @intCast(expected), layout.index_file, diagnostic) catch |err| switch (err) {
             error.OutOfMemory => error.OutOfMemory,
             error.Io => error.Io,
             error.ShortFile => error.InvalidCache, // shrank since its length was checked
@@ -229,7 +230,7 @@ pub const Cache = struct {
         validate_hashes: bool,
         diagnostic: *Diagnostic,
     ) Error!arrow_ipc.Table {
-        const bytes = file_status.readAlloc(allocator, dir, "metadata.arrow", std.math.maxInt(u64)) catch |err| {
+        const bytes = file_status.readAlloc(allocator, dir, layout.metadata_file, std.math.maxInt(u64)) catch |err| {
             diagnostic.set("cannot read metadata.arrow: {s}", .{@errorName(err)});
             return if (err == error.OutOfMemory) error.OutOfMemory else error.InvalidCache;
         };
@@ -305,7 +306,7 @@ pub const Cache = struct {
         errdefer allocator.free(cache.shard_byte_lens);
         var opened: usize = 0;
         errdefer for (cache.shards[0..opened]) |shard| shard.file.close(io);
-        var shards_dir = dir.openDir(io, "shards", .{}) catch |err| {
+        var shards_dir = dir.openDir(io, layout.shards_dir, .{}) catch |err| {
             diagnostic.set("cannot open the shards directory: {s}", .{@errorName(err)});
             return error.InvalidCache;
         };

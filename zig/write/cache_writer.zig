@@ -10,6 +10,7 @@
 //! everything and publishes by one rename. Until then nothing is visible under
 //! the target path; `destroy` on an unfinished writer removes the staging directory.
 const std = @import("std");
+const layout = @import("../format/cache_layout.zig");
 const system = @import("../base/system.zig");
 const types = @import("../format/metadata_types.zig");
 const metadata_json = @import("../format/metadata_json.zig");
@@ -207,7 +208,7 @@ pub const CacheWriter = struct {
             return error.Io;
         };
         errdefer writer.base_dir.close(io);
-        writer.base_dir.createDir(io, "tmp", .default_dir) catch |err| switch (err) {
+        writer.base_dir.createDir(io, layout.staging_dir, .default_dir) catch |err| switch (err) {
             error.PathAlreadyExists => {},
             else => {
                 diagnostic.set("cannot create {s}/tmp: {s}", .{ base_dir_path, @errorName(err) });
@@ -237,7 +238,7 @@ pub const CacheWriter = struct {
             diagnostic.set("source name \"{f}\" is not valid UTF-8", .{std.zig.fmtString(source_name)});
             return error.InvalidArgument;
         }
-        if (std.mem.eql(u8, source_name, "tmp")) {
+        if (std.mem.eql(u8, source_name, layout.staging_dir)) {
             diagnostic.set("source name 'tmp' is reserved for the staging directory", .{});
             return error.InvalidArgument;
         }
@@ -270,7 +271,7 @@ pub const CacheWriter = struct {
     /// file retries on the current one.
     fn lockTarget(writer: *CacheWriter, diagnostic: *Diagnostic) Error!void {
         const io = system.io();
-        writer.lock_name = try std.fmt.allocPrint(writer.allocator, "tmp/{s}.lock", .{writer.source_name});
+        writer.lock_name = try std.fmt.allocPrint(writer.allocator, "{s}/{s}{s}", .{ layout.staging_dir, writer.source_name, layout.lock_suffix });
         errdefer writer.allocator.free(writer.lock_name);
         for (0..lock_attempts_max) |_| {
             const file = writer.base_dir.createFile(io, writer.lock_name, .{ .truncate = false }) catch |err| {
@@ -327,7 +328,8 @@ pub const CacheWriter = struct {
         const Counter = struct {
             var next: std.atomic.Value(u64) = .init(0);
         };
-        writer.staging_name = try std.fmt.allocPrint(writer.allocator, "tmp/{d}.{x}.{d}.staging", .{
+        writer.staging_name = try std.fmt.allocPrint(writer.allocator, "{s}/{d}.{x}.{d}.staging", .{
+            layout.staging_dir,
             system.processId(),
             system.monotonicNanoseconds(),
             Counter.next.fetchAdd(1, .monotonic),
@@ -344,11 +346,11 @@ pub const CacheWriter = struct {
         };
         writer.staging_dir = staging_dir;
         errdefer writer.closeStaging();
-        staging_dir.createDir(io, "shards", .default_dir) catch |err| {
+        staging_dir.createDir(io, layout.shards_dir, .default_dir) catch |err| {
             diagnostic.set("cannot create shards directory: {s}", .{@errorName(err)});
             return error.Io;
         };
-        writer.shards_dir = staging_dir.openDir(io, "shards", .{}) catch |err| {
+        writer.shards_dir = staging_dir.openDir(io, layout.shards_dir, .{}) catch |err| {
             diagnostic.set("cannot open shards directory: {s}", .{@errorName(err)});
             return error.Io;
         };
@@ -1169,14 +1171,14 @@ pub const CacheWriter = struct {
         writer.file_syncs.wait();
         writer.stats.disk_write.add(sync_started, 0);
         try writer.checkFailure(diagnostic);
-        try durable_files.syncDir(writer.shards_dir.?, "shards", diagnostic);
+        try durable_files.syncDir(writer.shards_dir.?, layout.shards_dir, diagnostic);
         try durable_files.syncDir(writer.staging_dir.?, writer.staging_name, diagnostic);
         writer.stats.finish_manifest.add(started, writer.index_bytes.items.len);
         try writer.publish(diagnostic);
     }
 
     fn writeIndex(writer: *CacheWriter, diagnostic: *Diagnostic) Error![32]u8 {
-        writer.syncInBackground(try durable_files.writeFile(writer.staging_dir.?, "index.bin", writer.index_bytes.items, diagnostic), .{ .staging = "index.bin" });
+        writer.syncInBackground(try durable_files.writeFile(writer.staging_dir.?, layout.index_file, writer.index_bytes.items, diagnostic), .{ .staging = layout.index_file });
         return sha256.hash(writer.index_bytes.items);
     }
 
@@ -1196,7 +1198,7 @@ pub const CacheWriter = struct {
             },
         };
         defer allocator.free(bytes);
-        writer.syncInBackground(try durable_files.writeFile(writer.staging_dir.?, "metadata.arrow", bytes, diagnostic), .{ .staging = "metadata.arrow" });
+        writer.syncInBackground(try durable_files.writeFile(writer.staging_dir.?, layout.metadata_file, bytes, diagnostic), .{ .staging = layout.metadata_file });
         return sha256.hash(bytes);
     }
 
@@ -1211,7 +1213,7 @@ pub const CacheWriter = struct {
             .shards = writer.shards.items,
         }) catch return error.OutOfMemory;
         defer writer.allocator.free(text);
-        writer.syncInBackground(try durable_files.writeFile(writer.staging_dir.?, "manifest.json", text, diagnostic), .{ .staging = "manifest.json" });
+        writer.syncInBackground(try durable_files.writeFile(writer.staging_dir.?, layout.manifest_file, text, diagnostic), .{ .staging = layout.manifest_file });
     }
 
     /// The base directory's path as given, with a trailing separator.
