@@ -60,38 +60,73 @@ pub const Parts = struct {
     payload_len: u64,
 };
 
+/// Where a record's parts lie, from its 8-byte header and its length (the index's
+/// `record_len`). Every read path parses the header here.
+pub const Layout = struct {
+    metadata_len: u64,
+    /// Bytes after the metadata: the raw payload, or the lz4 prefix and block.
+    stored_len: u64,
+
+    pub fn metadataEnd(layout: Layout) u64 {
+        return header_bytes + layout.metadata_len;
+    }
+};
+
+/// Checks the header's metadata length against the record's length.
+pub fn layoutOf(header: *const [header_bytes]u8, record_len: u64, diagnostic: *Diagnostic) error{InvalidCache}!Layout {
+    if (record_len < header_bytes) {
+        diagnostic.set("record of {d} bytes is shorter than its 8-byte header", .{record_len});
+        return error.InvalidCache;
+    }
+    const metadata_len = std.mem.readInt(u64, header, .little);
+    if (metadata_len > record_len - header_bytes) {
+        diagnostic.set("record metadata length {d} exceeds the record ({d} bytes)", .{ metadata_len, record_len });
+        return error.InvalidCache;
+    }
+    return .{ .metadata_len = metadata_len, .stored_len = record_len - header_bytes - metadata_len };
+}
+
+/// The decoded length of an lz4 payload whose stored part (prefix and block) is
+/// `stored_len` bytes and whose prefix is `prefix`. An LZ4 block expands at most
+/// 255-fold (a match's length bytes add 255 each): a larger prefix is corrupt,
+/// refused before any buffer for it is allocated.
+pub fn lz4PayloadLen(prefix: *const [lz4_prefix_bytes]u8, stored_len: u64, diagnostic: *Diagnostic) error{InvalidCache}!u64 {
+    std.debug.assert(stored_len >= lz4_prefix_bytes);
+    const block_len = stored_len - lz4_prefix_bytes;
+    const payload_len = std.mem.readInt(u32, prefix, .little);
+    if (payload_len > lz4_payload_bytes_max or payload_len > 255 * block_len) {
+        diagnostic.set("lz4 record claims {d} decoded bytes, impossible for its {d}-byte block", .{ payload_len, block_len });
+        return error.InvalidCache;
+    }
+    return payload_len;
+}
+
+/// Checks that an lz4 record's stored part has room for its length prefix.
+pub fn checkLz4Room(stored_len: u64, diagnostic: *Diagnostic) error{InvalidCache}!void {
+    if (stored_len < lz4_prefix_bytes) {
+        diagnostic.set("lz4 record has no room for its 4-byte length prefix", .{});
+        return error.InvalidCache;
+    }
+}
+
 /// Splits a record read from disk, checking every length against the record size.
 pub fn split(record: []const u8, compression: Compression, diagnostic: *Diagnostic) error{InvalidCache}!Parts {
     if (record.len < header_bytes) {
         diagnostic.set("record of {d} bytes is shorter than its 8-byte header", .{record.len});
         return error.InvalidCache;
     }
-    const metadata_len = std.mem.readInt(u64, record[0..header_bytes], .little);
-    if (metadata_len > record.len - header_bytes) {
-        diagnostic.set("record metadata length {d} exceeds the record ({d} bytes)", .{ metadata_len, record.len });
-        return error.InvalidCache;
-    }
-    const metadata_end = header_bytes + @as(usize, @intCast(metadata_len));
+    const layout = try layoutOf(record[0..header_bytes], record.len, diagnostic);
+    const metadata_end: usize = @intCast(layout.metadataEnd());
+    const metadata = record[header_bytes..metadata_end];
     const rest = record[metadata_end..];
     switch (compression) {
-        .none => return .{ .metadata_json = record[header_bytes..metadata_end], .stored_payload = rest, .payload_len = rest.len },
+        .none => return .{ .metadata_json = metadata, .stored_payload = rest, .payload_len = rest.len },
         .lz4 => {
-            if (rest.len < lz4_prefix_bytes) {
-                diagnostic.set("lz4 record has no room for its 4-byte length prefix", .{});
-                return error.InvalidCache;
-            }
-            const stored_payload = rest[lz4_prefix_bytes..];
-            const payload_len = std.mem.readInt(u32, rest[0..lz4_prefix_bytes], .little);
-            // An LZ4 block expands at most 255-fold (a match's length bytes add 255
-            // each): a larger prefix is corrupt, refused before its buffer is allocated.
-            if (payload_len > lz4_payload_bytes_max or payload_len > 255 * @as(u64, stored_payload.len)) {
-                diagnostic.set("lz4 record claims {d} decoded bytes, impossible for its {d}-byte block", .{ payload_len, stored_payload.len });
-                return error.InvalidCache;
-            }
+            try checkLz4Room(rest.len, diagnostic);
             return .{
-                .metadata_json = record[header_bytes..metadata_end],
-                .stored_payload = stored_payload,
-                .payload_len = payload_len,
+                .metadata_json = metadata,
+                .stored_payload = rest[lz4_prefix_bytes..],
+                .payload_len = try lz4PayloadLen(rest[0..lz4_prefix_bytes], rest.len, diagnostic),
             };
         },
     }

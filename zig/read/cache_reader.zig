@@ -6,7 +6,7 @@
 //! length inside the record, the embedded JSON against the metadata.arrow row,
 //! and the LZ4 block; any mismatch is an error naming the cache and the sample.
 const std = @import("std");
-const layout = @import("../format/cache_layout.zig");
+const cache_layout = @import("../format/cache_layout.zig");
 const builtin = @import("builtin");
 const system = @import("../base/system.zig");
 const types = @import("../format/metadata_types.zig");
@@ -149,22 +149,14 @@ pub const Cache = struct {
     }
 
     fn payloadLen(shard: Shard, row: index_file.Row, head: []const u8, diagnostic: *Diagnostic) Error!u64 {
-        const metadata_len = std.mem.readInt(u64, head[0..shard_record.header_bytes], .little);
-        if (metadata_len > row.record_len - shard_record.header_bytes) {
-            diagnostic.set("record metadata length {d} exceeds the record ({d} bytes)", .{ metadata_len, row.record_len });
-            return error.InvalidCache;
-        }
-        const stored_len = row.record_len - shard_record.header_bytes - metadata_len;
+        const layout = try shard_record.layoutOf(head[0..shard_record.header_bytes], row.record_len, diagnostic);
         switch (shard.compression) {
-            .none => return stored_len,
+            .none => return layout.stored_len,
             .lz4 => {
-                if (stored_len < shard_record.lz4_prefix_bytes) {
-                    diagnostic.set("lz4 record has no room for its 4-byte length prefix", .{});
-                    return error.InvalidCache;
-                }
+                try shard_record.checkLz4Room(layout.stored_len, diagnostic);
                 var prefix: [shard_record.lz4_prefix_bytes]u8 = undefined;
-                try readExactly(shard, row.shard_id, &prefix, row.offset + shard_record.header_bytes + metadata_len, diagnostic);
-                return std.mem.readInt(u32, &prefix, .little);
+                try readExactly(shard, row.shard_id, &prefix, row.offset + layout.metadataEnd(), diagnostic);
+                return try shard_record.lz4PayloadLen(&prefix, layout.stored_len, diagnostic);
             },
         }
     }
@@ -181,7 +173,7 @@ pub const Cache = struct {
     }
 
     fn readManifest(allocator: std.mem.Allocator, dir: std.Io.Dir, digest_out: *[sha256.digest_length]u8, diagnostic: *Diagnostic) Error!manifest.Parsed {
-        const text = file_status.readAlloc(allocator, dir, layout.manifest_file, manifest_bytes_max) catch |err| {
+        const text = file_status.readAlloc(allocator, dir, cache_layout.manifest_file, manifest_bytes_max) catch |err| {
             if (err == error.FileTooBig) {
                 diagnostic.set("manifest.json is larger than the {d} MiB this reader accepts", .{manifest_bytes_max >> 20});
             } else {
@@ -201,7 +193,7 @@ pub const Cache = struct {
     fn mapIndex(allocator: std.mem.Allocator, dir: std.Io.Dir, the_manifest: manifest.Manifest, validate_hashes: bool, diagnostic: *Diagnostic) Error!?FileView {
         const io = system.io();
         const expected = try index_file.expectedBytes(the_manifest.sample_count, diagnostic);
-        const file = dir.openFile(io, layout.index_file, .{}) catch |err| {
+        const file = dir.openFile(io, cache_layout.index_file, .{}) catch |err| {
             diagnostic.set("cannot open index.bin: {s}", .{@errorName(err)});
             return error.InvalidCache;
         };
@@ -214,9 +206,9 @@ pub const Cache = struct {
             diagnostic.set("index.bin has {d} bytes, expected {d} (24 per sample for {d} samples)", .{ actual, expected, the_manifest.sample_count });
             return error.InvalidCache;
         }
-        if (validate_hashes) try checkFileHash(file, layout.index_file, the_manifest.index_sha256, diagnostic);
+        if (validate_hashes) try checkFileHash(file, cache_layout.index_file, the_manifest.index_sha256, diagnostic);
         if (expected == 0) return null;
-        return FileView.open(allocator, file, @intCast(expected), layout.index_file, diagnostic) catch |err| switch (err) {
+        return FileView.open(allocator, file, @intCast(expected), cache_layout.index_file, diagnostic) catch |err| switch (err) {
             error.OutOfMemory => error.OutOfMemory,
             error.Io => error.Io,
             error.ShortFile => error.InvalidCache, // shrank since its length was checked
@@ -230,7 +222,7 @@ pub const Cache = struct {
         validate_hashes: bool,
         diagnostic: *Diagnostic,
     ) Error!arrow_ipc.Table {
-        const bytes = file_status.readAlloc(allocator, dir, layout.metadata_file, std.math.maxInt(u64)) catch |err| {
+        const bytes = file_status.readAlloc(allocator, dir, cache_layout.metadata_file, std.math.maxInt(u64)) catch |err| {
             diagnostic.set("cannot read metadata.arrow: {s}", .{@errorName(err)});
             return if (err == error.OutOfMemory) error.OutOfMemory else error.InvalidCache;
         };
@@ -306,7 +298,7 @@ pub const Cache = struct {
         errdefer allocator.free(cache.shard_byte_lens);
         var opened: usize = 0;
         errdefer for (cache.shards[0..opened]) |shard| shard.file.close(io);
-        var shards_dir = dir.openDir(io, layout.shards_dir, .{}) catch |err| {
+        var shards_dir = dir.openDir(io, cache_layout.shards_dir, .{}) catch |err| {
             diagnostic.set("cannot open the shards directory: {s}", .{@errorName(err)});
             return error.InvalidCache;
         };
@@ -440,13 +432,13 @@ pub const Cache = struct {
             // header (possible with a small deferral size) is read whole too, and
             // `split` reports it.
             const header = shard_record.header_bytes;
-            const metadata_len = if (head.len < header) null else std.mem.readInt(u64, head[0..header], .little);
-            if (metadata_len != null and metadata_len.? <= head.len - header) {
-                const metadata_end = header + @as(usize, @intCast(metadata_len.?));
+            const layout = if (head.len < header) null else try shard_record.layoutOf(head[0..header], row.record_len, diagnostic);
+            if (layout != null and layout.?.metadataEnd() <= head.len) {
+                const metadata_end: usize = @intCast(layout.?.metadataEnd());
                 parts = .{
                     .metadata_json = head[header..metadata_end],
                     .stored_payload = &.{},
-                    .payload_len = row.record_len - metadata_end,
+                    .payload_len = layout.?.stored_len,
                 };
             } else direct = false; // unusually large metadata: read the record whole
         }

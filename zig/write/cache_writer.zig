@@ -10,7 +10,7 @@
 //! everything and publishes by one rename. Until then nothing is visible under
 //! the target path; `destroy` on an unfinished writer removes the staging directory.
 const std = @import("std");
-const layout = @import("../format/cache_layout.zig");
+const cache_layout = @import("../format/cache_layout.zig");
 const system = @import("../base/system.zig");
 const types = @import("../format/metadata_types.zig");
 const metadata_json = @import("../format/metadata_json.zig");
@@ -208,7 +208,7 @@ pub const CacheWriter = struct {
             return error.Io;
         };
         errdefer writer.base_dir.close(io);
-        writer.base_dir.createDir(io, layout.staging_dir, .default_dir) catch |err| switch (err) {
+        writer.base_dir.createDir(io, cache_layout.staging_dir, .default_dir) catch |err| switch (err) {
             error.PathAlreadyExists => {},
             else => {
                 diagnostic.set("cannot create {s}/tmp: {s}", .{ base_dir_path, @errorName(err) });
@@ -238,7 +238,7 @@ pub const CacheWriter = struct {
             diagnostic.set("source name \"{f}\" is not valid UTF-8", .{std.zig.fmtString(source_name)});
             return error.InvalidArgument;
         }
-        if (std.mem.eql(u8, source_name, layout.staging_dir)) {
+        if (std.mem.eql(u8, source_name, cache_layout.staging_dir)) {
             diagnostic.set("source name 'tmp' is reserved for the staging directory", .{});
             return error.InvalidArgument;
         }
@@ -271,7 +271,7 @@ pub const CacheWriter = struct {
     /// file retries on the current one.
     fn lockTarget(writer: *CacheWriter, diagnostic: *Diagnostic) Error!void {
         const io = system.io();
-        writer.lock_name = try std.fmt.allocPrint(writer.allocator, "{s}/{s}{s}", .{ layout.staging_dir, writer.source_name, layout.lock_suffix });
+        writer.lock_name = try std.fmt.allocPrint(writer.allocator, "{s}/{s}{s}", .{ cache_layout.staging_dir, writer.source_name, cache_layout.lock_suffix });
         errdefer writer.allocator.free(writer.lock_name);
         for (0..lock_attempts_max) |_| {
             const file = writer.base_dir.createFile(io, writer.lock_name, .{ .truncate = false }) catch |err| {
@@ -329,7 +329,7 @@ pub const CacheWriter = struct {
             var next: std.atomic.Value(u64) = .init(0);
         };
         writer.staging_name = try std.fmt.allocPrint(writer.allocator, "{s}/{d}.{x}.{d}.staging", .{
-            layout.staging_dir,
+            cache_layout.staging_dir,
             system.processId(),
             system.monotonicNanoseconds(),
             Counter.next.fetchAdd(1, .monotonic),
@@ -346,11 +346,11 @@ pub const CacheWriter = struct {
         };
         writer.staging_dir = staging_dir;
         errdefer writer.closeStaging();
-        staging_dir.createDir(io, layout.shards_dir, .default_dir) catch |err| {
+        staging_dir.createDir(io, cache_layout.shards_dir, .default_dir) catch |err| {
             diagnostic.set("cannot create shards directory: {s}", .{@errorName(err)});
             return error.Io;
         };
-        writer.shards_dir = staging_dir.openDir(io, layout.shards_dir, .{}) catch |err| {
+        writer.shards_dir = staging_dir.openDir(io, cache_layout.shards_dir, .{}) catch |err| {
             diagnostic.set("cannot open shards directory: {s}", .{@errorName(err)});
             return error.Io;
         };
@@ -1171,14 +1171,14 @@ pub const CacheWriter = struct {
         writer.file_syncs.wait();
         writer.stats.disk_write.add(sync_started, 0);
         try writer.checkFailure(diagnostic);
-        try durable_files.syncDir(writer.shards_dir.?, layout.shards_dir, diagnostic);
+        try durable_files.syncDir(writer.shards_dir.?, cache_layout.shards_dir, diagnostic);
         try durable_files.syncDir(writer.staging_dir.?, writer.staging_name, diagnostic);
         writer.stats.finish_manifest.add(started, writer.index_bytes.items.len);
         try writer.publish(diagnostic);
     }
 
     fn writeIndex(writer: *CacheWriter, diagnostic: *Diagnostic) Error![32]u8 {
-        writer.syncInBackground(try durable_files.writeFile(writer.staging_dir.?, layout.index_file, writer.index_bytes.items, diagnostic), .{ .staging = layout.index_file });
+        writer.syncInBackground(try durable_files.writeFile(writer.staging_dir.?, cache_layout.index_file, writer.index_bytes.items, diagnostic), .{ .staging = cache_layout.index_file });
         return sha256.hash(writer.index_bytes.items);
     }
 
@@ -1198,7 +1198,7 @@ pub const CacheWriter = struct {
             },
         };
         defer allocator.free(bytes);
-        writer.syncInBackground(try durable_files.writeFile(writer.staging_dir.?, layout.metadata_file, bytes, diagnostic), .{ .staging = layout.metadata_file });
+        writer.syncInBackground(try durable_files.writeFile(writer.staging_dir.?, cache_layout.metadata_file, bytes, diagnostic), .{ .staging = cache_layout.metadata_file });
         return sha256.hash(bytes);
     }
 
@@ -1213,7 +1213,7 @@ pub const CacheWriter = struct {
             .shards = writer.shards.items,
         }) catch return error.OutOfMemory;
         defer writer.allocator.free(text);
-        writer.syncInBackground(try durable_files.writeFile(writer.staging_dir.?, layout.manifest_file, text, diagnostic), .{ .staging = layout.manifest_file });
+        writer.syncInBackground(try durable_files.writeFile(writer.staging_dir.?, cache_layout.manifest_file, text, diagnostic), .{ .staging = cache_layout.manifest_file });
     }
 
     /// The base directory's path as given, with a trailing separator.
