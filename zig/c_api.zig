@@ -156,11 +156,7 @@ export fn drt_writer_create(
     const name = byteString(source_name, source_name_len) orelse return failMessage(status_invalid_argument, "source_name is NULL", .{});
     const opts = options orelse return failMessage(status_invalid_argument, "options is NULL", .{});
     const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
-    const compression: shard_record.Compression = switch (opts.compression) {
-        0 => .none,
-        1 => .lz4,
-        else => return failMessage(status_invalid_argument, "unknown compression code {d}", .{opts.compression}),
-    };
+    const compression = compressionOf(opts.compression) orelse return failMessage(status_invalid_argument, "unknown compression code {d}", .{opts.compression});
     var diagnostic: Diagnostic = .{};
     out_ptr.* = cache_writer.CacheWriter.create(allocator, pool, base, name, .{
         .max_shard_bytes = opts.max_shard_bytes,
@@ -168,6 +164,21 @@ export fn drt_writer_create(
         .compression = compression,
         .compression_ratio = opts.compression_ratio,
     }, &diagnostic) catch |err| return failError(err, &diagnostic);
+    return status_ok;
+}
+
+fn compressionOf(code: u32) ?shard_record.Compression {
+    return switch (code) {
+        0 => .none,
+        1 => .lz4,
+        else => null,
+    };
+}
+
+export fn drt_check_compression(compression: u32, ratio: f64) i32 {
+    const codec = compressionOf(compression) orelse return failMessage(status_invalid_argument, "unknown compression code {d}", .{compression});
+    var diagnostic: Diagnostic = .{};
+    cache_writer.CacheWriter.checkCompression(codec, ratio, &diagnostic) catch |err| return failError(err, &diagnostic);
     return status_ok;
 }
 

@@ -411,6 +411,7 @@ def _declare(library: ctypes.CDLL) -> None:
         ),
         "drt_lz4_decompress": ([c_char_p, c_uint64, POINTER(c_uint8), c_uint64], c_int32),
         "drt_cache_published": ([c_char_p, c_uint64, POINTER(c_uint32)], c_int32),
+        "drt_check_compression": ([c_uint32, c_double], c_int32),
         "drt_permutation_rows": (
             [c_uint64, c_uint64, c_uint64, c_uint64, POINTER(c_uint64)],
             c_int32,

@@ -5,7 +5,6 @@ Python validates shapes for friendly messages; the core validates again.
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 from typing import Literal
@@ -36,10 +35,10 @@ class ShardCompression(BaseModel):
 
     @model_validator(mode="after")
     def _ratio_fits_algo(self) -> ShardCompression:
-        if self.algo == "none" and self.ratio != 1.0:
-            raise ValueError(f"algo='none' requires ratio == 1.0, got {self.ratio!r}")
-        if self.algo == "lz4" and not (math.isfinite(self.ratio) and self.ratio > 0):
-            raise ValueError(f"algo='lz4' requires a positive finite ratio, got {self.ratio!r}")
+        from dataset_rt import _native  # the core owns the rule
+
+        code = _native.COMPRESSION_CODES[self.algo]
+        _native.check(_native.lib.drt_check_compression(code, self.ratio))
         return self
 
 

@@ -363,8 +363,10 @@ const TreeReader = struct {
     }
 };
 
-/// Why a compression setting is invalid, as the end of a sentence about its ratio; null if valid.
-fn compressionProblem(compression: Compression) ?[]const u8 {
+/// Why a compression setting is invalid, as the end of a sentence about its ratio
+/// ("ratio 2 must be 1.0 when algo is none"); null if valid. The one home of the
+/// rule: the writer's options and the manifest reader both ask it.
+pub fn compressionProblem(compression: Compression) ?[]const u8 {
     return switch (compression.algo) {
         .none => if (compression.ratio == 1.0) null else "must be 1.0 when algo is none",
         .lz4 => if (std.math.isFinite(compression.ratio) and compression.ratio > 0) null else "must be a positive finite number",

@@ -489,6 +489,10 @@ int32_t drt_lz4_decompress(const uint8_t *source, uint64_t source_len, uint8_t *
  * `weights` (in row order) and `seed` (see docs/determinism.md). */
 int32_t drt_sampler_draws(const double *weights, uint64_t n, uint64_t seed, uint64_t start,
                           uint64_t count, uint64_t *rows_out);
+/* DRT_OK when `ratio` fits `compression` (DRT_COMPRESSION_*): exactly 1.0 with
+ * none, positive and finite with lz4; else DRT_ERR_INVALID_ARGUMENT saying why
+ * (the check drt_writer_create makes). (ABI 2) */
+int32_t drt_check_compression(uint32_t compression, double ratio);
 /* *out = 1 when `path` is a published cache (a directory holding manifest.json,
  * which the writer puts in place last), else 0; the cache's validity is checked
  * when it is opened. (ABI 2) */

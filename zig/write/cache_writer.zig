@@ -253,15 +253,18 @@ pub const CacheWriter = struct {
             diagnostic.set("batches_in_flight_max must be at least 1", .{});
             return error.InvalidArgument;
         }
-        switch (options.compression) {
-            .none => if (options.compression_ratio != 1.0) {
-                diagnostic.set("compression 'none' requires ratio 1.0, got {d}", .{options.compression_ratio});
-                return error.InvalidArgument;
-            },
-            .lz4 => if (!std.math.isFinite(options.compression_ratio) or options.compression_ratio <= 0) {
-                diagnostic.set("lz4 compression ratio must be positive and finite, got {d}", .{options.compression_ratio});
-                return error.InvalidArgument;
-            },
+        try checkCompression(options.compression, options.compression_ratio, diagnostic);
+    }
+
+    /// Refuses a ratio that does not fit the codec (`manifest.compressionProblem`).
+    pub fn checkCompression(compression: shard_record.Compression, ratio: f64, diagnostic: *Diagnostic) Error!void {
+        const setting: manifest.Compression = .{ .algo = switch (compression) {
+            .none => .none,
+            .lz4 => .lz4,
+        }, .ratio = ratio };
+        if (manifest.compressionProblem(setting)) |problem| {
+            diagnostic.set("shard compression ratio {d} {s}", .{ ratio, problem });
+            return error.InvalidArgument;
         }
     }
 
