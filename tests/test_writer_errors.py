@@ -504,14 +504,14 @@ def test_configs_are_frozen() -> None:
 
 
 def test_no_compression_requires_ratio_one() -> None:
-    with pytest.raises(pydantic.ValidationError):
+    with pytest.raises(pydantic.ValidationError, match="ratio 2 must be 1.0 when algo is none"):
         ShardCompression(algo="none", ratio=2.0)
     assert ShardCompression(algo="none", ratio=1.0).ratio == 1.0
 
 
 @pytest.mark.parametrize("ratio", [0.0, -1.0, math.inf, math.nan])
 def test_lz4_requires_a_positive_finite_ratio(ratio: float) -> None:
-    with pytest.raises(pydantic.ValidationError):
+    with pytest.raises(pydantic.ValidationError, match="must be a positive finite number"):
         ShardCompression(algo="lz4", ratio=ratio)
 
 
