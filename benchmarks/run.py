@@ -23,7 +23,9 @@ slower. Each read process first reads every file of the cache once with plain
 reads (warm page cache for both), then opens the cache and times one pass.
 Figures are medians over the repeats; the ratio is ours/peer of the medians.
 
-Results: ``benchmarks/results/latest.json`` and ``latest.md`` (also printed);
+Results: ``benchmarks/results/latest.json`` and ``latest.md`` (also printed), and
+the run kept as ``benchmarks/results/<commit>.json`` (``<commit>+dirty`` for a
+modified checkout);
 progress goes to stderr. With matplotlib importable, a chart of the ratios is
 written to ``benchmarks/results/latest_ratios.png`` (``benchmarks/chart.py``
 writes the one in docs/).
@@ -753,11 +755,15 @@ def main() -> None:
     }
     out = Path(args.results_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "latest.json").write_text(json.dumps(report, indent=2) + "\n")
+    report_json = json.dumps(report, indent=2) + "\n"
+    (out / "latest.json").write_text(report_json)
+    # Each run is kept by the commit it measured (history is data, not docs).
+    revision = report["meta"]["machine"].get("git", "unknown")
+    (out / f"{revision}.json").write_text(report_json)
     table = markdown(report)
     (out / "latest.md").write_text(table)
     print(table)
-    log(f"done in {wall:.0f} s; wrote {out / 'latest.json'} and {out / 'latest.md'}")
+    log(f"done in {wall:.0f} s; wrote latest.json, {revision}.json and latest.md in {out}")
 
     if not args.no_chart:
         try:
