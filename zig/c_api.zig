@@ -21,6 +21,21 @@ const permutation = @import("stream/permutation.zig");
 const stream_shard = @import("stream/stream_shard.zig");
 const stream_state = @import("stream/stream_state.zig");
 const Diagnostic = @import("base/diagnostic.zig").Diagnostic;
+const metadata_types = @import("format/metadata_types.zig");
+const c_types = @import("c_types.zig");
+const WriterOptions = c_types.WriterOptions;
+const StageStats = c_types.StageStats;
+const WriterStats = c_types.WriterStats;
+const ReaderOptions = c_types.ReaderOptions;
+const StreamPosition = c_types.StreamPosition;
+const StreamState = c_types.StreamState;
+const ShardSpec = c_types.ShardSpec;
+const ShardCounts = c_types.ShardCounts;
+const Buffer = c_types.Buffer;
+const IntegerColumn = c_types.IntegerColumn;
+const FloatColumn = c_types.FloatColumn;
+const shardOf = c_types.shardOf;
+const algorithm_bytes = c_types.algorithm_bytes;
 
 const abi_version: u32 = 2;
 
@@ -112,28 +127,6 @@ export fn drt_runtime_num_workers(runtime: ?*const Runtime) u32 {
 }
 
 // ---- writer ----------------------------------------------------------------
-
-const WriterOptions = extern struct {
-    max_shard_bytes: u64,
-    batches_in_flight_max: u32,
-    compression: u32,
-    compression_ratio: f64,
-};
-
-const StageStats = extern struct { calls: u64, nanoseconds: u64, bytes: u64 };
-
-const WriterStats = extern struct {
-    samples_committed: u64,
-    payload_bytes_committed: u64,
-    shard_bytes_committed: u64,
-    ingress_wait: StageStats,
-    encode: StageStats,
-    compression: StageStats,
-    hashing: StageStats,
-    disk_write: StageStats,
-    finish_manifest: StageStats,
-    publish: StageStats,
-};
 
 fn byteString(pointer: ?[*]const u8, len: u64) ?[]const u8 {
     if (len == 0) return "";
@@ -333,14 +326,6 @@ export fn drt_writer_destroy(writer: ?*cache_writer.CacheWriter) void {
 
 // ---- dataset and iterators ---------------------------------------------------
 
-const ReaderOptions = extern struct {
-    seed: u64,
-    prefetch_size: u32,
-    shuffle: u32,
-    validate_cache: u32,
-    without_replacement: u32,
-};
-
 export fn drt_dataset_open(
     runtime: ?*Runtime,
     paths: ?[*]const ?[*]const u8,
@@ -395,66 +380,6 @@ export fn drt_dataset_set_epoch_len(dataset: ?*dataset_module.Dataset, epoch_len
 }
 
 // ---- stream state: resume, epochs, ranks and workers ------------------------
-
-const StreamPosition = extern struct {
-    epoch: u64,
-    epoch_start: u64,
-    epoch_len: u64,
-    position: u64,
-
-    fn of(at: stream_state.Position) StreamPosition {
-        return .{ .epoch = at.epoch, .epoch_start = at.epoch_start, .epoch_len = at.epoch_len, .position = at.position };
-    }
-
-    fn toPosition(c_position: *const StreamPosition) stream_state.Position {
-        return .{ .epoch = c_position.epoch, .epoch_start = c_position.epoch_start, .epoch_len = c_position.epoch_len, .position = c_position.position };
-    }
-};
-
-const algorithm_bytes = 64;
-
-const StreamState = extern struct {
-    at: StreamPosition,
-    seed: u64,
-    shuffle: u32,
-    cache_count: u32,
-    table_sha256: [stream_state.digest_length]u8,
-    algorithm: [algorithm_bytes]u8,
-};
-
-comptime {
-    std.debug.assert(stream_state.algorithm_shuffled.len < algorithm_bytes);
-    std.debug.assert(stream_state.algorithm_ordered.len < algorithm_bytes);
-    std.debug.assert(stream_state.algorithm_permutation.len < algorithm_bytes);
-}
-
-const ShardSpec = extern struct {
-    batch_size: u64,
-    rank: u32,
-    world_size: u32,
-    worker: u32,
-    num_workers: u32,
-    drop_last: u32,
-    reserved: u32,
-};
-
-fn shardOf(spec: *const ShardSpec) stream_shard.Shard {
-    return .{
-        .batch_size = spec.batch_size,
-        .rank = spec.rank,
-        .world_size = spec.world_size,
-        .worker = spec.worker,
-        .num_workers = spec.num_workers,
-        .drop_last = spec.drop_last != 0,
-    };
-}
-
-const ShardCounts = extern struct {
-    steps: u64,
-    rank_samples: u64,
-    worker_batches: u64,
-    worker_samples: u64,
-};
 
 /// Fills `out` with `at` and the fingerprint of `dataset` reading `table`.
 fn fillState(d: *const dataset_module.Dataset, table: *active_table.ActiveTable, at: stream_state.Position, out: *StreamState) i32 {
@@ -564,8 +489,6 @@ export fn drt_stream_after_steps(span: ?*const StreamPosition, shard: ?*const Sh
 }
 
 /// Core-owned bytes handed to the caller; mirrors `drt_buffer`.
-const Buffer = extern struct { data: [*]const u8, len: u64 };
-
 export fn drt_dataset_metadata_arrow(dataset: ?*dataset_module.Dataset, out: ?*?*Buffer) i32 {
     const d = dataset orelse return failMessage(status_invalid_argument, "dataset is NULL", .{});
     if (!checkProcess(d.pool)) return status_wrong_process;
@@ -592,11 +515,7 @@ export fn drt_dataset_schema_json(dataset: ?*dataset_module.Dataset, out: ?*?*Bu
     const d = dataset orelse return failMessage(status_invalid_argument, "dataset is NULL", .{});
     if (!checkProcess(d.pool)) return status_wrong_process;
     const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
-    const SchemaField = struct { name: []const u8, kind: []const u8 };
-    const fields = allocator.alloc(SchemaField, d.schema().len) catch return failMessage(status_out_of_memory, "out of memory", .{});
-    defer allocator.free(fields);
-    for (fields, d.schema()) |*out_field, field| out_field.* = .{ .name = field.name, .kind = field.kind.name() };
-    const text = std.json.Stringify.valueAlloc(allocator, fields, .{}) catch return failMessage(status_out_of_memory, "out of memory", .{});
+    const text = metadata_types.schemaJson(allocator, d.schema()) catch return failMessage(status_out_of_memory, "out of memory", .{});
     return handOut(text, out_ptr);
 }
 
@@ -615,20 +534,6 @@ export fn drt_buffer_release(buffer: ?*Buffer) void {
     allocator.free(b.data[0..@intCast(b.len)]);
     allocator.destroy(b);
 }
-
-const IntegerColumn = extern struct {
-    values: ?[*]const u64,
-    validity: ?[*]const u8,
-    validity_offset: u64,
-    is_signed: u32,
-    reserved: u32,
-};
-
-const FloatColumn = extern struct {
-    values: ?[*]const f64,
-    validity: ?[*]const u8,
-    validity_offset: u64,
-};
 
 export fn drt_dataset_set_table(
     dataset: ?*dataset_module.Dataset,

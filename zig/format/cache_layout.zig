@@ -24,6 +24,45 @@ pub fn isPublished(path: []const u8) bool {
     return true;
 }
 
+/// Shard files are `shards/NNNNNN.bin`, numbered by position in the manifest.
+/// Room for any name `shardName` writes ("18446744073709551615.bin" is 24 bytes).
+pub const shard_name_bytes_max = 32;
+
+/// The name of the shard at `index`: its index zero-padded to six digits, then ".bin".
+pub fn shardName(buffer: *[shard_name_bytes_max]u8, index: u64) []const u8 {
+    return std.fmt.bufPrint(buffer, "{d:0>6}.bin", .{index}) catch unreachable;
+}
+
+/// A shard's file name held by value: "NNNNNN.bin" with as many digits as its index needs.
+pub const ShardName = struct {
+    buffer: [shard_name_bytes_max]u8 = undefined,
+    len: usize = 0,
+
+    pub fn of(index: u64) ShardName {
+        var name: ShardName = .{};
+        name.len = shardName(&name.buffer, index).len;
+        return name;
+    }
+
+    pub fn slice(name: *const ShardName) []const u8 {
+        return name.buffer[0..name.len];
+    }
+};
+
+test "shard names keep six digits and grow past 999999" {
+    try std.testing.expectEqualStrings("000000.bin", ShardName.of(0).slice());
+    try std.testing.expectEqualStrings("999999.bin", ShardName.of(999_999).slice());
+    try std.testing.expectEqualStrings("1000000.bin", ShardName.of(1_000_000).slice());
+}
+
+test "shard names are the zero-padded position" {
+    var buffer: [shard_name_bytes_max]u8 = undefined;
+    try std.testing.expectEqualStrings("000000.bin", shardName(&buffer, 0));
+    try std.testing.expectEqualStrings("000042.bin", shardName(&buffer, 42));
+    try std.testing.expectEqualStrings("1234567.bin", shardName(&buffer, 1234567));
+    try std.testing.expectEqualStrings("18446744073709551615.bin", shardName(&buffer, std.math.maxInt(u64)));
+}
+
 test "a directory is published once it holds a manifest" {
     const io = system.io();
     var tmp = std.testing.tmpDir(.{});

@@ -8,6 +8,8 @@ const std = @import("std");
 const assert = std.debug.assert;
 const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
 const Excerpt = @import("../base/diagnostic.zig").Excerpt;
+const cache_layout = @import("cache_layout.zig");
+const metadata_canonical = @import("metadata_canonical.zig");
 const metadata_json = @import("metadata_json.zig");
 const metadata_types = @import("metadata_types.zig");
 const Field = metadata_types.Field;
@@ -55,7 +57,7 @@ pub fn write(allocator: std.mem.Allocator, manifest: Manifest) error{OutOfMemory
     var out: std.ArrayList(u8) = .empty;
     errdefer out.deinit(allocator);
     try out.print(allocator, "{{\n  \"format_version\": {d},\n  \"source_name\": ", .{manifest.format_version});
-    try metadata_json.appendJsonString(allocator, &out, manifest.source_name);
+    try metadata_canonical.appendJsonString(allocator, &out, manifest.source_name);
     try out.print(allocator, ",\n  \"sample_count\": {d},\n  \"metadata_schema\": ", .{manifest.sample_count});
     try writeSchema(allocator, &out, manifest.metadata_schema);
     try out.print(allocator, ",\n  \"metadata_sha256\": \"{s}\",\n  \"index_sha256\": \"{s}\",\n  \"shards\": ", .{
@@ -72,7 +74,7 @@ fn writeSchema(allocator: std.mem.Allocator, out: *std.ArrayList(u8), schema: []
     try out.append(allocator, '[');
     for (schema, 0..) |field, index| {
         try out.appendSlice(allocator, if (index == 0) "\n    {\n      \"name\": " else ",\n    {\n      \"name\": ");
-        try metadata_json.appendJsonString(allocator, out, field.name);
+        try metadata_canonical.appendJsonString(allocator, out, field.name);
         try out.print(allocator, ",\n      \"kind\": \"{s}\"\n    }}", .{field.kind.name()});
     }
     try out.appendSlice(allocator, "\n  ]");
@@ -82,10 +84,10 @@ fn writeShards(allocator: std.mem.Allocator, out: *std.ArrayList(u8), shards: []
     if (shards.len == 0) return out.appendSlice(allocator, "[]");
     try out.append(allocator, '[');
     for (shards, 0..) |shard, index| {
-        var name_buffer: [shard_name_bytes_max]u8 = undefined;
-        assert(std.mem.eql(u8, shard.name, shardName(&name_buffer, index)));
+        var name_buffer: [cache_layout.shard_name_bytes_max]u8 = undefined;
+        assert(std.mem.eql(u8, shard.name, cache_layout.shardName(&name_buffer, index)));
         assert(compressionProblem(shard.compression) == null);
-        var ratio_buffer: [metadata_json.float_bytes_max]u8 = undefined;
+        var ratio_buffer: [metadata_canonical.float_bytes_max]u8 = undefined;
         try out.print(allocator,
             \\{s}
             \\    {{
@@ -104,7 +106,7 @@ fn writeShards(allocator: std.mem.Allocator, out: *std.ArrayList(u8), shards: []
             shard.uncompressed_byte_len,
             shard.byte_len,
             @tagName(shard.compression.algo),
-            metadata_json.formatFloat(&ratio_buffer, shard.compression.ratio),
+            metadata_canonical.formatFloat(&ratio_buffer, shard.compression.ratio),
             &hexDigest(shard.sha256),
         });
     }
@@ -275,8 +277,8 @@ const TreeReader = struct {
         var field_path_buffer: [path_bytes_max]u8 = undefined;
 
         const name = try reader.readString(try reader.member(object, path, "name"), bufferedPath(&field_path_buffer, "{s}.name", .{path}));
-        var name_buffer: [shard_name_bytes_max]u8 = undefined;
-        const name_expected = shardName(&name_buffer, index);
+        var name_buffer: [cache_layout.shard_name_bytes_max]u8 = undefined;
+        const name_expected = cache_layout.shardName(&name_buffer, index);
         if (!std.mem.eql(u8, name, name_expected)) {
             return reader.fail("manifest field '{s}.name' must be '{s}', not '{s}'", .{ path, name_expected, name });
         }
@@ -371,36 +373,6 @@ pub fn compressionProblem(compression: Compression) ?[]const u8 {
         .none => if (compression.ratio == 1.0) null else "must be 1.0 when algo is none",
         .lz4 => if (std.math.isFinite(compression.ratio) and compression.ratio > 0) null else "must be a positive finite number",
     };
-}
-
-/// Room for any name `shardName` writes ("18446744073709551615.bin" is 24 bytes).
-pub const shard_name_bytes_max = 32;
-
-/// The name of the shard at `index`: its index zero-padded to six digits, then ".bin".
-pub fn shardName(buffer: *[shard_name_bytes_max]u8, index: u64) []const u8 {
-    return std.fmt.bufPrint(buffer, "{d:0>6}.bin", .{index}) catch unreachable;
-}
-
-/// A shard's file name held by value: "NNNNNN.bin" with as many digits as its index needs.
-pub const ShardName = struct {
-    buffer: [shard_name_bytes_max]u8 = undefined,
-    len: usize = 0,
-
-    pub fn of(index: u64) ShardName {
-        var name: ShardName = .{};
-        name.len = shardName(&name.buffer, index).len;
-        return name;
-    }
-
-    pub fn slice(name: *const ShardName) []const u8 {
-        return name.buffer[0..name.len];
-    }
-};
-
-test "shard names keep six digits and grow past 999999" {
-    try std.testing.expectEqualStrings("000000.bin", ShardName.of(0).slice());
-    try std.testing.expectEqualStrings("999999.bin", ShardName.of(999_999).slice());
-    try std.testing.expectEqualStrings("1000000.bin", ShardName.of(1_000_000).slice());
 }
 
 /// Formats a field path for a message; the longest possible path fits `path_bytes_max`.
@@ -795,14 +767,6 @@ test "parse refuses a schema with more than fields_max fields" {
     var diagnostic: Diagnostic = .{};
     try testing.expectError(error.InvalidManifest, parse(testing.allocator, text.items, &diagnostic));
     try testing.expectEqualStrings("manifest field 'metadata_schema' has 4097 fields; at most 4096 are supported", diagnostic.message());
-}
-
-test "shard names are the zero-padded position" {
-    var buffer: [shard_name_bytes_max]u8 = undefined;
-    try testing.expectEqualStrings("000000.bin", shardName(&buffer, 0));
-    try testing.expectEqualStrings("000042.bin", shardName(&buffer, 42));
-    try testing.expectEqualStrings("1234567.bin", shardName(&buffer, 1234567));
-    try testing.expectEqualStrings("18446744073709551615.bin", shardName(&buffer, std.math.maxInt(u64)));
 }
 
 test "random and damaged manifests never crash or leak" {

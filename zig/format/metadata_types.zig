@@ -87,6 +87,23 @@ pub fn isSortedUnique(fields: []const Field) bool {
     return true;
 }
 
+/// The schema as `drt_dataset_schema_json` hands it out:
+/// `[{"name":"k","kind":"int"}, ...]` in schema order. The caller owns the text.
+pub fn schemaJson(allocator: std.mem.Allocator, schema: []const Field) error{OutOfMemory}![]u8 {
+    const Entry = struct { name: []const u8, kind: []const u8 };
+    const entries = try allocator.alloc(Entry, schema.len);
+    defer allocator.free(entries);
+    for (entries, schema) |*entry, field| entry.* = .{ .name = field.name, .kind = field.kind.name() };
+    return std.json.Stringify.valueAlloc(allocator, entries, .{});
+}
+
+test "the schema JSON lists names and kinds in order" {
+    const schema = [_]Field{ .{ .name = "b\"x", .kind = .string }, .{ .name = "a", .kind = .int } };
+    const text = try schemaJson(std.testing.allocator, &schema);
+    defer std.testing.allocator.free(text);
+    try std.testing.expectEqualStrings("[{\"name\":\"b\\\"x\",\"kind\":\"string\"},{\"name\":\"a\",\"kind\":\"int\"}]", text);
+}
+
 test "kinds round trip through their manifest names" {
     inline for (.{ Kind.bool, Kind.int, Kind.float, Kind.string }) |kind| {
         try std.testing.expectEqual(kind, Kind.fromName(kind.name()).?);

@@ -10,9 +10,9 @@ const cache_layout = @import("../format/cache_layout.zig");
 const builtin = @import("builtin");
 const system = @import("../base/system.zig");
 const types = @import("../format/metadata_types.zig");
-const metadata_json = @import("../format/metadata_json.zig");
+const metadata_verify = @import("../format/metadata_verify.zig");
 const manifest = @import("../format/manifest.zig");
-const arrow_ipc = @import("../format/arrow_ipc.zig");
+const arrow_ipc_read = @import("../format/arrow_ipc_read.zig");
 const sha256 = @import("../codec/sha256.zig");
 const file_status = @import("../base/file_status.zig");
 const positional_read = @import("../base/positional_read.zig");
@@ -40,7 +40,7 @@ pub const Cache = struct {
     path: []u8,
     parsed: manifest.Parsed,
     index_map: ?FileView,
-    table: arrow_ipc.Table,
+    table: arrow_ipc_read.Table,
     /// metadata.arrow columns in schema (name) order.
     columns: []types.Column,
     shards: []Shard,
@@ -221,7 +221,7 @@ pub const Cache = struct {
         the_manifest: manifest.Manifest,
         validate_hashes: bool,
         diagnostic: *Diagnostic,
-    ) Error!arrow_ipc.Table {
+    ) Error!arrow_ipc_read.Table {
         const bytes = file_status.readAlloc(allocator, dir, cache_layout.metadata_file, std.math.maxInt(u64)) catch |err| {
             diagnostic.set("cannot read metadata.arrow: {s}", .{@errorName(err)});
             return if (err == error.OutOfMemory) error.OutOfMemory else error.InvalidCache;
@@ -233,7 +233,7 @@ pub const Cache = struct {
                 return error.InvalidCache;
             }
         }
-        const table = arrow_ipc.readFile(allocator, bytes, diagnostic) catch |err| {
+        const table = arrow_ipc_read.readFile(allocator, bytes, diagnostic) catch |err| {
             if (err == error.OutOfMemory) return error.OutOfMemory;
             diagnostic.prefix("metadata.arrow: ", .{});
             return error.InvalidCache;
@@ -249,7 +249,7 @@ pub const Cache = struct {
 
     /// The table's columns arranged in the manifest schema's order, checking
     /// that names and kinds agree exactly.
-    fn orderColumns(allocator: std.mem.Allocator, table: *const arrow_ipc.Table, the_manifest: manifest.Manifest, diagnostic: *Diagnostic) Error![]types.Column {
+    fn orderColumns(allocator: std.mem.Allocator, table: *const arrow_ipc_read.Table, the_manifest: manifest.Manifest, diagnostic: *Diagnostic) Error![]types.Column {
         const schema_fields = the_manifest.metadata_schema;
         const ordered = try allocator.alloc(types.Column, schema_fields.len);
         errdefer allocator.free(ordered);
@@ -450,7 +450,7 @@ pub const Cache = struct {
         try scratch.values.resize(allocator, cache.columns.len);
         const values = scratch.values.items;
         for (cache.columns, values) |column, *value| value.* = column.values.get(@intCast(sample_id));
-        metadata_json.verifyRecord(cache.schema(), values, parts.metadata_json, diagnostic) catch return error.InvalidCache;
+        metadata_verify.verifyRecord(cache.schema(), values, parts.metadata_json, diagnostic) catch return error.InvalidCache;
         // Verified equal, value for value and kind for kind, to the metadata.arrow
         // row: the embedded text is what the binding decodes.
         try metadata_out.appendSlice(allocator, parts.metadata_json);

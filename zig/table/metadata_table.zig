@@ -3,7 +3,7 @@
 //! identity and weight columns, after validating everything.
 const std = @import("std");
 const types = @import("../format/metadata_types.zig");
-const arrow_ipc = @import("../format/arrow_ipc.zig");
+const arrow_ipc_write = @import("../format/arrow_ipc_write.zig");
 const arrow_c_export = @import("arrow_c_export.zig");
 const ColumnBuilder = @import("../format/column_builder.zig").ColumnBuilder;
 const column_builder = @import("../format/column_builder.zig");
@@ -133,7 +133,7 @@ pub fn exportArrow(allocator: std.mem.Allocator, dataset: *const Dataset, table:
         column.* = .{ .name = field.name, .values = values };
     }
     columns[schema.len + 2] = .{ .name = "weight", .values = .{ .float = gathered.weights } };
-    return arrow_ipc.writeFile(allocator, columns, table.row_count) catch |err| switch (err) {
+    return arrow_ipc_write.writeFile(allocator, columns, table.row_count) catch |err| switch (err) {
         error.OutOfMemory => error.OutOfMemory,
         error.TooLarge => error.OutOfMemory,
     };

@@ -13,11 +13,12 @@ const std = @import("std");
 const cache_layout = @import("../format/cache_layout.zig");
 const system = @import("../base/system.zig");
 const types = @import("../format/metadata_types.zig");
+const metadata_canonical = @import("../format/metadata_canonical.zig");
 const metadata_json = @import("../format/metadata_json.zig");
 const metadata_columns = @import("../format/metadata_columns.zig");
 const manifest = @import("../format/manifest.zig");
-const ShardName = manifest.ShardName;
-const arrow_ipc = @import("../format/arrow_ipc.zig");
+const ShardName = cache_layout.ShardName;
+const arrow_ipc_write = @import("../format/arrow_ipc_write.zig");
 const sha256 = @import("../codec/sha256.zig");
 const index_file = @import("../format/index_file.zig");
 const shard_record = @import("../format/shard_record.zig");
@@ -733,7 +734,7 @@ pub const CacheWriter = struct {
                 return error.InvalidInput;
             };
             canonical.clearRetainingCapacity();
-            try metadata_json.writeCanonical(allocator, schema, values, &canonical);
+            try metadata_canonical.writeCanonical(allocator, schema, values, &canonical);
             for (batch.columns, values) |*column, value| try column.append(allocator, value);
 
             compression_ns += try writer.appendRecord(batch, i, canonical.items, &lz4_table);
@@ -763,7 +764,7 @@ pub const CacheWriter = struct {
         for (0..batch.count) |i| {
             for (batch.columns, values) |*column, *value| value.* = column.view().get(i);
             canonical.clearRetainingCapacity();
-            try metadata_json.writeCanonical(allocator, writer.schema, values, &canonical);
+            try metadata_canonical.writeCanonical(allocator, writer.schema, values, &canonical);
             compression_ns += try writer.appendRecord(batch, i, canonical.items, lz4_table);
         }
         writer.countCompression(batch, compression_ns);
@@ -1193,7 +1194,7 @@ pub const CacheWriter = struct {
             std.debug.assert(builder.rowCount() == writer.sample_count);
             column.* = .{ .name = field.name, .values = builder.view() };
         }
-        const bytes = arrow_ipc.writeFile(allocator, columns, writer.sample_count) catch |err| switch (err) {
+        const bytes = arrow_ipc_write.writeFile(allocator, columns, writer.sample_count) catch |err| switch (err) {
             error.OutOfMemory => return error.OutOfMemory,
             error.TooLarge => {
                 diagnostic.set("metadata table is too large for an Arrow IPC file", .{});

@@ -16,7 +16,7 @@ const sha256 = @import("../codec/sha256.zig");
 const thread_pool = @import("../base/thread_pool.zig");
 const durable_files = @import("../base/durable_files.zig");
 const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
-const ShardName = @import("../format/manifest.zig").ShardName;
+const ShardName = @import("../format/cache_layout.zig").ShardName;
 
 pub const Error = error{ Io, OutOfMemory };
 

@@ -1,0 +1,117 @@
+//! The extern structs of dataset_rt.h, field for field, and their conversions
+//! to the core's own types. c_api.zig takes and fills them; nothing else does.
+const std = @import("std");
+const stream_state = @import("stream/stream_state.zig");
+const stream_shard = @import("stream/stream_shard.zig");
+
+// ---- writer
+
+pub const WriterOptions = extern struct {
+    max_shard_bytes: u64,
+    batches_in_flight_max: u32,
+    compression: u32,
+    compression_ratio: f64,
+};
+
+pub const StageStats = extern struct { calls: u64, nanoseconds: u64, bytes: u64 };
+
+pub const WriterStats = extern struct {
+    samples_committed: u64,
+    payload_bytes_committed: u64,
+    shard_bytes_committed: u64,
+    ingress_wait: StageStats,
+    encode: StageStats,
+    compression: StageStats,
+    hashing: StageStats,
+    disk_write: StageStats,
+    finish_manifest: StageStats,
+    publish: StageStats,
+};
+
+// ---- dataset
+
+pub const ReaderOptions = extern struct {
+    seed: u64,
+    prefetch_size: u32,
+    shuffle: u32,
+    validate_cache: u32,
+    without_replacement: u32,
+};
+
+pub const Buffer = extern struct { data: [*]const u8, len: u64 };
+
+pub const IntegerColumn = extern struct {
+    values: ?[*]const u64,
+    validity: ?[*]const u8,
+    validity_offset: u64,
+    is_signed: u32,
+    reserved: u32,
+};
+
+pub const FloatColumn = extern struct {
+    values: ?[*]const f64,
+    validity: ?[*]const u8,
+    validity_offset: u64,
+};
+
+// ---- stream state, ranks and workers
+
+pub const StreamPosition = extern struct {
+    epoch: u64,
+    epoch_start: u64,
+    epoch_len: u64,
+    position: u64,
+
+    pub fn of(at: stream_state.Position) StreamPosition {
+        return .{ .epoch = at.epoch, .epoch_start = at.epoch_start, .epoch_len = at.epoch_len, .position = at.position };
+    }
+
+    pub fn toPosition(c_position: *const StreamPosition) stream_state.Position {
+        return .{ .epoch = c_position.epoch, .epoch_start = c_position.epoch_start, .epoch_len = c_position.epoch_len, .position = c_position.position };
+    }
+};
+
+pub const algorithm_bytes = 64;
+
+pub const StreamState = extern struct {
+    at: StreamPosition,
+    seed: u64,
+    shuffle: u32,
+    cache_count: u32,
+    table_sha256: [stream_state.digest_length]u8,
+    algorithm: [algorithm_bytes]u8,
+};
+
+comptime {
+    std.debug.assert(stream_state.algorithm_shuffled.len < algorithm_bytes);
+    std.debug.assert(stream_state.algorithm_ordered.len < algorithm_bytes);
+    std.debug.assert(stream_state.algorithm_permutation.len < algorithm_bytes);
+}
+
+pub const ShardSpec = extern struct {
+    batch_size: u64,
+    rank: u32,
+    world_size: u32,
+    worker: u32,
+    num_workers: u32,
+    drop_last: u32,
+    reserved: u32,
+};
+
+pub fn shardOf(spec: *const ShardSpec) stream_shard.Shard {
+    return .{
+        .batch_size = spec.batch_size,
+        .rank = spec.rank,
+        .world_size = spec.world_size,
+        .worker = spec.worker,
+        .num_workers = spec.num_workers,
+        .drop_last = spec.drop_last != 0,
+    };
+}
+
+pub const ShardCounts = extern struct {
+    steps: u64,
+    rank_samples: u64,
+    worker_batches: u64,
+    worker_samples: u64,
+};
