@@ -22,7 +22,7 @@ import statistics
 import time
 from itertools import repeat
 
-from dataset_rt.dataset import _samples
+from dataset_rt._reader import _samples
 from dataset_rt.metadata_columns import to_columns
 from dataset_rt.metadata_row import BatchMetadata, MetadataRow
 from dataset_rt.records import CacheInput

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from conftest import ListSource
 from dataset_rt import CacheInput, DatasetRuntime, ReaderConfig, ShardCompression, WriterConfig
-from dataset_rt.dataset import _DEFER_PAYLOAD_BYTES
+from dataset_rt._reader import _DEFER_PAYLOAD_BYTES
 
 THRESHOLD = _DEFER_PAYLOAD_BYTES
 # Around the threshold, far below and far above it, and empty.
@@ -262,7 +262,7 @@ def test_a_record_shorter_than_its_header_is_an_error_with_any_deferral_size(
     manifest = json.loads((path / "manifest.json").read_text())
     manifest["shards"][0]["byte_len"] = manifest["shards"][0]["uncompressed_byte_len"] = record_len
     (path / "manifest.json").write_text(json.dumps(manifest))
-    monkeypatch.setattr("dataset_rt.dataset._DEFER_PAYLOAD_BYTES", 1)
+    monkeypatch.setattr("dataset_rt._reader._DEFER_PAYLOAD_BYTES", 1)
     ds = runtime.cached_dataset([path], reader_config=ReaderConfig(seed=0, shuffle=False))
     expected = f"record of {record_len} bytes is shorter than its 8-byte header"
     with pytest.raises(ValueError, match=expected):

@@ -26,6 +26,9 @@ from ctypes import (
 from pathlib import Path
 
 ABI_VERSION = 2
+MAX_WORKERS = 256
+"""The core's limit on native worker threads per runtime."""
+
 LIBRARY_ENV = "DATASET_RT_LIBRARY"
 
 COMPRESSION_CODES = {"none": 0, "lz4": 1}
@@ -460,6 +463,34 @@ def check(status: int) -> None:
         return
     message = (lib.drt_last_error() or b"").decode("utf-8", errors="replace")
     raise _ERROR_TYPES.get(status, NativeRuntimeError)(message or f"status {status}", status)
+
+
+def shard_counts(span_len: int, shard: Shard) -> ShardCounts:
+    """How `span_len` positions divide among `shard`'s ranks and workers."""
+    counts = ShardCounts()
+    check(lib.drt_shard_count(span_len, ctypes.byref(shard), ctypes.byref(counts)))
+    return counts
+
+
+def stream_after_steps(span: StreamPosition, shard: Shard, steps: int) -> StreamPosition:
+    """The position after `steps` global steps of `shard`'s layout from `span`."""
+    after = StreamPosition()
+    check(
+        lib.drt_stream_after_steps(
+            ctypes.byref(span), ctypes.byref(shard), steps, ctypes.byref(after)
+        )
+    )
+    return after
+
+
+def check_source_name(encoded_name: bytes) -> None:
+    """Raise `ValueError` unless the core accepts the source name (UTF-8 bytes)."""
+    check(lib.drt_check_source_name(encoded_name, len(encoded_name)))
+
+
+def check_compression(algo: str, ratio: float) -> None:
+    """Raise `ValueError` unless `ratio` fits the codec (the core's rule)."""
+    check(lib.drt_check_compression(COMPRESSION_CODES[algo], ratio))
 
 
 def cache_published(path: os.PathLike[str] | str) -> bool:

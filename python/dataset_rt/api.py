@@ -7,16 +7,18 @@ from dataset_rt.records import (
     CachedSample,
     CacheInput,
     CacheSource,
-    CacheSourcesDatasetError,
-    CacheSourcesDatasetResult,
-    CacheSourcesDatasetSuccess,
     CacheWriteError,
     CacheWriteResult,
     CacheWriteSuccess,
     Metadata,
     MetadataValue,
 )
-from dataset_rt.runtime import DatasetRuntime
+from dataset_rt.runtime import (
+    CacheSourcesDatasetError,
+    CacheSourcesDatasetResult,
+    CacheSourcesDatasetSuccess,
+    DatasetRuntime,
+)
 
 __all__ = [
     "BytesLike",

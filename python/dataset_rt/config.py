@@ -37,8 +37,7 @@ class ShardCompression(BaseModel):
     def _ratio_fits_algo(self) -> ShardCompression:
         from dataset_rt import _native  # the core owns the rule
 
-        code = _native.COMPRESSION_CODES[self.algo]
-        _native.check(_native.lib.drt_check_compression(code, self.ratio))
+        _native.check_compression(self.algo, self.ratio)
         return self
 
 

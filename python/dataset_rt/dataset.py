@@ -2,373 +2,23 @@
 
 from __future__ import annotations
 
-import ctypes
-import io
-import itertools
-import json
 import os
-import struct
 import sys
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from importlib import import_module
-from itertools import repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dataset_rt import _native, malloc_tuning, stream_state
+from dataset_rt import _native
 from dataset_rt._native import RuntimeHandle
+from dataset_rt._reader import DatasetHandle, NativeIterator, SampleIterator
 from dataset_rt.config import ReaderConfig
 from dataset_rt.fork_safe_lock import ForkSafeLock
-from dataset_rt.metadata_row import BatchMetadata, MetadataRow
 from dataset_rt.records import CachedSample
 
 if TYPE_CHECKING:
     import polars as pl
-
-
-class _DatasetHandle:
-    """Owns the native dataset and keeps its runtime alive."""
-
-    def __init__(self, runtime: RuntimeHandle, paths: list[Path], config: ReaderConfig) -> None:
-        self.runtime = runtime
-        options = _native.ReaderOptions(
-            seed=config.seed,
-            prefetch_size=config.prefetch_size,
-            shuffle=int(config.shuffle),
-            validate_cache=int(config.validate_cache),
-            without_replacement=int(not config.replacement),
-        )
-        encoded = [os.fsencode(path) for path in paths]
-        array = (ctypes.c_char_p * len(encoded))(*encoded)
-        lengths = (ctypes.c_uint64 * len(encoded))(*map(len, encoded))
-        handle = ctypes.c_void_p()
-        _native.check(
-            _native.lib.drt_dataset_open(
-                runtime.value,
-                array,
-                lengths,
-                len(encoded),
-                ctypes.byref(options),
-                ctypes.byref(handle),
-            )
-        )
-        self.value = handle
-        self.cache_count = len(paths)
-        # Read here rather than with the first batch, where it would delay the
-        # first sample.
-        text = _native.take_buffer(_native.lib.drt_dataset_schema_json, handle)
-        schema = json.loads(text)
-        self._stored_names: list[str] = [field["name"] for field in schema]
-        self.stored_kinds: dict[str, str] = {field["name"]: field["kind"] for field in schema}
-        digests = (ctypes.c_uint8 * (32 * len(paths)))()
-        _native.check(_native.lib.drt_dataset_cache_sha256s(handle, digests, len(paths)))
-        joined = bytes(digests)
-        self.cache_sha256s = [joined[at : at + 32] for at in range(0, len(joined), 32)]
-        self.mirror = self.position()
-
-    def stored_names(self) -> list[str]:
-        """The stored metadata columns' names, in schema order."""
-        return self._stored_names
-
-    def owned_here(self) -> bool:
-        """False in a child forked from the process that opened it."""
-        return self.runtime.owned_here()
-
-    def position(self) -> _native.StreamPosition:
-        """Where the next iterator starts."""
-        position = _native.StreamPosition()
-        _native.check(_native.lib.drt_dataset_position(self.value, ctypes.byref(position)))
-        return position
-
-    def refresh_mirror(self) -> None:
-        """Remember the stream's place in Python, where a forked child, which
-        cannot call into its parent's core, can still read it."""
-        self.mirror = self.position()
-
-    def state(self) -> dict[str, Any]:
-        """The next iterator's start with the data's fingerprint, as a dict."""
-        native = _native.StreamState()
-        _native.check(_native.lib.drt_dataset_state(self.value, ctypes.byref(native)))
-        return stream_state.to_dict(native, self.cache_sha256s)
-
-    def take_state(self) -> dict[str, Any]:
-        """Like `state`, and moves the stream past that epoch."""
-        native = _native.StreamState()
-        _native.check(_native.lib.drt_dataset_take_state(self.value, ctypes.byref(native)))
-        self.refresh_mirror()
-        return stream_state.to_dict(native, self.cache_sha256s)
-
-    def load_state(self, state: Mapping[str, Any]) -> None:
-        """Continue from `state`; the core refuses one of other data."""
-        native, digests = stream_state.from_dict(state)
-        _native.check(
-            _native.lib.drt_dataset_load_state(
-                self.value, ctypes.byref(native), digests, native.cache_count
-            )
-        )
-        self.refresh_mirror()
-
-    def set_epoch(self, epoch: int) -> None:
-        _native.check(_native.lib.drt_dataset_set_epoch(self.value, epoch))
-        self.refresh_mirror()
-
-    def __del__(self) -> None:
-        if getattr(self, "value", None) and not _native.shutting_down():
-            _native.lib.drt_dataset_destroy(self.value)
-            self.value = None
-
-
-class _NativeIterator:
-    """Owns one native iterator; hands out its batches as lists of samples."""
-
-    def __init__(
-        self,
-        dataset: _DatasetHandle,
-        shard: _native.Shard | None = None,
-        skip: int = 0,
-        identities: tuple[Any, Any] | None = None,
-    ) -> None:
-        self.handle: ctypes.c_void_p | None = None
-        # Held around every call on the handle: closing from another thread
-        # waits for a call in progress instead of freeing the iterator under it.
-        self.lock = ForkSafeLock()
-        self.dataset = dataset  # keeps the native dataset (and runtime) alive
-        # Samples handed out: those of the batches before `current`, plus
-        # `current`'s taken so far (its length hint says how many are left).
-        self.handed_before = 0
-        self.current: Iterator[CachedSample] | None = None
-        self.current_len = 0
-        self.finished = False
-        handle = ctypes.c_void_p()
-        if identities is not None:
-            # Arrays of uint32 cache ids and uint64 sample ids; the core copies them.
-            cache_ids, sample_ids = identities
-            status = _native.lib.drt_iterator_create_reads(
-                dataset.value,
-                cache_ids.buffer_info()[0],
-                sample_ids.buffer_info()[0],
-                len(sample_ids),
-                _DEFER_PAYLOAD_BYTES,
-                ctypes.byref(handle),
-            )
-        elif shard is None:
-            status = _native.lib.drt_iterator_create_deferring(
-                dataset.value, _DEFER_PAYLOAD_BYTES, ctypes.byref(handle)
-            )
-        else:
-            status = _native.lib.drt_iterator_create_shard(
-                dataset.value, ctypes.byref(shard), skip, _DEFER_PAYLOAD_BYTES, ctypes.byref(handle)
-            )
-        _native.check(status)
-        self.handle = handle
-        dataset.refresh_mirror()
-
-    def consumed(self) -> int:
-        """Samples this iterator has handed out."""
-        current = self.current
-        if current is None:
-            return self.handed_before
-        return self.handed_before + self.current_len - current.__length_hint__()
-
-    def state(self) -> dict[str, Any]:
-        """The stream state after the samples handed out so far."""
-        with self.lock.held():
-            if self.handle is None:
-                raise RuntimeError("this iterator is closed; its state is gone with it")
-            native = _native.StreamState()
-            _native.check(
-                _native.lib.drt_iterator_state(self.handle, self.consumed(), ctypes.byref(native))
-            )
-        return stream_state.to_dict(native, self.dataset.cache_sha256s)
-
-    def span(self) -> dict[str, Any]:
-        """The state this iterator's share was cut from (see `drt_iterator_span`)."""
-        with self.lock.held():
-            if self.handle is None:
-                raise RuntimeError("this iterator is closed; its state is gone with it")
-            native = _native.StreamState()
-            _native.check(_native.lib.drt_iterator_span(self.handle, ctypes.byref(native)))
-        return stream_state.to_dict(native, self.dataset.cache_sha256s)
-
-    def next_batch(self) -> list[CachedSample] | None:
-        with self.lock.held():
-            return self._next_batch()
-
-    def bytes_held(self) -> int:
-        with self.lock.held():
-            if self.handle is None:
-                return 0
-            return int(_native.lib.drt_iterator_bytes_held(self.handle))
-
-    def _next_batch(self) -> list[CachedSample] | None:
-        if self.handle is None or self.finished:
-            return None
-        batch = ctypes.POINTER(_native.Batch)()
-        _native.check(_native.lib.drt_iterator_next(self.handle, ctypes.byref(batch)))
-        if not batch:
-            # The native iterator stays until closed: it holds nothing more
-            # than the table snapshot that `state` reports on.
-            self.finished = True
-            return None
-        try:
-            contents = batch.contents
-            # One copy of everything but the payloads (layout in dataset_rt.h).
-            packed = ctypes.string_at(contents.packed, contents.packed_len)
-            count, column_count, payload_bytes, deferred = _PACKED_HEAD.unpack_from(packed)
-            words = memoryview(packed).cast("Q")
-            lengths_at = _PACKED_HEAD_WORDS + 5 * column_count
-            ids_at = lengths_at + count
-            cache_ids_at = 8 * (ids_at + count)
-            # With one cache every id is 0: repeating it spares unpacking one per sample.
-            cache_ids = (
-                repeat(0, count)
-                if self.dataset.cache_count == 1
-                else memoryview(packed)[cache_ids_at : cache_ids_at + 4 * count].cast("I")
-            )
-            metadata = BatchMetadata(
-                self.dataset.stored_names(),
-                packed,
-                words[_PACKED_HEAD_WORDS:lengths_at],
-                cache_ids_at + ((4 * count + 7) & ~7),  # cache ids padded to 8 bytes
-            )
-            if deferred:
-                payloads = _read_payloads(self.handle, batch)
-            else:
-                lengths = words[lengths_at:ids_at]
-                payloads = _copy_payloads(contents.payloads, payload_bytes, lengths)
-            rows = map(MetadataRow, repeat(metadata, count), range(count))
-            fields = zip(payloads, rows, cache_ids, words[ids_at : ids_at + count], strict=False)
-            return _samples(count, fields)
-        finally:
-            _native.lib.drt_batch_release(batch)
-
-    def close(self) -> None:
-        with self.lock.held():
-            self._destroy()
-
-    def _destroy(self) -> None:
-        if self.handle is not None:
-            _native.lib.drt_iterator_destroy(self.handle)
-            self.handle = None
-
-    def __del__(self) -> None:
-        if not _native.shutting_down():
-            self._destroy()
-
-
-def _batches(native: _NativeIterator) -> Iterator[Iterator[CachedSample]]:
-    while (batch := native.next_batch()) is not None:
-        # The chain consumes this very list iterator, so its length hint
-        # counts the samples handed out without a Python call per sample.
-        native.handed_before += native.current_len
-        native.current = items = iter(batch)
-        native.current_len = len(batch)
-        yield items
-
-
-class SampleIterator(itertools.chain):  # type: ignore[type-arg]
-    """One epoch of samples in planned order.
-
-    Created by ``iter(dataset)``: it snapshots the dataset's active table,
-    weights and epoch length, and the core starts reading ahead at once.
-    Dropping or closing it mid-epoch stops the read-ahead and frees its memory.
-    Stepping from sample to sample runs in C (it is an ``itertools.chain`` over
-    the core's batches), so iteration costs no Python call per sample.
-    """
-
-    __slots__ = ("_native",)
-
-    @classmethod
-    def _start(
-        cls, dataset: _DatasetHandle, shard: _native.Shard | None = None, skip: int = 0
-    ) -> SampleIterator:
-        native = _NativeIterator(dataset, shard, skip)
-        iterator = cls.from_iterable(_batches(native))
-        iterator._native = native
-        return iterator
-
-    def state_dict(self) -> dict[str, Any]:
-        """The resume state of the stream after the samples yielded so far.
-
-        Loaded with `CachedDataset.load_state_dict` (in this or a new process,
-        caches reopened), the next iterator yields this epoch's remaining
-        samples and the one after it the next epoch, exactly as this run
-        continues. Taken after the last sample, it is the next epoch's start.
-        """
-        return self._native.state()
-
-    def consumed(self) -> int:
-        """Samples this iterator has yielded."""
-        return self._native.consumed()
-
-    def bytes_held(self) -> int:
-        """Bytes of samples the core has read ahead and still holds for this iterator."""
-        return self._native.bytes_held()
-
-    def close(self) -> None:
-        """Stop reading ahead and release the native iterator."""
-        self._native.close()
-
-
-def _samples(count: int, fields: Iterable[tuple[Any, ...]]) -> list[CachedSample]:
-    """`count` CachedSamples from 4-tuples, each built in C by ``tuple.__new__``
-    without the NamedTuple's Python ``__new__``."""
-    return list(map(tuple.__new__, repeat(CachedSample, count), fields))  # type: ignore[arg-type]
-
-
-# Above this mean payload size, each payload is copied straight from native memory
-# (one copy); below it, one copy of the whole batch and C-level slicing is faster.
-_DIRECT_COPY_BYTES = 64 * 1024
-
-# Uncompressed payloads of at least this size are not copied into the core's
-# batches: the core reads each from its file into the bytes object handed out.
-_DEFER_PAYLOAD_BYTES = 64 * 1024
-
-
-# drt_batch.packed starts with count, column_count, payload_bytes and deferred.
-_PACKED_HEAD_WORDS = 4
-_PACKED_HEAD = struct.Struct(f"={_PACKED_HEAD_WORDS}Q")
-
-
-def _read_payloads(handle: ctypes.c_void_p, batch: Any) -> list[bytes]:
-    """The payloads of a batch that left its large ones in their files: each of
-    those is read by the core straight into a new bytes object (all of the
-    batch's at once, by the calling thread and the pool together), the others
-    are copied out of the batch."""
-    malloc_tuning.tune_once()
-    deferred = ctypes.POINTER(ctypes.c_uint64)()
-    _native.check(_native.lib.drt_batch_deferred(batch, ctypes.byref(deferred)))
-    contents = batch.contents
-    count = contents.count
-    lengths = deferred[:count]
-    offsets = contents.payload_offsets[: count + 1]
-    base = contents.payloads
-    payloads = [
-        _native.unfilled_bytes(length) if length else ctypes.string_at(base + start, end - start)
-        for length, start, end in zip(lengths, offsets, offsets[1:], strict=False)
-    ]
-    destinations = (ctypes.c_void_p * count)(
-        *[
-            _native.bytes_address(payload) if length else None
-            for payload, length in zip(payloads, lengths, strict=True)
-        ]
-    )
-    _native.check(_native.lib.drt_iterator_read_deferred_batch(handle, batch, destinations))
-    return payloads
-
-
-def _copy_payloads(base: int | None, payload_bytes: int, lengths: memoryview) -> Iterable[bytes]:
-    """The batch's payloads (`lengths` of them, joined at `base`), copied out of it."""
-    if payload_bytes > _DIRECT_COPY_BYTES * len(lengths):
-        malloc_tuning.tune_once()
-        starts = itertools.accumulate(lengths, initial=base)
-        return list(map(ctypes.string_at, starts, lengths))
-    joined = ctypes.string_at(base, payload_bytes) if payload_bytes else b""
-    # Reading the payloads in turn from a BytesIO sharing `joined` makes each
-    # bytes object in one C call, without a slice object per sample: about
-    # half the cost of slicing `joined`.
-    return map(io.BytesIO(joined).read, lengths)
 
 
 class CachedDataset:
@@ -396,7 +46,7 @@ class CachedDataset:
         cls, runtime: RuntimeHandle, paths: list[Path], config: ReaderConfig
     ) -> CachedDataset:
         dataset = cls._blank(paths, config)
-        dataset._native_handle = _DatasetHandle(runtime, paths, config)
+        dataset._native_handle = DatasetHandle(runtime, paths, config)
         return dataset
 
     @classmethod
@@ -417,7 +67,7 @@ class CachedDataset:
         return dataset
 
     @property
-    def _handle(self) -> _DatasetHandle:
+    def _handle(self) -> DatasetHandle:
         handle = self._native_handle
         if handle is None:
             recipe = self._unopened_recipe
@@ -428,9 +78,7 @@ class CachedDataset:
     def __len__(self) -> int:
         """Samples the next iteration yields: the epoch length, or what is left
         of the epoch a loaded state stopped in."""
-        length = ctypes.c_uint64()
-        _native.check(_native.lib.drt_dataset_len(self._handle.value, ctypes.byref(length)))
-        return length.value
+        return self._handle.len()
 
     def __iter__(self) -> SampleIterator:
         """Start the next epoch of the sample stream (see `ReaderConfig.shuffle`)."""
@@ -455,10 +103,8 @@ class CachedDataset:
             raise ValueError(
                 f"epoch_len must be at most sys.maxsize ({sys.maxsize}), got {epoch_len}"
             )
-        handle = self._handle
-        _native.check(_native.lib.drt_dataset_set_epoch_len(handle.value, epoch_len))
+        self._handle.set_epoch_len(epoch_len)
         self._epoch_len = epoch_len
-        handle.refresh_mirror()
 
     def set_epoch(self, epoch: int) -> None:
         """Make epoch `epoch` (counted from 0 since the table was installed) the
@@ -555,7 +201,7 @@ class CachedDataset:
         """The samples (cache_ids[i], sample_ids[i]) (uint32 and uint64 arrays)."""
         if not sample_ids:
             return []
-        native = _NativeIterator(self._handle, identities=(cache_ids, sample_ids))
+        native = NativeIterator(self._handle, identities=(cache_ids, sample_ids))
         samples: list[CachedSample] = []
         try:
             while (batch := native.next_batch()) is not None:
@@ -667,11 +313,9 @@ class CachedDataset:
             return
         self._reopen(self._recipe(), threads)
 
-    def _reopen(self, recipe: dict[str, Any], threads: int) -> _DatasetHandle:
+    def _reopen(self, recipe: dict[str, Any], threads: int) -> DatasetHandle:
         try:
-            handle = _DatasetHandle(
-                RuntimeHandle(threads), recipe["paths"], recipe["reader_config"]
-            )
+            handle = DatasetHandle(RuntimeHandle(threads), recipe["paths"], recipe["reader_config"])
             _restore(self, handle, recipe)
         except ValueError as error:
             raise ValueError(
@@ -682,7 +326,7 @@ class CachedDataset:
         return handle
 
 
-def _restore(dataset: CachedDataset, handle: _DatasetHandle, recipe: dict[str, Any]) -> None:
+def _restore(dataset: CachedDataset, handle: DatasetHandle, recipe: dict[str, Any]) -> None:
     """Bring a freshly opened `handle` to the state `recipe` describes."""
     identities = recipe["identity_columns"]
     if identities is not None:
@@ -690,7 +334,7 @@ def _restore(dataset: CachedDataset, handle: _DatasetHandle, recipe: dict[str, A
     dataset._identity_columns = identities
     dataset._extra_columns = recipe["extra_columns"]
     if recipe["epoch_len"] is not None:
-        _native.check(_native.lib.drt_dataset_set_epoch_len(handle.value, recipe["epoch_len"]))
+        handle.set_epoch_len(recipe["epoch_len"])
     dataset._epoch_len = recipe["epoch_len"]
     # Our own fingerprint at the recipe's position, with the caches' digests as
     # they were when the dataset was first opened: the core refuses a cache

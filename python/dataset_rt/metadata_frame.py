@@ -8,7 +8,6 @@ that a process that only writes or reads samples never loads Polars (about
 
 from __future__ import annotations
 
-import ctypes
 import io
 import json
 from array import array
@@ -20,22 +19,19 @@ from dataset_rt import _native
 from dataset_rt.arrow_c_stream import ColumnBuffers, CoreStream
 
 if TYPE_CHECKING:
-    from dataset_rt.dataset import _DatasetHandle
+    from dataset_rt._reader import DatasetHandle
 
 IDENTITY_COLUMNS = ("cache_id", "sample_id")
 WEIGHT_COLUMN = "weight"
 
 
-def core_stream(handle: _DatasetHandle) -> CoreStream:
+def core_stream(handle: DatasetHandle) -> CoreStream:
     """The core's Arrow C stream of the active table (without extra columns)."""
 
-    def fill(stream: object) -> None:
-        _native.check(_native.lib.drt_dataset_metadata_arrow_stream(handle.value, stream))
-
-    return CoreStream(fill)
+    return CoreStream(handle.fill_metadata_stream)
 
 
-def read(handle: _DatasetHandle, extra_columns: pl.DataFrame | None) -> pl.DataFrame:
+def read(handle: DatasetHandle, extra_columns: pl.DataFrame | None) -> pl.DataFrame:
     """The active table with the extra columns of the last `install`, if any."""
     # Polars takes the core's columns as they are: no serialized copy of the
     # table (45 MiB for 1,000,000 rows) nor a second one in Python bytes.
@@ -49,7 +45,7 @@ def read(handle: _DatasetHandle, extra_columns: pl.DataFrame | None) -> pl.DataF
     return frame
 
 
-def install(handle: _DatasetHandle, metadata: pl.DataFrame) -> pl.DataFrame | None:
+def install(handle: DatasetHandle, metadata: pl.DataFrame) -> pl.DataFrame | None:
     """Make `metadata` the active table (the core validates it first); returns
     its extra columns, which the next `read` appends."""
     if not isinstance(metadata, pl.DataFrame):
@@ -86,7 +82,7 @@ class IdentityColumns:
     def from_ipc(cls, data: bytes) -> IdentityColumns:
         return cls(read_ipc(data))
 
-    def install(self, handle: _DatasetHandle) -> None:
+    def install(self, handle: DatasetHandle) -> None:
         """See `install_identities`."""
         install_identities(handle, self)
 
@@ -145,7 +141,7 @@ def read_ipc(data: bytes) -> pl.DataFrame:
 _KIND_ARROW_TYPES = {"bool": "bool", "int": "int64", "float": "float64", "string": "utf8"}
 
 
-def install_identities(handle: _DatasetHandle, identities: IdentityColumns) -> None:
+def install_identities(handle: DatasetHandle, identities: IdentityColumns) -> None:
     """Make the table of `identities` active; the stored columns' values come
     from the caches, as with `install`. Calls nothing of Polars."""
     cache_signed, sample_signed = identities.signed
@@ -156,15 +152,12 @@ def install_identities(handle: _DatasetHandle, identities: IdentityColumns) -> N
     ]
     columns += [[name, _KIND_ARROW_TYPES[kind]] for name, kind in handle.stored_kinds.items()]
     cache_ids, sample_ids, weights = identities.buffers
-    _native.check(
-        _native.lib.drt_dataset_set_table(
-            handle.value,
-            json.dumps(columns).encode(),
-            identities.frame.height,
-            ctypes.byref(_int_column(cache_ids, signed=cache_signed)),
-            ctypes.byref(_int_column(sample_ids, signed=sample_signed)),
-            ctypes.byref(_float_column_of(weights)),
-        )
+    handle.set_table(
+        json.dumps(columns).encode(),
+        identities.frame.height,
+        _int_column(cache_ids, signed=cache_signed),
+        _int_column(sample_ids, signed=sample_signed),
+        _float_column_of(weights),
     )
 
 
@@ -189,22 +182,13 @@ def _float_column_of(buffers: ColumnBuffers) -> _native.FloatColumn:
     )
 
 
-def _set_table(handle: _DatasetHandle, frame: pl.DataFrame, columns: list[list[str]]) -> None:
+def _set_table(handle: DatasetHandle, frame: pl.DataFrame, columns: list[list[str]]) -> None:
     """Hand the core `frame`'s identity and weight columns, `columns` naming
     every column of the table with its Arrow type."""
     cache_ids, cache_array = _integer_column(frame, "cache_id")
     sample_ids, sample_array = _integer_column(frame, "sample_id")
     weights, weight_array = _float_column(frame, WEIGHT_COLUMN)
-    _native.check(
-        _native.lib.drt_dataset_set_table(
-            handle.value,
-            json.dumps(columns).encode(),
-            frame.height,
-            ctypes.byref(cache_ids),
-            ctypes.byref(sample_ids),
-            ctypes.byref(weights),
-        )
-    )
+    handle.set_table(json.dumps(columns).encode(), frame.height, cache_ids, sample_ids, weights)
     del cache_array, sample_array, weight_array
 
 

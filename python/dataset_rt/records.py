@@ -8,10 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeAlias
-
-if TYPE_CHECKING:
-    from dataset_rt.dataset import CachedDataset
+from typing import NamedTuple, Protocol, TypeAlias
 
 MetadataValue: TypeAlias = bool | int | float | str
 """A primitive metadata value: stored as Arrow bool, int64, float64 or utf8."""
@@ -71,30 +68,6 @@ class CacheWriteError(NamedTuple):
 
 CacheWriteResult: TypeAlias = CacheWriteSuccess | CacheWriteError
 """The outcome of one source of `DatasetRuntime.write_cache`."""
-
-
-class CacheSourcesDatasetSuccess(NamedTuple):
-    """`from_cache_sources` loaded at least one cache."""
-
-    dataset: CachedDataset
-    """The dataset over every successfully written or reused cache, in source order."""
-
-    results: list[CacheWriteResult]
-    """One result per source, including failures."""
-
-
-class CacheSourcesDatasetError(NamedTuple):
-    """`from_cache_sources` could not load any cache."""
-
-    results: list[CacheWriteResult]
-    """One result per source, explaining each failure."""
-
-    message: str
-    """``"no caches were written: <name>: <message>; ..."``."""
-
-
-CacheSourcesDatasetResult: TypeAlias = CacheSourcesDatasetSuccess | CacheSourcesDatasetError
-"""The outcome of `DatasetRuntime.from_cache_sources`."""
 
 
 class CacheSource(Protocol):

@@ -5,15 +5,13 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple, TypeAlias
 
-from dataset_rt._native import RuntimeHandle
+from dataset_rt._native import MAX_WORKERS, RuntimeHandle
 from dataset_rt.config import ReaderConfig, WriterConfig
 from dataset_rt.dataset import CachedDataset
 from dataset_rt.records import (
     CacheSource,
-    CacheSourcesDatasetError,
-    CacheSourcesDatasetResult,
-    CacheSourcesDatasetSuccess,
     CacheWriteError,
     CacheWriteResult,
     CacheWriteSuccess,
@@ -27,8 +25,29 @@ from dataset_rt.writing import (
     write_sources,
 )
 
-MAX_WORKERS = 256
-"""The core's limit on native worker threads per runtime."""
+
+class CacheSourcesDatasetSuccess(NamedTuple):
+    """`from_cache_sources` loaded at least one cache."""
+
+    dataset: CachedDataset
+    """The dataset over every successfully written or reused cache, in source order."""
+
+    results: list[CacheWriteResult]
+    """One result per source, including failures."""
+
+
+class CacheSourcesDatasetError(NamedTuple):
+    """`from_cache_sources` could not load any cache."""
+
+    results: list[CacheWriteResult]
+    """One result per source, explaining each failure."""
+
+    message: str
+    """``"no caches were written: <name>: <message>; ..."``."""
+
+
+CacheSourcesDatasetResult: TypeAlias = CacheSourcesDatasetSuccess | CacheSourcesDatasetError
+"""The outcome of `DatasetRuntime.from_cache_sources`."""
 
 
 class DatasetRuntime:

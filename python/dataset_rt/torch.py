@@ -23,16 +23,32 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import torch.utils.data as torch_data
 
 from dataset_rt import _native
-from dataset_rt.dataset import CachedDataset, SampleIterator
+from dataset_rt._native import MAX_WORKERS
+from dataset_rt._reader import SampleIterator
 from dataset_rt.records import CachedSample
-from dataset_rt.runtime import MAX_WORKERS
 
 __all__ = ["DataLoader", "TorchIterableDataset", "TorchMapDataset"]
+
+
+@runtime_checkable
+class CachedDataset(Protocol):
+    """What the adapters use of a `dataset_rt.CachedDataset` (which imports this
+    module when asked for an adapter, so this module does not import it)."""
+
+    def __len__(self) -> int: ...
+    def _iterate(self, shard: _native.Shard, skip: int) -> SampleIterator: ...
+    def _open_here(self, threads: int) -> None: ...
+    def _read(self, cache_ids: Any, sample_ids: Any) -> list[CachedSample]: ...
+    def state_dict(self) -> dict[str, Any]: ...
+    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
+    def set_epoch(self, epoch: int) -> None: ...
+    def get_metadata(self) -> Any: ...
+    def to_torch_iterable_dataset(self, **options: Any) -> TorchIterableDataset: ...
 
 
 class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg]
@@ -409,15 +425,7 @@ class DataLoader(torch_data.DataLoader):  # type: ignore[type-arg]
             epoch_len=span["epoch_len"],
             position=span["position"],
         )
-        after = _native.StreamPosition()
-        _native.check(
-            _native.lib.drt_stream_after_steps(
-                _ctypes_ref(start),
-                _ctypes_ref(adapter._shard(0, 1)),
-                self._steps,
-                _ctypes_ref(after),
-            )
-        )
+        after = _native.stream_after_steps(start, adapter._shard(0, 1), self._steps)
         return {
             **span,
             "epoch": after.epoch,
@@ -488,15 +496,7 @@ def _shard_of(batch_size: int | None, rank: int, world_size: int, drop_last: boo
 def _shard_counts(span_len: int, shard: _native.Shard) -> _native.ShardCounts:
     """How `span_len` positions divide among `shard`'s ranks and workers; the
     core refuses a shard out of range (`ValueError` naming the value)."""
-    counts = _native.ShardCounts()
-    _native.check(_native.lib.drt_shard_count(span_len, _ctypes_ref(shard), _ctypes_ref(counts)))
-    return counts
-
-
-def _ctypes_ref(value: Any) -> Any:
-    import ctypes
-
-    return ctypes.byref(value)
+    return _native.shard_counts(span_len, shard)
 
 
 def _initialized_distributed() -> Any:
