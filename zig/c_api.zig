@@ -71,6 +71,11 @@ fn failMessage(status: i32, comptime format: []const u8, args: anytype) i32 {
     return failWith(status, &diagnostic);
 }
 
+/// The one refusal of a NULL argument: `DRT_ERR_INVALID_ARGUMENT`, "<name> is NULL".
+fn nullArgument(comptime name: []const u8) i32 {
+    return failMessage(status_invalid_argument, name ++ " is NULL", .{});
+}
+
 fn statusOf(err: anyerror) i32 {
     return switch (err) {
         error.InvalidArgument => status_invalid_argument,
@@ -109,7 +114,7 @@ fn checkProcess(pool: *const Runtime) bool {
 }
 
 export fn drt_runtime_create(num_workers: u32, out: ?*?*Runtime) i32 {
-    const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
+    const out_ptr = out orelse return nullArgument("out pointer");
     if (num_workers < 1) return failMessage(status_invalid_argument, "num_workers must be greater than zero", .{});
     if (num_workers > thread_pool.workers_max) return failMessage(status_invalid_argument, "num_workers must be at most {d}, got {d}", .{ thread_pool.workers_max, num_workers });
     out_ptr.* = Runtime.create(allocator, num_workers) catch |err| return failMessage(status_state, "cannot start {d} worker threads: {s}", .{ num_workers, @errorName(err) });
@@ -143,12 +148,12 @@ export fn drt_writer_create(
     options: ?*const WriterOptions,
     out: ?*?*cache_writer.CacheWriter,
 ) i32 {
-    const pool = runtime orelse return failMessage(status_invalid_argument, "runtime is NULL", .{});
+    const pool = runtime orelse return nullArgument("runtime");
     if (!checkProcess(pool)) return status_wrong_process;
-    const base = byteString(base_dir, base_dir_len) orelse return failMessage(status_invalid_argument, "base_dir is NULL", .{});
-    const name = byteString(source_name, source_name_len) orelse return failMessage(status_invalid_argument, "source_name is NULL", .{});
-    const opts = options orelse return failMessage(status_invalid_argument, "options is NULL", .{});
-    const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
+    const base = byteString(base_dir, base_dir_len) orelse return nullArgument("base_dir");
+    const name = byteString(source_name, source_name_len) orelse return nullArgument("source_name");
+    const opts = options orelse return nullArgument("options");
+    const out_ptr = out orelse return nullArgument("out pointer");
     const compression = compressionOf(opts.compression) orelse return failMessage(status_invalid_argument, "unknown compression code {d}", .{opts.compression});
     var diagnostic: Diagnostic = .{};
     out_ptr.* = cache_writer.CacheWriter.create(allocator, pool, base, name, .{
@@ -176,14 +181,14 @@ export fn drt_check_compression(compression: u32, ratio: f64) i32 {
 }
 
 export fn drt_cache_published(path: ?[*]const u8, path_len: u64, out: ?*u32) i32 {
-    const path_bytes = byteString(path, path_len) orelse return failMessage(status_invalid_argument, "path is NULL", .{});
-    const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
+    const path_bytes = byteString(path, path_len) orelse return nullArgument("path");
+    const out_ptr = out orelse return nullArgument("out pointer");
     out_ptr.* = @intFromBool(cache_layout.isPublished(path_bytes));
     return status_ok;
 }
 
 export fn drt_check_source_name(source_name: ?[*]const u8, source_name_len: u64) i32 {
-    const name = byteString(source_name, source_name_len) orelse return failMessage(status_invalid_argument, "source_name is NULL", .{});
+    const name = byteString(source_name, source_name_len) orelse return nullArgument("source_name");
     var diagnostic: Diagnostic = .{};
     cache_writer.CacheWriter.checkSourceName(name, &diagnostic) catch |err| return failError(err, &diagnostic);
     return status_ok;
@@ -198,12 +203,12 @@ export fn drt_writer_push(
     metadata_json: ?[*]const u8,
     metadata_json_len: u64,
 ) i32 {
-    const w = writer orelse return failMessage(status_invalid_argument, "writer is NULL", .{});
+    const w = writer orelse return nullArgument("writer");
     if (!checkProcess(w.pool)) return status_wrong_process;
     if (count == 0) return status_ok;
-    const lens = payload_lens orelse return failMessage(status_invalid_argument, "payload_lens is NULL", .{});
-    const text = metadata_json orelse return failMessage(status_invalid_argument, "metadata_json is NULL", .{});
-    const payload_bytes: []const u8 = if (payloads_len == 0) &.{} else (payloads orelse return failMessage(status_invalid_argument, "payloads is NULL", .{}))[0..@intCast(payloads_len)];
+    const lens = payload_lens orelse return nullArgument("payload_lens");
+    const text = metadata_json orelse return nullArgument("metadata_json");
+    const payload_bytes: []const u8 = if (payloads_len == 0) &.{} else (payloads orelse return nullArgument("payloads"))[0..@intCast(payloads_len)];
     var diagnostic: Diagnostic = .{};
     w.push(payload_bytes, lens[0..@intCast(count)], text[0..@intCast(metadata_json_len)], &diagnostic) catch |err| return failError(err, &diagnostic);
     return status_ok;
@@ -217,7 +222,7 @@ export fn drt_writer_push_borrowed(
     metadata_json: ?[*]const u8,
     metadata_json_len: u64,
 ) i32 {
-    const text = metadata_json orelse return failMessage(status_invalid_argument, "metadata_json is NULL", .{});
+    const text = metadata_json orelse return nullArgument("metadata_json");
     return pushBorrowed(writer, payloads, payload_lens, count, .{ .json = text[0..@intCast(metadata_json_len)] });
 }
 
@@ -229,7 +234,7 @@ export fn drt_writer_push_columns(
     columns: ?[*]const metadata_columns.PushColumn,
     column_count: u64,
 ) i32 {
-    const pushed: []const metadata_columns.PushColumn = if (column_count == 0) &.{} else (columns orelse return failMessage(status_invalid_argument, "columns is NULL", .{}))[0..@intCast(column_count)];
+    const pushed: []const metadata_columns.PushColumn = if (column_count == 0) &.{} else (columns orelse return nullArgument("columns"))[0..@intCast(column_count)];
     return pushBorrowed(writer, payloads, payload_lens, count, .{ .columns = pushed });
 }
 
@@ -242,12 +247,12 @@ export fn drt_writer_push_columns_joined(
     columns: ?[*]const metadata_columns.PushColumn,
     column_count: u64,
 ) i32 {
-    const w = writer orelse return failMessage(status_invalid_argument, "writer is NULL", .{});
+    const w = writer orelse return nullArgument("writer");
     if (!checkProcess(w.pool)) return status_wrong_process;
     if (count == 0) return status_ok;
-    const lens = payload_lens orelse return failMessage(status_invalid_argument, "payload_lens is NULL", .{});
-    const payload_bytes: []const u8 = if (payloads_len == 0) &.{} else (payloads orelse return failMessage(status_invalid_argument, "payloads is NULL", .{}))[0..@intCast(payloads_len)];
-    const pushed: []const metadata_columns.PushColumn = if (column_count == 0) &.{} else (columns orelse return failMessage(status_invalid_argument, "columns is NULL", .{}))[0..@intCast(column_count)];
+    const lens = payload_lens orelse return nullArgument("payload_lens");
+    const payload_bytes: []const u8 = if (payloads_len == 0) &.{} else (payloads orelse return nullArgument("payloads"))[0..@intCast(payloads_len)];
+    const pushed: []const metadata_columns.PushColumn = if (column_count == 0) &.{} else (columns orelse return nullArgument("columns"))[0..@intCast(column_count)];
     var diagnostic: Diagnostic = .{};
     w.pushColumnsJoined(payload_bytes, lens[0..@intCast(count)], pushed, &diagnostic) catch |err| return failError(err, &diagnostic);
     return status_ok;
@@ -261,11 +266,11 @@ fn pushBorrowed(
     count: u64,
     metadata: union(enum) { json: []const u8, columns: []const metadata_columns.PushColumn },
 ) i32 {
-    const w = writer orelse return failMessage(status_invalid_argument, "writer is NULL", .{});
+    const w = writer orelse return nullArgument("writer");
     if (!checkProcess(w.pool)) return status_wrong_process;
     if (count == 0) return status_ok;
-    const parts = (payloads orelse return failMessage(status_invalid_argument, "payloads is NULL", .{}))[0..@intCast(count)];
-    const lens = (payload_lens orelse return failMessage(status_invalid_argument, "payload_lens is NULL", .{}))[0..@intCast(count)];
+    const parts = (payloads orelse return nullArgument("payloads"))[0..@intCast(count)];
+    const lens = (payload_lens orelse return nullArgument("payload_lens"))[0..@intCast(count)];
     var diagnostic: Diagnostic = .{};
     const pushed = switch (metadata) {
         .json => |text| w.pushBorrowed(parts, lens, text, &diagnostic),
@@ -276,7 +281,7 @@ fn pushBorrowed(
 }
 
 export fn drt_writer_finish(writer: ?*cache_writer.CacheWriter) i32 {
-    const w = writer orelse return failMessage(status_invalid_argument, "writer is NULL", .{});
+    const w = writer orelse return nullArgument("writer");
     if (!checkProcess(w.pool)) return status_wrong_process;
     var diagnostic: Diagnostic = .{};
     w.finish(&diagnostic) catch |err| return failError(err, &diagnostic);
@@ -298,8 +303,8 @@ fn stageStats(counter: *const cache_writer.StageCounter) StageStats {
 }
 
 export fn drt_writer_stats_get(writer: ?*const cache_writer.CacheWriter, out: ?*WriterStats) i32 {
-    const w = writer orelse return failMessage(status_invalid_argument, "writer is NULL", .{});
-    const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
+    const w = writer orelse return nullArgument("writer");
+    const out_ptr = out orelse return nullArgument("out pointer");
     if (!checkProcess(w.pool)) return status_wrong_process;
     const stats = &w.stats;
     out_ptr.* = .{
@@ -334,12 +339,12 @@ export fn drt_dataset_open(
     options: ?*const ReaderOptions,
     out: ?*?*dataset_module.Dataset,
 ) i32 {
-    const pool = runtime orelse return failMessage(status_invalid_argument, "runtime is NULL", .{});
+    const pool = runtime orelse return nullArgument("runtime");
     if (!checkProcess(pool)) return status_wrong_process;
-    const opts = options orelse return failMessage(status_invalid_argument, "options is NULL", .{});
-    const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
-    const path_ptrs = paths orelse return failMessage(status_invalid_argument, "paths is NULL", .{});
-    const lens = path_lens orelse return failMessage(status_invalid_argument, "path_lens is NULL", .{});
+    const opts = options orelse return nullArgument("options");
+    const out_ptr = out orelse return nullArgument("out pointer");
+    const path_ptrs = paths orelse return nullArgument("paths");
+    const lens = path_lens orelse return nullArgument("path_lens");
     const spans = allocator.alloc([]const u8, path_count) catch return failMessage(status_out_of_memory, "out of memory", .{});
     defer allocator.free(spans);
     for (spans, path_ptrs[0..path_count], lens[0..path_count], 0..) |*span, pointer, len, i| {
@@ -364,15 +369,15 @@ export fn drt_dataset_destroy(dataset: ?*dataset_module.Dataset) void {
 }
 
 export fn drt_dataset_len(dataset: ?*dataset_module.Dataset, out: ?*u64) i32 {
-    const d = dataset orelse return failMessage(status_invalid_argument, "dataset is NULL", .{});
-    const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
+    const d = dataset orelse return nullArgument("dataset");
+    const out_ptr = out orelse return nullArgument("out pointer");
     if (!checkProcess(d.pool)) return status_wrong_process;
     out_ptr.* = d.len();
     return status_ok;
 }
 
 export fn drt_dataset_set_epoch_len(dataset: ?*dataset_module.Dataset, epoch_len: u64) i32 {
-    const d = dataset orelse return failMessage(status_invalid_argument, "dataset is NULL", .{});
+    const d = dataset orelse return nullArgument("dataset");
     if (!checkProcess(d.pool)) return status_wrong_process;
     var diagnostic: Diagnostic = .{};
     d.setEpochLen(epoch_len, &diagnostic) catch |err| return failError(err, &diagnostic);
@@ -400,35 +405,35 @@ fn fillState(d: *const dataset_module.Dataset, table: *active_table.ActiveTable,
 }
 
 export fn drt_dataset_cache_sha256s(dataset: ?*dataset_module.Dataset, out: ?[*]u8, cache_count: u32) i32 {
-    const d = dataset orelse return failMessage(status_invalid_argument, "dataset is NULL", .{});
+    const d = dataset orelse return nullArgument("dataset");
     if (!checkProcess(d.pool)) return status_wrong_process;
     if (cache_count != d.caches.len) return failMessage(status_invalid_argument, "cache_count is {d}, the dataset has {d} caches", .{ cache_count, d.caches.len });
-    const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
+    const out_ptr = out orelse return nullArgument("out pointer");
     for (d.caches, 0..) |cache, index| out_ptr[index * stream_state.digest_length ..][0..stream_state.digest_length].* = cache.manifest_sha256;
     return status_ok;
 }
 
 export fn drt_dataset_position(dataset: ?*dataset_module.Dataset, out: ?*StreamPosition) i32 {
-    const d = dataset orelse return failMessage(status_invalid_argument, "dataset is NULL", .{});
+    const d = dataset orelse return nullArgument("dataset");
     if (!checkProcess(d.pool)) return status_wrong_process;
-    const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
+    const out_ptr = out orelse return nullArgument("out pointer");
     out_ptr.* = .of(d.nextPosition());
     return status_ok;
 }
 
 export fn drt_dataset_state(dataset: ?*dataset_module.Dataset, out: ?*StreamState) i32 {
-    const d = dataset orelse return failMessage(status_invalid_argument, "dataset is NULL", .{});
+    const d = dataset orelse return nullArgument("dataset");
     if (!checkProcess(d.pool)) return status_wrong_process;
-    const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
+    const out_ptr = out orelse return nullArgument("out pointer");
     const state = d.state();
     defer state.table.release();
     return fillState(d, state.table, state.at, out_ptr);
 }
 
 export fn drt_dataset_take_state(dataset: ?*dataset_module.Dataset, out: ?*StreamState) i32 {
-    const d = dataset orelse return failMessage(status_invalid_argument, "dataset is NULL", .{});
+    const d = dataset orelse return nullArgument("dataset");
     if (!checkProcess(d.pool)) return status_wrong_process;
-    const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
+    const out_ptr = out orelse return nullArgument("out pointer");
     const state = d.takeState();
     defer state.table.release();
     return fillState(d, state.table, state.at, out_ptr);
@@ -440,10 +445,10 @@ export fn drt_dataset_load_state(
     cache_sha256s: ?[*]const [stream_state.digest_length]u8,
     cache_count: u32,
 ) i32 {
-    const d = dataset orelse return failMessage(status_invalid_argument, "dataset is NULL", .{});
+    const d = dataset orelse return nullArgument("dataset");
     if (!checkProcess(d.pool)) return status_wrong_process;
-    const found = state orelse return failMessage(status_invalid_argument, "state is NULL", .{});
-    const digests: []const stream_state.Digest = if (cache_count == 0) &.{} else (cache_sha256s orelse return failMessage(status_invalid_argument, "cache_sha256s is NULL", .{}))[0..cache_count];
+    const found = state orelse return nullArgument("state");
+    const digests: []const stream_state.Digest = if (cache_count == 0) &.{} else (cache_sha256s orelse return nullArgument("cache_sha256s"))[0..cache_count];
     const algorithm_len = std.mem.indexOfScalar(u8, &found.algorithm, 0) orelse return failMessage(status_invalid_argument, "state.algorithm is not NUL-terminated", .{});
     if (found.shuffle > 1) return failMessage(status_invalid_argument, "state.shuffle must be 0 or 1, got {d}", .{found.shuffle});
     if (found.cache_count != cache_count) return failMessage(status_invalid_argument, "state.cache_count ({d}) differs from the {d} digests given", .{ found.cache_count, cache_count });
@@ -459,15 +464,15 @@ export fn drt_dataset_load_state(
 }
 
 export fn drt_dataset_set_epoch(dataset: ?*dataset_module.Dataset, epoch: u64) i32 {
-    const d = dataset orelse return failMessage(status_invalid_argument, "dataset is NULL", .{});
+    const d = dataset orelse return nullArgument("dataset");
     if (!checkProcess(d.pool)) return status_wrong_process;
     d.setEpoch(epoch);
     return status_ok;
 }
 
 export fn drt_shard_count(span_len: u64, shard: ?*const ShardSpec, out: ?*ShardCounts) i32 {
-    const spec = shard orelse return failMessage(status_invalid_argument, "shard is NULL", .{});
-    const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
+    const spec = shard orelse return nullArgument("shard");
+    const out_ptr = out orelse return nullArgument("out pointer");
     var diagnostic: Diagnostic = .{};
     const the_shard = shardOf(spec);
     the_shard.validate(&diagnostic) catch |err| return failError(err, &diagnostic);
@@ -477,9 +482,9 @@ export fn drt_shard_count(span_len: u64, shard: ?*const ShardSpec, out: ?*ShardC
 }
 
 export fn drt_stream_after_steps(span: ?*const StreamPosition, shard: ?*const ShardSpec, steps: u64, out: ?*StreamPosition) i32 {
-    const span_ptr = span orelse return failMessage(status_invalid_argument, "span is NULL", .{});
-    const spec = shard orelse return failMessage(status_invalid_argument, "shard is NULL", .{});
-    const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
+    const span_ptr = span orelse return nullArgument("span");
+    const spec = shard orelse return nullArgument("shard");
+    const out_ptr = out orelse return nullArgument("out pointer");
     var diagnostic: Diagnostic = .{};
     const at = span_ptr.toPosition();
     at.validate(false, &diagnostic) catch |err| return failError(err, &diagnostic);
@@ -490,9 +495,9 @@ export fn drt_stream_after_steps(span: ?*const StreamPosition, shard: ?*const Sh
 
 /// Core-owned bytes handed to the caller; mirrors `drt_buffer`.
 export fn drt_dataset_metadata_arrow(dataset: ?*dataset_module.Dataset, out: ?*?*Buffer) i32 {
-    const d = dataset orelse return failMessage(status_invalid_argument, "dataset is NULL", .{});
+    const d = dataset orelse return nullArgument("dataset");
     if (!checkProcess(d.pool)) return status_wrong_process;
-    const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
+    const out_ptr = out orelse return nullArgument("out pointer");
     const table = d.acquireTable();
     defer table.release();
     var diagnostic: Diagnostic = .{};
@@ -501,9 +506,9 @@ export fn drt_dataset_metadata_arrow(dataset: ?*dataset_module.Dataset, out: ?*?
 }
 
 export fn drt_dataset_metadata_arrow_stream(dataset: ?*dataset_module.Dataset, out: ?*arrow_c_export.ArrowArrayStream) i32 {
-    const d = dataset orelse return failMessage(status_invalid_argument, "dataset is NULL", .{});
+    const d = dataset orelse return nullArgument("dataset");
     if (!checkProcess(d.pool)) return status_wrong_process;
-    const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
+    const out_ptr = out orelse return nullArgument("out pointer");
     const table = d.acquireTable();
     defer table.release();
     var diagnostic: Diagnostic = .{};
@@ -512,9 +517,9 @@ export fn drt_dataset_metadata_arrow_stream(dataset: ?*dataset_module.Dataset, o
 }
 
 export fn drt_dataset_schema_json(dataset: ?*dataset_module.Dataset, out: ?*?*Buffer) i32 {
-    const d = dataset orelse return failMessage(status_invalid_argument, "dataset is NULL", .{});
+    const d = dataset orelse return nullArgument("dataset");
     if (!checkProcess(d.pool)) return status_wrong_process;
-    const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
+    const out_ptr = out orelse return nullArgument("out pointer");
     const text = metadata_types.schemaJson(allocator, d.schema()) catch return failMessage(status_out_of_memory, "out of memory", .{});
     return handOut(text, out_ptr);
 }
@@ -543,21 +548,17 @@ export fn drt_dataset_set_table(
     sample_ids: ?*const IntegerColumn,
     weights: ?*const FloatColumn,
 ) i32 {
-    const d = dataset orelse return failMessage(status_invalid_argument, "dataset is NULL", .{});
+    const d = dataset orelse return nullArgument("dataset");
     if (!checkProcess(d.pool)) return status_wrong_process;
-    const text = columns_json orelse return failMessage(status_invalid_argument, "columns_json is NULL", .{});
-    const cache_column = cache_ids orelse return failMessage(status_invalid_argument, "cache_ids is NULL", .{});
-    const sample_column = sample_ids orelse return failMessage(status_invalid_argument, "sample_ids is NULL", .{});
-    const weight_column = weights orelse return failMessage(status_invalid_argument, "weights is NULL", .{});
-    const parsed = std.json.parseFromSlice([]const [2][]const u8, allocator, std.mem.span(text), .{}) catch
-        return failMessage(status_invalid_argument, "columns_json must be a JSON array of [name, arrow_type] pairs", .{});
-    defer parsed.deinit();
-    const columns = allocator.alloc(metadata_table.ColumnType, parsed.value.len) catch return failMessage(status_out_of_memory, "out of memory", .{});
-    defer allocator.free(columns);
-    for (columns, parsed.value) |*column, pair| column.* = .{ .name = pair[0], .arrow_type = pair[1] };
+    const text = columns_json orelse return nullArgument("columns_json");
+    const cache_column = cache_ids orelse return nullArgument("cache_ids");
+    const sample_column = sample_ids orelse return nullArgument("sample_ids");
+    const weight_column = weights orelse return nullArgument("weights");
     var diagnostic: Diagnostic = .{};
+    var columns = metadata_table.ColumnTypes.parse(allocator, std.mem.span(text), &diagnostic) catch |err| return failError(err, &diagnostic);
+    defer columns.deinit();
     const table = metadata_table.buildTable(allocator, d, .{
-        .columns = columns,
+        .columns = columns.list,
         .row_count = row_count,
         .cache_ids = integerColumn(cache_column),
         .sample_ids = integerColumn(sample_column),
@@ -586,7 +587,7 @@ export fn drt_iterator_create_shard(
     defer_payload_bytes: u64,
     out: ?*?*dataset_module.Iterator,
 ) i32 {
-    const spec = shard orelse return failMessage(status_invalid_argument, "shard is NULL", .{});
+    const spec = shard orelse return nullArgument("shard");
     return createIterator(dataset, shardOf(spec), skip, defer_payload_bytes, out);
 }
 
@@ -598,11 +599,11 @@ export fn drt_iterator_create_reads(
     defer_payload_bytes: u64,
     out: ?*?*dataset_module.Iterator,
 ) i32 {
-    const d = dataset orelse return failMessage(status_invalid_argument, "dataset is NULL", .{});
+    const d = dataset orelse return nullArgument("dataset");
     if (!checkProcess(d.pool)) return status_wrong_process;
-    const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
-    const caches: []const u32 = if (count == 0) &.{} else (cache_ids orelse return failMessage(status_invalid_argument, "cache_ids is NULL", .{}))[0..@intCast(count)];
-    const samples: []const u64 = if (count == 0) &.{} else (sample_ids orelse return failMessage(status_invalid_argument, "sample_ids is NULL", .{}))[0..@intCast(count)];
+    const out_ptr = out orelse return nullArgument("out pointer");
+    const caches: []const u32 = if (count == 0) &.{} else (cache_ids orelse return nullArgument("cache_ids"))[0..@intCast(count)];
+    const samples: []const u64 = if (count == 0) &.{} else (sample_ids orelse return nullArgument("sample_ids"))[0..@intCast(count)];
     var diagnostic: Diagnostic = .{};
     out_ptr.* = dataset_module.Iterator.createReads(d, caches, samples, defer_payload_bytes, &diagnostic) catch |err| return failError(err, &diagnostic);
     return status_ok;
@@ -615,35 +616,35 @@ fn createIterator(
     defer_payload_bytes: u64,
     out: ?*?*dataset_module.Iterator,
 ) i32 {
-    const d = dataset orelse return failMessage(status_invalid_argument, "dataset is NULL", .{});
+    const d = dataset orelse return nullArgument("dataset");
     if (!checkProcess(d.pool)) return status_wrong_process;
-    const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
+    const out_ptr = out orelse return nullArgument("out pointer");
     var diagnostic: Diagnostic = .{};
     out_ptr.* = dataset_module.Iterator.create(d, shard, skip, defer_payload_bytes, &diagnostic) catch |err| return failError(err, &diagnostic);
     return status_ok;
 }
 
 export fn drt_iterator_span(iterator: ?*const dataset_module.Iterator, out: ?*StreamState) i32 {
-    const it = iterator orelse return failMessage(status_invalid_argument, "iterator is NULL", .{});
+    const it = iterator orelse return nullArgument("iterator");
     if (!checkProcess(it.dataset.pool)) return status_wrong_process;
-    const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
+    const out_ptr = out orelse return nullArgument("out pointer");
     if (it.readsByIdentity()) return failMessage(status_state, "this iterator reads samples by identity; it has no stream position", .{});
     return fillState(it.dataset, it.table(), it.span(), out_ptr);
 }
 
 export fn drt_iterator_state(iterator: ?*const dataset_module.Iterator, consumed: u64, out: ?*StreamState) i32 {
-    const it = iterator orelse return failMessage(status_invalid_argument, "iterator is NULL", .{});
+    const it = iterator orelse return nullArgument("iterator");
     if (!checkProcess(it.dataset.pool)) return status_wrong_process;
-    const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
+    const out_ptr = out orelse return nullArgument("out pointer");
     var diagnostic: Diagnostic = .{};
     const at = it.position(consumed, &diagnostic) catch |err| return failError(err, &diagnostic);
     return fillState(it.dataset, it.table(), at, out_ptr);
 }
 
 export fn drt_iterator_next(iterator: ?*dataset_module.Iterator, out: ?*?*sample_batch.View) i32 {
-    const it = iterator orelse return failMessage(status_invalid_argument, "iterator is NULL", .{});
+    const it = iterator orelse return nullArgument("iterator");
     if (!checkProcess(it.dataset.pool)) return status_wrong_process;
-    const out_ptr = out orelse return failMessage(status_invalid_argument, "out pointer is NULL", .{});
+    const out_ptr = out orelse return nullArgument("out pointer");
     var diagnostic: Diagnostic = .{};
     const batch = it.next(&diagnostic) catch |err| return failError(err, &diagnostic);
     out_ptr.* = if (batch) |b| b.seal() else null;
@@ -657,8 +658,8 @@ export fn drt_iterator_bytes_held(iterator: ?*const dataset_module.Iterator) u64
 }
 
 export fn drt_batch_deferred(view: ?*const sample_batch.View, lengths_out: ?*?[*]const u64) i32 {
-    const v = view orelse return failMessage(status_invalid_argument, "batch is NULL", .{});
-    const out_ptr = lengths_out orelse return failMessage(status_invalid_argument, "lengths_out is NULL", .{});
+    const v = view orelse return nullArgument("batch");
+    const out_ptr = lengths_out orelse return nullArgument("lengths_out");
     const batch = sample_batch.SampleBatch.fromConstView(v);
     out_ptr.* = if (batch.deferred_lengths.len == 0) null else batch.deferred_lengths.ptr;
     return status_ok;
@@ -667,7 +668,7 @@ export fn drt_batch_deferred(view: ?*const sample_batch.View, lengths_out: ?*?[*
 /// `view` as a batch `it` returned, or null (the error set) when it is not one.
 fn batchOf(it: *const dataset_module.Iterator, view: ?*const sample_batch.View) ?*const sample_batch.SampleBatch {
     const v = view orelse {
-        _ = failMessage(status_invalid_argument, "batch is NULL", .{});
+        _ = nullArgument("batch");
         return null;
     };
     const batch = sample_batch.SampleBatch.fromConstView(v);
@@ -679,11 +680,11 @@ fn batchOf(it: *const dataset_module.Iterator, view: ?*const sample_batch.View) 
 }
 
 export fn drt_iterator_read_deferred(iterator: ?*dataset_module.Iterator, view: ?*const sample_batch.View, sample: u64, destination: ?[*]u8) i32 {
-    const it = iterator orelse return failMessage(status_invalid_argument, "iterator is NULL", .{});
+    const it = iterator orelse return nullArgument("iterator");
     if (!checkProcess(it.dataset.pool)) return status_wrong_process;
     const batch = batchOf(it, view) orelse return status_invalid_argument;
     const entry = batch.deferredPayload(sample) orelse return failMessage(status_invalid_argument, "sample {d} of the batch (of {d}) has no deferred payload", .{ sample, batch.count() });
-    const dst = destination orelse return failMessage(status_invalid_argument, "destination is NULL", .{});
+    const dst = destination orelse return nullArgument("destination");
     const reads = [1]read_pipeline.DeferredRead{.{ .entry = entry, .destination = dst[0..@intCast(entry.location.len)] }};
     var diagnostic: Diagnostic = .{};
     it.pipeline.readDeferred(&reads, &diagnostic) catch |err| return failError(err, &diagnostic);
@@ -691,10 +692,10 @@ export fn drt_iterator_read_deferred(iterator: ?*dataset_module.Iterator, view: 
 }
 
 export fn drt_iterator_read_deferred_batch(iterator: ?*dataset_module.Iterator, view: ?*const sample_batch.View, destinations: ?[*]const ?[*]u8) i32 {
-    const it = iterator orelse return failMessage(status_invalid_argument, "iterator is NULL", .{});
+    const it = iterator orelse return nullArgument("iterator");
     if (!checkProcess(it.dataset.pool)) return status_wrong_process;
     const batch = batchOf(it, view) orelse return status_invalid_argument;
-    const all = destinations orelse return failMessage(status_invalid_argument, "destinations is NULL", .{});
+    const all = destinations orelse return nullArgument("destinations");
     var reads: std.ArrayList(read_pipeline.DeferredRead) = .empty;
     defer reads.deinit(allocator);
     for (0..batch.count()) |sample| {
@@ -727,9 +728,9 @@ export fn drt_lz4_compress_bound(source_len: u64) u64 {
 }
 
 export fn drt_lz4_compress(source: ?[*]const u8, source_len: u64, destination: ?[*]u8, destination_len: u64, written: ?*u64) i32 {
-    const out = written orelse return failMessage(status_invalid_argument, "written is NULL", .{});
-    const src: []const u8 = if (source_len == 0) &.{} else (source orelse return failMessage(status_invalid_argument, "source is NULL", .{}))[0..@intCast(source_len)];
-    const dst = (destination orelse return failMessage(status_invalid_argument, "destination is NULL", .{}))[0..@intCast(destination_len)];
+    const out = written orelse return nullArgument("written");
+    const src: []const u8 = if (source_len == 0) &.{} else (source orelse return nullArgument("source"))[0..@intCast(source_len)];
+    const dst = (destination orelse return nullArgument("destination"))[0..@intCast(destination_len)];
     if (src.len > lz4.source_length_max) return failMessage(status_invalid_argument, "cannot compress {d} bytes in one lz4 block (at most {d})", .{ src.len, lz4.source_length_max });
     if (dst.len < lz4.compressBound(src.len)) return failMessage(status_invalid_argument, "destination holds {d} bytes; compressing {d} bytes needs {d}", .{ dst.len, src.len, lz4.compressBound(src.len) });
     out.* = lz4.compress(src, dst);
@@ -737,15 +738,15 @@ export fn drt_lz4_compress(source: ?[*]const u8, source_len: u64, destination: ?
 }
 
 export fn drt_lz4_decompress(source: ?[*]const u8, source_len: u64, destination: ?[*]u8, destination_len: u64) i32 {
-    const src: []const u8 = if (source_len == 0) &.{} else (source orelse return failMessage(status_invalid_argument, "source is NULL", .{}))[0..@intCast(source_len)];
-    const dst: []u8 = if (destination_len == 0) &.{} else (destination orelse return failMessage(status_invalid_argument, "destination is NULL", .{}))[0..@intCast(destination_len)];
+    const src: []const u8 = if (source_len == 0) &.{} else (source orelse return nullArgument("source"))[0..@intCast(source_len)];
+    const dst: []u8 = if (destination_len == 0) &.{} else (destination orelse return nullArgument("destination"))[0..@intCast(destination_len)];
     lz4.decompress(src, dst) catch return failMessage(status_invalid_input, "corrupt lz4 block ({d} bytes, expected to decode to {d} bytes)", .{ src.len, dst.len });
     return status_ok;
 }
 
 export fn drt_sampler_draws(weights: ?[*]const f64, n: u64, seed: u64, start: u64, count: u64, rows_out: ?[*]u64) i32 {
-    const weight_values = (weights orelse return failMessage(status_invalid_argument, "weights is NULL", .{}))[0..@intCast(n)];
-    const rows: []u64 = if (count == 0) &.{} else (rows_out orelse return failMessage(status_invalid_argument, "rows_out is NULL", .{}))[0..@intCast(count)];
+    const weight_values = (weights orelse return nullArgument("weights"))[0..@intCast(n)];
+    const rows: []u64 = if (count == 0) &.{} else (rows_out orelse return nullArgument("rows_out"))[0..@intCast(count)];
     if (!sampler.weightsValid(weight_values)) return failMessage(status_invalid_argument, "weights must be positive and finite (1 to 2^53 of them)", .{});
     if (count != 0 and count - 1 > std.math.maxInt(u64) - start) return failMessage(status_invalid_argument, "positions pass 2^64 - 1", .{});
     var table = sampler.AliasTable.build(allocator, weight_values) catch return failMessage(status_out_of_memory, "out of memory", .{});
@@ -755,7 +756,7 @@ export fn drt_sampler_draws(weights: ?[*]const f64, n: u64, seed: u64, start: u6
 }
 
 export fn drt_permutation_rows(n: u64, seed: u64, start: u64, count: u64, rows_out: ?[*]u64) i32 {
-    const rows: []u64 = if (count == 0) &.{} else (rows_out orelse return failMessage(status_invalid_argument, "rows_out is NULL", .{}))[0..@intCast(count)];
+    const rows: []u64 = if (count == 0) &.{} else (rows_out orelse return nullArgument("rows_out"))[0..@intCast(count)];
     if (n < 1 or n > sampler.row_count_max) return failMessage(status_invalid_argument, "n must be between 1 and 2^53, got {d}", .{n});
     if (count != 0 and count - 1 > std.math.maxInt(u64) - start) return failMessage(status_invalid_argument, "positions pass 2^64 - 1", .{});
     permutation.rowRange(sampler.Key.derive(permutation.key_domain, seed), n, start, rows);

@@ -191,6 +191,41 @@ pub const Update = struct {
 
 pub const ColumnType = struct { name: []const u8, arrow_type: []const u8 };
 
+/// The columns of an update as the binding describes them: a JSON array of
+/// `[name, arrow_type]` pairs (`drt_dataset_set_table`).
+pub const ColumnTypes = struct {
+    parsed: std.json.Parsed([]const [2][]const u8),
+    list: []ColumnType,
+
+    pub fn parse(allocator: std.mem.Allocator, text: []const u8, diagnostic: *Diagnostic) error{ InvalidArgument, OutOfMemory }!ColumnTypes {
+        const parsed = std.json.parseFromSlice([]const [2][]const u8, allocator, text, .{}) catch |err| {
+            if (err == error.OutOfMemory) return error.OutOfMemory;
+            diagnostic.set("columns_json must be a JSON array of [name, arrow_type] pairs", .{});
+            return error.InvalidArgument;
+        };
+        errdefer parsed.deinit();
+        const list = try allocator.alloc(ColumnType, parsed.value.len);
+        for (list, parsed.value) |*column, pair| column.* = .{ .name = pair[0], .arrow_type = pair[1] };
+        return .{ .parsed = parsed, .list = list };
+    }
+
+    pub fn deinit(columns: *ColumnTypes) void {
+        columns.parsed.arena.child_allocator.free(columns.list);
+        columns.parsed.deinit();
+    }
+};
+
+test "column types parse from JSON pairs and refuse anything else" {
+    var diagnostic: Diagnostic = .{};
+    var columns = try ColumnTypes.parse(std.testing.allocator, "[[\"cache_id\",\"uint64\"],[\"w\",\"float64\"]]", &diagnostic);
+    defer columns.deinit();
+    try std.testing.expectEqual(@as(usize, 2), columns.list.len);
+    try std.testing.expectEqualStrings("w", columns.list[1].name);
+    try std.testing.expectEqualStrings("float64", columns.list[1].arrow_type);
+    try std.testing.expectError(error.InvalidArgument, ColumnTypes.parse(std.testing.allocator, "[[\"a\"]]", &diagnostic));
+    try std.testing.expectEqualStrings("columns_json must be a JSON array of [name, arrow_type] pairs", diagnostic.message());
+}
+
 const integer_types = [_][]const u8{ "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64" };
 const numeric_types = integer_types ++ [_][]const u8{ "float32", "float64" };
 
