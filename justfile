@@ -22,6 +22,7 @@ test:
 lint:
     python -m ziglang fmt --check build.zig zig/
     python scripts/check_layers.py
+    python -m mypy --strict python/dataset_rt
     python -m ruff check {{ python_paths }}
     python -m ruff format --check {{ python_paths }}
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The full test suite, as CI runs it. Uses the `python` first on PATH, which must have
 # dataset_rt installed with the dev extras (ziglang, pytest, ...).
-#   1. Zig unit tests
+#   1. Zig unit tests, the Zig layer rules (scripts/check_layers.py) and mypy --strict on
+#      the package
 #   2. pytest against the installed ReleaseFast library, then examples/ddp_train.py --quick
 #   3. pytest against a ReleaseSafe build: out-of-bounds and overflow panic there instead of
 #      being silent undefined behaviour as in ReleaseFast.
@@ -64,8 +65,10 @@ run_pytest() {
     return "$status"
 }
 
-phase "1/6 Zig unit tests (zig build test)"
+phase "1/6 Zig unit tests (zig build test), layer rules, mypy --strict"
 python -m ziglang build test --summary all
+python scripts/check_layers.py
+python -m mypy --strict python/dataset_rt
 
 # The Linux wheels are manylinux_2_17: a library that asks for newer glibc symbols fails.
 # Only on glibc hosts, where scripts/build_library.py targets glibc 2.17 (on musl it

@@ -252,7 +252,7 @@ INTERRUPTED_NEXT = textwrap.dedent(
     ds = runtime.cached_dataset([written.path], reader_config=config)
     ds.set_epoch_len(10**12)
     iterator = iter(ds)
-    native = iterator._native
+    native = iterator._iterator
     signal.signal(signal.SIGALRM, interrupt)
     signal.setitimer(signal.ITIMER_REAL, 0.00003, 0.00003)
     interrupts = 0

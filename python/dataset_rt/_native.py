@@ -584,4 +584,4 @@ class RuntimeHandle:
         # In a forked child the threads do not exist; the core's destroy knows that.
         if getattr(self, "value", None) and not shutting_down():
             lib.drt_runtime_destroy(self.value)
-            self.value = None
+            self.value = ctypes.c_void_p()

@@ -13,7 +13,7 @@ import struct
 from collections.abc import Iterable, Iterator, Mapping
 from itertools import repeat
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from dataset_rt import _native, malloc_tuning, stream_state
 from dataset_rt._native import RuntimeHandle
@@ -146,7 +146,7 @@ class DatasetHandle:
     def __del__(self) -> None:
         if getattr(self, "value", None) and not _native.shutting_down():
             _native.lib.drt_dataset_destroy(self.value)
-            self.value = None
+            self.value = ctypes.c_void_p()
 
 
 class NativeIterator:
@@ -199,7 +199,9 @@ class NativeIterator:
         current = self.current
         if current is None:
             return self.handed_before
-        return self.handed_before + self.current_len - current.__length_hint__()
+        # A list iterator's length hint: the samples of its batch not yet taken.
+        left: int = current.__length_hint__()  # type: ignore[attr-defined]
+        return self.handed_before + self.current_len - left
 
     def state(self) -> dict[str, Any]:
         """The stream state after the samples handed out so far."""
@@ -262,6 +264,7 @@ class NativeIterator:
                 words[_PACKED_HEAD_WORDS:lengths_at],
                 cache_ids_at + ((4 * count + 7) & ~7),  # cache ids padded to 8 bytes
             )
+            payloads: Iterable[bytes]
             if deferred:
                 payloads = _read_payloads(self.handle, batch)
             else:
@@ -297,7 +300,7 @@ def _batches(native: NativeIterator) -> Iterator[Iterator[CachedSample]]:
         yield items
 
 
-class SampleIterator(itertools.chain):  # type: ignore[type-arg]
+class SampleIterator(itertools.chain[CachedSample]):
     """One epoch of samples in planned order.
 
     Created by ``iter(dataset)``: it snapshots the dataset's active table,
@@ -307,16 +310,21 @@ class SampleIterator(itertools.chain):  # type: ignore[type-arg]
     the core's batches), so iteration costs no Python call per sample.
     """
 
-    __slots__ = ("_native",)
+    __slots__ = ("_iterator",)
+    _iterator: NativeIterator
 
     @classmethod
     def _start(
         cls, dataset: DatasetHandle, shard: _native.Shard | None = None, skip: int = 0
     ) -> SampleIterator:
         native = NativeIterator(dataset, shard, skip)
-        iterator = cls.from_iterable(_batches(native))
-        iterator._native = native
+        iterator = cast(SampleIterator, cls.from_iterable(_batches(native)))
+        iterator._iterator = native
         return iterator
+
+    def _span(self) -> dict[str, Any]:
+        """The state this iterator's share was cut from (see `NativeIterator.span`)."""
+        return self._iterator.span()
 
     def state_dict(self) -> dict[str, Any]:
         """The resume state of the stream after the samples yielded so far.
@@ -326,25 +334,25 @@ class SampleIterator(itertools.chain):  # type: ignore[type-arg]
         samples and the one after it the next epoch, exactly as this run
         continues. Taken after the last sample, it is the next epoch's start.
         """
-        return self._native.state()
+        return self._iterator.state()
 
     def consumed(self) -> int:
         """Samples this iterator has yielded."""
-        return self._native.consumed()
+        return self._iterator.consumed()
 
     def bytes_held(self) -> int:
         """Bytes of samples the core has read ahead and still holds for this iterator."""
-        return self._native.bytes_held()
+        return self._iterator.bytes_held()
 
     def close(self) -> None:
         """Stop reading ahead and release the native iterator."""
-        self._native.close()
+        self._iterator.close()
 
 
 def _samples(count: int, fields: Iterable[tuple[Any, ...]]) -> list[CachedSample]:
     """`count` CachedSamples from 4-tuples, each built in C by ``tuple.__new__``
     without the NamedTuple's Python ``__new__``."""
-    return list(map(tuple.__new__, repeat(CachedSample, count), fields))  # type: ignore[arg-type]
+    return list(map(tuple.__new__, repeat(CachedSample, count), fields))
 
 
 # Above this mean payload size, each payload is copied straight from native memory
@@ -392,9 +400,9 @@ def _copy_payloads(base: int | None, payload_bytes: int, lengths: memoryview) ->
     """The batch's payloads (`lengths` of them, joined at `base`), copied out of it."""
     if payload_bytes > _DIRECT_COPY_BYTES * len(lengths):
         malloc_tuning.tune_once()
-        starts = itertools.accumulate(lengths, initial=base)
+        starts = itertools.accumulate(lengths, initial=base or 0)
         return list(map(ctypes.string_at, starts, lengths))
-    joined = ctypes.string_at(base, payload_bytes) if payload_bytes else b""
+    joined = ctypes.string_at(base or 0, payload_bytes) if payload_bytes else b""
     # Reading the payloads in turn from a BytesIO sharing `joined` makes each
     # bytes object in one C call, without a slice object per sample: about
     # half the cost of slicing `joined`.

@@ -56,7 +56,7 @@ class NativeWriter:
 
     def create(
         self,
-        runtime_handle: int,
+        runtime_handle: ctypes.c_void_p,
         base_cache_dir: Path,
         name: str,
         config: WriterConfig,

@@ -20,6 +20,8 @@ from dataset_rt.records import CachedSample
 if TYPE_CHECKING:
     import polars as pl
 
+    from dataset_rt import metadata_frame
+
 
 class CachedDataset:
     """Immutable caches loaded for reading; iterate it for `CachedSample`s.
@@ -37,6 +39,13 @@ class CachedDataset:
 
     reader_config: ReaderConfig
     """The configuration the dataset was loaded with."""
+
+    _native_handle: DatasetHandle | None
+    _identity_columns: metadata_frame.IdentityColumns | None
+    _epoch_len: int | None
+    _extra_columns: pl.DataFrame | None
+    _unopened_recipe: dict[str, Any] | None
+    _metadata_lock: ForkSafeLock
 
     def __init__(self) -> None:
         raise TypeError("use DatasetRuntime.cached_dataset() to create a CachedDataset")
@@ -118,6 +127,11 @@ class CachedDataset:
         """
         _check_index("epoch", epoch)
         self._handle.set_epoch(epoch)
+
+    def _take_state(self) -> dict[str, Any]:
+        """Like `state_dict`, and moves the stream past that epoch: for a process
+        that hands the epoch to others (DataLoader workers) to read."""
+        return self._handle.take_state()
 
     def state_dict(self) -> dict[str, Any]:
         """Where the next iterator starts, with the fingerprint of the data.

@@ -15,6 +15,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Literal
 
 from dataset_rt import (
     CacheInput,
@@ -24,7 +25,7 @@ from dataset_rt import (
     ShardCompression,
     WriterConfig,
 )
-from dataset_rt.runtime import MAX_WORKERS
+from dataset_rt._native import MAX_WORKERS
 
 LABELS = ("cat", "dog", "bird", "fish")
 
@@ -42,7 +43,7 @@ class GeneratedSource:
         repeats = -(-self.payload_bytes // len(seed))
         return (seed * repeats)[: self.payload_bytes]
 
-    def metadata(self, index: int) -> dict[str, object]:
+    def metadata(self, index: int) -> dict[str, bool | int | float | str]:
         return {
             "index": index,
             "label": LABELS[index % 4],
@@ -55,7 +56,13 @@ class GeneratedSource:
             yield CacheInput(self.payload(index), self.metadata(index))
 
 
-def run(samples: int, payload_bytes: int, compression: str, directory: Path, workers: int) -> int:
+def run(
+    samples: int,
+    payload_bytes: int,
+    compression: Literal["none", "lz4"],
+    directory: Path,
+    workers: int,
+) -> int:
     source = GeneratedSource("demo", samples, payload_bytes)
     runtime = DatasetRuntime(num_workers=workers)
     ratio = 2.0 if compression == "lz4" else 1.0

@@ -115,7 +115,7 @@ def identity_arrays(frame: pl.DataFrame) -> tuple[array[int], array[int]]:
     )
 
 
-def _packed(series: pl.Series, dtype: pl.DataType, typecode: str) -> array[int]:
+def _packed(series: pl.Series, dtype: type[pl.DataType], typecode: str) -> array[int]:
     values = series.cast(dtype).rechunk().to_arrow()
     width = values.type.bit_width // 8
     data = memoryview(values.buffers()[1])[

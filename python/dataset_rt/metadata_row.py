@@ -121,7 +121,8 @@ class MetadataRow(Mapping[str, Any]):
         # and this runs once per sample.)
         if index < 0:
             source, index = _SingleRow(dict(source)), 0
-        self._source = source
+        assert isinstance(source, (BatchMetadata, _SingleRow))
+        self._source: BatchMetadata | _SingleRow = source
         self._index = index
 
     def __getitem__(self, key: str) -> Any:

@@ -17,6 +17,7 @@ from dataset_rt.records import (
     CacheWriteSuccess,
 )
 from dataset_rt.writing import (
+    Reuse,
     SampleError,
     check_unique_targets,
     invalid_source_label,
@@ -107,7 +108,13 @@ class DatasetRuntime:
         """
         return self._write(sources, base_cache_dir, writer_config, reuse=None)
 
-    def _write(self, sources, base_cache_dir, writer_config, reuse) -> list[CacheWriteResult]:  # noqa: ANN001
+    def _write(
+        self,
+        sources: CacheSource | Sequence[CacheSource],
+        base_cache_dir: str | os.PathLike[str],
+        writer_config: WriterConfig,
+        reuse: Reuse | None,
+    ) -> list[CacheWriteResult]:
         handle = self._live_handle()
         if not isinstance(writer_config, WriterConfig):
             raise TypeError(

@@ -48,7 +48,10 @@ class CachedDataset(Protocol):
     def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
     def set_epoch(self, epoch: int) -> None: ...
     def get_metadata(self) -> Any: ...
-    def to_torch_iterable_dataset(self, **options: Any) -> TorchIterableDataset: ...
+    def _take_state(self) -> dict[str, Any]: ...
+    def to_torch_iterable_dataset(
+        self, *, batch_size: int | None = ..., drop_last: bool = ...
+    ) -> Any: ...
 
 
 class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg]
@@ -158,7 +161,7 @@ class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg
 
     def __len__(self) -> int:
         """Samples this rank yields in the next iteration, padding included."""
-        return _shard_counts(len(self._dataset), self._shard(0, 1)).rank_samples
+        return int(_shard_counts(len(self._dataset), self._shard(0, 1)).rank_samples)
 
     def _shard(self, worker: int, num_workers: int) -> _native.Shard:
         rank, world_size = self.rank_and_world_size()
@@ -219,7 +222,7 @@ class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg
             return {"span": self._dataset.state_dict(), "shard": None, "consumed": 0}
         iterator, shard, skip = self._current
         return {
-            "span": iterator._native.span(),
+            "span": iterator._span(),
             "shard": _shard_fields(shard),
             "consumed": skip + iterator.consumed(),
         }
@@ -254,7 +257,7 @@ class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg
                     "StatefulDataLoader; dataset_rt.torch.DataLoader resumes from its state_dict()"
                 )
             self._dataset.load_state_dict(resume["span"])
-        self._claim = self._dataset._handle.take_state()
+        self._claim = self._dataset._take_state()
         self._claim_read_by = None
         return self._claim
 
@@ -478,7 +481,9 @@ _DATALOADER_SIGNATURE = inspect.signature(torch_data.DataLoader.__init__)
 
 def _shard_fields(shard: _native.Shard) -> dict[str, int]:
     return {
-        name: int(getattr(shard, name)) for name, _ in _native.Shard._fields_ if name != "reserved"
+        name: int(getattr(shard, name))
+        for name in (field[0] for field in _native.Shard._fields_)
+        if name != "reserved"
     }
 
 
@@ -537,7 +542,8 @@ def _check_loader_batch_size(caller: FrameType | None, batch_size: int | None) -
     if type(fetcher).__name__ != "_IterableDatasetFetcher":
         return
     index = caller.f_locals.get("possibly_batched_index")
-    loader_batch_size = len(index) if getattr(fetcher, "auto_collation", False) else None
+    collated = getattr(fetcher, "auto_collation", False)
+    loader_batch_size = len(index) if collated and index is not None else None
     if (loader_batch_size or 1) != (batch_size or 1):
         raise ValueError(
             f"the DataLoader has batch_size={loader_batch_size} and the adapter "

@@ -13,7 +13,7 @@ import ctypes
 import json
 import time
 from array import array
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,10 @@ _encode_metadata = json.JSONEncoder(
 
 class SampleError(ValueError):
     """A sample of a source has the wrong shape; the message names it."""
+
+
+# `from_cache_sources`' answer for a target that is already a published cache.
+Reuse = Callable[[str, Path], CacheWriteResult]
 
 
 def source_list(sources: CacheSource | Sequence[CacheSource]) -> list[CacheSource]:
@@ -173,10 +177,10 @@ def _serialize(
     for offset, metadata in enumerate(metadatas):
         _check_keys(metadata, first_index + offset)  # JSON would turn 1 into "1"
     try:
-        metadata = _encode_metadata(metadatas).encode("utf-8", "surrogatepass")
+        encoded = _encode_metadata(metadatas).encode("utf-8", "surrogatepass")
     except (TypeError, ValueError, RecursionError):
         raise SampleError(_describe_unserializable(metadatas, first_index)) from None
-    return payloads, lengths, count, metadata, payload_bytes
+    return payloads, lengths, count, encoded, payload_bytes
 
 
 def write_source(
@@ -257,14 +261,14 @@ def _push(
 
 
 def write_sources(
-    runtime_handle: int,
+    runtime_handle: ctypes.c_void_p,
     num_workers: int,
     sources: list[CacheSource],
     names: list[str | CacheWriteError],
     base_cache_dir: Path,
     config: WriterConfig,
     *,
-    reuse: Any = None,
+    reuse: Reuse | None = None,
 ) -> list[CacheWriteResult]:
     """Write each source in order; failures become `CacheWriteError` results.
 
@@ -302,7 +306,7 @@ def write_sources(
 
 
 def _write_one(
-    runtime_handle: int,
+    runtime_handle: ctypes.c_void_p,
     num_workers: int,
     source: CacheSource,
     position_and_name: tuple[int, str],
@@ -310,7 +314,7 @@ def _write_one(
     config: WriterConfig,
     progress: WriteProgress,
     profile: WriterProfile,
-    reuse: Any,
+    reuse: Reuse | None,
 ) -> CacheWriteResult:
     position, name = position_and_name
     encoded_name = name.encode("utf-8", "surrogatepass")
