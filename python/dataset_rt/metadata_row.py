@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 
 class BatchMetadata(dict[str, list[Any]]):
@@ -121,8 +121,9 @@ class MetadataRow(Mapping[str, Any]):
         # and this runs once per sample.)
         if index < 0:
             source, index = _SingleRow(dict(source)), 0
-        assert isinstance(source, (BatchMetadata, _SingleRow))
-        self._source: BatchMetadata | _SingleRow = source
+        if TYPE_CHECKING:  # a type narrowing only: no check on this per-sample path
+            assert isinstance(source, (BatchMetadata, _SingleRow))
+        self._source = source
         self._index = index
 
     def __getitem__(self, key: str) -> Any:
