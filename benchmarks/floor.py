@@ -22,11 +22,11 @@ import statistics
 import time
 from itertools import repeat
 
+from dataset_rt._metadata_columns import to_columns
+from dataset_rt._metadata_row import BatchMetadata, MetadataRow
 from dataset_rt._reader import _samples
-from dataset_rt.metadata_columns import to_columns
-from dataset_rt.metadata_row import BatchMetadata, MetadataRow
-from dataset_rt.records import CacheInput
-from dataset_rt.writing import _addresses, _encode_metadata, _lengths
+from dataset_rt._records import CacheInput
+from dataset_rt._writing import _addresses, _encode_metadata, _lengths
 
 SAMPLES = 200_000
 CHUNK = 64  # samples per batch with the default prefetch_size

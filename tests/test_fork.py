@@ -12,7 +12,7 @@ import pytest
 
 from conftest import QUIET, ListSource, simple_samples
 from dataset_rt import CacheWriteSuccess, DatasetRuntime, ReaderConfig
-from dataset_rt.writing import NativeWriter
+from dataset_rt._writing import NativeWriter
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 
@@ -94,6 +94,6 @@ def test_a_child_destroying_an_inherited_writer_keeps_the_parents_staging(tmp_pa
 
 
 def _batch(writer: NativeWriter, payloads: list[bytes], metadatas: list[dict[str, object]]):  # noqa: ANN202
-    from dataset_rt.writing import _serialize
+    from dataset_rt._writing import _serialize
 
     return _serialize(writer, payloads, metadatas, 0, sum(map(len, payloads)))

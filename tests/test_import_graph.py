@@ -76,6 +76,6 @@ def test_only_the_native_boundary_calls_the_library() -> None:
 
 def test_the_native_boundary_imports_no_public_module_above_it() -> None:
     graph = import_graph()
-    above = {"dataset", "runtime", "writing", "metadata_frame", "torch", "api", "demo"}
+    above = {"_dataset", "_runtime", "_writing", "_metadata_frame", "torch", "api", "demo"}
     for module in (name.removesuffix(".py") for name in BOUNDARY):
         assert not graph[module] & above, (module, graph[module] & above)

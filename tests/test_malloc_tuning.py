@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import pythonpath_before_inherited
-from dataset_rt import malloc_tuning
+from dataset_rt import _malloc_tuning
 
 HERE = Path(__file__).resolve().parent
 
@@ -27,7 +27,7 @@ _READ_PROGRAM = textwrap.dedent(
     """
     import json, os, resource, sys, tempfile
     import dataset_rt
-    from dataset_rt import CacheInput, ReaderConfig, WriterConfig, malloc_tuning
+    from dataset_rt import CacheInput, ReaderConfig, WriterConfig, _malloc_tuning
 
     class Source:
         def __init__(self, name, size):
@@ -48,7 +48,7 @@ _READ_PROGRAM = textwrap.dedent(
         )
         for sample in runtime.cached_dataset([small.path], reader_config=config):
             len(sample.data)
-        tuned_after_small = malloc_tuning._applied is not None
+        tuned_after_small = _malloc_tuning._applied is not None
         dataset = runtime.cached_dataset([large.path], reader_config=config)
         for sample in dataset:
             pass
@@ -68,7 +68,7 @@ def _read_in_a_process(tuning: str) -> tuple[bool, float]:
         for name, value in os.environ.items()
         if not name.startswith("MALLOC_") and name != "GLIBC_TUNABLES"
     }
-    environ[malloc_tuning.OPT_OUT_VARIABLE] = tuning
+    environ[_malloc_tuning.OPT_OUT_VARIABLE] = tuning
     environ["PYTHONPATH"] = pythonpath_before_inherited(HERE.parent / "python", HERE)
     result = subprocess.run(
         [sys.executable, "-c", _READ_PROGRAM],
@@ -108,9 +108,9 @@ def test_large_payloads_reuse_their_memory_from_pass_to_pass() -> None:
     ],
 )
 def test_settings_made_by_the_user_are_left_alone(environ: dict[str, str], reason: str) -> None:
-    assert malloc_tuning.skip_reason(environ) == reason
+    assert _malloc_tuning.skip_reason(environ) == reason
 
 
 def test_an_ordinary_linux_environment_is_tuned() -> None:
     expected = None if sys.platform.startswith("linux") else "not Linux"
-    assert malloc_tuning.skip_reason({"GLIBC_TUNABLES": "glibc.cpu.x86_ibt=on"}) == expected
+    assert _malloc_tuning.skip_reason({"GLIBC_TUNABLES": "glibc.cpu.x86_ibt=on"}) == expected

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from conftest import QUIET, ListSource
-from dataset_rt import CachedDataset, DatasetRuntime, ReaderConfig, _native, metadata_frame
+from dataset_rt import CachedDataset, DatasetRuntime, ReaderConfig, _metadata_frame, _native
 
 IN_ORDER = ReaderConfig(seed=0, shuffle=False)
 KIND_VALUES = {
@@ -72,7 +72,7 @@ def ipc_export(dataset: CachedDataset) -> pl.DataFrame:
 
 
 def pyarrow_import(dataset: CachedDataset) -> pa.Table:
-    stream = metadata_frame.core_stream(dataset._handle)
+    stream = _metadata_frame.core_stream(dataset._handle)
     try:
         table = pa.RecordBatchReader.from_stream(stream).read_all()
     finally:
@@ -143,7 +143,7 @@ def test_an_unread_stream_is_released_once(runtime: DatasetRuntime, tmp_path: Pa
         ListSource("unread", [(b"x", {"i": 1})]), tmp_path, writer_config=QUIET
     )
     dataset = runtime.cached_dataset([result.path], reader_config=IN_ORDER)
-    stream = metadata_frame.core_stream(dataset._handle)
+    stream = _metadata_frame.core_stream(dataset._handle)
     assert stream._stream.release, "the core filled no stream"
     stream.close()
     assert not stream._stream.release, "the stream's release did not mark it released"

@@ -22,7 +22,9 @@ from dataset_rt import (
     ReaderConfig,
     ShardCompression,
     WriterConfig,
-    metadata_row,
+)
+from dataset_rt import (
+    _metadata_row as metadata_row,
 )
 
 IN_ORDER = ReaderConfig(seed=0, shuffle=False)

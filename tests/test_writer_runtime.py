@@ -30,7 +30,7 @@ from dataset_rt import (
     WriterProfilerConfig,
     _native,
 )
-from dataset_rt.profiling import WriterProfile
+from dataset_rt._profiling import WriterProfile
 
 REQUIRED_STAGES = {
     "python_next",
@@ -283,7 +283,7 @@ def test_an_interrupted_profile_write_leaves_no_temporary_file(
     def interrupted_replace(source: object, target: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("dataset_rt.profiling.os.replace", interrupted_replace)
+    monkeypatch.setattr("dataset_rt._profiling.os.replace", interrupted_replace)
     with pytest.raises(KeyboardInterrupt):
         runtime.write_cache(
             ListSource("s", simple_samples(3)),

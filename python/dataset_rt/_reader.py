@@ -15,12 +15,12 @@ from itertools import repeat
 from pathlib import Path
 from typing import Any, cast
 
-from dataset_rt import _native, malloc_tuning, stream_state
+from dataset_rt import _malloc_tuning, _native, _stream_state
+from dataset_rt._config import ReaderConfig
+from dataset_rt._fork_safe_lock import ForkSafeLock
+from dataset_rt._metadata_row import BatchMetadata, MetadataRow
 from dataset_rt._native import RuntimeHandle
-from dataset_rt.config import ReaderConfig
-from dataset_rt.fork_safe_lock import ForkSafeLock
-from dataset_rt.metadata_row import BatchMetadata, MetadataRow
-from dataset_rt.records import CachedSample
+from dataset_rt._records import CachedSample
 
 
 class DatasetHandle:
@@ -86,18 +86,18 @@ class DatasetHandle:
         """The next iterator's start with the data's fingerprint, as a dict."""
         native = _native.StreamState()
         _native.check(_native.lib.drt_dataset_state(self.value, ctypes.byref(native)))
-        return stream_state.to_dict(native, self.cache_sha256s)
+        return _stream_state.to_dict(native, self.cache_sha256s)
 
     def take_state(self) -> dict[str, Any]:
         """Like `state`, and moves the stream past that epoch."""
         native = _native.StreamState()
         _native.check(_native.lib.drt_dataset_take_state(self.value, ctypes.byref(native)))
         self.refresh_mirror()
-        return stream_state.to_dict(native, self.cache_sha256s)
+        return _stream_state.to_dict(native, self.cache_sha256s)
 
     def load_state(self, state: Mapping[str, Any]) -> None:
         """Continue from `state`; the core refuses one of other data."""
-        native, digests = stream_state.from_dict(state)
+        native, digests = _stream_state.from_dict(state)
         _native.check(
             _native.lib.drt_dataset_load_state(
                 self.value, ctypes.byref(native), digests, native.cache_count
@@ -212,7 +212,7 @@ class NativeIterator:
             _native.check(
                 _native.lib.drt_iterator_state(self.handle, self.consumed(), ctypes.byref(native))
             )
-        return stream_state.to_dict(native, self.dataset.cache_sha256s)
+        return _stream_state.to_dict(native, self.dataset.cache_sha256s)
 
     def span(self) -> dict[str, Any]:
         """The state this iterator's share was cut from (see `drt_iterator_span`)."""
@@ -221,7 +221,7 @@ class NativeIterator:
                 raise RuntimeError("this iterator is closed; its state is gone with it")
             native = _native.StreamState()
             _native.check(_native.lib.drt_iterator_span(self.handle, ctypes.byref(native)))
-        return stream_state.to_dict(native, self.dataset.cache_sha256s)
+        return _stream_state.to_dict(native, self.dataset.cache_sha256s)
 
     def next_batch(self) -> list[CachedSample] | None:
         with self.lock.held():
@@ -374,7 +374,7 @@ def _read_payloads(handle: ctypes.c_void_p, batch: Any) -> list[bytes]:
     those is read by the core straight into a new bytes object (all of the
     batch's at once, by the calling thread and the pool together), the others
     are copied out of the batch."""
-    malloc_tuning.tune_once()
+    _malloc_tuning.tune_once()
     deferred = ctypes.POINTER(ctypes.c_uint64)()
     _native.check(_native.lib.drt_batch_deferred(batch, ctypes.byref(deferred)))
     contents = batch.contents
@@ -399,7 +399,7 @@ def _read_payloads(handle: ctypes.c_void_p, batch: Any) -> list[bytes]:
 def _copy_payloads(base: int | None, payload_bytes: int, lengths: memoryview) -> Iterable[bytes]:
     """The batch's payloads (`lengths` of them, joined at `base`), copied out of it."""
     if payload_bytes > _DIRECT_COPY_BYTES * len(lengths):
-        malloc_tuning.tune_once()
+        _malloc_tuning.tune_once()
         starts = itertools.accumulate(lengths, initial=base or 0)
         return list(map(ctypes.string_at, starts, lengths))
     joined = ctypes.string_at(base or 0, payload_bytes) if payload_bytes else b""

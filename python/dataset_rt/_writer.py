@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from dataset_rt import _native
-from dataset_rt.config import WriterConfig
-from dataset_rt.metadata_columns import PushColumns, Schema, schema_of
+from dataset_rt._config import WriterConfig
+from dataset_rt._metadata_columns import PushColumns, Schema, schema_of
 
 # Batches whose payloads average at least this many bytes are handed to the core
 # without copying (drt_writer_push_borrowed, drt_writer_push_columns); smaller

@@ -1,8 +1,8 @@
 """The public API in one module, for code written against ``dataset_rt.api``."""
 
-from dataset_rt.config import ReaderConfig, ShardCompression, WriterConfig, WriterProfilerConfig
-from dataset_rt.dataset import CachedDataset
-from dataset_rt.records import (
+from dataset_rt._config import ReaderConfig, ShardCompression, WriterConfig, WriterProfilerConfig
+from dataset_rt._dataset import CachedDataset
+from dataset_rt._records import (
     BytesLike,
     CachedSample,
     CacheInput,
@@ -13,7 +13,7 @@ from dataset_rt.records import (
     Metadata,
     MetadataValue,
 )
-from dataset_rt.runtime import (
+from dataset_rt._runtime import (
     CacheSourcesDatasetError,
     CacheSourcesDatasetResult,
     CacheSourcesDatasetSuccess,

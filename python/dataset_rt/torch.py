@@ -30,7 +30,7 @@ import torch.utils.data as torch_data
 from dataset_rt import _native
 from dataset_rt._native import MAX_WORKERS
 from dataset_rt._reader import SampleIterator
-from dataset_rt.records import CachedSample
+from dataset_rt._records import CachedSample
 
 __all__ = ["DataLoader", "TorchIterableDataset", "TorchMapDataset"]
 
@@ -308,13 +308,13 @@ class TorchMapDataset(torch_data.Dataset):  # type: ignore[type-arg]
     ) -> None:
         _check_dataset_and_transform(dataset, transform)
         _check_int("worker_threads", worker_threads, 1, MAX_WORKERS)
-        from dataset_rt import metadata_frame
+        from dataset_rt import _metadata_frame
 
         self._dataset = dataset
         self._transform = transform
         self._worker_threads = worker_threads
         table = dataset.get_metadata().select("cache_id", "sample_id")
-        self._cache_ids, self._sample_ids = metadata_frame.identity_arrays(table)
+        self._cache_ids, self._sample_ids = _metadata_frame.identity_arrays(table)
 
     @property
     def dataset(self) -> CachedDataset:

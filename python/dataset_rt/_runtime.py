@@ -7,16 +7,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple, TypeAlias
 
+from dataset_rt._config import ReaderConfig, WriterConfig
+from dataset_rt._dataset import CachedDataset
 from dataset_rt._native import MAX_WORKERS, RuntimeHandle
-from dataset_rt.config import ReaderConfig, WriterConfig
-from dataset_rt.dataset import CachedDataset
-from dataset_rt.records import (
+from dataset_rt._records import (
     CacheSource,
     CacheWriteError,
     CacheWriteResult,
     CacheWriteSuccess,
 )
-from dataset_rt.writing import (
+from dataset_rt._writing import (
     Reuse,
     SampleError,
     check_unique_targets,

@@ -18,18 +18,18 @@ from pathlib import Path
 from typing import Any
 
 from dataset_rt import _native
-from dataset_rt._writer import NativeWriter, SerializedBatch
-from dataset_rt.config import WriterConfig
-from dataset_rt.metadata_columns import to_columns
-from dataset_rt.profiling import WriterProfile
-from dataset_rt.progress import WriteProgress
-from dataset_rt.records import (
+from dataset_rt._config import WriterConfig
+from dataset_rt._metadata_columns import to_columns
+from dataset_rt._profiling import WriterProfile
+from dataset_rt._progress import WriteProgress
+from dataset_rt._records import (
     CacheInput,
     CacheSource,
     CacheWriteError,
     CacheWriteResult,
     CacheWriteSuccess,
 )
+from dataset_rt._writer import NativeWriter, SerializedBatch
 
 # A batch closes at whichever bound it reaches first. Each batch is a pool job,
 # a commit and a wake-up of this thread: 4 MiB batches wrote W2 (512 x 1 MiB) in

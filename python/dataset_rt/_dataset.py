@@ -11,16 +11,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dataset_rt import _native
+from dataset_rt._config import ReaderConfig
+from dataset_rt._fork_safe_lock import ForkSafeLock
 from dataset_rt._native import RuntimeHandle
 from dataset_rt._reader import DatasetHandle, NativeIterator, SampleIterator
-from dataset_rt.config import ReaderConfig
-from dataset_rt.fork_safe_lock import ForkSafeLock
-from dataset_rt.records import CachedSample
+from dataset_rt._records import CachedSample
 
 if TYPE_CHECKING:
     import polars as pl
 
-    from dataset_rt import metadata_frame
+    from dataset_rt import _metadata_frame
 
 
 class CachedDataset:
@@ -41,7 +41,7 @@ class CachedDataset:
     """The configuration the dataset was loaded with."""
 
     _native_handle: DatasetHandle | None
-    _identity_columns: metadata_frame.IdentityColumns | None
+    _identity_columns: _metadata_frame.IdentityColumns | None
     _epoch_len: int | None
     _extra_columns: pl.DataFrame | None
     _unopened_recipe: dict[str, Any] | None
@@ -162,10 +162,10 @@ class CachedDataset:
 
         A copy: editing it changes nothing until it is passed to `update_metadata`.
         """
-        from dataset_rt import metadata_frame  # Polars is loaded on first use
+        from dataset_rt import _metadata_frame  # Polars is loaded on first use
 
         with self._metadata_lock.held():
-            return metadata_frame.read(self._handle, self._extra_columns)
+            return _metadata_frame.read(self._handle, self._extra_columns)
 
     def update_metadata(self, metadata: pl.DataFrame) -> None:
         """Replace the active table (rows, order, weights) from a frame like `get_metadata`'s.
@@ -178,12 +178,12 @@ class CachedDataset:
         unless they were Int64 and Float64), from which worker processes
         rebuild the table.
         """
-        from dataset_rt import metadata_frame  # Polars is loaded on first use
+        from dataset_rt import _metadata_frame  # Polars is loaded on first use
 
         with self._metadata_lock.held():
             handle = self._handle
-            self._extra_columns = metadata_frame.install(handle, metadata)
-            self._identity_columns = metadata_frame.IdentityColumns(metadata)
+            self._extra_columns = _metadata_frame.install(handle, metadata)
+            self._identity_columns = _metadata_frame.IdentityColumns(metadata)
             handle.refresh_mirror()
 
     samples_metadata = get_metadata
@@ -290,12 +290,12 @@ class CachedDataset:
         recipe = self._recipe()
         identities, extra = recipe["identity_columns"], recipe["extra_columns"]
         if identities is not None or extra is not None:
-            from dataset_rt import metadata_frame
+            from dataset_rt import _metadata_frame
 
             recipe = {
                 **recipe,
                 "identity_columns": None if identities is None else identities.to_ipc(),
-                "extra_columns": None if extra is None else metadata_frame.write_ipc(extra),
+                "extra_columns": None if extra is None else _metadata_frame.write_ipc(extra),
             }
         return (_unpickle_dataset, (recipe,))
 
@@ -367,14 +367,14 @@ def _restore(dataset: CachedDataset, handle: DatasetHandle, recipe: dict[str, An
 def _unpickle_dataset(pickled: dict[str, Any]) -> CachedDataset:
     recipe = dict(pickled)
     if pickled["identity_columns"] is not None or pickled["extra_columns"] is not None:
-        from dataset_rt import metadata_frame
+        from dataset_rt import _metadata_frame
 
         if pickled["identity_columns"] is not None:
-            recipe["identity_columns"] = metadata_frame.IdentityColumns.from_ipc(
+            recipe["identity_columns"] = _metadata_frame.IdentityColumns.from_ipc(
                 pickled["identity_columns"]
             )
         if pickled["extra_columns"] is not None:
-            recipe["extra_columns"] = metadata_frame.read_ipc(pickled["extra_columns"])
+            recipe["extra_columns"] = _metadata_frame.read_ipc(pickled["extra_columns"])
     dataset = CachedDataset._blank(list(recipe["paths"]), recipe["reader_config"])
     dataset._unopened_recipe = recipe
     return dataset
@@ -386,9 +386,9 @@ def _identity_arrays(pairs: Any) -> tuple[array[int], array[int]]:
     sample_ids: array[int] = array("Q")
     assert cache_ids.itemsize == 4 and sample_ids.itemsize == 8
     if type(pairs).__module__.startswith("polars") and hasattr(pairs, "get_column"):
-        from dataset_rt import metadata_frame
+        from dataset_rt import _metadata_frame
 
-        return metadata_frame.identity_arrays(pairs)
+        return _metadata_frame.identity_arrays(pairs)
     for index, pair in enumerate(pairs):
         try:
             cache_id, sample_id = pair

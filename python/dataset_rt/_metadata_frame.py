@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from dataset_rt import _native
-from dataset_rt.arrow_c_stream import ColumnBuffers, CoreStream
+from dataset_rt._arrow_c_stream import ColumnBuffers, CoreStream
 
 if TYPE_CHECKING:
     from dataset_rt._reader import DatasetHandle

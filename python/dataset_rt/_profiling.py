@@ -15,7 +15,7 @@ import warnings
 from typing import Any
 
 from dataset_rt import _native
-from dataset_rt.config import WriterProfilerConfig
+from dataset_rt._config import WriterProfilerConfig
 
 FORMAT_VERSION = 1
 PYTHON_STAGES = ("python_next", "python_extract")
