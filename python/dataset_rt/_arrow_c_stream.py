@@ -3,9 +3,8 @@ interface (PyCapsule), in both directions, without a serialized copy.
 
 `update_metadata` hands the identity and weight columns to the core as Arrow
 buffers (`ColumnBuffers`), and `get_metadata` hands the core's stream of the
-table to Polars (`CoreStream`). Neither needs a pyarrow import (which costs
-about 0.2 s the first time): the structs below are the Arrow C data
-interface's, not DatasetRT's own.
+table to Polars (`CoreStream`). Neither needs a pyarrow import (slow the first
+time): the structs below are the Arrow C data interface's, not DatasetRT's own.
 """
 
 from __future__ import annotations

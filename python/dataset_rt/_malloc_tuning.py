@@ -4,14 +4,14 @@ Each payload of 64 KiB or more is read into a ``bytes`` object of its own,
 allocated by the consumer's thread and freed when the training loop drops the
 sample. With glibc's default (adaptive) settings the heap's top is given back
 to the kernel whenever more than about twice the largest freed block is free,
-so in a plain loop over 1 MiB payloads every batch faulted its memory in again:
-about 63,000 page faults per 512 MiB pass, 2.3 GB/s instead of 9.4 GB/s (see
-docs/runtime.md). Fixing the thresholds keeps that memory for the next batch.
+so in a plain loop over 1 MiB payloads every batch faults its memory in again,
+page by page (see docs/runtime.md). Fixing the thresholds keeps that memory for
+the next batch.
 
 This changes the whole process's allocator, so it is done once, when an
 iterator first hands out payloads of 64 KiB or more (processes that read only
-small payloads keep glibc's defaults: the fixed thresholds cost W3's
-open-and-metadata process 48 MiB of peak RSS), and not at all when the user
+small payloads keep glibc's defaults, since the fixed thresholds raise their
+peak memory), and not at all when the user
 already set glibc's malloc parameters through the environment or opts out with
 ``DATASET_RT_MALLOC_TUNING=0``.
 """

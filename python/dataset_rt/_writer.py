@@ -31,9 +31,7 @@ assert array(_POINTER_TYPECODE).itemsize == ctypes.sizeof(ctypes.c_void_p)
 assert array("Q").itemsize == 8
 
 # Batches in flight: at least this many (and 2 per worker), so the pool still has
-# a few MiB to commit while this thread, waiting for room, does an fsync for it
-# (3-10 ms each here): W2 writes 0.291 s against 0.300 s with 4, W1 0.274
-# against 0.287 s (medians of 10 and 8 alternating processes, 2 workers).
+# a few MiB to commit while this thread, waiting for room, does an fsync for it.
 _IN_FLIGHT_MIN = 8
 
 

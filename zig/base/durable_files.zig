@@ -42,12 +42,9 @@ pub fn startWriteback(file: std.Io.File, offset: u64, len: u64) void {
 ///
 /// A writer that drops what it has written and hashed reuses the same few
 /// hundred MiB of memory for the rest of the cache, instead of taking fresh
-/// memory for every byte. On the benchmark machine (a VM) fresh page-cache
-/// memory was slow to fill after other large writes: 512 MiB written right
-/// after two other 512 MiB writes took 1.01-1.15 s, against 0.21-0.27 s
-/// with each 64 MiB file dropped once written and fsynced, and a W2 cache
-/// write 0.65-0.72 s against 0.27-0.31 s (docs/benchmarks.md). It also
-/// leaves the rest of the page cache to the training job.
+/// memory for every byte: on a virtual machine fresh page-cache memory can be
+/// slow to fill after other large writes, several times slower than reused
+/// memory. It also leaves the rest of the page cache to the training job.
 pub fn dropCachedPages(file: std.Io.File, offset: u64, len: u64) void {
     if (builtin.os.tag != .linux) return;
     const linux = std.os.linux;

@@ -15,19 +15,16 @@ pub const workers_max = 256;
 pub const queue_capacity = 1024;
 
 /// How long a worker that has just finished a job spins for the next one
-/// before it sleeps. On the benchmark machine (a VM) waking a sleeping
-/// thread's idle vCPU costs tens of microseconds, and a reader's chunks come
-/// one after another: the consumer submits the next chunk as soon as it takes
-/// the last one. Shuffled W1 passes took 0.235-0.242 s with this spin (and no
-/// wake-up while a worker spins) against 0.339-0.340 s without, ordered ones
-/// 0.172 against 0.213 s.
+/// before it sleeps. On a virtual machine waking a sleeping thread's idle vCPU
+/// costs tens of microseconds, and a reader's chunks come one after another:
+/// the consumer submits the next chunk as soon as it takes the last one, so
+/// without the spin every chunk would wait for a wake-up.
 const job_wait_spin_ns = 50 * std.time.ns_per_us;
 
 /// Only a worker whose job took at most this long spins: after long jobs (a
-/// W2 chunk of 4 MiB takes about a millisecond) a wake-up costs little, and a
-/// spinning worker takes a core from the threads still copying (W2 shuffled
-/// passes: 0.046-0.060 s spinning after every job against 0.048-0.052 s
-/// without).
+/// chunk of several MiB of large payloads) a wake-up costs little in
+/// proportion, and a spinning worker would take a core from the threads still
+/// copying.
 const spin_after_job_ns_max = 250 * std.time.ns_per_us;
 
 pub const ThreadPool = struct {

@@ -1,8 +1,8 @@
 //! SHA-256 for shard and manifest checksums.
 //!
 //! The library is built for a baseline CPU, where std's SHA-256 runs its portable
-//! rounds (~0.2 GB/s). build.zig also links a block function using the CPU's SHA
-//! instructions: SHA-NI on x86_64 (sha256_ni.zig, ~1.8 GB/s), the SHA2 instructions
+//! rounds, several times slower. build.zig also links a block function using the
+//! CPU's SHA instructions: SHA-NI on x86_64 (sha256_ni.zig), the SHA2 instructions
 //! on aarch64 (sha256_arm.zig). `Hasher.init` picks it when the CPU and the OS say
 //! the instructions are usable. Padding and buffering live here, so every kernel
 //! sees only whole blocks and produces identical digests.

@@ -84,13 +84,11 @@ pub const Plan = struct {
     defer_payload_bytes: u64 = 0,
 };
 
-/// How long `next` spins for its chunk before it sleeps. On the benchmark
-/// machine (a VM) a sleeping thread's vCPU goes idle, and waking it costs tens
-/// of microseconds, paid once per chunk when the consumer is a little faster
-/// than the worker: shuffled W1 passes took 0.31 s spinning up to 100 us,
-/// 0.42 s up to 30 us and 0.43-0.45 s sleeping at once (ordered: 0.207 against
-/// 0.216 s), medians of alternating processes, before the pool's workers
-/// spun for their next job too (`thread_pool.job_wait_spin_ns`).
+/// How long `next` spins for its chunk before it sleeps. On a virtual machine
+/// a sleeping thread's vCPU goes idle, and waking it costs tens of
+/// microseconds, paid once per chunk when the consumer is a little faster than
+/// the worker; a shorter spin gave most of that cost back (see also
+/// `thread_pool.job_wait_spin_ns`).
 const chunk_wait_spin_ns = 100 * std.time.ns_per_us;
 
 const ChunkState = enum(u8) { idle, running, done };
