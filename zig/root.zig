@@ -51,6 +51,11 @@ test {
     _ = @import("stream/stream_state.zig");
     _ = @import("table/arrow_c_export.zig");
     _ = @import("table/metadata_table.zig");
+    _ = @import("write/batch_encoding.zig");
     _ = @import("write/cache_writer.zig");
+    _ = @import("write/file_syncs.zig");
+    _ = @import("write/shard_files.zig");
     _ = @import("write/shard_hasher.zig");
+    _ = @import("write/staging.zig");
+    _ = @import("write/writer_stats.zig");
 }

@@ -20,8 +20,8 @@ const ShardName = @import("../format/cache_layout.zig").ShardName;
 
 pub const Error = error{ Io, OutOfMemory };
 
-/// Bytes mapped or read back per piece: 1 MiB and 8 MiB mappings measured the
-/// same, and a smaller mapping is a shorter window for a truncation to fault in.
+/// Bytes mapped or read back per piece: larger mappings are no faster, and a
+/// smaller mapping is a shorter window for a truncation to fault in.
 const piece_bytes = 1 << 20;
 
 pub const ShardHasher = struct {
@@ -187,11 +187,9 @@ pub const ShardHasher = struct {
     /// Hashes the next piece below `target` from a read-only mapping of the
     /// shard, made present in one call (MADV_POPULATE_READ, Linux 5.14) and
     /// unmapped right after, so its pages can still be dropped. This spares
-    /// the copy of reading back: W2 writes (512 x 1 MiB) took 0.302 s against
-    /// 0.317 s, with 0.529 s of CPU against 0.576 s (medians of 8 alternating
-    /// processes; with 8 MiB mappings 0.299 against 0.321 s, 12 each). It pays
-    /// only because the SHA-NI kernel prefetches (sha256_ni.zig): without,
-    /// hashing from memory is slower than reading back into a buffer in L2.
+    /// the copy of reading back, in time and CPU. It pays only because the
+    /// SHA-NI kernel prefetches (sha256_ni.zig): without, hashing from memory
+    /// is slower than reading back into a buffer in L2.
     ///
     /// The caller has checked that the file holds `target` bytes (`holds`).
     /// False leaves the piece to be read back when it cannot be mapped

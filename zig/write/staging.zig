@@ -1,0 +1,215 @@
+//! Where a cache writer builds its cache until it is published, and the lock
+//! that makes it the only writer of its target.
+//!
+//! Under the base directory's `tmp/`, the writer holds `<name>.lock` locked
+//! and writes into its own staging directory (with `shards/` inside). The
+//! cache is published by renaming the staging directory to the target; a
+//! writer that never publishes removes it, so nothing half-written is ever
+//! visible under the target path.
+const std = @import("std");
+const cache_layout = @import("../format/cache_layout.zig");
+const system = @import("../base/system.zig");
+const durable_files = @import("../base/durable_files.zig");
+const file_status = @import("../base/file_status.zig");
+const file_lock = @import("../base/file_lock.zig");
+const directory_entries = @import("../base/directory_entries.zig");
+const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
+
+pub const Error = error{ Io, OutOfMemory, AlreadyExists };
+
+pub const Staging = struct {
+    allocator: std.mem.Allocator,
+    /// The cache's name and path under the base directory; borrowed from the
+    /// writer, which outlives its staging.
+    source_name: []const u8,
+    target_path: []const u8,
+    base_dir: std.Io.Dir,
+    /// The staging directory's path under `base_dir`.
+    name: []u8 = &.{},
+    /// Open while the writer can still add files; closed before the rename.
+    dir: ?std.Io.Dir = null,
+    shards_dir: ?std.Io.Dir = null,
+    lock_file: std.Io.File = undefined,
+    lock_name: []u8 = &.{},
+
+    /// Takes the target's lock (waiting for another writer to publish or give
+    /// up), checks that the target does not exist yet and creates the staging
+    /// directory. `source_name` and `target_path` must outlive the staging.
+    pub fn open(
+        allocator: std.mem.Allocator,
+        base_dir_path: []const u8,
+        source_name: []const u8,
+        target_path: []const u8,
+        diagnostic: *Diagnostic,
+    ) Error!Staging {
+        const io = system.io();
+        try durable_files.createDirectories(base_dir_path, diagnostic);
+        var staging: Staging = .{
+            .allocator = allocator,
+            .source_name = source_name,
+            .target_path = target_path,
+            .base_dir = std.Io.Dir.cwd().openDir(io, base_dir_path, .{}) catch |err| {
+                diagnostic.set("cannot open cache directory {s}: {s}", .{ base_dir_path, @errorName(err) });
+                return error.Io;
+            },
+        };
+        errdefer staging.base_dir.close(io);
+        staging.base_dir.createDir(io, cache_layout.staging_dir, .default_dir) catch |err| switch (err) {
+            error.PathAlreadyExists => {},
+            else => {
+                diagnostic.set("cannot create {s}/tmp: {s}", .{ base_dir_path, @errorName(err) });
+                return error.Io;
+            },
+        };
+        try staging.lockTarget(diagnostic);
+        errdefer staging.releaseLock();
+        if (staging.targetExists()) {
+            diagnostic.set("cache path already exists: {s}", .{target_path});
+            return error.AlreadyExists;
+        }
+        try staging.createStaging(diagnostic);
+        return staging;
+    }
+
+    /// Releases the lock and the directories; an unpublished staging
+    /// directory is removed with everything in it.
+    pub fn deinit(staging: *Staging, published: bool) void {
+        const io = system.io();
+        staging.closeDirs();
+        if (!published) directory_entries.deleteTree(io, staging.base_dir, staging.baseDirPath(), staging.name);
+        staging.releaseLock();
+        staging.base_dir.close(io);
+        staging.allocator.free(staging.name);
+    }
+
+    /// Writes the file `name` of the staging directory; the caller fsyncs and closes it.
+    pub fn writeFile(staging: *const Staging, name: []const u8, bytes: []const u8, diagnostic: *Diagnostic) Error!std.Io.File {
+        return durable_files.writeFile(staging.dir.?, name, bytes, diagnostic);
+    }
+
+    /// fsyncs the shards directory and the staging directory (their entries).
+    pub fn syncDirs(staging: *const Staging, diagnostic: *Diagnostic) Error!void {
+        try durable_files.syncDir(staging.shards_dir.?, cache_layout.shards_dir, diagnostic);
+        try durable_files.syncDir(staging.dir.?, staging.name, diagnostic);
+    }
+
+    /// Renames the staging directory to the target; the caller then fsyncs
+    /// the base directory (`base_dir`).
+    pub fn publish(staging: *Staging, diagnostic: *Diagnostic) Error!void {
+        const io = system.io();
+        staging.closeDirs();
+        // The lock is held, so only a writer that ignores it could have created the target.
+        if (staging.targetExists()) {
+            diagnostic.set("cache path already exists: {s}", .{staging.target_path});
+            return error.AlreadyExists;
+        }
+        directory_entries.rename(io, staging.base_dir, staging.baseDirPath(), staging.name, staging.source_name) catch |err| {
+            diagnostic.set("cannot publish {s}: {s}", .{ staging.target_path, @errorName(err) });
+            return error.Io;
+        };
+    }
+
+    /// One writer per target across threads and processes: a second writer
+    /// waits here until the first has published or given up. The holder deletes
+    /// the lock file before unlocking, so a waiter that wakes up on a deleted
+    /// file retries on the current one.
+    fn lockTarget(staging: *Staging, diagnostic: *Diagnostic) Error!void {
+        const io = system.io();
+        staging.lock_name = try std.fmt.allocPrint(staging.allocator, "{s}/{s}{s}", .{ cache_layout.staging_dir, staging.source_name, cache_layout.lock_suffix });
+        errdefer staging.allocator.free(staging.lock_name);
+        for (0..lock_attempts_max) |_| {
+            const file = staging.base_dir.createFile(io, staging.lock_name, .{ .truncate = false }) catch |err| {
+                diagnostic.set("cannot create lock file {s}: {s}", .{ staging.lock_name, @errorName(err) });
+                return error.Io;
+            };
+            file_lock.lockExclusive(io, file) catch |err| {
+                file.close(io);
+                diagnostic.set("cannot lock {s}: {s}", .{ staging.lock_name, @errorName(err) });
+                return error.Io;
+            };
+            const current = staging.isCurrentLockFile(file) catch |err| {
+                file.close(io);
+                diagnostic.set("cannot check lock file {s}: {s}", .{ staging.lock_name, @errorName(err) });
+                return error.Io;
+            };
+            if (current) {
+                staging.lock_file = file;
+                return;
+            }
+            file.close(io);
+        }
+        diagnostic.set("could not take the lock {s} after {d} attempts", .{ staging.lock_name, lock_attempts_max });
+        return error.Io;
+    }
+
+    const lock_attempts_max = 1000;
+
+    /// Whether `file` is still the lock file at its path: not deleted (and perhaps
+    /// created again) by the holder it waited for.
+    fn isCurrentLockFile(staging: *const Staging, file: std.Io.File) file_status.Error!bool {
+        const held = try file_status.inode(file);
+        const current = file_status.pathInode(staging.base_dir, staging.lock_name) catch |err| switch (err) {
+            error.FileNotFound => return false,
+            else => |other| return other,
+        };
+        return held == current;
+    }
+
+    fn releaseLock(staging: *Staging) void {
+        const io = system.io();
+        directory_entries.deleteFile(io, staging.base_dir, staging.baseDirPath(), staging.lock_name) catch {};
+        file_lock.unlock(io, staging.lock_file);
+        staging.lock_file.close(io);
+        staging.allocator.free(staging.lock_name);
+    }
+
+    fn targetExists(staging: *const Staging) bool {
+        return directory_entries.exists(system.io(), staging.base_dir, staging.source_name, staging.target_path);
+    }
+
+    fn createStaging(staging: *Staging, diagnostic: *Diagnostic) Error!void {
+        const io = system.io();
+        const Counter = struct {
+            var next: std.atomic.Value(u64) = .init(0);
+        };
+        staging.name = try std.fmt.allocPrint(staging.allocator, "{s}/{d}.{x}.{d}.staging", .{
+            cache_layout.staging_dir,
+            system.processId(),
+            system.monotonicNanoseconds(),
+            Counter.next.fetchAdd(1, .monotonic),
+        });
+        errdefer staging.allocator.free(staging.name);
+        staging.base_dir.createDir(io, staging.name, .default_dir) catch |err| {
+            diagnostic.set("cannot create staging directory {s}: {s}", .{ staging.name, @errorName(err) });
+            return error.Io;
+        };
+        errdefer directory_entries.deleteTree(io, staging.base_dir, staging.baseDirPath(), staging.name);
+        const dir = staging.base_dir.openDir(io, staging.name, .{}) catch |err| {
+            diagnostic.set("cannot open staging directory {s}: {s}", .{ staging.name, @errorName(err) });
+            return error.Io;
+        };
+        staging.dir = dir;
+        errdefer staging.closeDirs();
+        dir.createDir(io, cache_layout.shards_dir, .default_dir) catch |err| {
+            diagnostic.set("cannot create shards directory: {s}", .{@errorName(err)});
+            return error.Io;
+        };
+        staging.shards_dir = dir.openDir(io, cache_layout.shards_dir, .{}) catch |err| {
+            diagnostic.set("cannot open shards directory: {s}", .{@errorName(err)});
+            return error.Io;
+        };
+    }
+
+    fn closeDirs(staging: *Staging) void {
+        const io = system.io();
+        if (staging.shards_dir) |dir| dir.close(io);
+        if (staging.dir) |dir| dir.close(io);
+        staging.shards_dir = null;
+        staging.dir = null;
+    }
+
+    /// The base directory's path as given, with a trailing separator.
+    fn baseDirPath(staging: *const Staging) []const u8 {
+        return staging.target_path[0 .. staging.target_path.len - staging.source_name.len];
+    }
+};
