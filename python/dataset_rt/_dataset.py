@@ -105,8 +105,9 @@ class CachedDataset:
         """
         if isinstance(epoch_len, bool) or not isinstance(epoch_len, int):
             raise TypeError(f"epoch_len must be an int, got {type(epoch_len).__name__}")
-        if epoch_len < 1:
-            raise ValueError("epoch_len must be at least 1")
+        # The core refuses 0; a negative value cannot reach it.
+        if epoch_len < 0:
+            raise ValueError(f"epoch_len must be at least 1, got {epoch_len}")
         if epoch_len > sys.maxsize:
             # len(ds) returns it, and Python lengths stop at sys.maxsize.
             raise ValueError(

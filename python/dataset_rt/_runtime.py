@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple, TypeAlias
 
+from dataset_rt import _native
 from dataset_rt._config import ReaderConfig, WriterConfig
 from dataset_rt._dataset import CachedDataset
 from dataset_rt._native import MAX_WORKERS, RuntimeHandle
@@ -66,9 +67,11 @@ class DatasetRuntime:
         """Start `num_workers` (>= 1) native threads."""
         if isinstance(num_workers, bool) or not isinstance(num_workers, int):
             raise TypeError(f"num_workers must be an int, got {type(num_workers).__name__}")
-        if num_workers < 1:
+        # The core checks the range; values the C field cannot hold are refused
+        # here, with the core's words.
+        if num_workers < 0:
             raise ValueError("num_workers must be greater than zero")
-        if num_workers > MAX_WORKERS:
+        if num_workers > _native.U32_MAX:
             raise ValueError(f"num_workers must be at most {MAX_WORKERS}, got {num_workers}")
         self._num_workers = num_workers
         self._handle: RuntimeHandle | None = RuntimeHandle(num_workers)
