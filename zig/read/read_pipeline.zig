@@ -185,6 +185,8 @@ pub const Pipeline = struct {
             return failure;
         }
         const batch = chunk.batch.?;
+        // A chunk that did not fail holds every sample it was planned for.
+        std.debug.assert(batch.sample_ids.items.len == chunk.count);
         chunk.batch = null;
         chunk.state = .idle;
         _ = pipeline.bytes_held.fetchSub(batchBytes(batch), .monotonic);
@@ -235,6 +237,10 @@ pub const Pipeline = struct {
             pipeline.next_submit += chunk.count;
             pipeline.pool.submit(&chunk.job);
         }
+        // Read ahead: within the window of chunks and within prefetch_size samples.
+        std.debug.assert(pipeline.chunks_submitted - pipeline.chunks_delivered <= pipeline.chunks.len);
+        std.debug.assert(pipeline.next_submit - pipeline.next_deliver <= pipeline.prefetch_size);
+        std.debug.assert(pipeline.next_submit <= pipeline.plan.walk.count);
     }
 
     fn runChunk(job: *thread_pool.Job) void {
