@@ -749,9 +749,7 @@ export fn drt_sampler_draws(weights: ?[*]const f64, n: u64, seed: u64, start: u6
     const rows: []u64 = if (count == 0) &.{} else (rows_out orelse return nullArgument("rows_out"))[0..@intCast(count)];
     if (!sampler.weightsValid(weight_values)) return failMessage(status_invalid_argument, "weights must be positive and finite (1 to 2^53 of them)", .{});
     if (count != 0 and count - 1 > std.math.maxInt(u64) - start) return failMessage(status_invalid_argument, "positions pass 2^64 - 1", .{});
-    var table = sampler.AliasTable.build(allocator, weight_values) catch return failMessage(status_out_of_memory, "out of memory", .{});
-    defer table.deinit(allocator);
-    table.drawRange(sampler.Key.fromSeed(seed), start, rows);
+    sampler.drawRows(allocator, weight_values, seed, start, rows) catch return failMessage(status_out_of_memory, "out of memory", .{});
     return status_ok;
 }
 

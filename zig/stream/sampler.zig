@@ -173,6 +173,14 @@ pub const AliasTable = struct {
     }
 };
 
+/// The rows of positions `start ..` (one per slot of `rows`) drawn from
+/// `weights` (validated by the caller, `weightsValid`) with `seed`'s key.
+pub fn drawRows(allocator: std.mem.Allocator, weights: []const f64, seed: u64, start: u64, rows: []u64) error{OutOfMemory}!void {
+    var table = try AliasTable.build(allocator, weights);
+    defer table.deinit(allocator);
+    table.drawRange(Key.fromSeed(seed), start, rows);
+}
+
 /// True when every weight is the same value (an empty list too).
 pub fn allEqual(weights: []const f64) bool {
     if (weights.len == 0) return true;
