@@ -21,6 +21,7 @@ import inspect
 import operator
 import os
 import sys
+from array import array
 from collections.abc import Callable, Iterator, Mapping
 from types import FrameType
 from typing import Any, Protocol, runtime_checkable
@@ -329,8 +330,6 @@ class TorchMapDataset(torch_data.Dataset):  # type: ignore[type-arg]
 
     def __getitems__(self, indices: list[int]) -> list[Any]:
         """The samples of rows `indices` (one read of them all)."""
-        from array import array
-
         if torch_data.get_worker_info() is not None:
             self._dataset._open_here(self._worker_threads)
         count = len(self._sample_ids)

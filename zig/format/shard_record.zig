@@ -72,13 +72,16 @@ pub const Layout = struct {
     }
 };
 
-/// Checks the header's metadata length against the record's length.
-pub fn layoutOf(header: *const [header_bytes]u8, record_len: u64, diagnostic: *Diagnostic) error{InvalidCache}!Layout {
+/// Checks the header's metadata length against the record's length. `head` is
+/// the record's first bytes: at least the header, or the whole record when it
+/// is shorter than that (which is refused).
+pub fn layoutOf(head: []const u8, record_len: u64, diagnostic: *Diagnostic) error{InvalidCache}!Layout {
     if (record_len < header_bytes) {
         diagnostic.set("record of {d} bytes is shorter than its 8-byte header", .{record_len});
         return error.InvalidCache;
     }
-    const metadata_len = std.mem.readInt(u64, header, .little);
+    std.debug.assert(head.len >= header_bytes);
+    const metadata_len = std.mem.readInt(u64, head[0..header_bytes], .little);
     if (metadata_len > record_len - header_bytes) {
         diagnostic.set("record metadata length {d} exceeds the record ({d} bytes)", .{ metadata_len, record_len });
         return error.InvalidCache;
@@ -111,11 +114,7 @@ pub fn checkLz4Room(stored_len: u64, diagnostic: *Diagnostic) error{InvalidCache
 
 /// Splits a record read from disk, checking every length against the record size.
 pub fn split(record: []const u8, compression: Compression, diagnostic: *Diagnostic) error{InvalidCache}!Parts {
-    if (record.len < header_bytes) {
-        diagnostic.set("record of {d} bytes is shorter than its 8-byte header", .{record.len});
-        return error.InvalidCache;
-    }
-    const layout = try layoutOf(record[0..header_bytes], record.len, diagnostic);
+    const layout = try layoutOf(record, record.len, diagnostic);
     const metadata_end: usize = @intCast(layout.metadataEnd());
     const metadata = record[header_bytes..metadata_end];
     const rest = record[metadata_end..];

@@ -149,7 +149,7 @@ pub const Cache = struct {
     }
 
     fn payloadLen(shard: Shard, row: index_file.Row, head: []const u8, diagnostic: *Diagnostic) Error!u64 {
-        const layout = try shard_record.layoutOf(head[0..shard_record.header_bytes], row.record_len, diagnostic);
+        const layout = try shard_record.layoutOf(head, row.record_len, diagnostic);
         switch (shard.compression) {
             .none => return layout.stored_len,
             .lz4 => {
@@ -428,17 +428,15 @@ pub const Cache = struct {
         var parts: shard_record.Parts = undefined;
         if (direct) {
             const head = try cache.recordHead(row, scratch, diagnostic);
-            // The head is the whole record when it is short: one shorter than its
-            // header (possible with a small deferral size) is read whole too, and
-            // `split` reports it.
-            const header = shard_record.header_bytes;
-            const layout = if (head.len < header) null else try shard_record.layoutOf(head[0..header], row.record_len, diagnostic);
-            if (layout != null and layout.?.metadataEnd() <= head.len) {
-                const metadata_end: usize = @intCast(layout.?.metadataEnd());
+            // The head is the whole record when it is short; `layoutOf` refuses
+            // one shorter than its header (possible with a small deferral size).
+            const layout = try shard_record.layoutOf(head, row.record_len, diagnostic);
+            if (layout.metadataEnd() <= head.len) {
+                const metadata_end: usize = @intCast(layout.metadataEnd());
                 parts = .{
-                    .metadata_json = head[header..metadata_end],
+                    .metadata_json = head[shard_record.header_bytes..metadata_end],
                     .stored_payload = &.{},
-                    .payload_len = layout.?.stored_len,
+                    .payload_len = layout.stored_len,
                 };
             } else direct = false; // unusually large metadata: read the record whole
         }

@@ -181,9 +181,7 @@ pub fn drawRows(allocator: std.mem.Allocator, weights: []const f64, seed: u64, s
     table.drawRange(Key.fromSeed(seed), start, rows);
 }
 
-/// True when every weight is the same value (an empty list too).
-pub fn allEqual(weights: []const f64) bool {
-    if (weights.len == 0) return true;
+fn allEqual(weights: []const f64) bool {
     for (weights[1..]) |weight| {
         if (weight != weights[0]) return false;
     }

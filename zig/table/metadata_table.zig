@@ -8,7 +8,6 @@ const arrow_c_export = @import("arrow_c_export.zig");
 const ColumnBuilder = @import("../format/column_builder.zig").ColumnBuilder;
 const column_builder = @import("../format/column_builder.zig");
 const active_table = @import("../stream/active_table.zig");
-const sampler = @import("../stream/sampler.zig");
 const ActiveTable = active_table.ActiveTable;
 const Dataset = @import("../read/dataset.zig").Dataset;
 const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
@@ -320,12 +319,12 @@ pub fn buildTable(allocator: std.mem.Allocator, dataset: *const Dataset, update:
         weights[row] = weight;
     }
     const sampling = dataset.options.sampling();
-    if (!dataset.options.replacement and !sampler.allEqual(weights)) {
-        const other = for (weights, 0..) |weight, row| {
-            if (weight != weights[0]) break row;
-        } else unreachable;
-        diagnostic.set("weights need replacement=True: this dataset reads without replacement (each row once per epoch), and row {d} has weight {d} where row 0 has {d}", .{ other, weights[other], weights[0] });
-        return error.InvalidInput;
+    if (!dataset.options.replacement) {
+        for (weights, 0..) |weight, row| {
+            if (weight == weights[0]) continue;
+            diagnostic.set("weights need replacement=True: this dataset reads without replacement (each row once per epoch), and row {d} has weight {d} where row 0 has {d}", .{ row, weight, weights[0] });
+            return error.InvalidInput;
+        }
     }
     return ActiveTable.createExplicit(allocator, dataset.cache_starts, global_rows, weights, sampling) catch return error.OutOfMemory;
 }
