@@ -23,7 +23,8 @@ import time
 from itertools import repeat
 
 from dataset_rt._metadata_columns import to_columns
-from dataset_rt._metadata_row import BatchMetadata, MetadataRow
+from dataset_rt._metadata_row import MetadataRow
+from dataset_rt._packed_batch import BatchMetadata
 from dataset_rt._reader import _samples
 from dataset_rt._records import CacheInput
 from dataset_rt._writing import _addresses, _encode_metadata, _lengths

@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 from conftest import ListSource
 from dataset_rt import CacheInput, DatasetRuntime, ReaderConfig, ShardCompression, WriterConfig
-from dataset_rt._reader import _DEFER_PAYLOAD_BYTES
 
-THRESHOLD = _DEFER_PAYLOAD_BYTES
+# The core's threshold for DRT_DEFER_DEFAULT (dataset_rt.h), which the binding passes.
+THRESHOLD = 64 * 1024
 # Around the threshold, far below and far above it, and empty.
 SIZES = [0, 7, THRESHOLD - 1, THRESHOLD, THRESHOLD + 1, 3 * THRESHOLD + 5, 1 << 20, 100]
 
@@ -262,7 +262,7 @@ def test_a_record_shorter_than_its_header_is_an_error_with_any_deferral_size(
     manifest = json.loads((path / "manifest.json").read_text())
     manifest["shards"][0]["byte_len"] = manifest["shards"][0]["uncompressed_byte_len"] = record_len
     (path / "manifest.json").write_text(json.dumps(manifest))
-    monkeypatch.setattr("dataset_rt._reader._DEFER_PAYLOAD_BYTES", 1)
+    monkeypatch.setattr("dataset_rt._native.DEFER_DEFAULT", 1)
     ds = runtime.cached_dataset([path], reader_config=ReaderConfig(seed=0, shuffle=False))
     expected = f"record of {record_len} bytes is shorter than its 8-byte header"
     with pytest.raises(ValueError, match=expected):

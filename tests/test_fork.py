@@ -74,7 +74,7 @@ def test_a_forked_child_gets_a_clear_error_and_can_start_its_own_runtime(tmp_pat
 def test_a_child_destroying_an_inherited_writer_keeps_the_parents_staging(tmp_path: Path) -> None:
     runtime = DatasetRuntime(num_workers=2)
     writer = NativeWriter()
-    writer.create(runtime._live_handle().value, tmp_path, "forked", QUIET, 2)
+    writer.create(runtime._live_handle().value, tmp_path, "forked", QUIET)
     payloads, metadatas = zip(*simple_samples(10), strict=True)
     writer.push(_batch(writer, list(payloads), list(metadatas)))
 

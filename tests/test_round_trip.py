@@ -24,7 +24,7 @@ from dataset_rt import (
     WriterConfig,
 )
 from dataset_rt import (
-    _metadata_row as metadata_row,
+    _packed_batch as packed_batch,
 )
 
 IN_ORDER = ReaderConfig(seed=0, shuffle=False)
@@ -431,21 +431,21 @@ def test_string_columns_of_few_values_read_back_exactly_through_their_codes(
     config = WriterConfig(show_progress=False)
     (cache,) = write_ok(runtime, [ListSource("src", samples)], base, config)
     coded = []
-    column_values = metadata_row._column_values
+    column_values = packed_batch._column_values
 
     def recording(kind: int, distinct: int, *parts):  # noqa: ANN002, ANN202
         if kind == 3:  # the string column "label"; its distinct strings when coded
             coded.append(distinct > 0)
         return column_values(kind, distinct, *parts)
 
-    metadata_row._column_values = recording
+    packed_batch._column_values = recording
     try:
         reader = ReaderConfig(seed=1, shuffle=shuffle, prefetch_size=prefetch)
         for sample in runtime.cached_dataset([cache], reader_config=reader):
             assert sample.metadata["label"] == labels[sample.sample_id]
             assert sample.metadata["n"] == sample.sample_id
     finally:
-        metadata_row._column_values = column_values
+        packed_batch._column_values = column_values
     # With prefetch >= len(labels), an iterator reads its first 16 samples as one
     # batch (read_pipeline.first_chunk_samples_max) and all the rest as another,
     # which is coded when its distinct labels are at most a quarter of its rows.

@@ -436,6 +436,8 @@ lib = _load(library_path)
 
 U32_MAX = 2**32 - 1
 U64_MAX = 2**64 - 1
+# defer_payload_bytes asking for the core's own threshold (DRT_DEFER_DEFAULT).
+DEFER_DEFAULT = U64_MAX
 
 
 class _Shutdown:

@@ -9,7 +9,6 @@ import io
 import itertools
 import json
 import os
-import struct
 from collections.abc import Iterable, Iterator, Mapping
 from itertools import repeat
 from pathlib import Path
@@ -18,8 +17,9 @@ from typing import Any, cast
 from dataset_rt import _malloc_tuning, _native, _stream_state
 from dataset_rt._config import ReaderConfig
 from dataset_rt._fork_safe_lock import ForkSafeLock
-from dataset_rt._metadata_row import BatchMetadata, MetadataRow
+from dataset_rt._metadata_row import MetadataRow
 from dataset_rt._native import RuntimeHandle
+from dataset_rt._packed_batch import unpack
 from dataset_rt._records import CachedSample
 
 
@@ -179,16 +179,20 @@ class NativeIterator:
                 cache_ids.buffer_info()[0],
                 sample_ids.buffer_info()[0],
                 len(sample_ids),
-                _DEFER_PAYLOAD_BYTES,
+                _native.DEFER_DEFAULT,
                 ctypes.byref(handle),
             )
         elif shard is None:
             status = _native.lib.drt_iterator_create_deferring(
-                dataset.value, _DEFER_PAYLOAD_BYTES, ctypes.byref(handle)
+                dataset.value, _native.DEFER_DEFAULT, ctypes.byref(handle)
             )
         else:
             status = _native.lib.drt_iterator_create_shard(
-                dataset.value, ctypes.byref(shard), skip, _DEFER_PAYLOAD_BYTES, ctypes.byref(handle)
+                dataset.value,
+                ctypes.byref(shard),
+                skip,
+                _native.DEFER_DEFAULT,
+                ctypes.byref(handle),
             )
         _native.check(status)
         self.handle = handle
@@ -246,32 +250,19 @@ class NativeIterator:
         try:
             contents = batch.contents
             # One copy of everything but the payloads (layout in dataset_rt.h).
-            packed = ctypes.string_at(contents.packed, contents.packed_len)
-            count, column_count, payload_bytes, deferred = _PACKED_HEAD.unpack_from(packed)
-            words = memoryview(packed).cast("Q")
-            lengths_at = _PACKED_HEAD_WORDS + 5 * column_count
-            ids_at = lengths_at + count
-            cache_ids_at = 8 * (ids_at + count)
-            # With one cache every id is 0: repeating it spares unpacking one per sample.
-            cache_ids = (
-                repeat(0, count)
-                if self.dataset.cache_count == 1
-                else memoryview(packed)[cache_ids_at : cache_ids_at + 4 * count].cast("I")
-            )
-            metadata = BatchMetadata(
+            parts = unpack(
+                ctypes.string_at(contents.packed, contents.packed_len),
                 self.dataset.stored_names(),
-                packed,
-                words[_PACKED_HEAD_WORDS:lengths_at],
-                cache_ids_at + ((4 * count + 7) & ~7),  # cache ids padded to 8 bytes
+                self.dataset.cache_count == 1,
             )
+            count = parts.sample_count
             payloads: Iterable[bytes]
-            if deferred:
+            if parts.deferred:
                 payloads = _read_payloads(self.handle, batch)
             else:
-                lengths = words[lengths_at:ids_at]
-                payloads = _copy_payloads(contents.payloads, payload_bytes, lengths)
-            rows = map(MetadataRow, repeat(metadata, count), range(count))
-            fields = zip(payloads, rows, cache_ids, words[ids_at : ids_at + count], strict=False)
+                payloads = _copy_payloads(contents.payloads, parts.payload_bytes, parts.lengths)
+            rows = map(MetadataRow, repeat(parts.metadata, count), range(count))
+            fields = zip(payloads, rows, parts.cache_ids, parts.sample_ids, strict=False)
             return _samples(count, fields)
         finally:
             _native.lib.drt_batch_release(batch)
@@ -358,15 +349,6 @@ def _samples(count: int, fields: Iterable[tuple[Any, ...]]) -> list[CachedSample
 # Above this mean payload size, each payload is copied straight from native memory
 # (one copy); below it, one copy of the whole batch and C-level slicing is faster.
 _DIRECT_COPY_BYTES = 64 * 1024
-
-# Uncompressed payloads of at least this size are not copied into the core's
-# batches: the core reads each from its file into the bytes object handed out.
-_DEFER_PAYLOAD_BYTES = 64 * 1024
-
-
-# drt_batch.packed starts with count, column_count, payload_bytes and deferred.
-_PACKED_HEAD_WORDS = 4
-_PACKED_HEAD = struct.Struct(f"={_PACKED_HEAD_WORDS}Q")
 
 
 def _read_payloads(handle: ctypes.c_void_p, batch: Any) -> list[bytes]:

@@ -133,9 +133,7 @@ class DatasetRuntime:
             except SampleError as error:
                 names.append(CacheWriteError(invalid_source_label(position), str(error)))
         check_unique_targets((n for n in names if isinstance(n, str)), base)
-        return write_sources(
-            handle.value, self._num_workers, listed, names, base, writer_config, reuse=reuse
-        )
+        return write_sources(handle.value, listed, names, base, writer_config, reuse=reuse)
 
     def cached_dataset(
         self, paths: Sequence[str | Path], *, reader_config: ReaderConfig

@@ -30,10 +30,6 @@ _POINTER_TYPECODE = "Q" if ctypes.sizeof(ctypes.c_void_p) == 8 else "I"
 assert array(_POINTER_TYPECODE).itemsize == ctypes.sizeof(ctypes.c_void_p)
 assert array("Q").itemsize == 8
 
-# Batches in flight: at least this many (and 2 per worker), so the pool still has
-# a few MiB to commit while this thread, waiting for room, does an fsync for it.
-_IN_FLIGHT_MIN = 8
-
 
 class NativeWriter:
     """One native writer handle: create, push batches, finish, destroy.
@@ -58,13 +54,11 @@ class NativeWriter:
         base_cache_dir: Path,
         name: str,
         config: WriterConfig,
-        num_workers: int,
     ) -> None:
         options = _native.WriterOptions(
             max_shard_bytes=config.max_shard_bytes,
-            batches_in_flight_max=max(
-                1, min(config.prefetch_size, max(_IN_FLIGHT_MIN, 2 * num_workers))
-            ),
+            # A cap: the core keeps as many batches in flight as its workers need.
+            batches_in_flight_max=config.prefetch_size,
             compression=_native.COMPRESSION_CODES[config.shard_compression.algo],
             compression_ratio=config.shard_compression.ratio,
         )

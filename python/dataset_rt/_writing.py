@@ -262,7 +262,6 @@ def _push(
 
 def write_sources(
     runtime_handle: ctypes.c_void_p,
-    num_workers: int,
     sources: list[CacheSource],
     names: list[str | CacheWriteError],
     base_cache_dir: Path,
@@ -287,7 +286,6 @@ def write_sources(
             done_before = progress.sources_done
             result = _write_one(
                 runtime_handle,
-                num_workers,
                 source,
                 (position, name),
                 base_cache_dir,
@@ -307,7 +305,6 @@ def write_sources(
 
 def _write_one(
     runtime_handle: ctypes.c_void_p,
-    num_workers: int,
     source: CacheSource,
     position_and_name: tuple[int, str],
     base_cache_dir: Path,
@@ -330,7 +327,7 @@ def _write_one(
     profiled = False  # set once this source has its own entry in the profile
     try:
         try:
-            writer.create(runtime_handle, base_cache_dir, name, config, num_workers)
+            writer.create(runtime_handle, base_cache_dir, name, config)
         except _native.NativeAlreadyExistsError as error:
             if reuse is not None:
                 return reuse(name, target)

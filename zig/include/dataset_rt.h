@@ -65,7 +65,8 @@ typedef struct drt_writer drt_writer;
 
 typedef struct drt_writer_options {
     uint64_t max_shard_bytes;       /* >= 1; a shard rotates before it would exceed this */
-    uint32_t batches_in_flight_max; /* >= 1; bounds memory: pushes block beyond it */
+    uint32_t batches_in_flight_max; /* >= 1; caps memory: pushes block beyond
+                                     * min(this, max(8, 2 * num_workers)) batches */
     uint32_t compression;           /* DRT_COMPRESSION_* */
     double compression_ratio;       /* none: 1.0; lz4: positive and finite (advisory) */
 } drt_writer_options;
@@ -338,8 +339,11 @@ typedef struct drt_batch {
  * stopped in) and starts reading ahead (at most min(num_workers, prefetch_size)
  * reads in flight). */
 int32_t drt_iterator_create(drt_dataset *dataset, drt_iterator **out);
+/* defer_payload_bytes: the core's own threshold (64 KiB), where one copy from
+ * the file costs less than a copy into a batch and another out of it. */
+#define DRT_DEFER_DEFAULT UINT64_MAX
 /* Like drt_iterator_create, but each uncompressed payload of at least
- * defer_payload_bytes bytes (0: none) is left in its shard instead of being
+ * defer_payload_bytes bytes (0: none; DRT_DEFER_DEFAULT: the core's) is left in its shard instead of being
  * copied into a batch: its span in payloads is empty, drt_batch_deferred gives
  * its length, and drt_iterator_read_deferred copies it into the caller's own
  * memory, one copy from the file. Its record's metadata is still read and

@@ -400,14 +400,15 @@ pub const Iterator = struct {
     dataset: *Dataset,
     pipeline: *read_pipeline.Pipeline,
 
-    /// `defer_payload_bytes`: see `read_pipeline.Plan` (0 reads every payload into the batches).
+    /// `defer_payload_bytes`: see `read_pipeline.Plan` (0 reads every payload into
+    /// the batches; `read_pipeline.defer_default` the core's threshold).
     /// `shard` and `skip`: see `Dataset.takeEpoch`.
     pub fn create(dataset: *Dataset, shard: stream_shard.Shard, skip: u64, defer_payload_bytes: u64, diagnostic: *Diagnostic) Error!*Iterator {
         const allocator = dataset.allocator;
         const iterator = try allocator.create(Iterator);
         errdefer allocator.destroy(iterator);
         var plan = try dataset.takeEpoch(shard, skip, diagnostic);
-        plan.defer_payload_bytes = defer_payload_bytes;
+        plan.defer_payload_bytes = read_pipeline.deferThreshold(defer_payload_bytes);
         errdefer plan.table.release();
         iterator.* = .{
             .dataset = dataset,
@@ -442,7 +443,7 @@ pub const Iterator = struct {
             .walk = .contiguous(0, identities.len),
             .span = .{ .epoch_len = identities.len },
             .identities = identities,
-            .defer_payload_bytes = defer_payload_bytes,
+            .defer_payload_bytes = read_pipeline.deferThreshold(defer_payload_bytes),
         };
         iterator.* = .{
             .dataset = dataset,

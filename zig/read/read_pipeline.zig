@@ -84,6 +84,17 @@ pub const Plan = struct {
     defer_payload_bytes: u64 = 0,
 };
 
+/// What a caller passes to defer at the core's own threshold (`DRT_DEFER_DEFAULT`).
+pub const defer_default = std.math.maxInt(u64);
+/// The core's threshold: from about this size, one copy from the file into the
+/// consumer's memory costs less than a copy into a batch and another out of it.
+pub const defer_default_bytes: u64 = 64 * 1024;
+
+/// The threshold a caller's `defer_payload_bytes` stands for.
+pub fn deferThreshold(defer_payload_bytes: u64) u64 {
+    return if (defer_payload_bytes == defer_default) defer_default_bytes else defer_payload_bytes;
+}
+
 /// How long `next` spins for its chunk before it sleeps. On a virtual machine
 /// a sleeping thread's vCPU goes idle, and waking it costs tens of
 /// microseconds, paid once per chunk when the consumer is a little faster than
@@ -320,3 +331,10 @@ pub const Pipeline = struct {
         return batch.payloads.items.len + batch.metadata_json.items.len + batch.packed_bytes.len;
     }
 };
+
+test "deferThreshold: the sentinel stands for the core's threshold, other values for themselves" {
+    try std.testing.expectEqual(defer_default_bytes, deferThreshold(defer_default));
+    try std.testing.expectEqual(@as(u64, 0), deferThreshold(0));
+    try std.testing.expectEqual(@as(u64, 1), deferThreshold(1));
+    try std.testing.expectEqual(@as(u64, defer_default - 1), deferThreshold(defer_default - 1));
+}

@@ -46,6 +46,19 @@ pub const Options = struct {
     compression_ratio: f64,
 };
 
+/// Batches in flight the writer keeps without a cap from its caller: enough that
+/// the pool still has a few MiB to commit while a pusher, waiting for room, syncs
+/// a file for it, and two per worker so every worker has one to encode.
+pub const in_flight_floor: u32 = 8;
+
+/// The most batches pushed and not yet committed: the caller's cap, and at most
+/// `in_flight_floor` or two per worker, whichever is more.
+pub fn inFlightLimit(cap: u32, worker_count: u32) u32 {
+    assert(cap >= 1);
+    assert(worker_count >= 1);
+    return @min(cap, @max(in_flight_floor, 2 *| worker_count));
+}
+
 pub const StageCounter = writer_stats.StageCounter;
 pub const Stats = writer_stats.Stats;
 
@@ -53,6 +66,8 @@ pub const CacheWriter = struct {
     allocator: std.mem.Allocator,
     pool: *thread_pool.ThreadPool,
     options: Options,
+    /// `inFlightLimit` of the options' cap and the pool's workers.
+    in_flight_limit: u32,
     source_name: []u8,
     target_path: [:0]u8,
     /// The lock, the staging directory, and publication.
@@ -106,6 +121,7 @@ pub const CacheWriter = struct {
             .allocator = allocator,
             .pool = pool,
             .options = options,
+            .in_flight_limit = inFlightLimit(options.batches_in_flight_max, pool.workerCount()),
             .source_name = try allocator.dupe(u8, source_name),
             .target_path = undefined,
             .staging = undefined,
@@ -344,7 +360,7 @@ pub const CacheWriter = struct {
         const io = system.io();
         const wait_started = system.monotonicNanoseconds();
         writer.mutex.lockUncancelable(io);
-        writer.waitUntilInFlightBelow(writer.options.batches_in_flight_max);
+        writer.waitUntilInFlightBelow(writer.in_flight_limit);
         // Room for every batch in flight in the queue of encoded batches, reserved
         // here where a failure reaches the pusher: queueing an encoded batch on
         // the pool then cannot fail, and the commit order cannot lose a batch.
@@ -358,7 +374,7 @@ pub const CacheWriter = struct {
         writer.batches_pushed += 1;
         writer.samples_pushed += batch.count;
         // Pushed batches not yet committed never exceed the bound.
-        assert(writer.batches_pushed - writer.batches_committed <= writer.options.batches_in_flight_max);
+        assert(writer.batches_pushed - writer.batches_committed <= writer.in_flight_limit);
         writer.mutex.unlock(io);
         writer.stats.ingress_wait.add(wait_started, batch.payload_bytes);
         writer.pool.submit(&batch.job);
@@ -642,3 +658,12 @@ pub const CacheWriter = struct {
         writer.stats.publish.add(started, 0);
     }
 };
+
+test "inFlightLimit: the caller's cap, else enough for the floor or two per worker" {
+    try std.testing.expectEqual(@as(u32, 8), inFlightLimit(64, 1));
+    try std.testing.expectEqual(@as(u32, 8), inFlightLimit(64, 4));
+    try std.testing.expectEqual(@as(u32, 12), inFlightLimit(64, 6));
+    try std.testing.expectEqual(@as(u32, 3), inFlightLimit(3, 6));
+    try std.testing.expectEqual(@as(u32, 1), inFlightLimit(1, 1));
+    try std.testing.expectEqual(@as(u32, std.math.maxInt(u32)), inFlightLimit(std.math.maxInt(u32), std.math.maxInt(u32)));
+}
