@@ -6,6 +6,7 @@
 //! length inside the record, the embedded JSON against the metadata.arrow row,
 //! and the LZ4 block; any mismatch is an error naming the cache and the sample.
 const std = @import("std");
+const assert = std.debug.assert;
 const cache_layout = @import("../format/cache_layout.zig");
 const builtin = @import("builtin");
 const system = @import("../base/system.zig");
@@ -412,12 +413,17 @@ pub const Cache = struct {
     ) Error!?PayloadLocation {
         errdefer cache.prefixSampleDiagnostic(sample_id, diagnostic);
         const allocator = cache.allocator;
-        std.debug.assert(columns_out.len == cache.columns.len);
-        std.debug.assert(sample_id < cache.sampleCount());
+        assert(columns_out.len == cache.columns.len);
+        assert(sample_id < cache.sampleCount());
         const row = index_file.decodeRow(cache.indexBytes(), sample_id);
         try index_file.checkRow(row, sample_id, cache.shard_byte_lens, diagnostic);
         try index_file.checkContiguous(cache.indexBytes(), cache.sampleCount(), sample_id, row, cache.shard_byte_lens, diagnostic);
+        // The checks above keep the record inside its listed shard.
+        assert(row.shard_id < cache.shards.len);
+        assert(row.offset + row.record_len <= cache.shard_byte_lens[@intCast(row.shard_id)]);
         const shard = cache.shards[@intCast(row.shard_id)];
+        const payload_len_before = payload_out.items.len;
+        const metadata_len_before = metadata_out.items.len;
 
         // A large raw payload is read straight into the batch: the record's head
         // (header and JSON) first, then the payload in place, one copy in all.
@@ -442,8 +448,11 @@ pub const Cache = struct {
         }
         if (!direct) {
             const record = try cache.recordBytes(sample_id, row, run_samples, scratch, diagnostic);
+            assert(record.len == row.record_len);
             parts = try shard_record.split(record, shard.compression, diagnostic);
         }
+        // Header, JSON and stored payload fill the record exactly.
+        assert(shard_record.header_bytes + parts.metadata_json.len <= row.record_len);
 
         try scratch.values.resize(allocator, cache.columns.len);
         const values = scratch.values.items;
@@ -452,6 +461,7 @@ pub const Cache = struct {
         // Verified equal, value for value and kind for kind, to the metadata.arrow
         // row: the embedded text is what the binding decodes.
         try metadata_out.appendSlice(allocator, parts.metadata_json);
+        assert(metadata_out.items.len == metadata_len_before + parts.metadata_json.len);
         for (columns_out, values) |*column, value| try column.append(allocator, value);
 
         if (direct) {
@@ -461,12 +471,15 @@ pub const Cache = struct {
                 .offset = row.offset + shard_record.header_bytes + parts.metadata_json.len,
                 .len = parts.payload_len,
             };
+            // A raw payload ends its record.
+            assert(location.offset + location.len == row.offset + row.record_len);
             if (defer_payload_bytes != 0 and location.len >= defer_payload_bytes) return location;
             const payload_len: usize = @intCast(parts.payload_len);
             try payload_out.ensureUnusedCapacity(allocator, payload_len);
             const destination = payload_out.unusedCapacitySlice()[0..payload_len];
             try readExactly(shard, row.shard_id, destination, location.offset, diagnostic);
             payload_out.items.len += payload_len;
+            assert(payload_out.items.len == payload_len_before + payload_len);
             return null;
         }
         const payload_len: usize = @intCast(parts.payload_len);
@@ -474,6 +487,7 @@ pub const Cache = struct {
         const destination = payload_out.unusedCapacitySlice()[0..payload_len];
         try shard_record.decodePayload(parts, shard.compression, destination, diagnostic);
         payload_out.items.len += payload_len;
+        assert(payload_out.items.len == payload_len_before + payload_len);
         return null;
     }
 
@@ -501,7 +515,8 @@ pub const Cache = struct {
 
     /// Reads a deferred payload into `destination` (exactly `location.len` bytes).
     pub fn readPayload(cache: *const Cache, location: PayloadLocation, destination: []u8, diagnostic: *Diagnostic) Error!void {
-        std.debug.assert(destination.len == location.len and location.shard_id < cache.shards.len);
+        assert(destination.len == location.len and location.shard_id < cache.shards.len);
+        assert(location.offset + location.len <= cache.shard_byte_lens[@intCast(location.shard_id)]);
         errdefer cache.prefixSampleDiagnostic(location.sample_id, diagnostic);
         try readExactly(cache.shards[@intCast(location.shard_id)], location.shard_id, destination, location.offset, diagnostic);
     }
@@ -580,6 +595,9 @@ pub const Cache = struct {
             end = following_end;
         }
         const len: usize = @intCast(end - row.offset);
+        // One record, or a run of them within the read-ahead bound and the shard.
+        assert(len == row.record_len or len <= run_bytes_max);
+        assert(end <= cache.shard_byte_lens[@intCast(row.shard_id)]);
         scratch.run_cache = null; // until the read below succeeds
         scratch.run.clearRetainingCapacity();
         try scratch.run.ensureTotalCapacity(cache.allocator, len);
