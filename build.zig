@@ -9,13 +9,15 @@ pub fn build(b: *std.Build) void {
     const optimize = b.standardOptimizeOption(.{});
     const strip = b.option(bool, "strip", "Strip debug info from the library");
 
-    // The hardware SHA-256 kernels are compiled for a CPU with the instructions and
-    // chosen at run time (CPUID on x86_64, HWCAP on aarch64 Linux), so the portable
-    // library still hashes at hardware speed where it can.
+    // The hardware SHA-256 and CRC-32C kernels are compiled for a CPU with the
+    // instructions and chosen at run time (CPUID on x86_64, HWCAP on aarch64 Linux), so
+    // the portable library still hashes at hardware speed where it can.
     const arch = target.result.cpu.arch;
     const options = b.addOptions();
     options.addOption(bool, "sha_ni_kernel", arch == .x86_64);
     options.addOption(bool, "arm_sha2_kernel", arch == .aarch64);
+    options.addOption(bool, "crc32c_x86_kernel", arch == .x86_64);
+    options.addOption(bool, "crc32c_arm_kernel", arch == .aarch64);
 
     const core = b.createModule(.{
         .root_source_file = b.path("zig/root.zig"),
@@ -26,24 +28,27 @@ pub fn build(b: *std.Build) void {
         .pic = true,
     });
     core.addOptions("build_options", options);
-    var kernel_query = target.query;
-    const kernel: ?struct { name: []const u8, source: []const u8 } = switch (arch) {
-        .x86_64 => kernel: {
-            kernel_query.cpu_features_add.addFeatureSet(std.Target.x86.featureSet(&.{ .sha, .avx2 }));
-            break :kernel .{ .name = "dataset_rt_sha_ni", .source = "zig/codec/sha256_ni.zig" };
+    const x86 = std.Target.x86;
+    const aarch64 = std.Target.aarch64;
+    const kernels: []const HardwareKernel = switch (arch) {
+        .x86_64 => &.{
+            .{ .name = "dataset_rt_sha_ni", .source = "zig/codec/sha256_ni.zig", .features = x86.featureSet(&.{ .sha, .avx2 }) },
+            .{ .name = "dataset_rt_crc32c_x86", .source = "zig/codec/crc32c_x86.zig", .features = x86.featureSet(&.{ .crc32, .sse4_2, .pclmul }) },
         },
-        .aarch64 => kernel: {
-            kernel_query.cpu_features_add.addFeatureSet(std.Target.aarch64.featureSet(&.{.sha2}));
-            break :kernel .{ .name = "dataset_rt_sha_arm", .source = "zig/codec/sha256_arm.zig" };
+        .aarch64 => &.{
+            .{ .name = "dataset_rt_sha_arm", .source = "zig/codec/sha256_arm.zig", .features = aarch64.featureSet(&.{.sha2}) },
+            .{ .name = "dataset_rt_crc32c_arm", .source = "zig/codec/crc32c_arm.zig", .features = aarch64.featureSet(&.{.crc}) },
         },
-        else => null,
+        else => &.{},
     };
-    if (kernel) |sha_kernel| {
+    for (kernels) |kernel| {
+        var kernel_query = target.query;
+        kernel_query.cpu_features_add.addFeatureSet(kernel.features);
         const kernel_library = b.addLibrary(.{
-            .name = sha_kernel.name,
+            .name = kernel.name,
             .linkage = .static,
             .root_module = b.createModule(.{
-                .root_source_file = b.path(sha_kernel.source),
+                .root_source_file = b.path(kernel.source),
                 .target = b.resolveTargetQuery(kernel_query),
                 .optimize = optimize,
                 .link_libc = true,
@@ -62,3 +67,11 @@ pub fn build(b: *std.Build) void {
     const test_step = b.step("test", "Run the Zig unit tests");
     test_step.dependOn(&b.addRunArtifact(unit_tests).step);
 }
+
+/// A file of code for CPUs with `features` beyond the target's, built as a static library
+/// of its own so that only it may use them; the core calls it after probing the CPU.
+const HardwareKernel = struct {
+    name: []const u8,
+    source: []const u8,
+    features: std.Target.Cpu.Feature.Set,
+};

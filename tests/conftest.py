@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 import subprocess
@@ -83,3 +84,35 @@ def same_value(got: object, expected: object) -> bool:
     if isinstance(expected, float):
         return struct.pack("<d", got) == struct.pack("<d", expected)  # type: ignore[arg-type]
     return got == expected
+
+
+def _crc32c_table() -> list[int]:
+    table = []
+    for byte in range(256):
+        crc = byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+        table.append(crc)
+    return table
+
+
+_CRC32C_TABLE = _crc32c_table()
+
+
+def crc32c(data: bytes) -> int:
+    """CRC-32C (Castagnoli, as records.crc32c stores it), computed independently of the core."""
+    crc = 0xFFFFFFFF
+    table = _CRC32C_TABLE
+    for byte in data:
+        crc = (crc >> 8) ^ table[(crc ^ byte) & 0xFF]
+    return crc ^ 0xFFFFFFFF
+
+
+def without_record_checksums(cache: Path) -> None:
+    """Make `cache` look as dataset-rt 0.2.4 writes it: no records.crc32c and no
+    manifest entry for it, so reads reach the checks behind the checksum."""
+    manifest_path = cache / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    del manifest["record_checksums"]
+    manifest_path.write_text(json.dumps(manifest, indent=2))
+    (cache / "records.crc32c").unlink()

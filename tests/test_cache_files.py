@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.ipc
 import pytest
 
-from conftest import ListSource, same_value
+from conftest import ListSource, crc32c, same_value
 from dataset_rt import CacheWriteSuccess, DatasetRuntime, ShardCompression, WriterConfig
 
 HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -26,6 +26,7 @@ MANIFEST_KEYS = {
     "metadata_sha256",
     "index_sha256",
     "shards",
+    "record_checksums",
 }
 SHARD_KEYS = {"name", "uncompressed_byte_len", "byte_len", "compression", "sha256"}
 KIND_OF = {bool: "bool", int: "int", float: "float", str: "string"}
@@ -219,11 +220,39 @@ def test_manifest_shards_are_numbered_files_with_sizes_and_compression(cache: Pa
         )
 
 
-def test_manifest_is_the_only_other_file_next_to_the_data(cache: Path) -> None:
+def test_manifest_and_record_checksums_are_the_only_other_files_next_to_the_data(
+    cache: Path,
+) -> None:
     entries = sorted(p.name for p in cache.iterdir())
-    assert entries == ["index.bin", "manifest.json", "metadata.arrow", "shards"], (
-        f"cache directory holds {entries}"
-    )
+    assert entries == [
+        "index.bin",
+        "manifest.json",
+        "metadata.arrow",
+        "records.crc32c",
+        "shards",
+    ], f"cache directory holds {entries}"
+
+
+def test_record_checksums_are_the_crc32c_of_every_stored_record(cache: Path) -> None:
+    manifest = manifest_of(cache)
+    listed = manifest["record_checksums"]
+    data = (cache / "records.crc32c").read_bytes()
+    assert listed == {
+        "algo": "crc32c",
+        "file": "records.crc32c",
+        "byte_len": 4 * len(SAMPLES),
+        "sha256": hashlib.sha256(data).hexdigest(),
+    }, f"record_checksums entry {listed}"
+    # The manifest keeps the peer's layout up to the new key, which comes last.
+    assert list(manifest)[-1] == "record_checksums", f"manifest key order {list(manifest)}"
+    shards = [p.read_bytes() for p in sorted((cache / "shards").iterdir())]
+    for sample_id, (shard_id, offset, record_len) in enumerate(index_rows(cache)):
+        record = shards[shard_id][offset : offset + record_len]
+        (stored,) = struct.unpack_from("<I", data, 4 * sample_id)
+        assert stored == crc32c(record), (
+            f"sample {sample_id}: records.crc32c has {stored:08x}, the record's CRC-32C is "
+            f"{crc32c(record):08x}"
+        )
 
 
 # ---- index.bin and shard records ----------------------------------------------------

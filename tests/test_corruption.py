@@ -3,10 +3,8 @@ never different data returned silently. Errors name the cache path and the file.
 
 Every example works on a fresh `shutil.copytree` of a small pristine cache.
 
-What cannot be detected without checksums is exempt, and only that:
-- with ``validate_cache=False`` the bytes of a stored payload (raw bytes, or the
-  LZ4 block after its length prefix) are not covered by anything but the shard
-  SHA-256, so a flipped payload byte may change that one sample's payload;
+Every record is covered by records.crc32c, so with default settings a flipped
+byte anywhere in a shard is an error. What is exempt, and only that:
 - manifest.json has no checksum of its own: a flip that leaves its JSON meaning
   unchanged (whitespace), or changes only ``source_name`` (caches may be renamed)
   or the advisory lz4 ``ratio``, may go unnoticed even with ``validate_cache=True``.
@@ -25,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import ListSource, same_value
+from conftest import ListSource, same_value, without_record_checksums
 from dataset_rt import (
     CacheWriteSuccess,
     DatasetRuntime,
@@ -35,7 +33,9 @@ from dataset_rt import (
 )
 
 ALGOS = ("none", "lz4")
-FILE_REFERENCE = re.compile(r"manifest\.json|index\.bin|metadata\.arrow|shards?[/ ]")
+FILE_REFERENCE = re.compile(
+    r"manifest\.json|index\.bin|metadata\.arrow|records\.crc32c|shards?[/ ]"
+)
 
 SAMPLES = [
     (
@@ -88,8 +88,8 @@ def load(runtime: DatasetRuntime, cache: Path, validate: bool) -> list[Any]:
     return list(dataset)
 
 
-def assert_original(samples: list[Any], what: str, payload_may_differ: int | None = None) -> None:
-    """The samples are exactly SAMPLES (except the one payload that no check can cover)."""
+def assert_original(samples: list[Any], what: str) -> None:
+    """The samples are exactly SAMPLES."""
     assert len(samples) == len(SAMPLES), (
         f"{what}: read {len(samples)} samples, wrote {len(SAMPLES)}"
     )
@@ -101,15 +101,10 @@ def assert_original(samples: list[Any], what: str, payload_may_differ: int | Non
         assert set(got) == set(metadata) and all(
             same_value(got[k], v) for k, v in metadata.items()
         ), f"{what}: sample {sample_id} metadata silently became {got!r} (was {metadata!r})"
-        if sample_id == payload_may_differ:
-            assert len(sample.data) == len(payload), (
-                f"{what}: sample {sample_id} payload length silently changed"
-            )
-        else:
-            assert sample.data == payload, (
-                f"{what}: sample {sample_id} payload silently changed "
-                f"({len(sample.data)} bytes read, {len(payload)} written)"
-            )
+        assert sample.data == payload, (
+            f"{what}: sample {sample_id} payload silently changed "
+            f"({len(sample.data)} bytes read, {len(payload)} written)"
+        )
 
 
 def assert_names_cache_and_file(
@@ -126,24 +121,6 @@ def assert_names_cache_and_file(
         )
     else:
         assert file in message, f"{what}: error does not name {file}: {message!r}"
-
-
-def payload_region_owner(cache: Path, file: str, position: int, algo: str) -> int | None:
-    """The sample whose stored payload bytes (not framing) hold `position` of shard `file`."""
-    if not file.startswith("shards/"):
-        return None
-    shard_id = int(Path(file).stem)
-    index = (cache / "index.bin").read_bytes()
-    shard = (cache / file).read_bytes()
-    for sample_id in range(len(index) // 24):
-        row_shard, offset, record_len = struct.unpack_from("<QQQ", index, 24 * sample_id)
-        if row_shard != shard_id:
-            continue
-        (meta_len,) = struct.unpack_from("<Q", shard, offset)
-        start = offset + 8 + meta_len + (4 if algo == "lz4" else 0)
-        if start <= position < offset + record_len:
-            return sample_id
-    return None
 
 
 def manifest_change_is_undetectable(original: bytes, corrupted: bytes, algo: str) -> bool:
@@ -232,7 +209,8 @@ def test_a_flipped_byte_anywhere_is_detected_with_validation_and_detected_or_har
         )
         assert_original(samples, f"{what} (validate_cache=True)")
 
-    # validate_cache=False: structural checks only; whatever is returned must be the original data.
+    # validate_cache=False: every record's checksum and structure; whatever is
+    # returned must be the original data, payloads included.
     try:
         samples = load(runtime, cache, validate=False)
     except (ValueError, OSError) as error:
@@ -240,11 +218,44 @@ def test_a_flipped_byte_anywhere_is_detected_with_validation_and_detected_or_har
         # test_read_time_record_errors_name_the_shard.
         assert_names_cache_and_file(error, cache, f"{what} (validate_cache=False)")
     else:
-        assert_original(
-            samples,
-            f"{what} (validate_cache=False)",
-            payload_region_owner(source, file, position, algo),
-        )
+        assert_original(samples, f"{what} (validate_cache=False)")
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_every_single_byte_flip_of_every_file_is_an_error_or_changes_nothing(
+    runtime: DatasetRuntime,
+    pristine: dict[str, Path],
+    tmp_path_factory: pytest.TempPathFactory,
+    algo: str,
+) -> None:
+    # Exhaustive over positions, with default settings (the hypothesis test
+    # above draws the flipped bits too): never different bytes returned as data.
+    cache = fresh_copy(pristine[algo], tmp_path_factory)
+    flips = errors = 0
+    for file in files_of(cache):
+        path = cache / file
+        original = path.read_bytes()
+        for position in range(len(original)):
+            corrupted = bytearray(original)
+            corrupted[position] ^= 0x01
+            path.write_bytes(bytes(corrupted))
+            what = f"{algo} cache, {file} byte {position} ^ 0x01"
+            try:
+                samples = load(runtime, cache, validate=False)
+            except (ValueError, OSError) as error:
+                assert_names_cache_and_file(error, cache, what)
+                errors += 1
+            else:
+                assert_original(samples, what)
+            flips += 1
+        path.write_bytes(original)
+    # Every flip in a shard, index.bin or records.crc32c is an error; the rest
+    # (manifest layout, metadata.arrow padding) may be harmless.
+    assert errors >= sum(
+        (cache / f).stat().st_size
+        for f in files_of(cache)
+        if f.startswith("shards/") or f in ("index.bin", "records.crc32c")
+    ), f"{errors} errors in {flips} flips"
 
 
 # ---- deterministic damage ----------------------------------------------------------------
@@ -330,14 +341,19 @@ def first_record_of_shard(cache: Path, shard_id: int) -> tuple[int, int, int]:
         ("lz4", "lz4_block"),
     ],
 )
+@pytest.mark.parametrize("checksums", [True, False], ids=["checksums", "no_checksums"])
 def test_read_time_record_errors_name_the_shard(
     runtime: DatasetRuntime,
     pristine: dict[str, Path],
     tmp_path_factory: pytest.TempPathFactory,
     algo: str,
     damage: str,
+    checksums: bool,
 ) -> None:
     cache = fresh_copy(pristine[algo], tmp_path_factory)
+    if not checksums:
+        # As dataset-rt writes it: the record's own checks must catch the damage.
+        without_record_checksums(cache)
     sample_id, offset, record_len = first_record_of_shard(cache, 2)
     shard = cache / "shards" / "000002.bin"
     data = bytearray(shard.read_bytes())
@@ -364,7 +380,9 @@ def test_read_time_record_errors_name_the_shard(
     assert "000002.bin" in message or "shard 2" in message, (
         f"{damage}: error does not name the shard file: {message!r}"
     )
-    if damage == "lz4_prefix_huge":
+    if checksums:
+        assert "record checksum mismatch" in message, message
+    elif damage == "lz4_prefix_huge":
         assert "claims 4294967295 decoded bytes, impossible" in message, message
 
 
@@ -532,6 +550,7 @@ def test_a_record_mismatch_on_a_very_long_key_still_says_what_differs(
     [result] = runtime.write_cache(
         ListSource("long", [(b"payload", {key: 12345})]), tmp_path, writer_config=config
     )
+    without_record_checksums(result.path)  # else the checksum catches it first
     shard = result.path / "shards" / "000000.bin"
     data = shard.read_bytes()
     shard.write_bytes(data.replace(b"12345", b"12346"))

@@ -813,6 +813,28 @@ def test_a_cache_written_here_reads_identically_in_the_peer(
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
+def test_the_peer_ignores_our_record_checksums_with_and_without_validation(
+    interop: dict[str, Any], variant: str
+) -> None:
+    # Our caches carry records.crc32c and a manifest key dataset-rt does not know;
+    # it reads them, validated or not, exactly as it reads its own.
+    for source in SOURCES:
+        cache = interop["ours_base"] / variant / source["name"]
+        manifest = json.loads((cache / "manifest.json").read_text())
+        assert manifest["record_checksums"]["file"] == "records.crc32c", manifest
+        assert (cache / "records.crc32c").stat().st_size == 4 * len(source["samples"])
+    for reads, what in (
+        (interop["peer_reads_ours"][variant], "unvalidated"),
+        (interop["peer_reads_ours_validated"][variant], "validate_cache=True"),
+    ):
+        for part in ("shared", "other"):
+            assert "error" not in reads[part], (
+                f"dataset-rt 0.2.4 ({what}) refuses our {variant} cache: {reads[part]['error']}"
+            )
+        assert_read_matches(reads["shared"], SOURCES, SHARED, f"our {variant} cache, {what}")
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
 def test_the_peer_validates_a_cache_written_here_as_it_validates_its_own(
     interop: dict[str, Any], variant: str
 ) -> None:

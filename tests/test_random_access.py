@@ -142,9 +142,8 @@ def test_bad_arguments_say_what_is_wrong(runtime: DatasetRuntime, caches: list[P
 
 
 def test_a_corrupt_record_is_refused_by_get(runtime: DatasetRuntime, tmp_path: Path) -> None:
-    [result] = runtime.write_cache(
-        [ListSource("c", simple_samples(8))], tmp_path, writer_config=QUIET
-    )
+    samples = simple_samples(8)
+    [result] = runtime.write_cache([ListSource("c", samples)], tmp_path, writer_config=QUIET)
     ds = runtime.cached_dataset([result.path], reader_config=ReaderConfig(seed=0))
     [shard] = (result.path / "shards").iterdir()
     raw = bytearray(shard.read_bytes())
@@ -152,11 +151,16 @@ def test_a_corrupt_record_is_refused_by_get(runtime: DatasetRuntime, tmp_path: P
     at = raw.find(b'"index":5')
     assert at >= 0
     raw[at + len(b'"index":')] = ord("6")
+    # And one payload byte of sample 2.
+    payload_at = raw.find(samples[2][0])
+    assert payload_at >= 0
+    raw[payload_at] ^= 0x01
     shard.write_bytes(bytes(raw))
     check_ok = ds.get(0, 4)
     assert check_ok.sample_id == 4
-    with pytest.raises(ValueError, match="metadata"):
-        ds.get(0, 5)
+    for sample_id in (5, 2):
+        with pytest.raises(ValueError, match=f"sample {sample_id} .*record checksum mismatch"):
+            ds.get(0, sample_id)
 
 
 # ---- the map-style torch dataset

@@ -15,6 +15,7 @@ const metadata_table = @import("table/metadata_table.zig");
 const arrow_c_export = @import("table/arrow_c_export.zig");
 const active_table = @import("stream/active_table.zig");
 const read_pipeline = @import("read/read_pipeline.zig");
+const verify = @import("read/verify.zig");
 const cache_layout = @import("format/cache_layout.zig");
 const sampler = @import("stream/sampler.zig");
 const permutation = @import("stream/permutation.zig");
@@ -36,8 +37,9 @@ const IntegerColumn = c_types.IntegerColumn;
 const FloatColumn = c_types.FloatColumn;
 const shardOf = c_types.shardOf;
 const algorithm_bytes = c_types.algorithm_bytes;
+const VerifyProblem = c_types.VerifyProblem;
 
-const abi_version: u32 = 2;
+const abi_version: u32 = 3;
 
 const status_ok: i32 = 0;
 const status_invalid_argument: i32 = 1;
@@ -765,4 +767,64 @@ export fn drt_sha256(data: ?[*]const u8, len: u64, out: ?*[32]u8) void {
     const digest_out = out orelse return;
     const bytes: []const u8 = if (len == 0) &.{} else (data orelse return)[0..@intCast(len)];
     digest_out.* = sha256.hash(bytes);
+}
+
+// ---- verify (ABI 3) --------------------------------------------------------
+
+export fn drt_verify_create(runtime: ?*Runtime, path: ?[*]const u8, path_len: u64, out: ?*?*verify.Verifier) i32 {
+    const pool = runtime orelse return nullArgument("runtime");
+    if (!checkProcess(pool)) return status_wrong_process;
+    const path_bytes = byteString(path, path_len) orelse return nullArgument("path");
+    const out_ptr = out orelse return nullArgument("out pointer");
+    out_ptr.* = verify.Verifier.create(allocator, pool, path_bytes) catch return failMessage(status_out_of_memory, "out of memory", .{});
+    return status_ok;
+}
+
+export fn drt_verify_run(verifier: ?*verify.Verifier) i32 {
+    const v = verifier orelse return nullArgument("verifier");
+    if (!checkProcess(v.pool)) return status_wrong_process;
+    v.run() catch |err| return failMessage(statusOf(err), "verify of {s} stopped: {s}", .{ v.path, @errorName(err) });
+    return status_ok;
+}
+
+export fn drt_verify_progress(verifier: ?*const verify.Verifier, bytes_done: ?*u64, bytes_total: ?*u64) i32 {
+    const v = verifier orelse return nullArgument("verifier");
+    const done_ptr = bytes_done orelse return nullArgument("bytes_done");
+    const total_ptr = bytes_total orelse return nullArgument("bytes_total");
+    done_ptr.* = v.bytes_done.load(.monotonic);
+    total_ptr.* = v.bytes_total.load(.monotonic);
+    return status_ok;
+}
+
+export fn drt_verify_problem_count(verifier: ?*const verify.Verifier, kept: ?*u64, total: ?*u64) i32 {
+    const v = verifier orelse return nullArgument("verifier");
+    const kept_ptr = kept orelse return nullArgument("kept");
+    const total_ptr = total orelse return nullArgument("total");
+    kept_ptr.* = v.found().len;
+    total_ptr.* = v.problems_total;
+    return status_ok;
+}
+
+export fn drt_verify_problem(verifier: ?*const verify.Verifier, index: u64, out: ?*VerifyProblem) i32 {
+    const v = verifier orelse return nullArgument("verifier");
+    const out_ptr = out orelse return nullArgument("out pointer");
+    const problems = v.found();
+    if (index >= problems.len) return failMessage(status_out_of_range, "problem {d} of {d}", .{ index, problems.len });
+    const problem = problems[@intCast(index)];
+    out_ptr.* = .{
+        .file = problem.file.ptr,
+        .file_len = problem.file.len,
+        .message = problem.message.ptr,
+        .message_len = problem.message.len,
+        .sample_id = problem.sample_id orelse 0,
+        .offset = problem.offset orelse 0,
+        .has_sample = @intFromBool(problem.sample_id != null),
+        .has_offset = @intFromBool(problem.offset != null),
+    };
+    return status_ok;
+}
+
+export fn drt_verify_destroy(verifier: ?*verify.Verifier) void {
+    const v = verifier orelse return;
+    v.destroy();
 }

@@ -115,3 +115,16 @@ pub const ShardCounts = extern struct {
     worker_batches: u64,
     worker_samples: u64,
 };
+
+/// `drt_verify_problem`: one problem a scrub found (ABI 3). The strings belong
+/// to the verifier and live until it is destroyed.
+pub const VerifyProblem = extern struct {
+    file: [*]const u8,
+    file_len: u64,
+    message: [*]const u8,
+    message_len: u64,
+    sample_id: u64,
+    offset: u64,
+    has_sample: u32,
+    has_offset: u32,
+};

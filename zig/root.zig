@@ -20,6 +20,8 @@ test {
     _ = @import("base/file_view.zig");
     _ = @import("base/positional_read.zig");
     _ = @import("base/thread_pool.zig");
+    _ = @import("codec/crc32c.zig");
+    _ = @import("codec/crc32c_combine.zig");
     _ = @import("codec/flatbuffers.zig");
     _ = @import("codec/lz4.zig");
     _ = @import("codec/sha256.zig");
@@ -32,11 +34,13 @@ test {
     _ = @import("format/index_file.zig");
     _ = @import("format/json_scan.zig");
     _ = @import("format/manifest.zig");
+    _ = @import("format/manifest_test.zig");
     _ = @import("format/metadata_canonical.zig");
     _ = @import("format/metadata_columns.zig");
     _ = @import("format/metadata_json.zig");
     _ = @import("format/metadata_types.zig");
     _ = @import("format/metadata_verify.zig");
+    _ = @import("format/record_checksums.zig");
     _ = @import("format/shard_record.zig");
     _ = @import("pipeline_test.zig");
     _ = @import("read/cache_reader.zig");
@@ -44,6 +48,7 @@ test {
     _ = @import("read/deferred_reads.zig");
     _ = @import("read/read_pipeline.zig");
     _ = @import("read/sample_batch.zig");
+    _ = @import("read/verify.zig");
     _ = @import("stream/active_table.zig");
     _ = @import("stream/permutation.zig");
     _ = @import("stream/sampler.zig");

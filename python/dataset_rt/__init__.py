@@ -23,8 +23,11 @@ from dataset_rt.api import (
     MetadataValue,
     ReaderConfig,
     ShardCompression,
+    VerifyProblem,
+    VerifyReport,
     WriterConfig,
     WriterProfilerConfig,
+    verify,
 )
 
 __version__ = "0.1.0"
@@ -47,5 +50,8 @@ __all__ = [
     "ReaderConfig",
     "ShardCompression",
     "WriterConfig",
+    "VerifyProblem",
+    "VerifyReport",
     "WriterProfilerConfig",
+    "verify",
 ]

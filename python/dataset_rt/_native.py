@@ -25,7 +25,7 @@ from ctypes import (
 )
 from pathlib import Path
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 MAX_WORKERS = 256
 """The core's limit on native worker threads per runtime."""
 
@@ -303,6 +303,19 @@ def _load(path: Path) -> ctypes.CDLL:
     return library
 
 
+class VerifyProblem(Structure):
+    _fields_ = [
+        ("file", c_void_p),
+        ("file_len", c_uint64),
+        ("message", c_void_p),
+        ("message_len", c_uint64),
+        ("sample_id", c_uint64),
+        ("offset", c_uint64),
+        ("has_sample", c_uint32),
+        ("has_offset", c_uint32),
+    ]
+
+
 def _declare(library: ctypes.CDLL) -> None:
     # One line per function of dataset_rt.h: name, argtypes, restype.
     handle = c_void_p
@@ -424,6 +437,12 @@ def _declare(library: ctypes.CDLL) -> None:
             c_int32,
         ),
         "drt_sha256": ([c_char_p, c_uint64, POINTER(c_uint8 * 32)], None),
+        "drt_verify_create": ([handle, c_char_p, c_uint64, POINTER(handle)], c_int32),
+        "drt_verify_run": ([handle], c_int32),
+        "drt_verify_progress": ([handle, POINTER(c_uint64), POINTER(c_uint64)], c_int32),
+        "drt_verify_problem_count": ([handle, POINTER(c_uint64), POINTER(c_uint64)], c_int32),
+        "drt_verify_problem": ([handle, c_uint64, POINTER(VerifyProblem)], c_int32),
+        "drt_verify_destroy": ([handle], None),
     }
     for name, (argtypes, restype) in declarations.items():
         function = getattr(library, name)

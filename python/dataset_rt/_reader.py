@@ -389,3 +389,63 @@ def _copy_payloads(base: int | None, payload_bytes: int, lengths: memoryview) ->
     # bytes object in one C call, without a slice object per sample: about
     # half the cost of slicing `joined`.
     return map(io.BytesIO(joined).read, lengths)
+
+
+class NativeVerifier:
+    """Owns one native scrub of a cache (``drt_verify_*``)."""
+
+    def __init__(self, runtime: RuntimeHandle, path: Path) -> None:
+        self.runtime = runtime  # keeps the pool alive while the verifier lives
+        encoded = os.fsencode(path)
+        handle = ctypes.c_void_p()
+        _native.check(
+            _native.lib.drt_verify_create(
+                runtime.value, encoded, len(encoded), ctypes.byref(handle)
+            )
+        )
+        self.handle: ctypes.c_void_p | None = handle
+
+    def run(self) -> None:
+        """Runs the scrub to its end (the GIL is released meanwhile)."""
+        _native.check(_native.lib.drt_verify_run(self.handle))
+
+    def progress(self) -> tuple[int, int]:
+        """(bytes read so far, bytes to read in all)."""
+        done, total = ctypes.c_uint64(), ctypes.c_uint64()
+        _native.check(
+            _native.lib.drt_verify_progress(self.handle, ctypes.byref(done), ctypes.byref(total))
+        )
+        return done.value, total.value
+
+    def problems(self) -> tuple[list[tuple[str, int | None, int | None, str]], int]:
+        """The problems kept, as (file, sample_id, offset, message), and how many were found."""
+        kept, total = ctypes.c_uint64(), ctypes.c_uint64()
+        _native.check(
+            _native.lib.drt_verify_problem_count(
+                self.handle, ctypes.byref(kept), ctypes.byref(total)
+            )
+        )
+        found = []
+        problem = _native.VerifyProblem()
+        for index in range(kept.value):
+            _native.check(_native.lib.drt_verify_problem(self.handle, index, ctypes.byref(problem)))
+            found.append(
+                (
+                    ctypes.string_at(problem.file, problem.file_len).decode("utf-8", "replace"),
+                    problem.sample_id if problem.has_sample else None,
+                    problem.offset if problem.has_offset else None,
+                    ctypes.string_at(problem.message, problem.message_len).decode(
+                        "utf-8", "replace"
+                    ),
+                )
+            )
+        return found, total.value
+
+    def close(self) -> None:
+        if self.handle is not None:
+            _native.lib.drt_verify_destroy(self.handle)
+            self.handle = None
+
+    def __del__(self) -> None:
+        if not _native.shutting_down():
+            self.close()

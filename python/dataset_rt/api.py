@@ -19,6 +19,7 @@ from dataset_rt._runtime import (
     CacheSourcesDatasetSuccess,
     DatasetRuntime,
 )
+from dataset_rt._verify import VerifyProblem, VerifyReport, verify
 
 __all__ = [
     "BytesLike",
@@ -38,5 +39,8 @@ __all__ = [
     "ReaderConfig",
     "ShardCompression",
     "WriterConfig",
+    "VerifyProblem",
+    "VerifyReport",
     "WriterProfilerConfig",
+    "verify",
 ]

@@ -39,6 +39,19 @@ pub const ColumnBuilder = union(types.Kind) {
         }
     }
 
+    /// Removes every row, keeping the memory.
+    pub fn clear(builder: *ColumnBuilder) void {
+        switch (builder.*) {
+            .bool => |*list| list.clearRetainingCapacity(),
+            .int => |*list| list.clearRetainingCapacity(),
+            .float => |*list| list.clearRetainingCapacity(),
+            .string => |*strings| {
+                strings.offsets.shrinkRetainingCapacity(1);
+                strings.bytes.clearRetainingCapacity();
+            },
+        }
+    }
+
     /// Appends one value; its kind must be the column's (checked by the caller's schema match).
     pub fn append(builder: *ColumnBuilder, allocator: std.mem.Allocator, value: types.Value) !void {
         std.debug.assert(std.meta.activeTag(builder.*) == std.meta.activeTag(value));

@@ -25,7 +25,7 @@ extern "C" {
 #endif
 
 /* Bumped on any incompatible change of a signature or struct below. */
-#define DRT_ABI_VERSION 2u
+#define DRT_ABI_VERSION 3u
 
 enum {
     DRT_OK = 0,
@@ -506,6 +506,41 @@ int32_t drt_cache_published(const char *path, uint64_t path_len, uint32_t *out);
 int32_t drt_permutation_rows(uint64_t n, uint64_t seed, uint64_t start, uint64_t count,
                              uint64_t *rows_out);
 void drt_sha256(const uint8_t *data, uint64_t len, uint8_t out[32]);
+
+/* ---- Verify: scrub a whole cache (ABI 3) ------------------------------- */
+
+typedef struct drt_verifier drt_verifier;
+
+/* One problem found. The strings belong to the verifier (not NUL-terminated). */
+typedef struct drt_verify_problem {
+    const char *file;     /* relative to the cache ("shards/000003.bin"); "" for the cache itself */
+    uint64_t file_len;
+    const char *message;
+    uint64_t message_len;
+    uint64_t sample_id;   /* valid when has_sample */
+    uint64_t offset;      /* the record's offset in its shard; valid when has_offset */
+    uint32_t has_sample;
+    uint32_t has_offset;
+} drt_verify_problem;
+
+/* A scrub of the cache at `path`, run by drt_verify_run on the runtime's threads
+ * and the calling thread. Nothing is read before drt_verify_run. */
+int32_t drt_verify_create(drt_runtime *runtime, const char *path, uint64_t path_len,
+                          drt_verifier **out);
+/* Checks everything and returns when done: every listed file's existence, length
+ * and SHA-256; then, if the cache opens, every record as reads check it (index
+ * bounds and placement, record checksum, embedded metadata against
+ * metadata.arrow, LZ4 blocks decoding to their stated size) and each shard's
+ * payload total. Problems found are not errors: DRT_OK, and drt_verify_problem
+ * lists them. Another thread may poll drt_verify_progress meanwhile. */
+int32_t drt_verify_run(drt_verifier *verifier);
+/* Bytes read so far and in all (both passes); thread-safe, any time. */
+int32_t drt_verify_progress(const drt_verifier *verifier, uint64_t *bytes_done,
+                            uint64_t *bytes_total);
+/* After drt_verify_run: problems kept (at most 10,000) and found in all. */
+int32_t drt_verify_problem_count(const drt_verifier *verifier, uint64_t *kept, uint64_t *total);
+int32_t drt_verify_problem(const drt_verifier *verifier, uint64_t index, drt_verify_problem *out);
+void drt_verify_destroy(drt_verifier *verifier);
 
 #ifdef __cplusplus
 }

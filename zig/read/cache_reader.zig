@@ -20,6 +20,7 @@ const positional_read = @import("../base/positional_read.zig");
 const FileView = @import("../base/file_view.zig").FileView;
 const index_file = @import("../format/index_file.zig");
 const shard_record = @import("../format/shard_record.zig");
+const record_checksums = @import("../format/record_checksums.zig");
 const ColumnBuilder = @import("../format/column_builder.zig").ColumnBuilder;
 const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
 const Excerpt = @import("../base/diagnostic.zig").Excerpt;
@@ -41,6 +42,8 @@ pub const Cache = struct {
     path: []u8,
     parsed: manifest.Parsed,
     index_map: ?FileView,
+    /// records.crc32c, when the manifest lists it: every record read is checked against it.
+    checksums_map: ?FileView,
     table: arrow_ipc_read.Table,
     /// metadata.arrow columns in schema (name) order.
     columns: []types.Column,
@@ -60,6 +63,18 @@ pub const Cache = struct {
     fn indexBytes(cache: *const Cache) []const u8 {
         const map = cache.index_map orelse return &.{};
         return map.bytes[0..@intCast(cache.sampleCount() * index_file.row_bytes)];
+    }
+
+    /// Whether the cache has records.crc32c (written by this writer, not by dataset-rt's).
+    pub fn hasRecordChecksums(cache: *const Cache) bool {
+        return cache.checksums_map != null;
+    }
+
+    /// The stored checksum of sample `sample_id`'s record, if the cache has them.
+    fn recordChecksum(cache: *const Cache, sample_id: u64) ?u32 {
+        const map = cache.checksums_map orelse return null;
+        const len: usize = @intCast(cache.sampleCount() * record_checksums.checksum_bytes);
+        return record_checksums.entry(map.bytes[0..len], sample_id);
     }
 
     /// Opens and validates `path`. Errors are prefixed with the cache path.
@@ -90,8 +105,14 @@ pub const Cache = struct {
         errdefer cache.parsed.deinit();
         const the_manifest = cache.parsed.manifest;
 
-        cache.index_map = try mapIndex(allocator, dir, the_manifest, validate_hashes, diagnostic);
+        const index_len = try index_file.expectedBytes(the_manifest.sample_count, diagnostic);
+        cache.index_map = try mapListedFile(allocator, dir, cache_layout.index_file, index_len, index_file.row_bytes, the_manifest, the_manifest.index_sha256, validate_hashes, diagnostic);
         errdefer if (cache.index_map) |*map| map.close(allocator);
+        cache.checksums_map = null;
+        if (the_manifest.record_checksums) |listed| {
+            cache.checksums_map = try mapListedFile(allocator, dir, cache_layout.record_checksums_file, listed.byte_len, record_checksums.checksum_bytes, the_manifest, listed.sha256, validate_hashes, diagnostic);
+        }
+        errdefer if (cache.checksums_map) |*map| map.close(allocator);
 
         cache.table = try readMetadataTable(allocator, dir, the_manifest, validate_hashes, diagnostic);
         errdefer cache.table.deinit();
@@ -168,12 +189,13 @@ pub const Cache = struct {
         allocator.free(cache.columns);
         cache.table.deinit();
         if (cache.index_map) |*map| map.close(allocator);
+        if (cache.checksums_map) |*map| map.close(allocator);
         cache.parsed.deinit();
         allocator.free(cache.path);
         allocator.destroy(cache);
     }
 
-    fn readManifest(allocator: std.mem.Allocator, dir: std.Io.Dir, digest_out: *[sha256.digest_length]u8, diagnostic: *Diagnostic) Error!manifest.Parsed {
+    pub fn readManifest(allocator: std.mem.Allocator, dir: std.Io.Dir, digest_out: *[sha256.digest_length]u8, diagnostic: *Diagnostic) Error!manifest.Parsed {
         const text = file_status.readAlloc(allocator, dir, cache_layout.manifest_file, manifest_bytes_max) catch |err| {
             if (err == error.FileTooBig) {
                 diagnostic.set("manifest.json is larger than the {d} MiB this reader accepts", .{manifest_bytes_max >> 20});
@@ -191,25 +213,37 @@ pub const Cache = struct {
         };
     }
 
-    fn mapIndex(allocator: std.mem.Allocator, dir: std.Io.Dir, the_manifest: manifest.Manifest, validate_hashes: bool, diagnostic: *Diagnostic) Error!?FileView {
+    /// Maps a file of `bytes_per_sample` bytes per sample that the manifest
+    /// lists (index.bin, records.crc32c) after checking its length (and with
+    /// `validate_hashes` its SHA-256); null when it is empty.
+    fn mapListedFile(
+        allocator: std.mem.Allocator,
+        dir: std.Io.Dir,
+        name: []const u8,
+        expected: u64,
+        bytes_per_sample: u64,
+        the_manifest: manifest.Manifest,
+        digest: [32]u8,
+        validate_hashes: bool,
+        diagnostic: *Diagnostic,
+    ) Error!?FileView {
         const io = system.io();
-        const expected = try index_file.expectedBytes(the_manifest.sample_count, diagnostic);
-        const file = dir.openFile(io, cache_layout.index_file, .{}) catch |err| {
-            diagnostic.set("cannot open index.bin: {s}", .{@errorName(err)});
+        const file = dir.openFile(io, name, .{}) catch |err| {
+            diagnostic.set("cannot open {s}: {s}", .{ name, @errorName(err) });
             return error.InvalidCache;
         };
         defer file.close(io);
         const actual = file_status.length(file) catch |err| {
-            diagnostic.set("cannot stat index.bin: {s}", .{@errorName(err)});
+            diagnostic.set("cannot stat {s}: {s}", .{ name, @errorName(err) });
             return error.Io;
         };
         if (actual != expected) {
-            diagnostic.set("index.bin has {d} bytes, expected {d} (24 per sample for {d} samples)", .{ actual, expected, the_manifest.sample_count });
+            diagnostic.set("{s} has {d} bytes, expected {d} ({d} per sample for {d} samples)", .{ name, actual, expected, bytes_per_sample, the_manifest.sample_count });
             return error.InvalidCache;
         }
-        if (validate_hashes) try checkFileHash(file, cache_layout.index_file, the_manifest.index_sha256, diagnostic);
+        if (validate_hashes) try checkFileHash(file, name, digest, diagnostic);
         if (expected == 0) return null;
-        return FileView.open(allocator, file, @intCast(expected), cache_layout.index_file, diagnostic) catch |err| switch (err) {
+        return FileView.open(allocator, file, @intCast(expected), name, diagnostic) catch |err| switch (err) {
             error.OutOfMemory => error.OutOfMemory,
             error.Io => error.Io,
             error.ShortFile => error.InvalidCache, // shrank since its length was checked
@@ -432,6 +466,9 @@ pub const Cache = struct {
         const may_defer = defer_payload_bytes != 0 and row.record_len > defer_payload_bytes;
         var direct = shard.compression == .none and (row.record_len > direct_read_bytes_min or may_defer);
         var parts: shard_record.Parts = undefined;
+        const expected_checksum = cache.recordChecksum(sample_id);
+        // Of the record's head (header and JSON), when the payload is read on its own.
+        var head_checksum: u32 = 0;
         if (direct) {
             const head = try cache.recordHead(row, scratch, diagnostic);
             // The head is the whole record when it is short; `layoutOf` refuses
@@ -444,11 +481,17 @@ pub const Cache = struct {
                     .stored_payload = &.{},
                     .payload_len = layout.stored_len,
                 };
+                if (expected_checksum != null) head_checksum = record_checksums.ofRecord(head[0..metadata_end]);
             } else direct = false; // unusually large metadata: read the record whole
         }
         if (!direct) {
             const record = try cache.recordBytes(sample_id, row, run_samples, scratch, diagnostic);
             assert(record.len == row.record_len);
+            // Checked before anything parses or decodes the record.
+            if (expected_checksum) |expected| {
+                const actual = record_checksums.ofRecord(record);
+                if (actual != expected) return record_checksums.mismatch(expected, actual, diagnostic);
+            }
             parts = try shard_record.split(record, shard.compression, diagnostic);
         }
         // Header, JSON and stored payload fill the record exactly.
@@ -470,6 +513,10 @@ pub const Cache = struct {
                 .shard_id = row.shard_id,
                 .offset = row.offset + shard_record.header_bytes + parts.metadata_json.len,
                 .len = parts.payload_len,
+                .checksum = if (expected_checksum) |expected|
+                    record_checksums.expectedTail(expected, head_checksum, parts.payload_len)
+                else
+                    null,
             };
             // A raw payload ends its record.
             assert(location.offset + location.len == row.offset + row.record_len);
@@ -478,6 +525,10 @@ pub const Cache = struct {
             try payload_out.ensureUnusedCapacity(allocator, payload_len);
             const destination = payload_out.unusedCapacitySlice()[0..payload_len];
             try readExactly(shard, row.shard_id, destination, location.offset, diagnostic);
+            if (expected_checksum) |expected| {
+                const actual = record_checksums.extend(head_checksum, destination);
+                if (actual != expected) return record_checksums.mismatch(expected, actual, diagnostic);
+            }
             payload_out.items.len += payload_len;
             assert(payload_out.items.len == payload_len_before + payload_len);
             return null;
@@ -489,6 +540,22 @@ pub const Cache = struct {
         payload_out.items.len += payload_len;
         assert(payload_out.items.len == payload_len_before + payload_len);
         return null;
+    }
+
+    /// Where sample `sample_id`'s index row says its record is, for reports:
+    /// the shard's file name, or null if the row names no listed shard.
+    pub const Located = struct { shard_id: u64, shard_name: ?[]const u8, offset: u64, record_len: u64 };
+
+    pub fn locate(cache: *const Cache, sample_id: u64) Located {
+        assert(sample_id < cache.sampleCount());
+        const row = index_file.decodeRow(cache.indexBytes(), sample_id);
+        const listed = cache.parsed.manifest.shards;
+        return .{
+            .shard_id = row.shard_id,
+            .shard_name = if (row.shard_id < listed.len) listed[@intCast(row.shard_id)].name else null,
+            .offset = row.offset,
+            .record_len = row.record_len,
+        };
     }
 
     fn prefixSampleDiagnostic(cache: *const Cache, sample_id: u64, diagnostic: *Diagnostic) void {
@@ -511,14 +578,49 @@ pub const Cache = struct {
         shard_id: u64,
         offset: u64,
         len: u64,
+        /// The CRC-32C the payload's bytes must have (`record_checksums.expectedTail`),
+        /// if the cache has record checksums.
+        checksum: ?u32 = null,
     };
 
-    /// Reads a deferred payload into `destination` (exactly `location.len` bytes).
+    /// Reads the bytes of a deferred payload, or of a span of one (`location`
+    /// narrowed), into `destination` (exactly `location.len` bytes); unchecked:
+    /// the caller checks the whole payload with `checkPayload`.
     pub fn readPayload(cache: *const Cache, location: PayloadLocation, destination: []u8, diagnostic: *Diagnostic) Error!void {
         assert(destination.len == location.len and location.shard_id < cache.shards.len);
         assert(location.offset + location.len <= cache.shard_byte_lens[@intCast(location.shard_id)]);
         errdefer cache.prefixSampleDiagnostic(location.sample_id, diagnostic);
         try readExactly(cache.shards[@intCast(location.shard_id)], location.shard_id, destination, location.offset, diagnostic);
+    }
+
+    /// Like `readPayload`, and returns the CRC-32C of the bytes read: each
+    /// `checked_read_bytes` is checksummed right after it is read, while it is
+    /// still in this core's cache, instead of in a second pass over memory.
+    pub fn readPayloadChecksummed(cache: *const Cache, location: PayloadLocation, destination: []u8, diagnostic: *Diagnostic) Error!u32 {
+        assert(destination.len == location.len and location.shard_id < cache.shards.len);
+        errdefer cache.prefixSampleDiagnostic(location.sample_id, diagnostic);
+        const shard = cache.shards[@intCast(location.shard_id)];
+        var checksum: u32 = 0;
+        var done: usize = 0;
+        while (done < destination.len) {
+            const part = destination[done..][0..@min(checked_read_bytes, destination.len - done)];
+            try readExactly(shard, location.shard_id, part, location.offset + done, diagnostic);
+            checksum = record_checksums.extend(checksum, part);
+            done += part.len;
+        }
+        return checksum;
+    }
+
+    /// Bytes read at a time by `readPayloadChecksummed`: well inside a core's L2.
+    const checked_read_bytes = 64 << 10;
+
+    /// Fails a deferred payload whose bytes, read in full, have the checksum `actual`
+    /// where its record's checksum says otherwise.
+    pub fn checkPayload(cache: *const Cache, location: PayloadLocation, actual: u32, diagnostic: *Diagnostic) Error!void {
+        const expected = location.checksum orelse return;
+        if (actual == expected) return;
+        errdefer cache.prefixSampleDiagnostic(location.sample_id, diagnostic);
+        return record_checksums.mismatch(expected, actual, diagnostic);
     }
 
     /// Asks the kernel to start reading a deferred payload into the page cache,

@@ -7,12 +7,18 @@
 //! balanced to the last piece. The caller returns once every piece it or a
 //! helper took is read. A helper that wakes after that finds nothing left;
 //! the shared state is reference counted, so it may outlive the call.
+//!
+//! Each piece is checksummed by the thread that read it, while its bytes are
+//! still in that core's cache; the pieces' CRCs are joined per payload
+//! (`record_checksums.pieceContribution`), and a payload whose bytes do not
+//! have its record's checksum fails the call: its memory is never handed out.
 const std = @import("std");
 const system = @import("../base/system.zig");
 const thread_pool = @import("../base/thread_pool.zig");
 const Cache = @import("cache_reader.zig").Cache;
 const DeferredPayload = @import("sample_batch.zig").DeferredPayload;
 const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
+const record_checksums = @import("../format/record_checksums.zig");
 
 pub const Error = error{ InvalidCache, Io, OutOfMemory };
 
@@ -45,11 +51,22 @@ pub fn readAll(
     }
     const helpers: usize = @intCast(@min(pool.workerCount(), helpers_max, pieces -| 1));
     if (helpers == 0) {
-        for (reads) |read| try readOne(caches, read.entry, read.destination, diagnostic);
+        for (reads) |read| {
+            const cache = caches[read.entry.cache_id];
+            if (read.entry.location.checksum != null) {
+                const checksum = try cache.readPayloadChecksummed(read.entry.location, read.destination, diagnostic);
+                try cache.checkPayload(read.entry.location, checksum, diagnostic);
+            } else {
+                try cache.readPayload(read.entry.location, read.destination, diagnostic);
+            }
+        }
         return;
     }
+    const checksums = try allocator.alloc(std.atomic.Value(u32), reads.len);
+    defer allocator.free(checksums);
+    @memset(checksums, .init(0));
     const shared = try allocator.create(Shared);
-    shared.* = .{ .allocator = allocator, .caches = caches, .reads = reads };
+    shared.* = .{ .allocator = allocator, .caches = caches, .reads = reads, .checksums = checksums };
     shared.references.store(@intCast(1 + helpers), .monotonic);
     for (shared.helpers[0..helpers]) |*helper| {
         helper.* = .{ .shared = shared };
@@ -60,10 +77,10 @@ pub fn readAll(
     if (outcome != null) diagnostic.* = shared.diagnostic;
     shared.release();
     if (outcome) |failure| return failure;
-}
-
-fn readOne(caches: []const *Cache, entry: DeferredPayload, destination: []u8, diagnostic: *Diagnostic) Error!void {
-    return caches[entry.cache_id].readPayload(entry.location, destination, diagnostic);
+    // Every piece is in (the wait above synchronizes with each piece's thread).
+    for (reads, checksums) |read, *checksum| {
+        try caches[read.entry.cache_id].checkPayload(read.entry.location, checksum.load(.monotonic), diagnostic);
+    }
 }
 
 const Helper = struct {
@@ -82,6 +99,9 @@ const Helper = struct {
 const Piece = struct {
     entry: DeferredPayload,
     destination: []u8,
+    /// The payload's place in the caller's list, and its bytes after this piece.
+    read_index: usize,
+    bytes_after: u64,
 };
 
 const Shared = struct {
@@ -90,6 +110,9 @@ const Shared = struct {
     /// The caller's list: only read under `mutex` while pieces remain, which
     /// they no longer do once the caller has returned.
     reads: []const DeferredRead,
+    /// Per payload: the xor of its pieces' checksum contributions so far (the
+    /// caller's memory, like `reads`; only touched while pieces remain).
+    checksums: []std.atomic.Value(u32),
     helpers: [helpers_max]Helper = undefined,
     references: std.atomic.Value(u32) = .init(0),
     mutex: std.Io.Mutex = .init,
@@ -112,13 +135,28 @@ const Shared = struct {
         var entry = read.entry;
         entry.location.offset += offset;
         entry.location.len = len;
+        const piece: Piece = .{
+            .entry = entry,
+            .destination = read.destination[@intCast(offset)..][0..@intCast(len)],
+            .read_index = shared.next_read,
+            .bytes_after = read.entry.location.len - offset - len,
+        };
         shared.next_offset += len;
         if (shared.next_offset == read.entry.location.len) {
             shared.next_read += 1;
             shared.next_offset = 0;
         }
         shared.running += 1;
-        return .{ .entry = entry, .destination = read.destination[@intCast(offset)..][0..@intCast(len)] };
+        return piece;
+    }
+
+    /// Reads a piece and adds its checksum to its payload's.
+    fn readPiece(shared: *Shared, piece: Piece, diagnostic: *Diagnostic) Error!void {
+        const cache = shared.caches[piece.entry.cache_id];
+        if (piece.entry.location.checksum == null) return cache.readPayload(piece.entry.location, piece.destination, diagnostic);
+        const checksum = try cache.readPayloadChecksummed(piece.entry.location, piece.destination, diagnostic);
+        const contribution = record_checksums.pieceContribution(checksum, piece.bytes_after);
+        _ = shared.checksums[piece.read_index].fetchXor(contribution, .monotonic);
     }
 
     fn work(shared: *Shared) void {
@@ -128,7 +166,7 @@ const Shared = struct {
         defer shared.mutex.unlock(io);
         while (shared.take()) |piece| {
             shared.mutex.unlock(io);
-            const result = readOne(shared.caches, piece.entry, piece.destination, &diagnostic);
+            const result = shared.readPiece(piece, &diagnostic);
             shared.mutex.lockUncancelable(io);
             shared.running -= 1;
             if (result) |_| {} else |err| if (shared.failure == null) {
@@ -166,7 +204,7 @@ test "pieces cover each payload once, in order, none over piece_bytes" {
         };
     }
     defer for (memory) |buffer| std.testing.allocator.free(buffer);
-    var shared: Shared = .{ .allocator = std.testing.allocator, .caches = &.{}, .reads = &reads };
+    var shared: Shared = .{ .allocator = std.testing.allocator, .caches = &.{}, .reads = &reads, .checksums = &.{} };
     var covered: [lens.len]u64 = @splat(0);
     var pieces: usize = 0;
     while (shared.take()) |piece| : (pieces += 1) {
@@ -175,7 +213,9 @@ test "pieces cover each payload once, in order, none over piece_bytes" {
         try std.testing.expectEqual(1000 * i + covered[i], piece.entry.location.offset);
         try std.testing.expectEqual(memory[i].ptr + covered[i], piece.destination.ptr);
         try std.testing.expectEqual(piece.entry.location.len, piece.destination.len);
+        try std.testing.expectEqual(i, piece.read_index);
         covered[i] += piece.entry.location.len;
+        try std.testing.expectEqual(lens[i] - covered[i], piece.bytes_after);
     }
     try std.testing.expectEqualSlices(u64, &lens, &covered);
     try std.testing.expectEqual(@as(usize, 1 + 1 + 2 + 4), pieces);

@@ -12,6 +12,7 @@ const types = @import("../format/metadata_types.zig");
 const metadata_canonical = @import("../format/metadata_canonical.zig");
 const metadata_json = @import("../format/metadata_json.zig");
 const shard_record = @import("../format/shard_record.zig");
+const record_checksums = @import("../format/record_checksums.zig");
 const lz4 = @import("../codec/lz4.zig");
 const column_builder = @import("../format/column_builder.zig");
 const ColumnBuilder = column_builder.ColumnBuilder;
@@ -45,6 +46,7 @@ pub const Encoder = struct {
         const allocator = encoder.allocator;
         const schema = batch.schema;
         batch.record_lens = try allocator.alloc(u64, batch.count);
+        batch.record_checksums = try allocator.alloc(u32, batch.count);
         batch.columns = try column_builder.initAll(allocator, schema);
 
         var scratch: metadata_json.Scratch = .empty;
@@ -94,6 +96,7 @@ pub const Encoder = struct {
         const allocator = encoder.allocator;
         assert(batch.columns.len == batch.schema.len);
         batch.record_lens = try allocator.alloc(u64, batch.count);
+        batch.record_checksums = try allocator.alloc(u32, batch.count);
         var canonical: std.ArrayList(u8) = .empty;
         defer canonical.deinit(allocator);
         const values = try allocator.alloc(types.Value, batch.schema.len);
@@ -108,22 +111,27 @@ pub const Encoder = struct {
         encoder.countCompression(batch, compression_ns);
     }
 
-    /// Frames sample `i` of the batch after its canonical metadata; returns
-    /// the nanoseconds spent compressing.
+    /// Frames sample `i` of the batch after its canonical metadata and
+    /// checksums the record; returns the nanoseconds spent compressing.
     fn appendRecord(encoder: *const Encoder, batch: *Batch, i: usize, canonical: []const u8, lz4_table: *lz4.Table) !u64 {
         const payload_len: usize = @intCast(batch.payload_lens[i]);
         const payload = batch.payload_parts[i][0..payload_len];
+        const start = batch.encoded.items.len;
         if (encoder.isExternal(payload_len)) {
             // Only the head is framed; the committer writes the payload from where it is.
             try batch.encoded.ensureUnusedCapacity(encoder.allocator, shard_record.header_bytes + canonical.len);
             const head_len = shard_record.appendAssumeCapacity(&batch.encoded, canonical, "", .none, lz4_table);
             batch.record_lens[i] = head_len + payload_len;
+            batch.record_checksums[i] = record_checksums.ofParts(batch.encoded.items[start..], payload);
             return 0;
         }
         try batch.encoded.ensureUnusedCapacity(encoder.allocator, shard_record.encodedBytesMax(canonical.len, payload_len, encoder.compression));
         const compress_started = system.monotonicNanoseconds();
         batch.record_lens[i] = shard_record.appendAssumeCapacity(&batch.encoded, canonical, payload, encoder.compression, lz4_table);
-        return if (encoder.compression == .lz4) system.monotonicNanoseconds() - compress_started else 0;
+        const compression_ns = if (encoder.compression == .lz4) system.monotonicNanoseconds() - compress_started else 0;
+        assert(batch.encoded.items.len - start == batch.record_lens[i]);
+        batch.record_checksums[i] = record_checksums.ofRecord(batch.encoded.items[start..]);
+        return compression_ns;
     }
 
     fn countCompression(encoder: *const Encoder, batch: *const Batch, compression_ns: u64) void {
@@ -159,6 +167,8 @@ pub const Batch = struct {
     // Filled by the encode job (`columns` at push when columnar).
     encoded: std.ArrayList(u8) = .empty,
     record_lens: []u64 = &.{},
+    /// Each record's CRC-32C, as stored (format/record_checksums.zig).
+    record_checksums: []u32 = &.{},
     columns: []ColumnBuilder = &.{},
     failed: bool = false,
     diagnostic: Diagnostic = .{},
@@ -193,6 +203,7 @@ pub const Batch = struct {
         allocator.free(batch.metadata_text);
         batch.encoded.deinit(allocator);
         allocator.free(batch.record_lens);
+        allocator.free(batch.record_checksums);
         column_builder.deinitAll(allocator, batch.columns);
         allocator.free(batch.columns);
         allocator.destroy(batch);

@@ -22,6 +22,7 @@ const manifest = @import("../format/manifest.zig");
 const arrow_ipc_write = @import("../format/arrow_ipc_write.zig");
 const sha256 = @import("../codec/sha256.zig");
 const index_file = @import("../format/index_file.zig");
+const record_checksums = @import("../format/record_checksums.zig");
 const shard_record = @import("../format/shard_record.zig");
 const durable_files = @import("../base/durable_files.zig");
 const column_builder = @import("../format/column_builder.zig");
@@ -94,6 +95,8 @@ pub const CacheWriter = struct {
     // Commit state, touched only by the single active committer.
     shard_files: ShardFiles,
     index_bytes: std.ArrayList(u8) = .empty,
+    /// records.crc32c as committed so far: one entry per sample.
+    checksum_bytes: std.ArrayList(u8) = .empty,
     columns: []ColumnBuilder = &.{},
     sample_count: u64 = 0,
 
@@ -213,6 +216,7 @@ pub const CacheWriter = struct {
         column_builder.deinitAll(allocator, writer.columns);
         allocator.free(writer.columns);
         writer.index_bytes.deinit(allocator);
+        writer.checksum_bytes.deinit(allocator);
         metadata_json.freeSchema(allocator, writer.schema);
         allocator.free(writer.target_path);
         allocator.free(writer.source_name);
@@ -542,6 +546,8 @@ pub const CacheWriter = struct {
         assert(batch.first_sample == writer.sample_count);
         const allocator = writer.allocator;
         try writer.index_bytes.ensureUnusedCapacity(allocator, batch.count * index_file.row_bytes);
+        assert(batch.record_checksums.len == batch.count);
+        for (batch.record_checksums) |checksum| try record_checksums.append(allocator, &writer.checksum_bytes, checksum);
         // The bytes going to the current shard, in order: runs of framed records
         // and, between them, external payloads.
         var run: shard_files.Segments = .{ .allocator = allocator };
@@ -568,8 +574,9 @@ pub const CacheWriter = struct {
         try writer.shard_files.append(&run, diagnostic);
         for (writer.columns, batch.columns) |*column, *chunk| try column.appendColumn(allocator, chunk);
         writer.sample_count += batch.count;
-        // One index row per committed sample.
+        // One index row and one checksum per committed sample.
         assert(writer.index_bytes.items.len == writer.sample_count * index_file.row_bytes);
+        assert(writer.checksum_bytes.items.len == writer.sample_count * record_checksums.checksum_bytes);
         _ = writer.stats.samples_committed.fetchAdd(batch.count, .monotonic);
         _ = writer.stats.payload_bytes_committed.fetchAdd(payload_bytes, .monotonic);
         _ = writer.stats.shard_bytes_committed.fetchAdd(run.total, .monotonic);
@@ -594,11 +601,12 @@ pub const CacheWriter = struct {
         const started = system.monotonicNanoseconds();
         try writer.shard_files.closeLast();
         const index_digest = try writer.writeIndex(diagnostic);
+        const checksums_digest = try writer.writeChecksums(diagnostic);
         const metadata_digest = try writer.writeMetadata(diagnostic);
         writer.shard_files.waitForHashes();
         try writer.checkFailure(diagnostic);
         try writer.shard_files.collectDigests(diagnostic);
-        try writer.writeManifest(index_digest, metadata_digest, diagnostic);
+        try writer.writeManifest(index_digest, checksums_digest, metadata_digest, diagnostic);
         const sync_started = system.monotonicNanoseconds();
         // The files' fsyncs run side by side, so the file system can serve
         // them with fewer journal commits than one after the other.
@@ -614,6 +622,12 @@ pub const CacheWriter = struct {
     fn writeIndex(writer: *CacheWriter, diagnostic: *Diagnostic) Error![32]u8 {
         writer.file_syncs.inBackground(try writer.staging.writeFile(cache_layout.index_file, writer.index_bytes.items, diagnostic), .{ .staging = cache_layout.index_file });
         return sha256.hash(writer.index_bytes.items);
+    }
+
+    fn writeChecksums(writer: *CacheWriter, diagnostic: *Diagnostic) Error![32]u8 {
+        const name = cache_layout.record_checksums_file;
+        writer.file_syncs.inBackground(try writer.staging.writeFile(name, writer.checksum_bytes.items, diagnostic), .{ .staging = name });
+        return sha256.hash(writer.checksum_bytes.items);
     }
 
     fn writeMetadata(writer: *CacheWriter, diagnostic: *Diagnostic) Error![32]u8 {
@@ -636,7 +650,7 @@ pub const CacheWriter = struct {
         return sha256.hash(bytes);
     }
 
-    fn writeManifest(writer: *CacheWriter, index_digest: [32]u8, metadata_digest: [32]u8, diagnostic: *Diagnostic) Error!void {
+    fn writeManifest(writer: *CacheWriter, index_digest: [32]u8, checksums_digest: [32]u8, metadata_digest: [32]u8, diagnostic: *Diagnostic) Error!void {
         const text = manifest.write(writer.allocator, .{
             .format_version = manifest.format_version_supported,
             .source_name = writer.source_name,
@@ -645,6 +659,7 @@ pub const CacheWriter = struct {
             .metadata_sha256 = metadata_digest,
             .index_sha256 = index_digest,
             .shards = writer.shard_files.shards.items,
+            .record_checksums = .{ .byte_len = writer.checksum_bytes.items.len, .sha256 = checksums_digest },
         }) catch return error.OutOfMemory;
         defer writer.allocator.free(text);
         writer.file_syncs.inBackground(try writer.staging.writeFile(cache_layout.manifest_file, text, diagnostic), .{ .staging = cache_layout.manifest_file });

@@ -1,0 +1,318 @@
+//! Scrubbing a cache: every check the format allows, and every problem found,
+//! not only the first.
+//!
+//! Two passes, each spread over the pool and the calling thread:
+//!  1. files: each file the manifest lists (index.bin, metadata.arrow,
+//!     records.crc32c, every shard) exists, has its listed length, and hashes
+//!     to its listed SHA-256;
+//!  2. records: the cache opened as a reader opens it, every sample is read
+//!     and checked as every read checks it (index bounds and placement,
+//!     record checksum, embedded metadata against metadata.arrow, LZ4 blocks
+//!     decoding to their stated size), and each shard's payloads add up to its
+//!     `uncompressed_byte_len`.
+//! A manifest that cannot be read stops the scrub; a cache the reader cannot
+//! open skips the record pass. Progress is counted in bytes of both passes.
+const std = @import("std");
+const assert = std.debug.assert;
+const system = @import("../base/system.zig");
+const thread_pool = @import("../base/thread_pool.zig");
+const file_status = @import("../base/file_status.zig");
+const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
+const sha256 = @import("../codec/sha256.zig");
+const cache_layout = @import("../format/cache_layout.zig");
+const index_file = @import("../format/index_file.zig");
+const manifest = @import("../format/manifest.zig");
+const column_builder = @import("../format/column_builder.zig");
+const cache_reader = @import("cache_reader.zig");
+const Cache = cache_reader.Cache;
+
+pub const Error = error{ OutOfMemory, Io };
+
+/// One problem: the file it is in (relative to the cache), and where it applies
+/// the sample and the record's offset in its shard.
+pub const Problem = struct {
+    file: []const u8,
+    sample_id: ?u64 = null,
+    offset: ?u64 = null,
+    message: []const u8,
+};
+
+/// Problems kept with their text; beyond this many only `problems_total` grows.
+pub const problems_kept_max = 10_000;
+/// Samples per record job.
+const samples_per_job = 4096;
+const hash_chunk_bytes = 4 << 20;
+
+pub const Verifier = struct {
+    allocator: std.mem.Allocator,
+    pool: *thread_pool.ThreadPool,
+    path: []u8,
+    mutex: std.Io.Mutex = .init,
+    /// Guarded by `mutex`; their strings are owned by `arena`.
+    problems: std.ArrayList(Problem) = .empty,
+    problems_total: u64 = 0,
+    arena: std.heap.ArenaAllocator,
+    bytes_done: std.atomic.Value(u64) = .init(0),
+    bytes_total: std.atomic.Value(u64) = .init(0),
+
+    pub fn create(allocator: std.mem.Allocator, pool: *thread_pool.ThreadPool, path: []const u8) error{OutOfMemory}!*Verifier {
+        const verifier = try allocator.create(Verifier);
+        errdefer allocator.destroy(verifier);
+        verifier.* = .{ .allocator = allocator, .pool = pool.acquire(), .path = undefined, .arena = .init(allocator) };
+        verifier.path = allocator.dupe(u8, path) catch |err| {
+            pool.release();
+            return err;
+        };
+        return verifier;
+    }
+
+    pub fn destroy(verifier: *Verifier) void {
+        const allocator = verifier.allocator;
+        verifier.problems.deinit(allocator);
+        verifier.arena.deinit();
+        allocator.free(verifier.path);
+        verifier.pool.release();
+        allocator.destroy(verifier);
+    }
+
+    /// Every problem found so far (all of them once `run` has returned), at most
+    /// `problems_kept_max`. Only call once `run` has returned.
+    pub fn found(verifier: *const Verifier) []const Problem {
+        return verifier.problems.items;
+    }
+
+    /// Runs both passes; returns when done. Problems are in `found`.
+    pub fn run(verifier: *Verifier) Error!void {
+        const allocator = verifier.allocator;
+        var parsed = verifier.readManifest() orelse return;
+        defer parsed.deinit();
+        const listed = parsed.manifest;
+
+        // Pass 1, and what pass 2 will read, counted up front for progress.
+        var files: std.ArrayList(FileJob) = .empty;
+        defer files.deinit(allocator);
+        const index_len = std.math.mul(u64, listed.sample_count, index_file.row_bytes) catch std.math.maxInt(u64);
+        try files.append(allocator, .{ .verifier = verifier, .name = cache_layout.index_file, .expected_len = index_len, .digest = listed.index_sha256 });
+        try files.append(allocator, .{ .verifier = verifier, .name = cache_layout.metadata_file, .expected_len = null, .digest = listed.metadata_sha256 });
+        if (listed.record_checksums) |checksums| {
+            try files.append(allocator, .{ .verifier = verifier, .name = cache_layout.record_checksums_file, .expected_len = checksums.byte_len, .digest = checksums.sha256 });
+        }
+        const shard_names = try allocator.alloc(cache_layout.ShardName, listed.shards.len);
+        defer allocator.free(shard_names);
+        var shard_bytes: u64 = 0;
+        for (listed.shards, shard_names, 0..) |shard, *name, index| {
+            name.* = .of(index);
+            try files.append(allocator, .{ .verifier = verifier, .name = name.slice(), .in_shards = true, .expected_len = shard.byte_len, .digest = shard.sha256 });
+            shard_bytes +|= shard.byte_len;
+        }
+        var total: u64 = shard_bytes;
+        for (files.items) |job| total +|= job.expected_len orelse 0;
+        verifier.bytes_total.store(total, .monotonic);
+
+        var group: thread_pool.WaitGroup = .{};
+        group.add(files.items.len);
+        for (files.items) |*job| {
+            job.group = &group;
+            verifier.pool.submit(&job.job);
+        }
+        group.wait();
+
+        try verifier.checkRecords(listed);
+    }
+
+    fn readManifest(verifier: *Verifier) ?manifest.Parsed {
+        const io = system.io();
+        var diagnostic: Diagnostic = .{};
+        var dir = std.Io.Dir.cwd().openDir(io, verifier.path, .{}) catch |err| {
+            verifier.report(.{ .file = "", .message = "" }, "cannot open the cache directory: {s}", .{@errorName(err)});
+            return null;
+        };
+        defer dir.close(io);
+        var digest: [sha256.digest_length]u8 = undefined;
+        return Cache.readManifest(verifier.allocator, dir, &digest, &diagnostic) catch {
+            verifier.report(.{ .file = cache_layout.manifest_file, .message = "" }, "{s}", .{diagnostic.message()});
+            return null;
+        };
+    }
+
+    /// Records a problem; `where.message` is replaced by the formatted text.
+    fn report(verifier: *Verifier, where: Problem, comptime format: []const u8, args: anytype) void {
+        const io = system.io();
+        verifier.mutex.lockUncancelable(io);
+        defer verifier.mutex.unlock(io);
+        verifier.problems_total += 1;
+        if (verifier.problems.items.len >= problems_kept_max) return;
+        const arena = verifier.arena.allocator();
+        var problem = where;
+        problem.file = arena.dupe(u8, where.file) catch return;
+        problem.message = std.fmt.allocPrint(arena, format, args) catch return;
+        verifier.problems.append(verifier.allocator, problem) catch return;
+    }
+
+    fn checkRecords(verifier: *Verifier, listed: manifest.Manifest) Error!void {
+        const allocator = verifier.allocator;
+        var diagnostic: Diagnostic = .{};
+        const cache = Cache.open(allocator, verifier.path, false, &diagnostic) catch |err| {
+            if (err == error.OutOfMemory) return error.OutOfMemory;
+            // Pass 1 has named the file in most cases; this says why records were not read.
+            verifier.report(.{ .file = "", .message = "" }, "records not checked: {s}", .{diagnostic.message()});
+            return;
+        };
+        defer cache.close();
+        const jobs_count: usize = @intCast(std.math.divCeil(u64, listed.sample_count, samples_per_job) catch unreachable);
+        const jobs = try allocator.alloc(RecordJob, jobs_count);
+        defer allocator.free(jobs);
+        const payload_totals = try allocator.alloc(std.atomic.Value(u64), listed.shards.len);
+        defer allocator.free(payload_totals);
+        @memset(payload_totals, .init(0));
+        const shard_failed = try allocator.alloc(std.atomic.Value(bool), listed.shards.len);
+        defer allocator.free(shard_failed);
+        @memset(shard_failed, .init(false));
+        var group: thread_pool.WaitGroup = .{};
+        group.add(jobs.len);
+        for (jobs, 0..) |*job, index| {
+            const first: u64 = index * samples_per_job;
+            job.* = .{
+                .verifier = verifier,
+                .cache = cache,
+                .first = first,
+                .end = @min(first + samples_per_job, listed.sample_count),
+                .payload_totals = payload_totals,
+                .shard_failed = shard_failed,
+                .group = &group,
+            };
+            verifier.pool.submit(&job.job);
+        }
+        group.wait();
+        for (listed.shards, payload_totals, shard_failed) |shard, *total, *failed| {
+            if (failed.load(.monotonic)) continue;
+            const sum = total.load(.monotonic);
+            if (sum != shard.uncompressed_byte_len) {
+                var name: [64]u8 = undefined;
+                const file = std.fmt.bufPrint(&name, "{s}/{s}", .{ cache_layout.shards_dir, shard.name }) catch unreachable;
+                verifier.report(.{ .file = file, .message = "" }, "payloads add up to {d} bytes but the manifest says uncompressed_byte_len {d}", .{ sum, shard.uncompressed_byte_len });
+            }
+        }
+    }
+};
+
+/// Pass 1 for one file: exists, has its listed length, hashes to its digest.
+const FileJob = struct {
+    job: thread_pool.Job = .{ .run = run },
+    verifier: *Verifier,
+    /// Relative to the cache, or to shards/ when `in_shards`.
+    name: []const u8,
+    in_shards: bool = false,
+    expected_len: ?u64,
+    digest: [32]u8,
+    group: *thread_pool.WaitGroup = undefined,
+
+    fn run(job: *thread_pool.Job) void {
+        const file_job: *FileJob = @fieldParentPtr("job", job);
+        defer file_job.group.finish();
+        file_job.check();
+    }
+
+    fn check(job: *FileJob) void {
+        const io = system.io();
+        const verifier = job.verifier;
+        var path_buffer: [64]u8 = undefined;
+        const relative = if (job.in_shards)
+            std.fmt.bufPrint(&path_buffer, "{s}/{s}", .{ cache_layout.shards_dir, job.name }) catch unreachable
+        else
+            job.name;
+        const where: Problem = .{ .file = relative, .message = "" };
+        var dir = std.Io.Dir.cwd().openDir(io, verifier.path, .{}) catch |err| {
+            return verifier.report(where, "cannot open the cache directory: {s}", .{@errorName(err)});
+        };
+        defer dir.close(io);
+        const file = dir.openFile(io, relative, .{}) catch |err| {
+            return verifier.report(where, "cannot open {s}: {s}", .{ relative, @errorName(err) });
+        };
+        defer file.close(io);
+        const actual_len = file_status.length(file) catch |err| {
+            return verifier.report(where, "cannot stat {s}: {s}", .{ relative, @errorName(err) });
+        };
+        if (job.expected_len) |expected| {
+            if (actual_len != expected) verifier.report(where, "{s} has {d} bytes, the manifest says {d}", .{ relative, actual_len, expected });
+        }
+        const buffer = std.heap.c_allocator.alloc(u8, hash_chunk_bytes) catch {
+            return verifier.report(where, "out of memory while hashing {s}", .{relative});
+        };
+        defer std.heap.c_allocator.free(buffer);
+        var hasher = sha256.Hasher.init();
+        var offset: u64 = 0;
+        while (true) {
+            const read = file.readPositionalAll(io, buffer, offset) catch |err| {
+                return verifier.report(where, "cannot read {s} at offset {d}: {s}", .{ relative, offset, @errorName(err) });
+            };
+            hasher.update(buffer[0..read]);
+            offset += read;
+            _ = verifier.bytes_done.fetchAdd(read, .monotonic);
+            if (read < buffer.len) break;
+        }
+        if (!std.mem.eql(u8, &hasher.final(), &job.digest)) {
+            verifier.report(where, "{s}: SHA-256 does not match the manifest", .{relative});
+        }
+    }
+};
+
+/// Pass 2 for a range of samples: each read and checked as a read checks it.
+const RecordJob = struct {
+    job: thread_pool.Job = .{ .run = run },
+    verifier: *Verifier,
+    cache: *const Cache,
+    first: u64,
+    end: u64,
+    payload_totals: []std.atomic.Value(u64),
+    /// Set for a shard with a record that could not be read: its total is not compared.
+    shard_failed: []std.atomic.Value(bool),
+    group: *thread_pool.WaitGroup,
+
+    fn run(job: *thread_pool.Job) void {
+        const record_job: *RecordJob = @fieldParentPtr("job", job);
+        defer record_job.group.finish();
+        record_job.check() catch |err| {
+            record_job.verifier.report(.{ .file = "", .message = "" }, "records {d}..{d} not checked: {s}", .{ record_job.first, record_job.end - 1, @errorName(err) });
+        };
+    }
+
+    fn check(job: *RecordJob) error{OutOfMemory}!void {
+        const allocator = job.verifier.allocator;
+        const cache = job.cache;
+        var scratch: Cache.SampleScratch = .{};
+        defer scratch.deinit(allocator);
+        var payload: std.ArrayList(u8) = .empty;
+        defer payload.deinit(allocator);
+        var metadata: std.ArrayList(u8) = .empty;
+        defer metadata.deinit(allocator);
+        const columns = try column_builder.initAll(allocator, cache.schema());
+        defer {
+            column_builder.deinitAll(allocator, columns);
+            allocator.free(columns);
+        }
+        var sample_id = job.first;
+        while (sample_id < job.end) : (sample_id += 1) {
+            payload.clearRetainingCapacity();
+            metadata.clearRetainingCapacity();
+            for (columns) |*column| column.clear();
+            var diagnostic: Diagnostic = .{};
+            const location = cache.locate(sample_id);
+            const shard_len = if (location.shard_name != null) cache.shard_byte_lens[@intCast(location.shard_id)] else 0;
+            _ = job.verifier.bytes_done.fetchAdd(@min(location.record_len, shard_len), .monotonic);
+            const deferred = cache.readSample(sample_id, job.end - sample_id, &scratch, &payload, &metadata, columns, 0, &diagnostic) catch |err| {
+                if (err == error.OutOfMemory) return error.OutOfMemory;
+                var name: [64]u8 = undefined;
+                const file = if (location.shard_name) |shard|
+                    std.fmt.bufPrint(&name, "{s}/{s}", .{ cache_layout.shards_dir, shard }) catch unreachable
+                else
+                    cache_layout.index_file;
+                job.verifier.report(.{ .file = file, .sample_id = sample_id, .offset = location.offset, .message = "" }, "{s}", .{diagnostic.message()});
+                if (location.shard_name != null) job.shard_failed[@intCast(location.shard_id)].store(true, .monotonic);
+                continue;
+            };
+            assert(deferred == null);
+            if (location.shard_name != null) _ = job.payload_totals[@intCast(location.shard_id)].fetchAdd(payload.items.len, .monotonic);
+        }
+    }
+};
