@@ -116,7 +116,7 @@ pub const ShardCounts = extern struct {
     worker_samples: u64,
 };
 
-/// `drt_verify_problem`: one problem a scrub found (ABI 3). The strings belong
+/// `drt_problem`: one problem a scrub found (ABI 3). The strings belong
 /// to the verifier and live until it is destroyed.
 pub const VerifyProblem = extern struct {
     file: [*]const u8,

@@ -512,7 +512,7 @@ void drt_sha256(const uint8_t *data, uint64_t len, uint8_t out[32]);
 typedef struct drt_verifier drt_verifier;
 
 /* One problem found. The strings belong to the verifier (not NUL-terminated). */
-typedef struct drt_verify_problem {
+typedef struct drt_problem {
     const char *file;     /* relative to the cache ("shards/000003.bin"); "" for the cache itself */
     uint64_t file_len;
     const char *message;
@@ -521,7 +521,7 @@ typedef struct drt_verify_problem {
     uint64_t offset;      /* the record's offset in its shard; valid when has_offset */
     uint32_t has_sample;
     uint32_t has_offset;
-} drt_verify_problem;
+} drt_problem;
 
 /* A scrub of the cache at `path`, run by drt_verify_run on the runtime's threads
  * and the calling thread. Nothing is read before drt_verify_run. */
@@ -539,7 +539,7 @@ int32_t drt_verify_progress(const drt_verifier *verifier, uint64_t *bytes_done,
                             uint64_t *bytes_total);
 /* After drt_verify_run: problems kept (at most 10,000) and found in all. */
 int32_t drt_verify_problem_count(const drt_verifier *verifier, uint64_t *kept, uint64_t *total);
-int32_t drt_verify_problem(const drt_verifier *verifier, uint64_t index, drt_verify_problem *out);
+int32_t drt_verify_problem(const drt_verifier *verifier, uint64_t index, drt_problem *out);
 void drt_verify_destroy(drt_verifier *verifier);
 
 #ifdef __cplusplus

@@ -233,9 +233,13 @@ const FileJob = struct {
         const actual_len = file_status.length(file) catch |err| {
             return verifier.report(where, "cannot stat {s}: {s}", .{ relative, @errorName(err) });
         };
+        const counted = job.expected_len orelse 0;
         if (job.expected_len) |expected| {
             if (actual_len != expected) verifier.report(where, "{s} has {d} bytes, the manifest says {d}", .{ relative, actual_len, expected });
         }
+        // Progress counts what is read: this file's bytes as they are.
+        if (actual_len > counted) _ = verifier.bytes_total.fetchAdd(actual_len - counted, .monotonic);
+        if (actual_len < counted) _ = verifier.bytes_total.fetchSub(counted - actual_len, .monotonic);
         const buffer = std.heap.c_allocator.alloc(u8, hash_chunk_bytes) catch {
             return verifier.report(where, "out of memory while hashing {s}", .{relative});
         };
