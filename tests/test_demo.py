@@ -18,7 +18,25 @@ def test_the_demo_writes_reads_back_and_verifies_a_cache(
 ) -> None:
     code = demo.main(["--samples", "700", "--payload-bytes", "100", "--dir", str(tmp_path)])
     assert code == 0
-    assert "read back and verified 700 samples" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "read back and verified 700 samples" in out
+    assert "verify (every SHA-256, every record's CRC-32C and metadata) found no problem" in out
+
+
+def test_the_demo_fails_when_verify_finds_a_problem(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    real_verify = demo.verify
+
+    def verify_after_damage(path: Path, **kwargs: object) -> object:
+        index = path / "index.bin"
+        index.write_bytes(index.read_bytes()[:-1] + b"\xff")
+        return real_verify(path, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(demo, "verify", verify_after_damage)
+    code = demo.main(["--samples", "50", "--payload-bytes", "10", "--dir", str(tmp_path)])
+    assert code == 1
+    assert "verify found" in capsys.readouterr().err
 
 
 def test_the_demo_fails_when_the_reader_repeats_a_sample(

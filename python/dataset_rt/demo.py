@@ -24,6 +24,7 @@ from dataset_rt import (
     ReaderConfig,
     ShardCompression,
     WriterConfig,
+    verify,
 )
 from dataset_rt._native import MAX_WORKERS
 
@@ -107,6 +108,19 @@ def run(
     print(
         f"  read back and verified {checked:,} samples in {read_seconds:.2f}s "
         f"(including regenerating each payload to compare): {checked / read_seconds:,.0f} samples/s"
+    )
+
+    started = time.perf_counter()
+    report = verify(result.path, num_workers=workers, show_progress=False)
+    verify_seconds = time.perf_counter() - started
+    if not report.ok:
+        print(
+            f"verify found {report.problems_total} problems: {report.problems[:3]}", file=sys.stderr
+        )
+        return 1
+    print(
+        f"  verify (every SHA-256, every record's CRC-32C and metadata) found no problem "
+        f"in {verify_seconds:.2f}s: {disk / verify_seconds / 1e6:,.0f} MB/s"
     )
     return 0
 
