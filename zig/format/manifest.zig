@@ -22,8 +22,48 @@ const Kind = metadata_types.Kind;
 /// The only format version this implementation reads and writes.
 pub const format_version_supported: u32 = 2;
 
+/// The largest manifest.json a reader reads: a larger file is refused unread.
+/// The writer stays below it by giving a cache at most `shards_max` shards.
+pub const manifest_bytes_max: u64 = 64 << 20;
+
+/// The most shards one cache may have: that many entries as long as `write`
+/// can lay one out, and the rest of the manifest, fit in `manifest_bytes_max`.
+pub const shards_max: u64 = (manifest_bytes_max - rest_bytes_reserved) / shard_entry_bytes_max;
+
+/// Room kept in a manifest for everything but its shard entries: the fixed
+/// text, a source name (at most 250 bytes, six times that once escaped), the
+/// record checksums entry, and a schema of up to `metadata_json.fields_max`
+/// fields whose names take up to 3 KiB of JSON each.
+const rest_bytes_reserved: u64 = 16 << 20;
+
+/// The most bytes `write` spends on one `shards` entry: the longest shard name,
+/// both lengths at 2^64 - 1, the longest codec name and ratio, and the
+/// separator before it.
+pub const shard_entry_bytes_max: u64 = std.fmt.comptimePrint(shard_entry_format, .{
+    ",",
+    &@as([cache_layout.shard_name_bytes_max]u8, @splat('n')),
+    std.math.maxInt(u64),
+    std.math.maxInt(u64),
+    &@as([algo_name_bytes_max]u8, @splat('a')),
+    &@as([metadata_canonical.float_bytes_max]u8, @splat('r')),
+    &@as([2 * sha256.digest_length]u8, @splat('h')),
+}).len;
+
+comptime {
+    assert(shards_max * shard_entry_bytes_max + rest_bytes_reserved <= manifest_bytes_max);
+    // A limit no real cache meets: 64 MiB shards fill several terabytes first.
+    assert(shards_max >= 100_000);
+}
+
 /// The shard payload codec; the manifest spells it by tag name.
 pub const Algo = enum { none, lz4 };
+
+/// The longest tag name of `Algo`.
+const algo_name_bytes_max = blk: {
+    var longest: usize = 0;
+    for (std.meta.tags(Algo)) |algo| longest = @max(longest, @tagName(algo).len);
+    break :blk longest;
+};
 
 /// How a shard's payloads are stored. `ratio` is the writer's configured compression
 /// ratio threshold, recorded as given: exactly 1.0 with `none`.

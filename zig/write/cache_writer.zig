@@ -662,6 +662,12 @@ pub const CacheWriter = struct {
             .record_checksums = .{ .byte_len = writer.checksum_bytes.items.len, .sha256 = checksums_digest },
         }) catch return error.OutOfMemory;
         defer writer.allocator.free(text);
+        // Shards are capped (`manifest.shards_max`); only a schema of huge field
+        // names can still make a manifest no reader would open.
+        if (text.len > manifest.manifest_bytes_max) {
+            diagnostic.set("manifest.json would take {d} bytes, more than the {d} MiB a reader accepts; the metadata field names take too much of it", .{ text.len, manifest.manifest_bytes_max >> 20 });
+            return error.InvalidInput;
+        }
         writer.file_syncs.inBackground(try writer.staging.writeFile(cache_layout.manifest_file, text, diagnostic), .{ .staging = cache_layout.manifest_file });
     }
 

@@ -21,7 +21,7 @@ const file_syncs = @import("file_syncs.zig");
 const FileSyncs = file_syncs.FileSyncs;
 const Stats = @import("writer_stats.zig").Stats;
 
-pub const Error = error{ Io, OutOfMemory };
+pub const Error = error{ Io, OutOfMemory, InvalidInput };
 
 /// Where a record goes: its shard and its offset in it.
 pub const Place = struct { shard_id: u64, offset: u64 };
@@ -49,6 +49,8 @@ pub const ShardFiles = struct {
     max_shard_bytes: u64,
     /// Every shard's compression, as the manifest records it.
     compression: manifest.Compression,
+    /// The most shards the cache may have; only a test sets another.
+    shards_max: u64 = manifest.shards_max,
 
     // Touched only by the single active committer, then by `finish`.
     shard: ?OpenShard = null,
@@ -155,6 +157,7 @@ pub const ShardFiles = struct {
         assert(files.shard == null);
         assert(files.hashers.items.len == files.shards.items.len);
         const io = system.io();
+        try files.checkShardCount(diagnostic);
         const name = ShardName.of(files.shards.items.len);
         const file = dir.createFile(io, name.slice(), .{ .truncate = true, .exclusive = true }) catch |err| {
             diagnostic.set("cannot create shard {s}: {s}", .{ name.slice(), @errorName(err) });
@@ -175,6 +178,19 @@ pub const ShardFiles = struct {
             return error.OutOfMemory;
         };
         files.shard = .{ .file = file, .hasher = hasher };
+    }
+
+    /// Refuses a shard past `shards_max`, as soon as the cache needs it: its
+    /// manifest would be larger than a reader accepts.
+    fn checkShardCount(files: *const ShardFiles, diagnostic: *Diagnostic) Error!void {
+        assert(files.shards_max <= manifest.shards_max);
+        if (files.shards.items.len < files.shards_max) return;
+        assert(files.shards.items.len == files.shards_max);
+        diagnostic.set("the cache needs more than {d} shards, the most one manifest.json can list " ++
+            "(a reader refuses manifests over {d} MiB); use a larger max_shard_bytes than {d}", .{
+            files.shards_max, manifest.manifest_bytes_max >> 20, files.max_shard_bytes,
+        });
+        return error.InvalidInput;
     }
 
     fn close(files: *ShardFiles) Error!void {
@@ -332,4 +348,103 @@ test "pieces longer than one call's bytes, and pieces across a call's end, land 
     defer allocator.free(read);
     try std.testing.expectEqual(total + 3, try file.readPositionalAll(io, read, 0));
     try std.testing.expectEqualSlices(u8, expected, read[3..]);
+}
+
+/// For the tests: a background fsync that fails fails the test run.
+fn syncFailed(_: *FileSyncs, diagnostic: *const Diagnostic) void {
+    std.debug.panic("a shard's fsync failed: {s}", .{diagnostic.message()});
+}
+
+test "the shard after shards_max is refused before it is created, naming the limit" {
+    var tmp = std.testing.tmpDir(.{});
+    defer tmp.cleanup();
+    const allocator = std.testing.allocator;
+    const pool = try thread_pool.ThreadPool.create(allocator, 2);
+    defer pool.release();
+    var mutex: std.Io.Mutex = .init;
+    var changed: std.Io.Condition = .init;
+    var stats: Stats = .{};
+    var syncs: FileSyncs = .{ .allocator = allocator, .pool = pool, .mutex = &mutex, .changed = &changed, .failed = syncFailed };
+    var files: ShardFiles = .{
+        .allocator = allocator,
+        .pool = pool,
+        .syncs = &syncs,
+        .stats = &stats,
+        .max_shard_bytes = 1,
+        .compression = .{ .algo = .none, .ratio = 1.0 },
+        .shards_max = 3,
+    };
+    defer files.deinit();
+    defer syncs.deinit(); // first: the fsyncs of closed shards use their hashers
+    var run: Segments = .{ .allocator = allocator };
+    defer run.deinit();
+    var diagnostic: Diagnostic = .{};
+    // A shard per record: every record but the first closes a shard and opens the next.
+    for (0..3) |index| {
+        const place = try files.place(tmp.dir, &run, 1, 1, &diagnostic);
+        try std.testing.expectEqual(Place{ .shard_id = index, .offset = 0 }, place);
+        try run.append("r");
+    }
+    try std.testing.expectError(error.InvalidInput, files.place(tmp.dir, &run, 1, 1, &diagnostic));
+    try std.testing.expectEqualStrings(
+        "the cache needs more than 3 shards, the most one manifest.json can list " ++
+            "(a reader refuses manifests over 64 MiB); use a larger max_shard_bytes than 1",
+        diagnostic.message(),
+    );
+    try std.testing.expectEqual(@as(usize, 3), files.shards.items.len);
+    const io = system.io();
+    try std.testing.expectError(error.FileNotFound, tmp.dir.access(io, ShardName.of(3).slice(), .{}));
+}
+
+test "a manifest listing shards_max of the longest shard entries stays below the reader's cap" {
+    const allocator = std.testing.allocator;
+    const metadata_json = @import("../format/metadata_json.zig");
+    const Field = @import("../format/metadata_types.zig").Field;
+    // The rest of the manifest as large as it gets: a source name escaped six
+    // times over, and a schema of the most fields with names of 3 KiB.
+    const name_bytes = 3 << 10;
+    const schema = try allocator.alloc(Field, metadata_json.fields_max);
+    defer allocator.free(schema);
+    const names = try allocator.alloc(u8, metadata_json.fields_max * name_bytes);
+    defer allocator.free(names);
+    @memset(names, 'x');
+    for (schema, 0..) |*field, index| {
+        const name = names[index * name_bytes ..][0..name_bytes];
+        _ = std.fmt.bufPrint(name, "{d:0>4}", .{index}) catch unreachable;
+        field.* = .{ .name = name, .kind = .string };
+    }
+    const shard_names = try allocator.alloc(ShardName, manifest.shards_max);
+    defer allocator.free(shard_names);
+    const shards = try allocator.alloc(manifest.Shard, manifest.shards_max);
+    defer allocator.free(shards);
+    for (shard_names, shards, 0..) |*name, *shard, index| {
+        name.* = .of(index);
+        shard.* = .{
+            .name = name.slice(),
+            .uncompressed_byte_len = std.math.maxInt(u64),
+            .byte_len = std.math.maxInt(u64),
+            // The longest ratio there is: 17 significant digits and a three-digit exponent.
+            .compression = .{ .algo = .lz4, .ratio = 2.2250738585072014e-308 },
+            .sha256 = @splat(0xab),
+        };
+    }
+    var maximal: manifest.Manifest = .{
+        .format_version = manifest.format_version_supported,
+        .source_name = &@as([250]u8, @splat(0x01)),
+        .sample_count = std.math.maxInt(u64),
+        .metadata_schema = schema,
+        .metadata_sha256 = @splat(0xcd),
+        .index_sha256 = @splat(0xef),
+        .shards = &.{},
+        .record_checksums = .{ .byte_len = std.math.maxInt(u64), .sha256 = @splat(0x12) },
+    };
+    const rest = try manifest.write(allocator, maximal);
+    defer allocator.free(rest);
+    maximal.shards = shards;
+    const text = try manifest.write(allocator, maximal);
+    defer allocator.free(text);
+    try std.testing.expect(text.len <= manifest.manifest_bytes_max);
+    // Each entry is at most the bound `shards_max` is derived from.
+    try std.testing.expect(text.len - rest.len <= manifest.shards_max * manifest.shard_entry_bytes_max);
+    try std.testing.expect(rest.len + manifest.shards_max * manifest.shard_entry_bytes_max <= manifest.manifest_bytes_max);
 }
