@@ -828,3 +828,24 @@ export fn drt_verify_destroy(verifier: ?*verify.Verifier) void {
     const v = verifier orelse return;
     v.destroy();
 }
+
+// ---- corrupt records (ABI 3) -------------------------------------------------
+
+export fn drt_dataset_set_on_corrupt(dataset: ?*dataset_module.Dataset, policy: u32) i32 {
+    const d = dataset orelse return nullArgument("dataset");
+    if (!checkProcess(d.pool)) return status_wrong_process;
+    const on_corrupt = std.enums.fromInt(dataset_module.OnCorrupt, policy) orelse
+        return failMessage(status_invalid_argument, "unknown on_corrupt policy {d}", .{policy});
+    d.setOnCorrupt(on_corrupt);
+    return status_ok;
+}
+
+export fn drt_batch_skipped(batch: ?*const sample_batch.View, count_out: ?*u64, skipped_out: ?*?[*]const sample_batch.Skipped) i32 {
+    const view = batch orelse return nullArgument("batch");
+    const count_ptr = count_out orelse return nullArgument("count_out");
+    const skipped_ptr = skipped_out orelse return nullArgument("skipped_out");
+    const skipped = sample_batch.SampleBatch.fromConstView(view).skipped.items;
+    count_ptr.* = skipped.len;
+    skipped_ptr.* = if (skipped.len == 0) null else skipped.ptr;
+    return status_ok;
+}

@@ -118,3 +118,12 @@ class ReaderConfig(BaseModel):
     """With ``shuffle=True``: weighted draws with replacement (True), or every epoch a
     fresh random permutation of the active table's rows, each row once (False; the
     table's weights must all be equal)."""
+
+    on_corrupt: Literal["raise", "skip"] = "raise"
+    """What iteration does with a sample whose record fails its checks (checksum,
+    placement, framing, embedded metadata, LZ4): ``"raise"`` a ``ValueError`` naming
+    it, or ``"skip"`` it. Skipping changes the stream: the sample is left out but
+    keeps its stream position, so resume states are unchanged; each iterator lists
+    what it skipped (``skipped``) and the first skip of each cache is warned about
+    (``RuntimeWarning``). With ``"skip"`` large payloads are read with their batch
+    (one more copy). ``get`` and ``get_many`` always raise."""

@@ -220,7 +220,8 @@ class CachedDataset:
         samples: list[CachedSample] = []
         try:
             while (batch := native.next_batch()) is not None:
-                samples.extend(batch)
+                # Reads by identity never skip (the core fails them instead).
+                samples.extend(batch[0])
         finally:
             native.close()
         return samples

@@ -32,6 +32,7 @@ MAX_WORKERS = 256
 LIBRARY_ENV = "DATASET_RT_LIBRARY"
 
 COMPRESSION_CODES = {"none": 0, "lz4": 1}
+ON_CORRUPT_CODES = {"raise": 0, "skip": 1}
 
 OK = 0
 ERR_INVALID_ARGUMENT = 1
@@ -437,6 +438,11 @@ def _declare(library: ctypes.CDLL) -> None:
             c_int32,
         ),
         "drt_sha256": ([c_char_p, c_uint64, POINTER(c_uint8 * 32)], None),
+        "drt_dataset_set_on_corrupt": ([handle, c_uint32], c_int32),
+        "drt_batch_skipped": (
+            [POINTER(Batch), POINTER(c_uint64), POINTER(POINTER(c_uint64))],
+            c_int32,
+        ),
         "drt_verify_create": ([handle, c_char_p, c_uint64, POINTER(handle)], c_int32),
         "drt_verify_run": ([handle], c_int32),
         "drt_verify_progress": ([handle, POINTER(c_uint64), POINTER(c_uint64)], c_int32),

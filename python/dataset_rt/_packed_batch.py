@@ -11,9 +11,11 @@ from typing import Any, NamedTuple
 
 from dataset_rt._native import KIND_BOOL, KIND_FLOAT, KIND_INT
 
-# The head: count, column_count, payload_bytes and deferred; then five words per
-# column (kind, distinct, values_len, offsets_len, bytes_len).
-_HEAD_WORDS = 4
+# The head: count, column_count, payload_bytes, deferred and skipped; then five
+# words per column (kind, distinct, values_len, offsets_len, bytes_len); the
+# skipped samples (drt_skipped: at, sample_id, cache_id u32 + 4 bytes) end it.
+_HEAD_WORDS = 5
+_SKIPPED = struct.Struct("=QQI4x")
 _HEAD = struct.Struct(f"={_HEAD_WORDS}Q")
 _COLUMN_WORDS = 5
 
@@ -31,12 +33,20 @@ class PackedBatch(NamedTuple):
     sample_ids: memoryview
     cache_ids: Iterable[int]
     metadata: BatchMetadata
+    skipped: list[tuple[int, int, int]]
+    """Samples left out as corrupt (on_corrupt="skip"): (at, cache_id, sample_id),
+    each standing before the batch's sample `at`, in stream order."""
 
 
 def unpack(packed: bytes, names: list[str], single_cache: bool) -> PackedBatch:
     """The parts of a packed batch whose schema has the fields `names`; with
     `single_cache` every cache id is 0 and is not read."""
-    count, column_count, payload_bytes, deferred = _HEAD.unpack_from(packed)
+    count, column_count, payload_bytes, deferred, skipped_count = _HEAD.unpack_from(packed)
+    skipped = []
+    if skipped_count:
+        first = len(packed) - skipped_count * _SKIPPED.size
+        for at, sample_id, cache_id in _SKIPPED.iter_unpack(packed[first:]):
+            skipped.append((at, cache_id, sample_id))
     words = memoryview(packed).cast("Q")
     lengths_at = _HEAD_WORDS + _COLUMN_WORDS * column_count
     ids_at = lengths_at + count
@@ -61,6 +71,7 @@ def unpack(packed: bytes, names: list[str], single_cache: bool) -> PackedBatch:
         words[ids_at : ids_at + count],
         cache_ids,
         metadata,
+        skipped,
     )
 
 

@@ -9,6 +9,7 @@ import io
 import itertools
 import json
 import os
+import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from itertools import repeat
 from pathlib import Path
@@ -51,6 +52,15 @@ class DatasetHandle:
         )
         self.value = handle
         self.cache_count = len(paths)
+        self.paths = paths
+        if config.on_corrupt != "raise":
+            _native.check(
+                _native.lib.drt_dataset_set_on_corrupt(
+                    handle, _native.ON_CORRUPT_CODES[config.on_corrupt]
+                )
+            )
+        # Caches whose first skipped sample was warned about (on_corrupt="skip").
+        self.warned_caches: set[int] = set()
         # Read here rather than with the first batch, where it would delay the
         # first sample.
         text = _native.take_buffer(_native.lib.drt_dataset_schema_json, handle)
@@ -167,6 +177,8 @@ class NativeIterator:
         # Samples handed out: those of the batches before `current`, plus
         # `current`'s taken so far (its length hint says how many are left).
         self.handed_before = 0
+        # (cache_id, sample_id) of the samples left out as corrupt (on_corrupt="skip").
+        self.skipped: list[tuple[int, int]] = []
         self.current: Iterator[CachedSample] | None = None
         self.current_len = 0
         self.finished = False
@@ -227,7 +239,7 @@ class NativeIterator:
             _native.check(_native.lib.drt_iterator_span(self.handle, ctypes.byref(native)))
         return _stream_state.to_dict(native, self.dataset.cache_sha256s)
 
-    def next_batch(self) -> list[CachedSample] | None:
+    def next_batch(self) -> tuple[list[CachedSample], list[tuple[int, int, int]]] | None:
         with self.lock.held():
             return self._next_batch()
 
@@ -237,7 +249,23 @@ class NativeIterator:
                 return 0
             return int(_native.lib.drt_iterator_bytes_held(self.handle))
 
-    def _next_batch(self) -> list[CachedSample] | None:
+    def note_skipped(self, cache_id: int, sample_id: int) -> None:
+        """Count a sample the core left out as corrupt; warn on a cache's first."""
+        self.skipped.append((cache_id, sample_id))
+        dataset = self.dataset
+        if cache_id not in dataset.warned_caches:
+            dataset.warned_caches.add(cache_id)
+            path = dataset.paths[cache_id]
+            warnings.warn(
+                f"dataset_rt: skipped corrupt sample (cache_id={cache_id}, "
+                f"sample_id={sample_id}) of cache {path} (on_corrupt='skip'); later "
+                f"skips in this cache are counted in the iterator's `skipped`, not "
+                f"warned about; dataset_rt.verify({str(path)!r}) lists every problem",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
+    def _next_batch(self) -> tuple[list[CachedSample], list[tuple[int, int, int]]] | None:
         if self.handle is None or self.finished:
             return None
         batch = ctypes.POINTER(_native.Batch)()
@@ -263,7 +291,7 @@ class NativeIterator:
                 payloads = _copy_payloads(contents.payloads, parts.payload_bytes, parts.lengths)
             rows = map(MetadataRow, repeat(parts.metadata, count), range(count))
             fields = zip(payloads, rows, parts.cache_ids, parts.sample_ids, strict=False)
-            return _samples(count, fields)
+            return _samples(count, fields), parts.skipped
         finally:
             _native.lib.drt_batch_release(batch)
 
@@ -283,12 +311,41 @@ class NativeIterator:
 
 def _batches(native: NativeIterator) -> Iterator[Iterator[CachedSample]]:
     while (batch := native.next_batch()) is not None:
+        samples, skipped = batch
+        if skipped:
+            yield from _segments(native, samples, skipped)
+            continue
         # The chain consumes this very list iterator, so its length hint
         # counts the samples handed out without a Python call per sample.
         native.handed_before += native.current_len
-        native.current = items = iter(batch)
-        native.current_len = len(batch)
+        native.current = items = iter(samples)
+        native.current_len = len(samples)
         yield items
+
+
+def _segments(
+    native: NativeIterator, samples: list[CachedSample], skipped: list[tuple[int, int, int]]
+) -> Iterator[Iterator[CachedSample]]:
+    """A batch with samples left out, as runs of samples between them. The
+    positions of the samples left out before a run are counted when the run
+    starts, so `consumed` stays a count of stream positions."""
+    start = holes = 0
+    for at, cache_id, sample_id in skipped:
+        if at > start:
+            yield _segment(native, samples[start:at], holes)
+            start, holes = at, 0
+        native.note_skipped(cache_id, sample_id)
+        holes += 1
+    yield _segment(native, samples[start:], holes)
+
+
+def _segment(
+    native: NativeIterator, samples: list[CachedSample], holes: int
+) -> Iterator[CachedSample]:
+    native.handed_before += native.current_len + holes
+    native.current = items = iter(samples)
+    native.current_len = len(samples)
+    return items
 
 
 class SampleIterator(itertools.chain[CachedSample]):
@@ -328,8 +385,16 @@ class SampleIterator(itertools.chain[CachedSample]):
         return self._iterator.state()
 
     def consumed(self) -> int:
-        """Samples this iterator has yielded."""
+        """Stream positions this iterator has moved past: the samples it has
+        yielded, and those it left out as corrupt (``on_corrupt="skip"``)."""
         return self._iterator.consumed()
+
+    @property
+    def skipped(self) -> list[tuple[int, int]]:
+        """The ``(cache_id, sample_id)`` of every sample this iterator left out
+        because its record is corrupt (``ReaderConfig(on_corrupt="skip")``), in
+        stream order; empty with ``"raise"``."""
+        return list(self._iterator.skipped)
 
     def bytes_held(self) -> int:
         """Bytes of samples the core has read ahead and still holds for this iterator."""

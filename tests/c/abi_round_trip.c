@@ -178,7 +178,10 @@ static int packed_part(const drt_batch *batch, uint64_t *at, const void *bytes, 
  * struct's arrays, in the layout documented in the header. */
 static int check_packed(const drt_batch *batch, const uint64_t *deferred) {
     const uint64_t n = batch->count;
-    uint64_t head[4] = {n, batch->column_count, batch->payload_offsets[n], deferred != NULL};
+    uint64_t skipped_count = 1;
+    const drt_skipped *skipped = NULL;
+    if (drt_batch_skipped(batch, &skipped_count, &skipped) != DRT_OK) return fail("batch_skipped");
+    uint64_t head[5] = {n, batch->column_count, batch->payload_offsets[n], deferred != NULL, skipped_count};
     uint64_t at = 0;
     if (packed_part(batch, &at, head, sizeof head, "head") != 0) return 1;
     uint64_t value_bytes[4] = {1, 8, 8, 4}; /* bool, int, float, string code */
@@ -205,6 +208,7 @@ static int check_packed(const drt_batch *batch, const uint64_t *deferred) {
         if (string && packed_part(batch, &at, column->offsets, (n + 1) * 8, "string offsets") != 0) return 1;
         if (string && packed_part(batch, &at, column->bytes, column->offsets[n], "string bytes") != 0) return 1;
     }
+    if (packed_part(batch, &at, skipped, skipped_count * sizeof(drt_skipped), "skipped samples") != 0) return 1;
     if (at != batch->packed_len) {
         fprintf(stderr, "packed_len %llu, its parts end at %llu\n", (unsigned long long)batch->packed_len, (unsigned long long)at);
         return 1;

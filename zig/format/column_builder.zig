@@ -39,6 +39,20 @@ pub const ColumnBuilder = union(types.Kind) {
         }
     }
 
+    /// Keeps the first `rows` rows (at most `rowCount()`), dropping the rest.
+    pub fn truncate(builder: *ColumnBuilder, rows: usize) void {
+        std.debug.assert(rows <= builder.rowCount());
+        switch (builder.*) {
+            .bool => |*list| list.shrinkRetainingCapacity(rows),
+            .int => |*list| list.shrinkRetainingCapacity(rows),
+            .float => |*list| list.shrinkRetainingCapacity(rows),
+            .string => |*strings| {
+                strings.offsets.shrinkRetainingCapacity(rows + 1);
+                strings.bytes.shrinkRetainingCapacity(@intCast(strings.offsets.items[rows]));
+            },
+        }
+    }
+
     /// Removes every row, keeping the memory.
     pub fn clear(builder: *ColumnBuilder) void {
         switch (builder.*) {

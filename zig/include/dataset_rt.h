@@ -326,13 +326,15 @@ typedef struct drt_batch {
 /* drt_batch.packed: native-endian integers; every part is zero-padded to a
  * multiple of 8 bytes, so each starts 8-aligned relative to the buffer.
  *   head:        u64 count, column_count, payload_bytes (payload_offsets[count]),
- *                deferred (1 when drt_batch_deferred gives lengths, else 0)
+ *                deferred (1 when drt_batch_deferred gives lengths, else 0),
+ *                skipped (drt_batch_skipped's count; ABI 3)
  *   per column:  u64 kind, distinct, values_len, offsets_len, bytes_len (in bytes)
  *   u64 payload lengths[count]; u64 sample_ids[count]; u32 cache_ids[count]
  *   per column:  values (values_len bytes: bool u8, int i64, float f64, or a
  *                string column's u32 codes when distinct > 0), then offsets
  *                (offsets_len bytes: u64, string columns only), then bytes
- *                (bytes_len bytes of UTF-8, string columns only). */
+ *                (bytes_len bytes of UTF-8, string columns only)
+ *   drt_skipped skipped[skipped] (ABI 3). */
 
 /* Snapshots the active table, weights and epoch length, takes the next epoch of
  * the stream (or, after drt_dataset_load_state, the rest of the epoch the state
@@ -506,6 +508,31 @@ int32_t drt_cache_published(const char *path, uint64_t path_len, uint32_t *out);
 int32_t drt_permutation_rows(uint64_t n, uint64_t seed, uint64_t start, uint64_t count,
                              uint64_t *rows_out);
 void drt_sha256(const uint8_t *data, uint64_t len, uint8_t out[32]);
+
+/* ---- Corrupt records (ABI 3) ------------------------------------------- */
+
+#define DRT_ON_CORRUPT_RAISE 0u /* a corrupt record fails the read (the default) */
+#define DRT_ON_CORRUPT_SKIP 1u  /* it is left out of its batch and listed there */
+
+/* What iterators created afterwards by drt_iterator_create* (not _reads, which
+ * always fail) do with a sample whose record fails its checks (DRT_ERR_INVALID_CACHE:
+ * checksum, placement, framing, embedded metadata, LZ4). With SKIP the sample
+ * still takes its stream position, so states and resumes are unchanged; payloads
+ * are then never deferred (drt_batch_deferred gives NULL). I/O errors still fail. */
+int32_t drt_dataset_set_on_corrupt(drt_dataset *dataset, uint32_t policy);
+
+/* A sample left out of a batch: it stood before the batch's sample `at`
+ * (at == count: after the last one). */
+typedef struct drt_skipped {
+    uint64_t at;
+    uint64_t sample_id;
+    uint32_t cache_id;
+    uint32_t reserved;
+} drt_skipped;
+
+/* *count_out samples were left out of this batch, listed in stream order at
+ * *skipped_out (NULL when none; owned by the batch). */
+int32_t drt_batch_skipped(const drt_batch *batch, uint64_t *count_out, const drt_skipped **skipped_out);
 
 /* ---- Verify: scrub a whole cache (ABI 3) ------------------------------- */
 

@@ -28,7 +28,7 @@ const Excerpt = @import("../base/diagnostic.zig").Excerpt;
 pub const Error = error{ InvalidCache, Io, OutOfMemory };
 
 /// Files larger than this are not plausible for a manifest and are rejected before reading.
-const manifest_bytes_max = 64 << 20;
+const manifest_bytes_max = manifest.manifest_bytes_max;
 const hash_chunk_bytes = 4 << 20;
 
 pub const Shard = struct {
@@ -458,6 +458,13 @@ pub const Cache = struct {
         const shard = cache.shards[@intCast(row.shard_id)];
         const payload_len_before = payload_out.items.len;
         const metadata_len_before = metadata_out.items.len;
+        const rows_before = if (columns_out.len > 0) columns_out[0].rowCount() else 0;
+        // A failed read leaves the outputs as they were, so a caller can skip the sample.
+        errdefer {
+            payload_out.items.len = payload_len_before;
+            metadata_out.items.len = metadata_len_before;
+            for (columns_out) |*column| column.truncate(rows_before);
+        }
 
         // A large raw payload is read straight into the batch: the record's head
         // (header and JSON) first, then the payload in place, one copy in all.

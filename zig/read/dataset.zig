@@ -36,6 +36,11 @@ pub const Options = struct {
 
 pub const caches_max = 1 << 20;
 
+/// What a stream iterator does with a sample whose record fails its checks
+/// (`error.InvalidCache`: checksum, placement, framing, embedded metadata, LZ4):
+/// fail the read, or leave the sample out and list it in its batch.
+pub const OnCorrupt = enum(u32) { raise = 0, skip = 1 };
+
 pub const Dataset = struct {
     allocator: std.mem.Allocator,
     pool: *thread_pool.ThreadPool,
@@ -59,6 +64,9 @@ pub const Dataset = struct {
     consumed: u64 = 0,
     /// Set by `setEpochLen`; otherwise an epoch is the active table's row count.
     epoch_len: ?u64 = null,
+    /// Set by `setOnCorrupt`: what stream iterators created afterwards do
+    /// with a corrupt record. Reads by identity always fail on one.
+    on_corrupt: OnCorrupt = .raise,
 
     pub fn open(
         allocator: std.mem.Allocator,
@@ -249,6 +257,13 @@ pub const Dataset = struct {
         dataset.epoch_len = epoch_len;
     }
 
+    pub fn setOnCorrupt(dataset: *Dataset, on_corrupt: OnCorrupt) void {
+        const io = system.io();
+        dataset.mutex.lockUncancelable(io);
+        defer dataset.mutex.unlock(io);
+        dataset.on_corrupt = on_corrupt;
+    }
+
     /// Installs `table` (already validated and built) and resets the stream.
     pub fn replaceTable(dataset: *Dataset, table: *ActiveTable) void {
         const io = system.io();
@@ -391,6 +406,7 @@ pub const Dataset = struct {
             .key = dataset.key,
             .walk = stream_shard.walk(at.position, at.remaining(), shard, skip),
             .span = at,
+            .skip_corrupt = dataset.on_corrupt == .skip,
         };
     }
 };
@@ -408,7 +424,9 @@ pub const Iterator = struct {
         const iterator = try allocator.create(Iterator);
         errdefer allocator.destroy(iterator);
         var plan = try dataset.takeEpoch(shard, skip, diagnostic);
-        plan.defer_payload_bytes = read_pipeline.deferThreshold(defer_payload_bytes);
+        // A skipped sample leaves its batch before the batch is handed out, so
+        // every payload is read (and checked) with its batch.
+        plan.defer_payload_bytes = if (plan.skip_corrupt) 0 else read_pipeline.deferThreshold(defer_payload_bytes);
         errdefer plan.table.release();
         iterator.* = .{
             .dataset = dataset,

@@ -82,6 +82,9 @@ pub const Plan = struct {
     /// Raw payloads of at least this many bytes are left in their shards for
     /// the consumer to read into memory of its own (`readDeferred`); 0: never.
     defer_payload_bytes: u64 = 0,
+    /// Leave out a sample whose record fails its checks (listed in its batch's
+    /// `skipped`) instead of failing the read; only with nothing deferred.
+    skip_corrupt: bool = false,
 };
 
 /// What a caller passes to defer at the core's own threshold (`DRT_DEFER_DEFAULT`).
@@ -146,6 +149,8 @@ pub const Pipeline = struct {
         prefetch_size: u32,
     ) Error!*Pipeline {
         std.debug.assert(prefetch_size >= 1);
+        // A skipped sample must leave its batch before the batch is handed out.
+        std.debug.assert(!plan.skip_corrupt or plan.defer_payload_bytes == 0);
         const window: u32 = @max(1, @min(pool.workerCount(), prefetch_size));
         const chunk_samples: u32 = @min(prefetch_size, chunkSamplesFor(plan.caches));
         const pipeline = try allocator.create(Pipeline);
@@ -292,7 +297,14 @@ pub const Pipeline = struct {
             if (pipeline.cancelled.load(.monotonic)) break;
             const cache = plan.caches[location.cache_id];
             const run_samples = consecutiveRun(locations[offset..]);
-            const deferred = try cache.readSample(location.sample_id, run_samples, &scratch, &batch.payloads, &batch.metadata_json, batch.columns, plan.defer_payload_bytes, &chunk.diagnostic);
+            const deferred = cache.readSample(location.sample_id, run_samples, &scratch, &batch.payloads, &batch.metadata_json, batch.columns, plan.defer_payload_bytes, &chunk.diagnostic) catch |err| {
+                if (err != error.InvalidCache or !plan.skip_corrupt) return err;
+                // readSample left the batch as it was; the sample's position is
+                // still consumed, so the stream and its states stay the same.
+                chunk.diagnostic = .{};
+                try batch.skipSample(allocator, location.cache_id, location.sample_id);
+                continue;
+            };
             if (deferred) |payload| {
                 try batch.deferPayload(allocator, location.cache_id, payload);
                 // The copy happens later on the consumer's thread; the disk read

@@ -48,8 +48,17 @@ pub const View = extern struct {
 };
 
 /// 8-byte words before the packed columns' descriptors: count, column_count,
-/// payload_bytes, deferred.
-pub const packed_head_words = 4;
+/// payload_bytes, deferred, skipped.
+pub const packed_head_words = 5;
+
+/// A sample left out of a batch because its record is corrupt (`drt_skipped`):
+/// it stood before the batch's sample `at` (`at` = count: after the last).
+pub const Skipped = extern struct {
+    at: u64,
+    sample_id: u64,
+    cache_id: u32,
+    reserved: u32 = 0,
+};
 /// 8-byte words of one packed column descriptor: kind, distinct, values_len,
 /// offsets_len, bytes_len.
 pub const packed_column_words = 5;
@@ -95,6 +104,8 @@ pub const SampleBatch = struct {
     owner: ?*const anyopaque = null,
     /// Per column, filled by `codeStrings`: a string column's codes, or none.
     string_codes: []StringCodes = &.{},
+    /// Samples left out (`skipSample`), in stream order.
+    skipped: std.ArrayList(Skipped) = .empty,
     /// Filled by `pack`.
     packed_bytes: []u8 = &.{},
 
@@ -123,6 +134,7 @@ pub const SampleBatch = struct {
         batch.cache_ids.deinit(allocator);
         batch.sample_ids.deinit(allocator);
         batch.deferred.deinit(allocator);
+        batch.skipped.deinit(allocator);
         allocator.free(batch.deferred_lengths);
         for (batch.string_codes) |coded| allocator.free(coded.codes);
         allocator.free(batch.string_codes);
@@ -139,6 +151,11 @@ pub const SampleBatch = struct {
         try batch.metadata_offsets.append(allocator, batch.metadata_json.items.len);
         try batch.cache_ids.append(allocator, cache_id);
         try batch.sample_ids.append(allocator, sample_id);
+    }
+
+    /// Records that a sample of the stream is left out here: its record is corrupt.
+    pub fn skipSample(batch: *SampleBatch, allocator: std.mem.Allocator, cache_id: u32, sample_id: u64) !void {
+        try batch.skipped.append(allocator, .{ .at = batch.count(), .sample_id = sample_id, .cache_id = cache_id });
     }
 
     /// Records that the sample about to be closed left its payload in the file.
@@ -209,10 +226,11 @@ pub const SampleBatch = struct {
     /// `finishDeferred` and `codeStrings`. Layout (native-endian, each part
     /// zero-padded to a multiple of 8 bytes): the head words, a descriptor per
     /// column, payload lengths (u64), sample ids (u64), cache ids (u32), then
-    /// per column its values, offsets and bytes.
+    /// per column its values, offsets and bytes, then the skipped samples.
     pub fn pack(batch: *SampleBatch, allocator: std.mem.Allocator) !void {
         const n = batch.count();
         var len = (packed_head_words + packed_column_words * batch.columns.len + 2 * n) * 8 + padded8(4 * n);
+        len += batch.skipped.items.len * @sizeOf(Skipped);
         for (0..batch.columns.len) |index| {
             const parts = batch.columnParts(index);
             len += padded8(parts.values.len) + padded8(parts.offsets.len) + padded8(parts.bytes.len);
@@ -223,7 +241,7 @@ pub const SampleBatch = struct {
         @memset(out, 0);
         batch.packed_bytes = out;
         var at: usize = 0;
-        const head = [packed_head_words]u64{ n, batch.columns.len, batch.payloads.items.len, @intFromBool(batch.deferred_lengths.len > 0) };
+        const head = [packed_head_words]u64{ n, batch.columns.len, batch.payloads.items.len, @intFromBool(batch.deferred_lengths.len > 0), batch.skipped.items.len };
         at = putPadded(out, at, std.mem.sliceAsBytes(&head));
         for (0..batch.columns.len) |index| {
             const parts = batch.columnParts(index);
@@ -242,6 +260,7 @@ pub const SampleBatch = struct {
             at = putPadded(out, at, parts.offsets);
             at = putPadded(out, at, parts.bytes);
         }
+        at = putPadded(out, at, std.mem.sliceAsBytes(batch.skipped.items));
         std.debug.assert(at == len);
     }
 
@@ -345,6 +364,7 @@ test "pack lays out the batch's arrays and columns in one buffer" {
     defer batch.deinit(allocator);
     const payloads = [_][]const u8{ "a", "bcd", "", "ef", "g" };
     for (payloads, 0..) |payload, i| {
+        if (i == 2) try batch.skipSample(allocator, 1, 999); // left out before sample 2
         try batch.payloads.appendSlice(allocator, payload);
         try batch.columns[0].append(allocator, .{ .bool = i % 2 == 0 });
         try batch.columns[1].append(allocator, .{ .string = if (i == 1) "dog" else "cat" });
@@ -359,18 +379,20 @@ test "pack lays out the batch's arrays and columns in one buffer" {
     var words: [256]u64 = @splat(0);
     @memcpy(std.mem.sliceAsBytes(words[0 .. bytes.len / 8]), bytes);
     // Head and descriptors.
-    try std.testing.expectEqualSlices(u64, &.{ 5, 3, 7, 0 }, words[0..4]);
-    try std.testing.expectEqualSlices(u64, &.{ 0, 0, 5, 0, 0 }, words[4..9]);
-    try std.testing.expectEqualSlices(u64, &.{ 3, 0, 0, 6 * 8, 15 }, words[9..14]);
-    try std.testing.expectEqualSlices(u64, &.{ 1, 0, 5 * 8, 0, 0 }, words[14..19]);
+    try std.testing.expectEqualSlices(u64, &.{ 5, 3, 7, 0, 1 }, words[0..5]);
+    try std.testing.expectEqualSlices(u64, &.{ 0, 0, 5, 0, 0 }, words[5..10]);
+    try std.testing.expectEqualSlices(u64, &.{ 3, 0, 0, 6 * 8, 15 }, words[10..15]);
+    try std.testing.expectEqualSlices(u64, &.{ 1, 0, 5 * 8, 0, 0 }, words[15..20]);
     // Payload lengths, sample ids, cache ids (five u32 in three words).
-    try std.testing.expectEqualSlices(u64, &.{ 1, 3, 0, 2, 1 }, words[19..24]);
-    try std.testing.expectEqualSlices(u64, &.{ 100, 101, 102, 103, 104 }, words[24..29]);
-    try std.testing.expectEqualSlices(u32, &.{ 0, 1, 0, 1, 0, 0 }, std.mem.bytesAsSlice(u32, std.mem.sliceAsBytes(words[29..32])));
+    try std.testing.expectEqualSlices(u64, &.{ 1, 3, 0, 2, 1 }, words[20..25]);
+    try std.testing.expectEqualSlices(u64, &.{ 100, 101, 102, 103, 104 }, words[25..30]);
+    try std.testing.expectEqualSlices(u32, &.{ 0, 1, 0, 1, 0, 0 }, std.mem.bytesAsSlice(u32, std.mem.sliceAsBytes(words[30..33])));
     // Columns: bools padded to a word, string offsets and bytes, ints.
-    try std.testing.expectEqualSlices(u8, &.{ 1, 0, 1, 0, 1, 0, 0, 0 }, std.mem.sliceAsBytes(words[32..33]));
-    try std.testing.expectEqualSlices(u64, &.{ 0, 3, 6, 9, 12, 15 }, words[33..39]);
-    try std.testing.expectEqualStrings("catdogcatcatcat\x00", std.mem.sliceAsBytes(words[39..41]));
-    try std.testing.expectEqualSlices(i64, &.{ 0, -1, -2, -3, -4 }, std.mem.bytesAsSlice(i64, std.mem.sliceAsBytes(words[41..46])));
-    try std.testing.expectEqual(@as(usize, 46 * 8), bytes.len);
+    try std.testing.expectEqualSlices(u8, &.{ 1, 0, 1, 0, 1, 0, 0, 0 }, std.mem.sliceAsBytes(words[33..34]));
+    try std.testing.expectEqualSlices(u64, &.{ 0, 3, 6, 9, 12, 15 }, words[34..40]);
+    try std.testing.expectEqualStrings("catdogcatcatcat\x00", std.mem.sliceAsBytes(words[40..42]));
+    try std.testing.expectEqualSlices(i64, &.{ 0, -1, -2, -3, -4 }, std.mem.bytesAsSlice(i64, std.mem.sliceAsBytes(words[42..47])));
+    // The skipped sample: at, sample id, cache id (and the reserved half word).
+    try std.testing.expectEqualSlices(u64, &.{ 2, 999, 1 }, words[47..50]);
+    try std.testing.expectEqual(@as(usize, 50 * 8), bytes.len);
 }
