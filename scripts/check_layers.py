@@ -26,7 +26,14 @@ LAYERS: dict[str, int] = {
 }
 # On top: the exported functions and their extern types, the build root, and the
 # end-to-end tests that drive the core through every layer.
-TOP = {"c_api.zig", "c_types.zig", "root.zig", "pipeline_test.zig"}
+TOP = {
+    "c_api.zig",
+    "c_api_integrity.zig",
+    "c_status.zig",
+    "c_types.zig",
+    "root.zig",
+    "pipeline_test.zig",
+}
 IMPORT = re.compile(r'@import\("([^"]+\.zig)"\)')
 
 

@@ -15,7 +15,6 @@ const metadata_table = @import("table/metadata_table.zig");
 const arrow_c_export = @import("table/arrow_c_export.zig");
 const active_table = @import("stream/active_table.zig");
 const read_pipeline = @import("read/read_pipeline.zig");
-const verify = @import("read/verify.zig");
 const cache_layout = @import("format/cache_layout.zig");
 const sampler = @import("stream/sampler.zig");
 const permutation = @import("stream/permutation.zig");
@@ -37,83 +36,40 @@ const IntegerColumn = c_types.IntegerColumn;
 const FloatColumn = c_types.FloatColumn;
 const shardOf = c_types.shardOf;
 const algorithm_bytes = c_types.algorithm_bytes;
-const VerifyProblem = c_types.VerifyProblem;
+
+const c_status = @import("c_status.zig");
+const status_ok = c_status.status_ok;
+const status_invalid_argument = c_status.status_invalid_argument;
+const status_invalid_input = c_status.status_invalid_input;
+const status_invalid_cache = c_status.status_invalid_cache;
+const status_io = c_status.status_io;
+const status_out_of_memory = c_status.status_out_of_memory;
+const status_already_exists = c_status.status_already_exists;
+const status_wrong_process = c_status.status_wrong_process;
+const status_state = c_status.status_state;
+const status_out_of_range = c_status.status_out_of_range;
+const allocator = c_status.allocator;
+const failMessage = c_status.failMessage;
+const failError = c_status.failError;
+const failWith = c_status.failWith;
+const nullArgument = c_status.nullArgument;
+const statusOf = c_status.statusOf;
+const setLastError = c_status.setLastError;
+const checkProcess = c_status.checkProcess;
+const byteString = c_status.byteString;
+const Runtime = c_status.Runtime;
 
 const abi_version: u32 = 3;
-
-const status_ok: i32 = 0;
-const status_invalid_argument: i32 = 1;
-const status_invalid_input: i32 = 2;
-const status_invalid_cache: i32 = 3;
-const status_io: i32 = 4;
-const status_out_of_memory: i32 = 5;
-const status_already_exists: i32 = 6;
-const status_wrong_process: i32 = 7;
-const status_state: i32 = 8;
-const status_out_of_range: i32 = 9;
-
-const allocator = std.heap.c_allocator;
-
-threadlocal var last_error: [Diagnostic.message_bytes_max + 1:0]u8 = @splat(0);
-
-fn setLastError(message: []const u8) void {
-    const len = @min(message.len, last_error.len - 1);
-    @memcpy(last_error[0..len], message[0..len]);
-    last_error[len] = 0;
-}
-
-fn failWith(status: i32, diagnostic: *const Diagnostic) i32 {
-    setLastError(diagnostic.message());
-    return status;
-}
-
-fn failMessage(status: i32, comptime format: []const u8, args: anytype) i32 {
-    var diagnostic: Diagnostic = .{};
-    diagnostic.set(format, args);
-    return failWith(status, &diagnostic);
-}
-
-/// The one refusal of a NULL argument: `DRT_ERR_INVALID_ARGUMENT`, "<name> is NULL".
-fn nullArgument(comptime name: []const u8) i32 {
-    return failMessage(status_invalid_argument, name ++ " is NULL", .{});
-}
-
-fn statusOf(err: anyerror) i32 {
-    return switch (err) {
-        error.InvalidArgument => status_invalid_argument,
-        error.InvalidInput => status_invalid_input,
-        error.InvalidCache => status_invalid_cache,
-        error.Io => status_io,
-        error.OutOfMemory => status_out_of_memory,
-        error.AlreadyExists => status_already_exists,
-        error.State => status_state,
-        error.OutOfRange => status_out_of_range,
-        else => status_state,
-    };
-}
-
-fn failError(err: anyerror, diagnostic: *const Diagnostic) i32 {
-    if (err == error.OutOfMemory and diagnostic.len == 0) return failMessage(status_out_of_memory, "out of memory", .{});
-    return failWith(statusOf(err), diagnostic);
-}
 
 export fn drt_abi_version() u32 {
     return abi_version;
 }
 
 export fn drt_last_error() [*:0]const u8 {
-    return &last_error;
+    return &c_status.last_error;
 }
 
 // ---- runtime ---------------------------------------------------------------
-
-const Runtime = thread_pool.ThreadPool;
-
-fn checkProcess(pool: *const Runtime) bool {
-    if (pool.ownedByThisProcess()) return true;
-    setLastError("this DatasetRT handle was created in another process (before fork()); create a new DatasetRuntime in this process");
-    return false;
-}
 
 export fn drt_runtime_create(num_workers: u32, out: ?*?*Runtime) i32 {
     const out_ptr = out orelse return nullArgument("out pointer");
@@ -134,12 +90,6 @@ export fn drt_runtime_num_workers(runtime: ?*const Runtime) u32 {
 }
 
 // ---- writer ----------------------------------------------------------------
-
-fn byteString(pointer: ?[*]const u8, len: u64) ?[]const u8 {
-    if (len == 0) return "";
-    const bytes = pointer orelse return null;
-    return bytes[0..@intCast(len)];
-}
 
 export fn drt_writer_create(
     runtime: ?*Runtime,
@@ -767,85 +717,4 @@ export fn drt_sha256(data: ?[*]const u8, len: u64, out: ?*[32]u8) void {
     const digest_out = out orelse return;
     const bytes: []const u8 = if (len == 0) &.{} else (data orelse return)[0..@intCast(len)];
     digest_out.* = sha256.hash(bytes);
-}
-
-// ---- verify (ABI 3) --------------------------------------------------------
-
-export fn drt_verify_create(runtime: ?*Runtime, path: ?[*]const u8, path_len: u64, out: ?*?*verify.Verifier) i32 {
-    const pool = runtime orelse return nullArgument("runtime");
-    if (!checkProcess(pool)) return status_wrong_process;
-    const path_bytes = byteString(path, path_len) orelse return nullArgument("path");
-    const out_ptr = out orelse return nullArgument("out pointer");
-    out_ptr.* = verify.Verifier.create(allocator, pool, path_bytes) catch return failMessage(status_out_of_memory, "out of memory", .{});
-    return status_ok;
-}
-
-export fn drt_verify_run(verifier: ?*verify.Verifier) i32 {
-    const v = verifier orelse return nullArgument("verifier");
-    if (!checkProcess(v.pool)) return status_wrong_process;
-    v.run() catch |err| return failMessage(statusOf(err), "verify of {s} stopped: {s}", .{ v.path, @errorName(err) });
-    return status_ok;
-}
-
-export fn drt_verify_progress(verifier: ?*const verify.Verifier, bytes_done: ?*u64, bytes_total: ?*u64) i32 {
-    const v = verifier orelse return nullArgument("verifier");
-    const done_ptr = bytes_done orelse return nullArgument("bytes_done");
-    const total_ptr = bytes_total orelse return nullArgument("bytes_total");
-    done_ptr.* = v.bytes_done.load(.monotonic);
-    total_ptr.* = v.bytes_total.load(.monotonic);
-    return status_ok;
-}
-
-export fn drt_verify_problem_count(verifier: ?*const verify.Verifier, kept: ?*u64, total: ?*u64) i32 {
-    const v = verifier orelse return nullArgument("verifier");
-    const kept_ptr = kept orelse return nullArgument("kept");
-    const total_ptr = total orelse return nullArgument("total");
-    kept_ptr.* = v.found().len;
-    total_ptr.* = v.problems_total;
-    return status_ok;
-}
-
-export fn drt_verify_problem(verifier: ?*const verify.Verifier, index: u64, out: ?*VerifyProblem) i32 {
-    const v = verifier orelse return nullArgument("verifier");
-    const out_ptr = out orelse return nullArgument("out pointer");
-    const problems = v.found();
-    if (index >= problems.len) return failMessage(status_out_of_range, "problem {d} of {d}", .{ index, problems.len });
-    const problem = problems[@intCast(index)];
-    out_ptr.* = .{
-        .file = problem.file.ptr,
-        .file_len = problem.file.len,
-        .message = problem.message.ptr,
-        .message_len = problem.message.len,
-        .sample_id = problem.sample_id orelse 0,
-        .offset = problem.offset orelse 0,
-        .has_sample = @intFromBool(problem.sample_id != null),
-        .has_offset = @intFromBool(problem.offset != null),
-    };
-    return status_ok;
-}
-
-export fn drt_verify_destroy(verifier: ?*verify.Verifier) void {
-    const v = verifier orelse return;
-    v.destroy();
-}
-
-// ---- corrupt records (ABI 3) -------------------------------------------------
-
-export fn drt_dataset_set_on_corrupt(dataset: ?*dataset_module.Dataset, policy: u32) i32 {
-    const d = dataset orelse return nullArgument("dataset");
-    if (!checkProcess(d.pool)) return status_wrong_process;
-    const on_corrupt = std.enums.fromInt(dataset_module.OnCorrupt, policy) orelse
-        return failMessage(status_invalid_argument, "unknown on_corrupt policy {d}", .{policy});
-    d.setOnCorrupt(on_corrupt);
-    return status_ok;
-}
-
-export fn drt_batch_skipped(batch: ?*const sample_batch.View, count_out: ?*u64, skipped_out: ?*?[*]const sample_batch.Skipped) i32 {
-    const view = batch orelse return nullArgument("batch");
-    const count_ptr = count_out orelse return nullArgument("count_out");
-    const skipped_ptr = skipped_out orelse return nullArgument("skipped_out");
-    const skipped = sample_batch.SampleBatch.fromConstView(view).skipped.items;
-    count_ptr.* = skipped.len;
-    skipped_ptr.* = if (skipped.len == 0) null else skipped.ptr;
-    return status_ok;
 }

@@ -1,7 +1,9 @@
-//! The DatasetRT core. Every exported symbol lives in c_api.zig; this file only
+//! The DatasetRT core. Every exported symbol lives in c_api.zig or
+//! c_api_integrity.zig (reporting through c_status.zig); this file only
 //! pulls the modules into the build so their exports and unit tests are compiled.
 comptime {
     _ = @import("c_api.zig");
+    _ = @import("c_api_integrity.zig");
 }
 
 /// No per-thread alternate signal stack: std's default (256 KiB) is a
