@@ -123,13 +123,17 @@ const Fixture = struct {
     }
 
     fn open(fixture: *Fixture, shuffle: bool, replacement: bool) !*Dataset {
+        return fixture.openChecked(shuffle, replacement, true);
+    }
+
+    fn openChecked(fixture: *Fixture, shuffle: bool, replacement: bool, validate_cache: bool) !*Dataset {
         var diagnostic: Diagnostic = .{};
         const paths = [_][]const u8{ fixture.paths[0], fixture.paths[1] };
         return Dataset.open(testing.allocator, fixture.pool, &paths, .{
             .seed = 7,
             .prefetch_size = 16,
             .shuffle = shuffle,
-            .validate_cache = true,
+            .validate_cache = validate_cache,
             .replacement = replacement,
         }, &diagnostic);
     }
@@ -253,4 +257,74 @@ test "an edited table, shares of ranks and workers, and a resumed state" {
     other.seed = 8;
     try testing.expectError(error.InvalidArgument, resumed.loadState(other, at, &diagnostic));
     try testing.expectEqualStrings("the state has seed 8, this dataset 7", diagnostic.message());
+}
+
+/// Flips the last byte of sample `sample_id`'s record in `<cache>`.
+fn corruptRecord(cache: []const u8, sample_id: u64) !void {
+    const io = @import("base/system.zig").io();
+    var dir = try std.Io.Dir.cwd().openDir(io, cache, .{});
+    defer dir.close(io);
+    const index = try dir.readFileAlloc(io, "index.bin", testing.allocator, .unlimited);
+    defer testing.allocator.free(index);
+    const row = index[@intCast(24 * sample_id)..][0..24];
+    const shard_id = std.mem.readInt(u64, row[0..8], .little);
+    const end = std.mem.readInt(u64, row[8..16], .little) + std.mem.readInt(u64, row[16..24], .little);
+    var name: [32]u8 = undefined;
+    const shard_path = try std.fmt.bufPrint(&name, "shards/{d:0>6}.bin", .{shard_id});
+    const file = try dir.openFile(io, shard_path, .{ .mode = .read_write });
+    defer file.close(io);
+    var byte: [1]u8 = undefined;
+    _ = try file.readPositionalAll(io, &byte, end - 1);
+    byte[0] ^= 0x40;
+    try file.writePositionalAll(io, &byte, end - 1);
+}
+
+test "a corrupt record fails the read, is skipped on request, and verify names it" {
+    var fixture = try Fixture.init();
+    defer fixture.deinit();
+    for (fixture.paths) |path| try corruptRecord(path, 77);
+
+    // Raise (the default): the epoch fails at sample 77 of the first cache.
+    const raising = try fixture.openChecked(false, true, false);
+    defer raising.release();
+    var diagnostic: Diagnostic = .{};
+    const failing = try Iterator.create(raising, .whole, 0, 0, &diagnostic);
+    defer failing.destroy();
+    var rows: std.ArrayList(u64) = .empty;
+    defer rows.deinit(testing.allocator);
+    try testing.expectError(error.InvalidCache, drain(failing, &rows));
+
+    // Skip: every other sample, in order; both corrupt ones listed where they stood.
+    const skipping = try fixture.openChecked(false, true, false);
+    defer skipping.release();
+    skipping.setOnCorrupt(.skip);
+    const iterator = try Iterator.create(skipping, .whole, 0, 0, &diagnostic);
+    defer iterator.destroy();
+    var read: std.ArrayList(u64) = .empty;
+    defer read.deinit(testing.allocator);
+    var skipped: std.ArrayList(u64) = .empty;
+    defer skipped.deinit(testing.allocator);
+    while (try iterator.next(&diagnostic)) |batch| {
+        defer read_pipeline.Pipeline.releaseBatch(testing.allocator, batch);
+        for (batch.skipped.items) |entry| try skipped.append(testing.allocator, entry.cache_id * @as(u64, sample_count) + entry.sample_id);
+        try read.appendSlice(testing.allocator, batch.sample_ids.items);
+    }
+    try testing.expectEqualSlices(u64, &.{ 77, sample_count + 77 }, skipped.items);
+    try testing.expectEqual(@as(usize, 2 * sample_count - 2), read.items.len);
+
+    // The scrub reports the record (with its shard's SHA-256) in each cache.
+    for (fixture.paths) |path| {
+        const verifier = try @import("read/verify.zig").Verifier.create(testing.allocator, fixture.pool, path);
+        defer verifier.destroy();
+        try verifier.run();
+        var record_problems: usize = 0;
+        for (verifier.found()) |problem| {
+            if (problem.sample_id) |sample_id| {
+                try testing.expectEqual(@as(u64, 77), sample_id);
+                record_problems += 1;
+            }
+        }
+        try testing.expectEqual(@as(usize, 1), record_problems);
+        try testing.expectEqual(@as(u64, 2), verifier.problems_total);
+    }
 }

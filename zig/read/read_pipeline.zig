@@ -201,8 +201,10 @@ pub const Pipeline = struct {
             return failure;
         }
         const batch = chunk.batch.?;
-        // A chunk that did not fail holds every sample it was planned for.
-        std.debug.assert(batch.sample_ids.items.len == chunk.count);
+        // A chunk that did not fail holds every sample it was planned for,
+        // read or (with skip_corrupt) listed as skipped.
+        std.debug.assert(batch.sample_ids.items.len + batch.skipped.items.len == chunk.count);
+        std.debug.assert(pipeline.plan.skip_corrupt or batch.skipped.items.len == 0);
         chunk.batch = null;
         chunk.state = .idle;
         _ = pipeline.bytes_held.fetchSub(batchBytes(batch), .monotonic);
