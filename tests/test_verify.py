@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import random
 import struct
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 import dataset_rt
 from conftest import ListSource, without_record_checksums
-from dataset_rt import DatasetRuntime, ShardCompression, WriterConfig
+from dataset_rt import DatasetRuntime, ShardCompression, WriterConfig, _verify
 
 SAMPLES = [
     (random.Random(i).randbytes(300 + i), {"i": i, "label": f"l{i % 5}"}) for i in range(400)
@@ -138,3 +140,18 @@ def test_num_workers_is_checked(tmp_path: Path) -> None:
         dataset_rt.verify(tmp_path, num_workers=1.5)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="num_workers must be greater than zero"):
         dataset_rt.verify(tmp_path, num_workers=0)
+
+
+def test_progress_shows_the_share_read_and_the_rate(capsys: pytest.CaptureFixture[str]) -> None:
+    class HalfWay:
+        def progress(self) -> tuple[int, int]:
+            return 1_000_000, 2_000_000
+
+    done = threading.Event()
+    reporter = threading.Thread(target=_verify._show_progress, args=(HalfWay(), Path("c"), done))
+    reporter.start()
+    time.sleep(0.7)  # one refresh
+    done.set()
+    reporter.join()
+    err = capsys.readouterr().err
+    assert "dataset_rt: verifying c: 50% of 2.0 MB" in err and err.endswith("\n"), err
