@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 import workload  # this directory's measurement helpers
+from workload import spread
 
 HERE = Path(__file__).resolve().parent
 RUNTIME_THREADS = 2
@@ -116,13 +117,6 @@ def write_w1(work: Path, samples: int) -> Path:
     config = dataset_rt.WriterConfig(show_progress=False)
     [result] = runtime.write_cache([source], work, writer_config=config)
     return result.path
-
-
-def spread(values: list[float], digits: int = 0) -> str:
-    median, low, high = (
-        f"{value:,.{digits}f}" for value in (statistics.median(values), min(values), max(values))
-    )
-    return f"{median} ({low}-{high})"
 
 
 def main() -> None:

@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 import workload  # this directory's measurement helpers
+from workload import spread
 
 HERE = Path(__file__).resolve().parent
 RUNTIME_THREADS = 2
@@ -97,13 +98,6 @@ def write_caches(work: Path, name: str, samples: int, size: int) -> tuple[Path, 
     (unchecked / "manifest.json").write_text(json.dumps(manifest, indent=2))
     (unchecked / "records.crc32c").unlink()
     return checked, unchecked
-
-
-def spread(values: list[float], digits: int = 0) -> str:
-    median, low, high = (
-        f"{value:,.{digits}f}" for value in (statistics.median(values), min(values), max(values))
-    )
-    return f"{median} ({low}-{high})"
 
 
 def main() -> None:

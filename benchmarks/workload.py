@@ -33,6 +33,7 @@ import os
 import platform
 import random
 import resource
+import statistics
 import subprocess
 import sys
 import threading
@@ -525,6 +526,14 @@ def sync_file_range_write():  # noqa: ANN201
 # phases that measure this machine without one (run.py passes them no --expect).
 LIBRARY_PHASES = {"write": phase_write, "read": phase_read, "scale": phase_scale}
 MACHINE_PHASES = {"ceiling": phase_ceiling, "disk_ceiling": phase_disk_ceiling}
+
+
+def spread(values: list[float], digits: int = 0) -> str:
+    """The median of `values` with their min-max range: "1,234 (1,100-1,300)"."""
+    median, low, high = (
+        f"{value:,.{digits}f}" for value in (statistics.median(values), min(values), max(values))
+    )
+    return f"{median} ({low}-{high})"
 
 
 def main() -> None:
