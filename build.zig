@@ -10,13 +10,15 @@ pub fn build(b: *std.Build) void {
     const strip = b.option(bool, "strip", "Strip debug info from the library");
 
     // The hardware SHA-256 and CRC-32C kernels are compiled for a CPU with the
-    // instructions and chosen at run time (CPUID on x86_64, HWCAP on aarch64 Linux), so
-    // the portable library still hashes at hardware speed where it can.
+    // instructions and chosen at run time (CPUID, and XGETBV for AVX-512, on x86_64;
+    // HWCAP on aarch64 Linux), so the portable library still hashes at hardware speed
+    // where it can.
     const arch = target.result.cpu.arch;
     const options = b.addOptions();
     options.addOption(bool, "sha_ni_kernel", arch == .x86_64);
     options.addOption(bool, "arm_sha2_kernel", arch == .aarch64);
     options.addOption(bool, "crc32c_x86_kernel", arch == .x86_64);
+    options.addOption(bool, "crc32c_avx512_kernel", arch == .x86_64);
     options.addOption(bool, "crc32c_arm_kernel", arch == .aarch64);
 
     const core = b.createModule(.{
@@ -34,6 +36,7 @@ pub fn build(b: *std.Build) void {
         .x86_64 => &.{
             .{ .name = "dataset_rt_sha_ni", .source = "zig/codec/sha256_ni.zig", .features = x86.featureSet(&.{ .sha, .avx2 }) },
             .{ .name = "dataset_rt_crc32c_x86", .source = "zig/codec/crc32c_x86.zig", .features = x86.featureSet(&.{ .crc32, .sse4_2, .pclmul }) },
+            .{ .name = "dataset_rt_crc32c_avx512", .source = "zig/codec/crc32c_avx512.zig", .features = x86.featureSet(&.{ .crc32, .sse4_2, .pclmul, .avx512f, .avx512vl, .vpclmulqdq }), .needs_llvm = true },
         },
         .aarch64 => &.{
             .{ .name = "dataset_rt_sha_arm", .source = "zig/codec/sha256_arm.zig", .features = aarch64.featureSet(&.{.sha2}) },
@@ -55,6 +58,7 @@ pub fn build(b: *std.Build) void {
                 .pic = true,
                 .strip = strip,
             }),
+            .use_llvm = if (kernel.needs_llvm) true else null,
         });
         core.linkLibrary(kernel_library);
     }
@@ -74,4 +78,7 @@ const HardwareKernel = struct {
     name: []const u8,
     source: []const u8,
     features: std.Target.Cpu.Feature.Set,
+    /// Zig's own x86_64 code generator (Debug builds) cannot pass 512-bit vectors to
+    /// inline assembly, so such a kernel is always compiled by LLVM.
+    needs_llvm: bool = false,
 };
