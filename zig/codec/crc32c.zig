@@ -12,6 +12,7 @@
 const std = @import("std");
 const builtin = @import("builtin");
 const build_options = @import("build_options");
+const cpu_probe = @import("../base/cpu_probe.zig");
 const assert = std.debug.assert;
 
 comptime {
@@ -169,8 +170,7 @@ fn cpuHasArmCrc32() bool {
     if (comptime builtin.cpu.has(.aarch64, .crc)) return true;
     if (builtin.os.tag.isDarwin()) return true;
     if (builtin.os.tag != .linux) return false;
-    // libc's getauxval: std's own reads the vector only in executables it starts.
-    return std.c.getauxval(std.elf.AT.HWCAP) & std.os.linux.HWCAP.CRC32 != 0;
+    return cpu_probe.linuxHwcap() & std.os.linux.HWCAP.CRC32 != 0;
 }
 
 /// The x86_64 kernel for the CPU and OS `features` describe. `hardware` needs SSE4.2
@@ -208,48 +208,18 @@ const X86Features = struct {
 
     fn probe() X86Features {
         comptime assert(builtin.cpu.arch == .x86_64);
-        const leaf_max = cpuid(0, 0).eax;
-        const basic = cpuid(1, 0);
-        const extended: CpuidResult = if (leaf_max >= 7) cpuid(7, 0) else .{ .eax = 0, .ebx = 0, .ecx = 0, .edx = 0 };
+        const leaf_max = cpu_probe.cpuid(0, 0).eax;
+        const basic = cpu_probe.cpuid(1, 0);
+        const extended: cpu_probe.CpuidResult = if (leaf_max >= 7) cpu_probe.cpuid(7, 0) else .{ .eax = 0, .ebx = 0, .ecx = 0, .edx = 0 };
         const osxsave = basic.ecx & (1 << 27) != 0;
         return .{
             .basic_ecx = basic.ecx,
             .extended_ebx = extended.ebx,
             .extended_ecx = extended.ecx,
-            .xcr0 = if (osxsave) xgetbv(0) else 0,
+            .xcr0 = if (osxsave) cpu_probe.xgetbv(0) else 0,
         };
     }
 };
-
-/// Extended control register `register`; only valid when CPUID reports OSXSAVE.
-fn xgetbv(register: u32) u64 {
-    var low: u32 = undefined;
-    var high: u32 = undefined;
-    asm volatile ("xgetbv"
-        : [_] "={eax}" (low),
-          [_] "={edx}" (high),
-        : [_] "{ecx}" (register),
-    );
-    return @as(u64, high) << 32 | low;
-}
-
-const CpuidResult = struct { eax: u32, ebx: u32, ecx: u32, edx: u32 };
-
-fn cpuid(leaf: u32, subleaf: u32) CpuidResult {
-    var eax: u32 = undefined;
-    var ebx: u32 = undefined;
-    var ecx: u32 = undefined;
-    var edx: u32 = undefined;
-    asm volatile ("cpuid"
-        : [_] "={eax}" (eax),
-          [_] "={ebx}" (ebx),
-          [_] "={ecx}" (ecx),
-          [_] "={edx}" (edx),
-        : [_] "{eax}" (leaf),
-          [_] "{ecx}" (subleaf),
-    );
-    return .{ .eax = eax, .ebx = ebx, .ecx = ecx, .edx = edx };
-}
 
 const testing = std.testing;
 

@@ -9,6 +9,7 @@
 const std = @import("std");
 const builtin = @import("builtin");
 const build_options = @import("build_options");
+const cpu_probe = @import("../base/cpu_probe.zig");
 const assert = std.debug.assert;
 
 const Sha256Portable = std.crypto.hash.sha2.Sha256;
@@ -207,52 +208,26 @@ fn cpuHasArmSha2() bool {
     comptime assert(builtin.cpu.arch == .aarch64);
     if (comptime builtin.cpu.has(.aarch64, .sha2)) return true;
     if (builtin.os.tag != .linux) return false;
-    // libc's getauxval: std's own reads the vector only in executables it starts.
-    return std.c.getauxval(std.elf.AT.HWCAP) & std.os.linux.HWCAP.SHA2 != 0;
+    return cpu_probe.linuxHwcap() & std.os.linux.HWCAP.SHA2 != 0;
 }
 
 /// True when the CPU has SHA and AVX2 and the OS saves the AVX (YMM) registers.
 fn cpuHasShaNi() bool {
     comptime assert(builtin.cpu.arch == .x86_64);
-    const leaf_max = cpuid(0, 0).eax;
+    const leaf_max = cpu_probe.cpuid(0, 0).eax;
     if (leaf_max < 7) return false;
 
-    const features = cpuid(1, 0);
+    const features = cpu_probe.cpuid(1, 0);
     const osxsave = features.ecx & (1 << 27) != 0;
     const avx = features.ecx & (1 << 28) != 0;
     // Only with OSXSAVE is XGETBV allowed; bits 1 and 2 of XCR0 mean SSE and AVX state are saved.
     if (!osxsave or !avx) return false;
-    if (xgetbv0() & 0b110 != 0b110) return false;
+    if (cpu_probe.xgetbv(0) & 0b110 != 0b110) return false;
 
-    const extended = cpuid(7, 0);
+    const extended = cpu_probe.cpuid(7, 0);
     const avx2 = extended.ebx & (1 << 5) != 0;
     const sha = extended.ebx & (1 << 29) != 0;
     return avx2 and sha;
-}
-
-const CpuidResult = struct { eax: u32, ebx: u32, ecx: u32, edx: u32 };
-
-fn cpuid(leaf: u32, subleaf: u32) CpuidResult {
-    var eax: u32 = undefined;
-    var ebx: u32 = undefined;
-    var ecx: u32 = undefined;
-    var edx: u32 = undefined;
-    asm volatile ("cpuid"
-        : [_] "={eax}" (eax),
-          [_] "={ebx}" (ebx),
-          [_] "={ecx}" (ecx),
-          [_] "={edx}" (edx),
-        : [_] "{eax}" (leaf),
-          [_] "{ecx}" (subleaf),
-    );
-    return .{ .eax = eax, .ebx = ebx, .ecx = ecx, .edx = edx };
-}
-
-fn xgetbv0() u32 {
-    return asm volatile ("xgetbv"
-        : [_] "={eax}" (-> u32),
-        : [_] "{ecx}" (@as(u32, 0)),
-        : .{ .edx = true });
 }
 
 const testing = std.testing;
