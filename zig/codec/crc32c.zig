@@ -23,8 +23,7 @@ comptime {
     assert(!build_options.crc32c_arm_kernel or builtin.cpu.arch == .aarch64);
 }
 
-/// CRC-32C, reflected: bit 31 stands for x^0 and bit 0 for x^31 (the x^32 term is implied).
-const polynomial: u32 = 0x82F63B78;
+const polynomial = @import("crc32c_polynomial.zig").polynomial;
 
 /// The CRC of the bytes before `bytes` followed by `bytes`, given `crc`, the CRC of the
 /// bytes before (0 for none): `update(update(0, a), b) == update(0, a ++ b)`. The same

@@ -32,8 +32,9 @@ comptime {
     @export(&update, .{ .name = "dataset_rt_internal_crc32c_arm", .visibility = .hidden });
 }
 
-/// CRC-32C, reflected. Bit 31 stands for x^0 and bit 0 for x^31 (the x^32 term is implied).
-const polynomial: u32 = 0x82F63B78;
+/// CRC-32C arithmetic, reflected: bit 31 stands for x^0 and bit 0 for x^31 (x^32 implied).
+const crc32c_polynomial = @import("crc32c_polynomial.zig");
+const powerOfX = crc32c_polynomial.powerOfX;
 
 /// Block lengths in bytes, longest first; a chunk is three blocks. Each is a multiple of
 /// the eight bytes one `crc32cx` consumes.
@@ -117,34 +118,6 @@ inline fn updateChunk(comptime block_length: usize, state: u32, chunk: *const [3
 fn shiftConstant(comptime byte_count: usize) u32 {
     comptime assert(8 * byte_count >= 33);
     return comptime powerOfX(8 * byte_count - 33);
-}
-
-/// x^exponent mod P, reflected, by square and multiply.
-fn powerOfX(comptime exponent: u64) u32 {
-    // Up to two 32-step products for each of the exponent's 64 bits.
-    @setEvalBranchQuota(2 * 64 * 32 * 2);
-    var result: u32 = 1 << 31; // x^0
-    var square: u32 = 1 << 30; // x^1
-    var rest = exponent;
-    while (rest != 0) : (rest >>= 1) {
-        if (rest & 1 != 0) result = multiplyModular(result, square);
-        square = multiplyModular(square, square);
-    }
-    return result;
-}
-
-/// a * b mod P, both reflected: the sum of a x^k over the terms x^k of b.
-fn multiplyModular(a: u32, b: u32) u32 {
-    var product: u32 = 0;
-    var a_times_x_power = a;
-    for (0..32) |k| {
-        if ((b >> @intCast(31 - k)) & 1 != 0) product ^= a_times_x_power;
-        // Times x: every term moves one bit down; the x^32 that leaves bit 0 is, modulo
-        // P, the polynomial's lower terms.
-        const overflow = a_times_x_power & 1 != 0;
-        a_times_x_power = (a_times_x_power >> 1) ^ (if (overflow) polynomial else 0);
-    }
-    return product;
 }
 
 /// The register after eight more bytes, `word` read little-endian (the first byte lowest).

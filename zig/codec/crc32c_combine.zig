@@ -11,23 +11,9 @@
 const std = @import("std");
 const assert = std.debug.assert;
 
-/// The Castagnoli polynomial, reflected (x^32 implied).
-const polynomial: u32 = 0x82F63B78;
-/// x^0, the multiplicative identity.
-const one: u32 = 1 << 31;
-
-/// a * b mod P.
-fn multiply(a: u32, b: u32) u32 {
-    var product: u32 = 0;
-    var factor = b;
-    var mask = one;
-    while (mask != 0) : (mask >>= 1) {
-        if (a & mask != 0) product ^= factor;
-        // factor * x mod P.
-        factor = if (factor & 1 != 0) (factor >> 1) ^ polynomial else factor >> 1;
-    }
-    return product;
-}
+const crc32c_polynomial = @import("crc32c_polynomial.zig");
+const multiply = crc32c_polynomial.multiply;
+const one = crc32c_polynomial.one;
 
 /// x^(2^k) mod P for k = 0 .. 66: enough for x^(8n) with any u64 n.
 const powers: [67]u32 = table: {
