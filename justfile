@@ -4,7 +4,7 @@
 
 venv_bin := justfile_directory() / ".venv" / "bin"
 export PATH := if path_exists(venv_bin) == "true" { venv_bin + ":" + env("PATH") } else { env("PATH") }
-python_paths := "python tests benchmarks scripts examples setup.py"
+python_paths := "python tests benchmarks scripts examples fuzz setup.py"
 
 # Rebuild the library (ReleaseFast) into python/dataset_rt/_lib/
 build:
@@ -38,6 +38,14 @@ fmt:
 # Build the wheel of every platform into dist/ (or the directory given), each checked to hold its own library
 wheels *out:
     python scripts/build_wheels.py {{ out }}
+
+# Fuzz the cache parsers through the C ABI for 10 minutes (atheris, ReleaseSafe); findings in fuzz/findings/
+fuzz *args:
+    python -c 'import atheris' 2>/dev/null || python -m pip install atheris
+    mkdir -p fuzz/corpus fuzz/findings
+    DATASET_RT_LIBRARY="$(python scripts/build_library.py --mode ReleaseSafe --no-strip --dest zig-out/release-safe)" \
+        python fuzz/cache_files.py fuzz/corpus -max_total_time=600 -timeout=60 -max_len=2048 -len_control=0 \
+        -artifact_prefix=fuzz/findings/ --keep-going --findings=fuzz/findings {{ args }}
 
 # Run the benchmarks
 bench *args:

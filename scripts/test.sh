@@ -130,11 +130,13 @@ if command -v qemu-aarch64 >/dev/null && [[ -e "$aarch64_libc/lib/ld-linux-aarch
         # Deselected: the C tests (they compile with the ziglang package, which this
         # Python lacks; the round trip ran above), and the fork test whose child starts threads
         # (qemu-user 7.2 itself aborts there: "qemu_plugin_vcpu_init_hook: assertion
-        # failed"; the other fork test runs).
+        # failed"; the other fork test runs), and the fuzz regressions (they run
+        # natively in phases 2 and 3; emulated, their seeded run costs minutes).
         DATASET_RT_LIBRARY="$aarch64_dir/build/lib/libdataset_rt.so" \
             PYTHONPATH="$PWD/python:$aarch64_python/site" \
             "$aarch64_python/bin/python3" -m pytest tests -q -p no:cacheprovider \
             --deselect tests/test_c_abi.py \
+            --deselect tests/test_fuzz_regressions.py \
             --deselect tests/test_fork.py::test_a_forked_child_gets_a_clear_error_and_can_start_its_own_runtime
     else
         missing "the aarch64 Python for pytest, $aarch64_python/bin/python3" \

@@ -1,0 +1,1090 @@
+"""Fuzz harness: every parser of a cache's untrusted bytes, through the C ABI.
+
+It writes small seed caches with the library, and for each input mutates one of
+their files (manifest.json, metadata.arrow, index.bin, records.crc32c, a shard)
+or one record (its header and metadata JSON, or its LZ4 block), writes the
+mutated cache to a temporary directory (tmpfs when there is one), and reads it
+with the public API both ways (`validate_cache` False and True): open, iterate
+every sample, `get_metadata()` (the Arrow export) and `get_many()` (the random
+access reads). The `lz4_codec` target calls the core's LZ4 codec directly.
+
+The property: a read either fails with the library's documented exception for a
+bad cache (a ValueError carrying status DRT_ERR_INVALID_CACHE, or an OSError),
+or returns exactly what the bytes mean (`cache_reference.py`): the record each
+index row names, its metadata as its JSON states and `metadata.arrow` lists,
+its payload as stored or as its LZ4 block decodes. Whatever is no longer
+authenticated must be refused: a record whose CRC-32C differs from
+records.crc32c, with `validate_cache` any file whose SHA-256 or length differs
+from the manifest's, a manifest that is not JSON or breaks a documented rule.
+A cache whose files are the seed's (the manifest possibly respelled) must be
+accepted, and `verify()` must report a problem exactly when the read with
+`validate_cache=True` failed. Anything else (another exception, a crash, a
+hang, data that differs from the bytes' meaning) is a finding.
+
+Usage (see CONTRIBUTING.md, "Fuzzing"):
+    python fuzz/cache_files.py fuzz/corpus -max_total_time=600   # atheris (libFuzzer)
+    python fuzz/cache_files.py --iterations 1000 --seed 1         # seeded, no atheris
+    python fuzz/cache_files.py --replay tests/fuzz_regressions/*  # replay inputs
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import faulthandler
+import functools
+import hashlib
+import inspect
+import json
+import os
+import random
+import re
+import shutil
+import struct
+import sys
+import tempfile
+import time
+import zlib
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import cache_reference as reference
+from cache_mutations import Choices, json_tokens, mutate_bytes, mutate_json
+
+from dataset_rt import (
+    CacheInput,
+    DatasetRuntime,
+    ReaderConfig,
+    ShardCompression,
+    WriterConfig,
+    _native,
+    verify,
+)
+
+try:
+    import lz4.block as lz4_block  # the reference LZ4 implementation (a dev dependency)
+except ImportError:  # pragma: no cover - e.g. a Python without the dev extras
+    lz4_block = None
+
+MANIFEST = "manifest.json"
+METADATA = "metadata.arrow"
+INDEX = "index.bin"
+CHECKSUMS = "records.crc32c"
+SCHEMA = {"b": "bool", "f": "float", "i": "int", "s": "string"}
+# Statuses a bad cache may fail a read with (docs/c-abi.md): ValueError and OSError.
+ALLOWED_STATUSES = frozenset({_native.ERR_INVALID_CACHE, _native.ERR_IO})
+LZ4_EXPANSION_MAX = 255  # no LZ4 block decodes to more than 255 times its length
+DIRECT_DECODE_MAX = 1 << 24  # bound on what the harness asks the codec to allocate
+FEEDBACK_BUCKETS = 4096
+FEEDBACK_GROUP = 64
+FILE_TIMEOUT_SECONDS = 60
+
+
+class Violation(AssertionError):
+    """The library broke the property; the message says how."""
+
+
+def seed_samples() -> list[tuple[bytes, dict[str, object]]]:
+    """Payloads of every size class (empty, small, a run of records, deferred in several
+    pieces or LZ4-compressed with long matches) and metadata of the four kinds, with
+    values at the edges of their encodings."""
+    noise = random.Random(20240601)
+    text = b"the quick brown fox jumps over the lazy dog " * 50
+    return [
+        (b"", {"b": True, "f": 0.0, "i": 0, "s": ""}),
+        (b"\x00", {"b": False, "f": -0.0, "i": -1, "s": "\u00e9\U0001f600"}),
+        (text[:100], {"b": True, "f": 0.1, "i": 2**63 - 1, "s": 'q"b\\n\n'}),
+        (noise.randbytes(300), {"b": False, "f": 1e21, "i": -(2**63), "s": "s3"}),
+        (text[:2000], {"b": True, "f": 5e-324, "i": 4, "s": "\x00\x1f"}),
+        (
+            noise.randbytes(256 * 1024 + 4099),
+            {"b": False, "f": 1.7976931348623157e308, "i": 5, "s": "x" * 40},
+        ),
+        (text * 3 + noise.randbytes(2000), {"b": True, "f": 1.5, "i": 6, "s": "s6"}),
+    ]
+
+
+class ListSource:
+    def __init__(self, name: str, samples: list[tuple[bytes, dict[str, object]]]) -> None:
+        self.name = name
+        self.samples = samples
+
+    def __iter__(self) -> Iterator[CacheInput]:
+        for data, metadata in self.samples:
+            yield CacheInput(data, metadata)  # type: ignore[arg-type]
+
+
+@dataclass
+class Variant:
+    """A seed cache: its files' bytes and what they hold."""
+
+    name: str
+    files: dict[str, bytes]
+    manifest: dict[str, Any]
+    rows: list[tuple[int, int, int]]
+    checksums: bool
+    hot: dict[str, list[int]]
+
+    def record(self, sample_id: int) -> bytes:
+        shard_id, offset, length = self.rows[sample_id]
+        return self.files[reference.shard_name(shard_id)][offset : offset + length]
+
+
+@dataclass
+class Read:
+    """What one open-and-read-everything returned."""
+
+    samples: list[tuple[int, int, bytes, dict[str, Any]]]
+    rows: list[dict[str, Any]]
+    again: list[tuple[int, int, bytes, dict[str, Any]]]
+
+
+@dataclass
+class Failure:
+    stage: str
+    error: _native.NativeError
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@functools.lru_cache(maxsize=128)
+def record_crc32c(record: bytes) -> int:
+    return reference.crc32c(record)
+
+
+@functools.lru_cache(maxsize=128)
+def record_meaning(record: bytes, algo: str) -> reference.Sample | str:
+    return reference.record_meaning(record, algo, SCHEMA)
+
+
+def parse_manifest(data: bytes | None) -> Any:
+    """The manifest as strict JSON, or the StrictJsonError saying why it is not."""
+    if data is None:
+        return reference.StrictJsonError("manifest.json is missing")
+    try:
+        return reference.strict_json(data)
+    except reference.StrictJsonError as error:
+        return error
+
+
+class Model:
+    """What a cache's files mean, given its (Python-parsed) manifest."""
+
+    def __init__(self, files: dict[str, bytes | None], manifest: dict[str, Any]) -> None:
+        self.files = files
+        self.manifest = manifest
+        self.schema = {field["name"]: field["kind"] for field in manifest["metadata_schema"]}
+        self.rows = reference.index_rows(files.get(INDEX) or b"")
+        self.count = manifest["sample_count"]
+
+    def record(self, sample_id: int) -> bytes | str:
+        if sample_id >= len(self.rows):
+            return f"index.bin has no row {sample_id}"
+        shard_id, offset, length = self.rows[sample_id]
+        shard = self.files.get(reference.shard_name(shard_id))
+        if shard_id >= len(self.manifest["shards"]) or shard is None:
+            return f"row {sample_id} names no shard"
+        if offset + length > len(shard):
+            return f"row {sample_id} runs past its shard"
+        return shard[offset : offset + length]
+
+    def sample(self, sample_id: int) -> reference.Sample | str:
+        record = self.record(sample_id)
+        if isinstance(record, str):
+            return record
+        shard_id = self.rows[sample_id][0]
+        algo = self.manifest["shards"][shard_id]["compression"]["algo"]
+        if self.schema != SCHEMA:
+            return reference.record_meaning(record, algo, self.schema)
+        return record_meaning(record, algo)
+
+
+def _feedback_function() -> Callable[[int], int]:
+    """A function with one branch per bucket, instrumented by atheris: calling it with an
+    outcome's bucket tells libFuzzer that the native core took a new path (the core's own
+    code is not instrumented). Groups of 64 leaves, as atheris takes long over big functions."""
+    import atheris
+
+    lines = ["def feedback(bucket):"]
+
+    def emit(low: int, high: int, indent: str) -> None:
+        if high - low == 1:
+            lines.append(f"{indent}return {low}")
+            return
+        middle = (low + high) // 2
+        lines.append(f"{indent}if bucket < {middle}:")
+        emit(low, middle, indent + "    ")
+        lines.append(f"{indent}else:")
+        emit(middle, high, indent + "    ")
+
+    emit(0, FEEDBACK_GROUP, "    ")
+    source = compile("\n".join(lines), "<feedback>", "exec")
+    groups = []
+    for _ in range(FEEDBACK_BUCKETS // FEEDBACK_GROUP):
+        namespace: dict[str, Any] = {}
+        exec(source, namespace)
+        groups.append(atheris.instrument_func(namespace["feedback"]))
+
+    def feedback(bucket: int) -> int:
+        return groups[bucket // FEEDBACK_GROUP](bucket % FEEDBACK_GROUP)  # type: ignore[no-any-return]
+
+    return feedback
+
+
+class Harness:
+    """Seed caches, the targets that mutate them and the property that judges each read."""
+
+    def __init__(self, runtime: DatasetRuntime, work: Path) -> None:
+        self.runtime = runtime
+        self.work = work
+        self.mutated = work / "m"
+        self.other = work / "other"
+        self.feedback: Callable[[int], int] | None = None
+        self.stats: Counter[str] = Counter()
+        self.arrow_files: dict[ArrowLayout, bytes] = {}
+        self.samples = seed_samples()
+        self.variants = self._write_seeds(work / "seed")
+        self._install(self.other, self.variants[0].files)
+        self.other_model = Model(dict(self.variants[0].files), self.variants[0].manifest)
+        for variant in self.variants:
+            self._check_seed(variant)
+
+    # ---- seeds ------------------------------------------------------------------
+
+    def _write_seeds(self, base: Path) -> list[Variant]:
+        variants = []
+        for compression in (ShardCompression(), ShardCompression(algo="lz4", ratio=2.0)):
+            algo = compression.algo
+            config = WriterConfig(
+                show_progress=False, max_shard_bytes=600, shard_compression=compression
+            )
+            [result] = self.runtime.write_cache(
+                ListSource(algo, self.samples), base, writer_config=config
+            )
+            path = getattr(result, "path", None)
+            if path is None:
+                raise RuntimeError(f"cannot write the seed cache: {result}")
+            files = {
+                str(file.relative_to(path)): file.read_bytes()
+                for file in sorted(path.rglob("*"))
+                if file.is_file()
+            }
+            variants.append(self._variant(algo, files))
+            # As dataset-rt 0.2.4 writes it: no records.crc32c, reads reach the checks behind it.
+            without = {path: data for path, data in files.items() if path != CHECKSUMS}
+            manifest = json.loads(files[MANIFEST])
+            del manifest["record_checksums"]
+            without[MANIFEST] = json.dumps(manifest, indent=2).encode()
+            variants.append(self._variant(f"{algo}-peer", without))
+        return variants
+
+    def _variant(self, name: str, files: dict[str, bytes]) -> Variant:
+        manifest = json.loads(files[MANIFEST])
+        rows = reference.index_rows(files[INDEX])
+        variant = Variant(name, files, manifest, rows, CHECKSUMS in files, {})
+        variant.hot = {path: self._hot_points(variant, path) for path in files}
+        return variant
+
+    def _hot_points(self, variant: Variant, path: str) -> list[int]:
+        """Offsets where a file's structure changes: where mutations do the most."""
+        data = variant.files[path]
+        if path == INDEX:
+            return [row * 24 + field for row in range(len(variant.rows)) for field in (0, 8, 16)]
+        if path == CHECKSUMS:
+            return list(range(0, len(data) + 1, 4))
+        if path == MANIFEST:
+            return [start for start, _ in json_tokens(data)]
+        if path == METADATA:
+            return arrow_hot_points(data)
+        shard_id = int(path.split("/")[1].split(".")[0])
+        points = []
+        for sample_id, (shard, offset, length) in enumerate(variant.rows):
+            if shard == shard_id:
+                (meta_len,) = struct.unpack_from("<Q", variant.record(sample_id))
+                starts = (0, 8, 8 + meta_len, 12 + meta_len, length)
+                points += [offset + start for start in starts]
+        return points
+
+    def _check_seed(self, variant: Variant) -> None:
+        """The harness's own check: the seed reads back as written, and means it."""
+        for sample_id, (payload, metadata) in enumerate(self.samples):
+            algo = variant.manifest["shards"][variant.rows[sample_id][0]]["compression"]["algo"]
+            meaning = record_meaning(variant.record(sample_id), algo)
+            assert isinstance(meaning, reference.Sample), meaning
+            assert meaning.payload == payload, f"{variant.name}: sample {sample_id} payload"
+            assert reference.same_value(meaning.metadata, metadata), (sample_id, metadata)
+        self.check_cache(dict(variant.files), two_caches=False, expect_success=True)
+
+    # ---- targets ----------------------------------------------------------------
+
+    def run_one(self, data: bytes) -> str:
+        """Runs one input; returns a short description of what happened. Raises Violation."""
+        choices = Choices(data)
+        name, target = TARGETS[choices.below(len(TARGETS))]
+        self.stats[f"target {name}"] += 1
+        outcome = target(self, choices)
+        self.stats[f"outcome {outcome}"] += 1
+        if self.feedback is not None:
+            self.feedback(zlib.crc32(f"{name} {outcome}".encode()) % FEEDBACK_BUCKETS)
+        return f"{name}: {outcome}"
+
+    def target_cache(self, choices: Choices) -> str:
+        """Any file of a seed cache: deleted, replaced, or mutated (and maybe resealed)."""
+        variant = self.variants[choices.below(len(self.variants))]
+        paths = sorted(variant.files)
+        path = paths[choices.below(len(paths))]
+        files: dict[str, bytes | None] = dict(variant.files)
+        mode = choices.byte() % 8
+        if mode == 0:
+            files[path] = None
+        elif mode == 1:
+            files[path] = choices.rest()
+        elif path == MANIFEST and mode & 1:
+            files[path] = mutate_json(variant.files[path], choices)
+        else:
+            files[path] = mutate_bytes(variant.files[path], choices, variant.hot[path])
+        resealed = mode >= 4 and path != MANIFEST
+        if resealed:
+            self._reseal(variant, files, path)
+        outcome = self.check_cache(files, two_caches=choices.flag())
+        return f"{variant.name} {path} {'resealed ' if resealed else ''}{outcome}"
+
+    def target_manifest(self, choices: Choices) -> str:
+        """manifest.json alone, mostly by JSON-aware edits."""
+        variant = self.variants[choices.below(len(self.variants))]
+        files: dict[str, bytes | None] = dict(variant.files)
+        text = variant.files[MANIFEST]
+        for _ in range(1 + choices.byte() % 2):
+            if choices.byte() % 4:
+                text = mutate_json(text, choices)
+            else:
+                text = mutate_bytes(text, choices, variant.hot[MANIFEST])
+        files[MANIFEST] = text
+        return f"{variant.name} {self.check_cache(files, two_caches=choices.flag())}"
+
+    def target_record(self, choices: Choices) -> str:
+        """One record's header and metadata JSON; the cache laid out and resealed around it."""
+        variant = self.variants[choices.below(len(self.variants))]
+        sample_id = choices.below(len(variant.rows))
+        record = variant.record(sample_id)
+        (meta_len,) = struct.unpack_from("<Q", record)
+        header, text, stored = record[:8], record[8 : 8 + meta_len], record[8 + meta_len :]
+        for _ in range(1 + choices.byte() % 3):
+            region = choices.byte() % 4
+            if region == 0:
+                header = mutate_bytes(header, choices, [0, 4])
+            elif region == 3:
+                text = mutate_bytes(text, choices, [start for start, _ in json_tokens(text)])
+            else:
+                text = mutate_json(text, choices)
+        if choices.byte() % 4:
+            header = struct.pack("<Q", len(text))
+        files = self._relayout(variant, sample_id, header + text + stored, 0)
+        return f"{variant.name} {self.check_cache(files, two_caches=choices.flag())}"
+
+    def target_lz4_record(self, choices: Choices) -> str:
+        """One lz4 record's stored payload (length and block); the cache resealed around it."""
+        variants = [v for v in self.variants if v.name.startswith("lz4")]
+        variant = variants[choices.below(len(variants))]
+        sample_id = choices.below(len(variant.rows))
+        record = variant.record(sample_id)
+        (meta_len,) = struct.unpack_from("<Q", record)
+        head, stored = record[: 8 + meta_len], record[8 + meta_len :]
+        (size,) = struct.unpack_from("<I", stored)
+        block = mutate_bytes(stored[4:], choices, lz4_hot_points(stored[4:]))
+        mode = choices.byte() % 4
+        if mode == 1:
+            size = min(lz4_decoded_len(block) or size, 2**32 - 1)
+        elif mode == 2:
+            edited = mutate_bytes(stored[:4], choices, [0])
+            size = int.from_bytes(edited[:4].ljust(4, b"\0"), "little")
+        direct = self._check_lz4_block(block, size)
+        # Usually the manifest's uncompressed_byte_len follows, so validate_cache can pass.
+        delta = size - struct.unpack_from("<I", stored)[0]
+        follows = choices.byte() % 4 != 0
+        record = head + struct.pack("<I", size) + block
+        files = self._relayout(variant, sample_id, record, delta if follows else 0)
+        meaning = record_meaning(record, "lz4")
+        # A block the reference implementation decodes, within the documented bound, in a
+        # cache that is otherwise consistent: the library must read it.
+        must_read = (
+            direct == "conforming"
+            and size <= LZ4_EXPANSION_MAX * len(block)
+            and isinstance(meaning, reference.Sample)
+            and (follows or delta == 0)
+        )
+        outcome = self.check_cache(files, two_caches=False, expect_success=must_read)
+        return f"{variant.name} block {direct} {outcome}"
+
+    def target_arrow(self, choices: Choices) -> str:
+        """metadata.arrow rewritten by pyarrow (batches, types, layouts), maybe mutated."""
+        variant = self.variants[choices.below(len(self.variants))]
+        layout = ArrowLayout.chosen(choices)
+        data = self._arrow_file(layout)
+        mutated = choices.byte() % 2 == 0
+        if mutated:
+            data = mutate_bytes(data, choices, arrow_hot_points(data))
+        files: dict[str, bytes | None] = dict(variant.files)
+        files[METADATA] = data
+        self._reseal(variant, files, METADATA)
+        outcome = self.check_cache(
+            files, two_caches=choices.flag(), expect_success=layout.valid and not mutated
+        )
+        if not mutated and not layout.valid and outcome.startswith("ok"):
+            raise Violation(f"metadata.arrow with {layout.invalid} was accepted")
+        return f"{variant.name} {layout.summary()}{' mutated' if mutated else ''} {outcome}"
+
+    def _arrow_file(self, layout: ArrowLayout) -> bytes:
+        if layout not in self.arrow_files:
+            self.arrow_files[layout] = layout.write([metadata for _, metadata in self.samples])
+        return self.arrow_files[layout]
+
+    def target_lz4_codec(self, choices: Choices) -> str:
+        """drt_lz4_compress and drt_lz4_decompress directly: round trips, then a mutated block."""
+        mutation = Choices(choices.take(24))
+        repeat = 1 + choices.byte() % 32
+        payload = choices.rest() * repeat
+        block = _native.lz4_compress(payload)
+        bound = _native.lib.drt_lz4_compress_bound(len(payload))
+        if len(block) > bound:
+            raise Violation(f"lz4 block of {len(block)} bytes exceeds its bound {bound}")
+        decoded = _native.lz4_decompress(block, len(payload))
+        if decoded != payload or reference.lz4_decode(block, len(payload)) != payload:
+            raise Violation("drt_lz4_compress's block does not decode to its input")
+        if lz4_block is not None and reference_lz4(block, len(payload)) != payload:
+            raise Violation("the reference LZ4 decoder rejects drt_lz4_compress's block")
+        mutated = mutate_bytes(block, mutation, lz4_hot_points(block))
+        return f"codec {self._check_lz4_block(mutated, len(payload))}"
+
+    def _check_lz4_block(self, block: bytes, size: int) -> str:
+        """drt_lz4_decompress must return what the block means, or refuse it."""
+        meaning = reference.lz4_decode(block, size)
+        if size > min(LZ4_EXPANSION_MAX * len(block), DIRECT_DECODE_MAX):
+            return "oversized"
+        try:
+            decoded: bytes | None = _native.lz4_decompress(block, size)
+        except _native.NativeValueError as error:
+            if error.status != _native.ERR_INVALID_INPUT:
+                raise Violation(f"drt_lz4_decompress failed with status {error.status}") from error
+            decoded = None
+        if decoded is not None and decoded != meaning:
+            raise Violation(
+                "drt_lz4_decompress returned bytes the block does not mean"
+                if meaning is not None
+                else "drt_lz4_decompress accepted a block that means no such output"
+            )
+        if lz4_block is not None and meaning is not None and decoded is None:
+            if reference_lz4(block, size) == meaning:
+                raise Violation("drt_lz4_decompress refused a block the reference decodes")
+        if lz4_block is not None and meaning is not None and reference_lz4(block, size) == meaning:
+            return "conforming"
+        return "decoded" if decoded is not None else "refused"
+
+    # ---- building mutated caches ----------------------------------------------
+
+    def _reseal(self, variant: Variant, files: dict[str, bytes | None], path: str) -> None:
+        """Makes the manifest (and records.crc32c) vouch for the mutated file again."""
+        data = files[path]
+        if data is None:
+            return
+        manifest = copy.deepcopy(variant.manifest)
+        if path == INDEX:
+            manifest["index_sha256"] = sha256_hex(data)
+        elif path == METADATA:
+            manifest["metadata_sha256"] = sha256_hex(data)
+        elif path == CHECKSUMS:
+            manifest["record_checksums"].update(byte_len=len(data), sha256=sha256_hex(data))
+        else:
+            shard_id = int(path.split("/")[1].split(".")[0])
+            manifest["shards"][shard_id].update(byte_len=len(data), sha256=sha256_hex(data))
+            if variant.checksums:
+                checksums = bytearray(variant.files[CHECKSUMS])
+                for sample_id, (shard, offset, length) in enumerate(variant.rows):
+                    if shard == shard_id and offset + length <= len(data):
+                        record = data[offset : offset + length]
+                        struct.pack_into("<I", checksums, 4 * sample_id, record_crc32c(record))
+                files[CHECKSUMS] = bytes(checksums)
+                manifest["record_checksums"]["sha256"] = sha256_hex(bytes(checksums))
+        files[MANIFEST] = json.dumps(manifest, indent=2).encode()
+
+    def _relayout(
+        self, variant: Variant, sample_id: int, record: bytes, uncompressed_delta: int
+    ) -> dict[str, bytes | None]:
+        """The variant's files with sample `sample_id`'s record replaced, the records
+        after it moved, and every length, checksum and digest made to agree."""
+        files: dict[str, bytes | None] = dict(variant.files)
+        manifest = copy.deepcopy(variant.manifest)
+        shard_id, offset, length = variant.rows[sample_id]
+        name = reference.shard_name(shard_id)
+        shard = variant.files[name]
+        shard = shard[:offset] + record + shard[offset + length :]
+        moved = len(record) - length
+        rows = [
+            (s, o + moved if s == shard_id and o > offset else o, n) for s, o, n in variant.rows
+        ]
+        rows[sample_id] = (shard_id, offset, len(record))
+        index = b"".join(struct.pack("<QQQ", *row) for row in rows)
+        files[name] = shard
+        files[INDEX] = index
+        entry = manifest["shards"][shard_id]
+        entry.update(byte_len=len(shard), sha256=sha256_hex(shard))
+        entry["uncompressed_byte_len"] = max(0, entry["uncompressed_byte_len"] + uncompressed_delta)
+        manifest["index_sha256"] = sha256_hex(index)
+        if variant.checksums:
+            checksums = bytearray(variant.files[CHECKSUMS])
+            struct.pack_into("<I", checksums, 4 * sample_id, record_crc32c(record))
+            files[CHECKSUMS] = bytes(checksums)
+            manifest["record_checksums"]["sha256"] = sha256_hex(bytes(checksums))
+        files[MANIFEST] = json.dumps(manifest, indent=2).encode()
+        return files
+
+    def _install(self, directory: Path, files: Mapping[str, bytes | None]) -> None:
+        shutil.rmtree(directory, ignore_errors=True)
+        (directory / "shards").mkdir(parents=True)
+        for path, data in files.items():
+            if data is not None:
+                (directory / path).write_bytes(data)
+
+    # ---- the property -----------------------------------------------------------
+
+    def check_cache(
+        self, files: dict[str, bytes | None], *, two_caches: bool, expect_success: bool = False
+    ) -> str:
+        """Reads the cache `files` both ways and judges each outcome; returns a summary."""
+        self._install(self.mutated, files)
+        manifest = parse_manifest(files.get(MANIFEST))
+        paths = [self.other, self.mutated] if two_caches else [self.mutated]
+        expect_success = expect_success or self._is_seed(files, manifest)
+        summaries = []
+        reads: dict[bool, Read | Failure] = {}
+        for validate in (False, True):
+            result = self.read(paths, validate)
+            reads[validate] = result
+            if isinstance(result, Failure):
+                if expect_success:
+                    raise Violation(
+                        f"a valid cache was refused (validate_cache={validate}, "
+                        f"{result.stage}): {result.error}"
+                    )
+                summaries.append(self._failure_summary(result))
+                continue
+            if isinstance(manifest, reference.JsonTooDeep):
+                summaries.append("ok-unjudged")  # no crash and no undocumented error
+                continue
+            if isinstance(manifest, reference.StrictJsonError):
+                raise Violation(f"a manifest that is not strict JSON was accepted: {manifest}")
+            problems = reference.manifest_problems(manifest)
+            if problems:
+                raise Violation(f"a manifest breaking documented rules was accepted: {problems}")
+            model = Model(files, manifest)
+            models = [self.other_model, model] if two_caches else [model]
+            self._check_read(result, models, validate)
+            summaries.append("ok" if self._same_as_seed(result, models) else "ok-changed")
+        refused = reads[False]
+        if isinstance(reads[True], Read) and isinstance(refused, Failure):
+            raise Violation(
+                f"validate_cache=True read the cache, validate_cache=False refused it: "
+                f"{refused.error}"
+            )
+        summaries.append(self._check_verify(isinstance(reads[True], Read)))
+        return " / ".join(summaries)
+
+    def _check_verify(self, validated: bool) -> str:
+        """`verify` scrubs what a validate_cache=True read checks: it must find a problem
+        exactly when that read failed, and name each one."""
+        try:
+            report = verify(self.mutated, num_workers=1, show_progress=False)
+        except _native.NativeError as error:
+            raise Violation(f"verify raised {type(error).__name__}: {error}") from error
+        if report.ok != validated:
+            found = [problem.message for problem in report.problems[:3]]
+            raise Violation(
+                f"verify found {report.problems_total} problems {found}, but a "
+                f"validate_cache=True read {'succeeded' if validated else 'failed'}"
+            )
+        if any(not problem.message for problem in report.problems):
+            raise Violation("verify reported a problem without a message")
+        return f"verify: {report.problems_total and 'problems'}"
+
+    def _is_seed(self, files: dict[str, bytes | None], manifest: Any) -> bool:
+        """Whether `files` are a seed cache's, its manifest possibly respelled."""
+        for variant in self.variants:
+            same_files = files.keys() == variant.files.keys() and all(
+                files[path] == variant.files[path] for path in files if path != MANIFEST
+            )
+            if same_files and reference.same_value(manifest, variant.manifest):
+                return True
+        return False
+
+    def read(self, paths: list[Path], validate: bool) -> Read | Failure:
+        """Opens `paths`, reads every sample, the metadata table and every sample again by
+        identity; a documented failure is returned, anything else raised."""
+        stage = "open"
+        config = ReaderConfig(seed=0, shuffle=False, validate_cache=validate)
+        try:
+            dataset = self.runtime.cached_dataset(paths, reader_config=config)
+            stage = "iterate"
+            samples = [(s.cache_id, s.sample_id, s.data, dict(s.metadata)) for s in dataset]
+            stage = "get_metadata"
+            rows = dataset.get_metadata().to_dicts()
+            stage = "get_many"
+            pairs = [(cache_id, sample_id) for cache_id, sample_id, _, _ in reversed(samples)]
+            again = [
+                (s.cache_id, s.sample_id, s.data, dict(s.metadata)) for s in dataset.get_many(pairs)
+            ]
+        except _native.NativeError as error:
+            if error.status not in ALLOWED_STATUSES:
+                raise Violation(
+                    f"{stage}: {type(error).__name__} with status {error.status}: {error}"
+                ) from error
+            # Every failure names the cache it is about (SPEC, section 8; storage-format.md).
+            if not any(str(path) in str(error) for path in paths):
+                raise Violation(f"{stage}: the error names no cache path: {error}") from error
+            return Failure(stage, error)
+        except Exception as error:
+            raise Violation(f"{stage}: unexpected {type(error).__name__}: {error}") from error
+        return Read(samples, rows, again)
+
+    def _check_read(self, read: Read, models: list[Model], validate: bool) -> None:
+        """Everything a successful read returned against what the files mean."""
+        expected = [(c, k) for c, model in enumerate(models) for k in range(model.count)]
+        got = [(c, k) for c, k, _, _ in read.samples]
+        if got != expected:
+            raise Violation(f"identities {got[:8]}... differ from the table order {expected[:8]}")
+        for cache_id, sample_id, payload, metadata in read.samples:
+            model = models[cache_id]
+            meaning = model.sample(sample_id)
+            where = f"cache {cache_id} sample {sample_id}"
+            if isinstance(meaning, str):
+                raise Violation(f"{where} was returned, but its record means nothing: {meaning}")
+            if payload != meaning.payload:
+                raise Violation(f"{where}: the payload differs from what its record stores")
+            if not reference.same_value(metadata, meaning.metadata):
+                raise Violation(f"{where}: metadata {metadata!r} but the record says so")
+            self._check_record_checksum(model, sample_id, where)
+        self._check_table(read, models)
+        if read.again != list(reversed(read.samples)):
+            raise Violation("get_many returned other samples than iteration did")
+        for model in models:
+            self._check_sizes(model, validate)
+
+    def _check_record_checksum(self, model: Model, sample_id: int, where: str) -> None:
+        if "record_checksums" not in model.manifest:
+            return
+        record = model.record(sample_id)
+        checksums = model.files.get(CHECKSUMS) or b""
+        assert isinstance(record, bytes)
+        if 4 * sample_id + 4 > len(checksums):
+            raise Violation(f"{where} was returned without an entry in records.crc32c")
+        (listed,) = struct.unpack_from("<I", checksums, 4 * sample_id)
+        if record_crc32c(record) != listed:
+            raise Violation(f"{where}: its record's CRC-32C differs from records.crc32c")
+
+    def _check_table(self, read: Read, models: list[Model]) -> None:
+        if len(read.rows) != len(read.samples):
+            raise Violation(f"get_metadata has {len(read.rows)} rows for {len(read.samples)}")
+        for row, (cache_id, sample_id, _, metadata) in zip(read.rows, read.samples, strict=True):
+            stored = {name: row.get(name) for name in models[cache_id].schema}
+            identity = (row.get("cache_id"), row.get("sample_id"), row.get("weight"))
+            if identity != (cache_id, sample_id, 1.0) or not reference.same_value(stored, metadata):
+                raise Violation(f"get_metadata row {row!r} differs from the sample")
+
+    def _check_sizes(self, model: Model, validate: bool) -> None:
+        """Lengths every open checks; with validate, every digest and payload total too."""
+        manifest, files = model.manifest, model.files
+        listed = [
+            (INDEX, None, manifest["index_sha256"]),
+            (METADATA, None, manifest["metadata_sha256"]),
+        ]
+        for position, shard in enumerate(manifest["shards"]):
+            listed.append((reference.shard_name(position), shard["byte_len"], shard["sha256"]))
+        if "record_checksums" in manifest:
+            entry = manifest["record_checksums"]
+            listed.append((CHECKSUMS, entry["byte_len"], entry["sha256"]))
+        if len(files.get(INDEX) or b"") != 24 * model.count:
+            raise Violation(f"index.bin of {len(files.get(INDEX) or b'')} bytes was accepted")
+        for path, length, digest in listed:
+            data = files.get(path)
+            if data is None:
+                raise Violation(f"{path} is missing but the cache was accepted")
+            if length is not None and len(data) != length:
+                raise Violation(f"{path} has {len(data)} bytes, the manifest says {length}")
+            if validate and sha256_hex(data) != digest:
+                raise Violation(f"validate_cache accepted {path} with another SHA-256")
+        if validate:
+            totals = Counter[int]()
+            for sample_id, (shard_id, _, _) in enumerate(model.rows):
+                meaning = model.sample(sample_id)
+                assert isinstance(meaning, reference.Sample)  # every sample was read
+                totals[shard_id] += len(meaning.payload)
+            for shard_id, shard in enumerate(manifest["shards"]):
+                if totals[shard_id] != shard["uncompressed_byte_len"]:
+                    raise Violation(
+                        f"validate_cache accepted shard {shard_id} whose payloads add up to "
+                        f"{totals[shard_id]}, not {shard['uncompressed_byte_len']}"
+                    )
+
+    def _same_as_seed(self, read: Read, models: list[Model]) -> bool:
+        expected = [(payload, metadata) for model in models for payload, metadata in self.samples]
+        got = [(payload, metadata) for _, _, payload, metadata in read.samples]
+        return len(got) == len(expected) and all(
+            a == b and reference.same_value(m, n)
+            for (a, m), (b, n) in zip(got, expected, strict=True)
+        )
+
+    def _failure_summary(self, failure: Failure) -> str:
+        """The failure's kind, its message with paths and numbers taken out."""
+        message = str(failure.error).replace(str(self.mutated), "<m>")
+        message = message.replace(str(self.other), "<o>")
+        message = re.sub(r"[0-9a-f]{16,}", "<hex>", message)
+        message = re.sub(r"\d+", "#", message)
+        message = re.sub(r"'[^']{12,}'", "'...'", message)
+        return f"{failure.stage}: {message[:160]}"
+
+
+def reference_lz4(block: bytes, size: int) -> bytes | None:
+    """The reference implementation's decoding of `block` to exactly `size` bytes."""
+    assert lz4_block is not None
+    if size > DIRECT_DECODE_MAX:
+        return None
+    try:
+        decoded: bytes = lz4_block.decompress(block, uncompressed_size=size)
+    except Exception:  # noqa: BLE001 - LZ4BlockError and friends
+        return None
+    return decoded if len(decoded) == size else None
+
+
+def lz4_decoded_len(block: bytes) -> int | None:
+    """How many bytes the sequences of `block` add up to, whatever its stated size."""
+    out_len = 0
+    position = 0
+    while position < len(block):
+        token = block[position]
+        position += 1
+        literals = token >> 4
+        if literals == 15:
+            while position < len(block):
+                literals += block[position]
+                position += 1
+                if block[position - 1] != 255:
+                    break
+        position += literals
+        out_len += literals
+        if position >= len(block):
+            return out_len if position == len(block) else None
+        position += 2
+        match = token & 15
+        if match == 15:
+            while position < len(block):
+                match += block[position]
+                position += 1
+                if block[position - 1] != 255:
+                    break
+        out_len += match + 4
+    return out_len
+
+
+def lz4_hot_points(block: bytes) -> list[int]:
+    """Where the block's tokens and match offsets are."""
+    points: list[int] = []
+    position = 0
+    while position < len(block) and len(points) < 256:
+        token = block[position]
+        points.append(position)
+        position += 1
+        literals = token >> 4
+        if literals == 15:
+            while position < len(block) and block[position] == 255:
+                position += 1
+            literals += block[position] if position < len(block) else 0
+            position += 1
+        position += literals
+        points.append(position)
+        position += 2
+        if token & 15 == 15:
+            while position < len(block) and block[position] == 255:
+                position += 1
+            position += 1
+    return points
+
+
+@dataclass(frozen=True)
+class ArrowLayout:
+    """How pyarrow writes a metadata.arrow: what the reader must accept (several batches,
+    large_utf8, any column order, nullable fields without nulls, V4, the pre-0.15 layout)
+    and, in `invalid`, a feature it documents as refused."""
+
+    rows_per_batch: int
+    empty_batches: bool
+    large_strings: bool
+    column_order: tuple[str, ...]
+    nullable: bool
+    version_4: bool
+    legacy: bool
+    invalid: str
+
+    INVALID = (
+        "",
+        "",
+        "",
+        "",
+        "an int32 column",
+        "a float32 column",
+        "a null",
+        "a dictionary column",
+        "zstd body compression",
+        "an extra column",
+        "a missing column",
+        "a uint64 column",
+        "a binary column",
+        "one row too many",
+    )
+
+    @property
+    def valid(self) -> bool:
+        return not self.invalid
+
+    @classmethod
+    def chosen(cls, choices: Choices) -> ArrowLayout:
+        names = list(SCHEMA)
+        order = choices.below(24)
+        permuted = []
+        for position in range(len(names), 0, -1):
+            permuted.append(names.pop(order % position))
+            order //= position
+        return cls(
+            rows_per_batch=(1, 2, 3, 100)[choices.byte() % 4],
+            empty_batches=choices.flag(),
+            large_strings=choices.flag(),
+            column_order=tuple(permuted),
+            nullable=choices.flag(),
+            version_4=choices.flag(),
+            legacy=choices.flag(),
+            invalid=cls.INVALID[choices.below(len(cls.INVALID))],
+        )
+
+    def summary(self) -> str:
+        return f"arrow[{self.invalid or 'valid'}]"
+
+    def write(self, rows: list[dict[str, object]]) -> bytes:
+        import pyarrow as pa
+        import pyarrow.ipc as ipc
+
+        types = {
+            "b": pa.bool_(),
+            "f": pa.float32() if self.invalid == "a float32 column" else pa.float64(),
+            "i": {"an int32 column": pa.int32(), "a uint64 column": pa.uint64()}.get(
+                self.invalid, pa.int64()
+            ),
+            "s": {"a binary column": pa.binary()}.get(
+                self.invalid, pa.large_utf8() if self.large_strings else pa.utf8()
+            ),
+        }
+        values = {name: [row[name] for row in rows] for name in SCHEMA}
+        if self.invalid == "a null":
+            values["s"][0] = None
+        if self.invalid == "one row too many":
+            values = {name: [*column, column[0]] for name, column in values.items()}
+        columns = {
+            name: pa.array(values[name]).cast(types[name], safe=False) for name in self.column_order
+        }
+        if self.invalid == "a dictionary column":
+            columns["s"] = columns["s"].dictionary_encode()
+        if self.invalid == "an extra column":
+            columns["x"] = pa.array(values["i"], pa.int64())
+        if self.invalid == "a missing column":
+            del columns["b"]
+        nullable = self.nullable or self.invalid == "a null"
+        fields = [pa.field(name, array.type, nullable=nullable) for name, array in columns.items()]
+        table = pa.Table.from_arrays(list(columns.values()), schema=pa.schema(fields))
+        options = ipc.IpcWriteOptions(
+            metadata_version=ipc.MetadataVersion.V4 if self.version_4 else ipc.MetadataVersion.V5,
+            use_legacy_format=self.legacy,
+            compression="zstd" if self.invalid == "zstd body compression" else None,
+        )
+        sink = pa.BufferOutputStream()
+        with ipc.new_file(sink, table.schema, options=options) as writer:
+            for batch in table.to_batches(max_chunksize=self.rows_per_batch):
+                if self.empty_batches:
+                    writer.write_batch(batch.slice(0, 0))
+                writer.write_batch(batch)
+        return bytes(sink.getvalue().to_pybytes())
+
+
+def arrow_hot_points(data: bytes) -> list[int]:
+    """The footer, its length and every message's length prefix (not the magic: a broken
+    magic only ever reaches the first check)."""
+    if len(data) < 10:
+        return [0]
+    footer = len(data) - 10 - struct.unpack_from("<i", data, len(data) - 10)[0]
+    markers = [m.start() for m in re.finditer(b"\xff\xff\xff\xff", data)]
+    return [8, footer, len(data) - 10, *markers]
+
+
+TARGETS: list[tuple[str, Callable[[Harness, Choices], str]]] = [
+    ("cache", Harness.target_cache),
+    ("cache", Harness.target_cache),
+    ("manifest", Harness.target_manifest),
+    ("record", Harness.target_record),
+    ("lz4_record", Harness.target_lz4_record),
+    ("lz4_codec", Harness.target_lz4_codec),
+    ("arrow", Harness.target_arrow),
+]
+
+
+# ---- drivers ------------------------------------------------------------------
+
+
+WORK_PREFIX = "dataset_rt_fuzz_"
+
+
+def work_directory() -> Path:
+    """A fresh directory for the caches, on tmpfs when there is one. libFuzzer ends the
+    process without unwinding Python, so directories of fuzzers that are gone go first."""
+    shm = Path("/dev/shm")
+    parent = shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
+    for stale in parent.glob(f"{WORK_PREFIX}*_*"):
+        owner = stale.name[len(WORK_PREFIX) :].split("_")[0]
+        if owner.isdigit() and not process_exists(int(owner)):
+            shutil.rmtree(stale, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{os.getpid()}_", dir=parent))
+
+
+def process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def save_finding(findings: Path, data: bytes, message: str) -> Path:
+    path = findings / f"finding-{hashlib.sha1(data).hexdigest()}"
+    path.write_bytes(data)
+    path.with_suffix(".txt").write_text(message + "\n")
+    return path
+
+
+class Driver:
+    """Runs inputs through a harness, keeps findings and prints progress."""
+
+    def __init__(self, harness: Harness, findings: Path, keep_going: bool) -> None:
+        self.harness = harness
+        self.findings = findings
+        self.keep_going = keep_going
+        self.started = time.monotonic()
+        self.last_report = self.started
+        self.executions = 0
+        self.violations: Counter[str] = Counter()
+        self.last_input = findings / "last-input"
+        findings.mkdir(parents=True, exist_ok=True)
+
+    def run(self, data: bytes) -> None:
+        self.executions += 1
+        # A crash or hang kills the process before anything else could save the input.
+        self.last_input.write_bytes(data)
+        faulthandler.dump_traceback_later(FILE_TIMEOUT_SECONDS, exit=True)
+        try:
+            self.harness.run_one(data)
+        except Violation as violation:
+            kind = re.sub(r"\d+", "#", str(violation))[:120]
+            first = self.violations[kind] == 0
+            self.violations[kind] += 1
+            if first:
+                path = save_finding(self.findings, data, str(violation))
+                print(f"\nFINDING ({path}): {violation}", file=sys.stderr, flush=True)
+            if not self.keep_going:
+                raise
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+        if time.monotonic() - self.last_report > 60:
+            self.report()
+
+    def report(self) -> None:
+        self.last_report = time.monotonic()
+        elapsed = self.last_report - self.started
+        stats = {
+            "executions": self.executions,
+            "seconds": round(elapsed, 1),
+            "executions_per_second": round(self.executions / max(elapsed, 1e-9), 1),
+            "violations": dict(self.violations),
+            "outcomes": dict(self.harness.stats.most_common()),
+        }
+        (self.findings / "stats.json").write_text(json.dumps(stats, indent=2) + "\n")
+        print(
+            f"[fuzz] {self.executions} executions in {elapsed:.0f} s "
+            f"({stats['executions_per_second']}/s), {sum(self.violations.values())} violations",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def random_inputs(seed: int, count: int) -> Iterator[bytes]:
+    """A fixed sequence of inputs: random bytes, mostly short, for the harness to decode."""
+    rng = random.Random(seed)
+    for _ in range(count):
+        length = rng.choice((8, 16, 32, 64, 128, 512, 2048))
+        yield rng.randbytes(rng.randrange(1, length + 1))
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--iterations", type=int, help="run this many seeded random inputs")
+    parser.add_argument("--seed", type=int, default=1, help="seed of --iterations")
+    parser.add_argument("--replay", nargs="+", type=Path, help="run these input files")
+    parser.add_argument("--keep-going", action="store_true", help="record findings, go on")
+    parser.add_argument("--findings", type=Path, default=Path("fuzz/findings"))
+    options, libfuzzer_arguments = parser.parse_known_args(argv[1:])
+    work = work_directory()
+    try:
+        runtime = DatasetRuntime(num_workers=2)
+        harness = Harness(runtime, work)
+        if options.replay:
+            return replay(harness, options.replay)
+        driver = Driver(harness, options.findings, options.keep_going)
+        if options.iterations is not None:
+            for data in random_inputs(options.seed, options.iterations):
+                driver.run(data)
+            driver.report()
+            return 1 if driver.violations else 0
+        return fuzz_with_atheris(harness, driver, [argv[0], *libfuzzer_arguments])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def replay(harness: Harness, paths: list[Path]) -> int:
+    failed = 0
+    for path in paths:
+        try:
+            print(f"{path}: {harness.run_one(path.read_bytes())}")
+        except Violation as violation:
+            failed += 1
+            print(f"{path}: VIOLATION {violation}")
+    return 1 if failed else 0
+
+
+def fuzz_with_atheris(harness: Harness, driver: Driver, argv: list[str]) -> int:
+    try:
+        import atheris
+    except ImportError:
+        print("atheris is not installed: python -m pip install atheris", file=sys.stderr)
+        return 2
+    harness.feedback = _feedback_function()
+    # The reference decoders' branches follow the structure of the mutated bytes too.
+    for name, function in list(vars(reference).items()):
+        if inspect.isfunction(function) and function.__module__ == reference.__name__:
+            setattr(reference, name, atheris.instrument_func(function))
+    atheris.Setup(argv, driver.run)
+    atheris.Fuzz()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
