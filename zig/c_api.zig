@@ -260,7 +260,7 @@ export fn drt_writer_stats_get(writer: ?*const cache_writer.CacheWriter, out: ?*
     if (!checkProcess(w.pool)) return status_wrong_process;
     const stats = &w.stats;
     out_ptr.* = .{
-        .samples_committed = stats.samples_committed.load(.monotonic),
+        .samples_committed = stats.samples_committed.load(.acquire), // pairs with commitBatch's release
         .payload_bytes_committed = stats.payload_bytes_committed.load(.monotonic),
         .shard_bytes_committed = stats.shard_bytes_committed.load(.monotonic),
         .ingress_wait = stageStats(&stats.ingress_wait),

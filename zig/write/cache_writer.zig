@@ -577,7 +577,10 @@ pub const CacheWriter = struct {
         // One index row and one checksum per committed sample.
         assert(writer.index_bytes.items.len == writer.sample_count * index_file.row_bytes);
         assert(writer.checksum_bytes.items.len == writer.sample_count * record_checksums.checksum_bytes);
-        _ = writer.stats.samples_committed.fetchAdd(batch.count, .monotonic);
+        // Release: a borrowed payload's owner frees it once this count passes it
+        // (drt_writer_stats_get loads it with acquire), so every read of it above
+        // must happen before.
+        _ = writer.stats.samples_committed.fetchAdd(batch.count, .release);
         _ = writer.stats.payload_bytes_committed.fetchAdd(payload_bytes, .monotonic);
         _ = writer.stats.shard_bytes_committed.fetchAdd(run.total, .monotonic);
     }
