@@ -70,6 +70,8 @@ pub fn build(b: *std.Build) void {
     const unit_tests = b.addTest(.{ .root_module = core });
     const test_step = b.step("test", "Run the Zig unit tests");
     test_step.dependOn(&b.addRunArtifact(unit_tests).step);
+
+    addThreadSanitizerSteps(b, core);
 }
 
 /// A file of code for CPUs with `features` beyond the target's, built as a static library
@@ -82,3 +84,33 @@ const HardwareKernel = struct {
     /// inline assembly, so such a kernel is always compiled by LLVM.
     needs_llvm: bool = false,
 };
+
+/// The core built with ThreadSanitizer, from `core`'s root source, options and libraries (the
+/// hardware kernels stay uninstrumented: they only compute on the buffers they are given).
+/// scripts/test_tsan.sh runs both with the options and suppressions CI uses (TSAN_OPTIONS).
+///   zig build test-tsan                   # the unit tests; a report fails the step
+///   zig build tsan-library                # zig-out/tsan/libdataset_rt.so, with the TSan runtime
+///                                         # in it: a process must load it first (LD_PRELOAD)
+fn addThreadSanitizerSteps(b: *std.Build, core: *std.Build.Module) void {
+    const instrumented = b.createModule(.{
+        .root_source_file = core.root_source_file,
+        .target = core.resolved_target,
+        .optimize = core.optimize,
+        .link_libc = core.link_libc,
+        .pic = core.pic,
+        .sanitize_thread = true,
+    });
+    var imports = core.import_table.iterator();
+    while (imports.next()) |import| instrumented.addImport(import.key_ptr.*, import.value_ptr.*);
+    for (core.link_objects.items) |link_object| switch (link_object) {
+        .other_step => |library| instrumented.linkLibrary(library),
+        else => @panic("addThreadSanitizerSteps: link the core's new kind of input here too"),
+    };
+
+    const tests = b.addTest(.{ .name = "test-tsan", .root_module = instrumented });
+    b.step("test-tsan", "Run the Zig unit tests under ThreadSanitizer").dependOn(&b.addRunArtifact(tests).step);
+
+    const library = b.addLibrary(.{ .name = "dataset_rt", .linkage = .dynamic, .root_module = instrumented });
+    const install = b.addInstallArtifact(library, .{ .dest_dir = .{ .override = .{ .custom = "tsan" } } });
+    b.step("tsan-library", "Build the library with ThreadSanitizer").dependOn(&install.step);
+}

@@ -18,6 +18,10 @@ build-safe:
 test:
     bash scripts/test.sh
 
+# ThreadSanitizer: the Zig unit tests, then the threaded pytest files (or the pytest arguments given) against a TSan build (as CI)
+tsan *args:
+    bash scripts/test_tsan.sh {{ args }}
+
 # Formatting and lint checks for Zig and Python
 lint:
     python -m ziglang fmt --check build.zig zig/
