@@ -43,3 +43,24 @@ pub fn linuxHwcap() u64 {
     comptime assert(builtin.cpu.arch == .aarch64 and builtin.os.tag == .linux);
     return std.c.getauxval(std.elf.AT.HWCAP);
 }
+
+/// The answer of `detect` (an enum of kernels, say), found on the first `get` and
+/// kept: a probe (CPUID, getauxval) costs more than a short hash. Threads racing
+/// on the first call compute the same answer, so a relaxed store is enough.
+pub fn Cached(comptime Answer: type, comptime detect: fn () Answer) type {
+    comptime assert(@typeInfo(Answer).@"enum".tag_type == u8);
+    return struct {
+        /// `choice` before the first probe.
+        const unknown: u8 = std.math.maxInt(u8);
+        var choice: std.atomic.Value(u8) = .init(unknown);
+
+        pub fn get() Answer {
+            const known = choice.load(.monotonic);
+            if (known != unknown) return @enumFromInt(known);
+            const answer = detect();
+            assert(@intFromEnum(answer) != unknown);
+            choice.store(@intFromEnum(answer), .monotonic);
+            return answer;
+        }
+    };
+}

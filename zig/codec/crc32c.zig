@@ -138,21 +138,13 @@ const vector_kernel = struct {
     extern fn dataset_rt_internal_crc32c_avx512(register: u32, bytes: [*]const u8, length: usize) callconv(.c) u32;
 };
 
-/// `kernel_choice` before the first probe.
-const kernel_unknown: u8 = std.math.maxInt(u8);
-
-/// The probe (CPUID, getauxval) costs more than a short CRC, so its answer is kept. Threads
-/// racing on the first call compute the same answer, so a relaxed store is enough.
-var kernel_choice: std.atomic.Value(u8) = .init(kernel_unknown);
-
+/// The kernel this CPU supports, probed once (`cpu_probe.Cached`).
 fn kernelSupported() Kernel {
     if (!has_hardware_kernel) return .portable;
-    const known = kernel_choice.load(.monotonic);
-    if (known != kernel_unknown) return @fromBackingInt(known);
-    const kernel = kernelDetected();
-    kernel_choice.store(@backingInt(kernel), .monotonic);
-    return kernel;
+    return detected_kernel.get();
 }
+
+const detected_kernel = cpu_probe.Cached(Kernel, kernelDetected);
 
 fn kernelDetected() Kernel {
     if (build_options.crc32c_x86_kernel) return x86KernelFor(X86Features.probe());

@@ -175,21 +175,13 @@ const hardware_kernel = struct {
     ) callconv(.c) void;
 };
 
-/// `kernel_choice` before the first probe.
-const kernel_unknown: u8 = std.math.maxInt(u8);
-
-/// The probe (CPUID, getauxval) costs more than a small hash, so its answer is kept. Threads
-/// racing on the first call compute the same answer, so a relaxed store is enough.
-var kernel_choice: std.atomic.Value(u8) = .init(kernel_unknown);
-
+/// The kernel this CPU supports, probed once (`cpu_probe.Cached`).
 fn kernelSupported() Kernel {
     if (!has_hardware_kernel) return .portable;
-    const known = kernel_choice.load(.monotonic);
-    if (known != kernel_unknown) return @fromBackingInt(known);
-    const kernel = kernelDetected();
-    kernel_choice.store(@backingInt(kernel), .monotonic);
-    return kernel;
+    return detected_kernel.get();
 }
+
+const detected_kernel = cpu_probe.Cached(Kernel, kernelDetected);
 
 fn kernelDetected() Kernel {
     const usable = if (build_options.sha_ni_kernel)
