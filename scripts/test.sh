@@ -28,6 +28,9 @@
 #      LockFileEx and renames and deletes through kernel32 where std's NT calls are
 #      not implemented by wine 8 (zig/base/file_lock.zig, zig/base/directory_entries.zig).
 #      Skipped like phase 5 when wine is missing (Debian: wine64).
+#   7. ThreadSanitizer (scripts/test_tsan.sh): the Zig unit tests built with TSan, then the
+#      pytest files that call the core from several threads, against a TSan build of the
+#      library. Linux x86_64 only (the script's setup); elsewhere skipped with a message.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 unset DATASET_RT_LIBRARY  # phase 2 must load the installed library
@@ -65,7 +68,7 @@ run_pytest() {
     return "$status"
 }
 
-phase "1/6 Zig unit tests (zig build test), layer rules, mypy --strict"
+phase "1/7 Zig unit tests (zig build test), layer rules, mypy --strict"
 python -m ziglang build test --summary all
 python scripts/check_layers.py
 python -m mypy --strict python/dataset_rt
@@ -80,7 +83,7 @@ check_glibc() {
     fi
 }
 
-phase "2/6 pytest against the installed ReleaseFast library"
+phase "2/7 pytest against the installed ReleaseFast library"
 check_glibc "$(python -c 'from dataset_rt import _native; print(_native.library_path)')"
 run_pytest
 # The training example, briefly: two gloo ranks with DataLoader workers, stopped and
@@ -91,13 +94,13 @@ else
     missing "torch" "pip install torch==2.13.0"
 fi
 
-phase "3/6 pytest against a ReleaseSafe library"
+phase "3/7 pytest against a ReleaseSafe library"
 safe_library=$(python scripts/build_library.py --mode ReleaseSafe --no-strip --dest zig-out/release-safe)
 echo "DATASET_RT_LIBRARY=$safe_library"
 check_glibc "$safe_library"
 DATASET_RT_LIBRARY="$safe_library" run_pytest
 
-phase "4/6 cross-compiling for the other wheel targets"
+phase "4/7 cross-compiling for the other wheel targets"
 cross_prefix=$(mktemp -d)
 cross_targets=$(python scripts/build_library.py --cross-targets) # a failure stops the script
 for target in $cross_targets; do
@@ -110,7 +113,7 @@ rm -rf "$cross_prefix"
 c_test_flags=(-std=c11 -Wall -Wextra -Werror -I zig/include)
 c_test_programs=(abi_round_trip writer_lock)
 
-phase "5/6 Zig unit tests, the C tests (round trip, two writers) and pytest on aarch64, under qemu-user"
+phase "5/7 Zig unit tests, the C tests (round trip, two writers) and pytest on aarch64, under qemu-user"
 aarch64_libc=/usr/aarch64-linux-gnu
 if command -v qemu-aarch64 >/dev/null && [[ -e "$aarch64_libc/lib/ld-linux-aarch64.so.1" ]]; then
     python -m ziglang build test -Dtarget=aarch64-linux-musl -fqemu --summary all
@@ -147,7 +150,7 @@ else
     missing "qemu-aarch64 or $aarch64_libc" "Debian: apt-get install qemu-user libc6-arm64-cross"
 fi
 
-phase "6/6 Zig unit tests on Windows, the Windows build writing and reading caches, and two writers, under wine"
+phase "6/7 Zig unit tests on Windows, the Windows build writing and reading caches, and two writers, under wine"
 wine_program=$(command -v wine64 || command -v wine || true)
 if [[ -z "$wine_program" && -x /usr/lib/wine/wine64 ]]; then
     wine_program=/usr/lib/wine/wine64  # where Debian's wine64 package puts it
@@ -185,6 +188,13 @@ if [[ -n "$wine_program" ]]; then
     rm -rf "$windows_dir"
 else
     missing wine "Debian: apt-get install wine64"
+fi
+
+phase "7/7 ThreadSanitizer: the Zig unit tests and the threaded pytest files"
+if [[ "$(uname -s)" == Linux && "$(uname -m)" == x86_64 ]]; then
+    bash scripts/test_tsan.sh
+else
+    echo "skipped: scripts/test_tsan.sh is set up for Linux x86_64"
 fi
 
 phase "all phases passed"
