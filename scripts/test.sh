@@ -5,7 +5,9 @@
 #      the package
 #   2. pytest against the installed ReleaseFast library, then examples/ddp_train.py --quick
 #   3. pytest against a ReleaseSafe build: out-of-bounds and overflow panic there instead of
-#      being silent undefined behaviour as in ReleaseFast.
+#      being silent undefined behaviour as in ReleaseFast; then the Rust and Node.js examples
+#      of the C ABI (scripts/test_other_languages.sh) against that build, skipped with a
+#      message when rustc, node or npm is missing, except under CI.
 #      On Linux, phases 2, 3 and 5 also check that their library asks for no glibc symbol
 #      newer than 2.17 (scripts/check_glibc_versions.py): the wheels are manylinux_2_17.
 #   4. the library cross-compiles for the other wheel targets (a target that no longer
@@ -99,6 +101,8 @@ safe_library=$(python scripts/build_library.py --mode ReleaseSafe --no-strip --d
 echo "DATASET_RT_LIBRARY=$safe_library"
 check_glibc "$safe_library"
 DATASET_RT_LIBRARY="$safe_library" run_pytest
+# The C ABI from Rust and Node.js (examples/rust, examples/node), against the same build.
+bash scripts/test_other_languages.sh "$safe_library"
 
 phase "4/7 cross-compiling for the other wheel targets"
 cross_prefix=$(mktemp -d)
