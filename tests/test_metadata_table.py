@@ -239,11 +239,11 @@ def test_sliced_and_chunked_frames_are_read_at_their_offset(
     assert_frame_equal(ds.get_metadata(), weighted)
     assert identities(ds) == table_order(weighted)
     # A null after the slice's start is still seen, and reported at its row in the slice.
-    with pytest.raises(ValueError, match=r"'cache_id' must be non-null \(row 1\)"):
+    with pytest.raises(ValueError, match=r"'cache_id' contains null in row 1;"):
         ds.update_metadata(
             pl.concat([weighted.head(2), poisoned, weighted], rechunk=False).slice(1)
         )
-    with pytest.raises(ValueError, match=r"'weight' must be non-null \(row 2\)"):
+    with pytest.raises(ValueError, match=r"'weight' contains null in row 2;"):
         ds.update_metadata(
             pl.concat([weighted.head(2), _null_at("weight")(weighted)], rechunk=False).slice(1)
         )
@@ -311,32 +311,32 @@ REJECTIONS: dict[str, tuple[Callable[[pl.DataFrame], pl.DataFrame], str]] = {
     "missing-weight": (lambda t: t.drop("weight"), "samples metadata missing 'weight' column"),
     "cache_id-float": (
         lambda t: t.with_columns(pl.col("cache_id").cast(pl.Float64)),
-        "'cache_id' must have an integer",
+        "'cache_id' must be an integer",
     ),
     "cache_id-string": (
         lambda t: t.with_columns(pl.col("cache_id").cast(pl.String)),
-        "'cache_id' must have an integer",
+        "'cache_id' must be an integer",
     ),
     "sample_id-float": (
         lambda t: t.with_columns(pl.col("sample_id").cast(pl.Float64)),
-        "'sample_id' must have an integer",
+        "'sample_id' must be an integer",
     ),
     "sample_id-string": (
         lambda t: t.with_columns(pl.col("sample_id").cast(pl.String)),
-        "'sample_id' must have an integer",
+        "'sample_id' must be an integer",
     ),
     # Types wider than 64 bits are refused by type, not by a failed narrowing cast.
     "sample_id-int128-beyond-u64": (
         lambda t: t.with_columns(pl.col("sample_id").cast(pl.Int128) + pl.lit(2**64, pl.Int128)),
-        "'sample_id' must have an integer Arrow type, got Int128",
+        "'sample_id' must be an integer: expected an integer Arrow type, got Int128",
     ),
     "cache_id-uint128": (
         lambda t: t.with_columns(pl.col("cache_id").cast(pl.UInt128)),
-        "'cache_id' must have an integer Arrow type, got UInt128",
+        "'cache_id' must be an integer: expected an integer Arrow type, got UInt128",
     ),
-    "cache_id-null": (_null_at("cache_id"), "'cache_id' must be non-null"),
-    "sample_id-null": (_null_at("sample_id"), "'sample_id' must be non-null"),
-    "weight-null": (_null_at("weight"), "'weight' must be non-null"),
+    "cache_id-null": (_null_at("cache_id"), "'cache_id' contains null"),
+    "sample_id-null": (_null_at("sample_id"), "'sample_id' contains null"),
+    "weight-null": (_null_at("weight"), "'weight' contains null"),
     "cache_id-negative": (_set_identity(0, -1, 0), "'cache_id' must be non-negative"),
     "sample_id-negative": (
         lambda t: t.with_columns(pl.col("sample_id").cast(pl.Int64) - 1),
@@ -379,9 +379,9 @@ REJECTIONS: dict[str, tuple[Callable[[pl.DataFrame], pl.DataFrame], str]] = {
     "weight-int-zero": (lambda t: t.with_columns(weight=pl.lit(0)), "positive and finite"),
     "weight-string": (
         lambda t: t.with_columns(weight=pl.lit("1.0")),
-        "'weight' must have a numeric",
+        "'weight' must be numeric",
     ),
-    "weight-bool": (lambda t: t.with_columns(weight=pl.lit(True)), "'weight' must have a numeric"),
+    "weight-bool": (lambda t: t.with_columns(weight=pl.lit(True)), "'weight' must be numeric"),
 }
 
 

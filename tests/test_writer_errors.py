@@ -504,7 +504,9 @@ def test_configs_are_frozen() -> None:
 
 
 def test_no_compression_requires_ratio_one() -> None:
-    with pytest.raises(pydantic.ValidationError, match="ratio 2 must be 1.0 when algo is none"):
+    with pytest.raises(
+        pydantic.ValidationError, match="ratio must be 1.0 when algo is none, got 2"
+    ):
         ShardCompression(algo="none", ratio=2.0)
     assert ShardCompression(algo="none", ratio=1.0).ratio == 1.0
 

@@ -65,8 +65,22 @@ class NativeValueError(NativeError, ValueError):
     status = ERR_INVALID_ARGUMENT
 
 
-class NativeOSError(NativeError, OSError):
-    """The operating system refused a file operation."""
+class NativeCacheError(NativeValueError, RuntimeError):
+    """A cache on disk is missing, unreadable or inconsistent.
+
+    Also a `RuntimeError`: dataset-rt 0.2.4 raises `RuntimeError` for a cache
+    file it cannot read ("I/O error") and a manifest it cannot parse ("JSON
+    error"), `ValueError` for the rest; code catching either keeps working.
+    """
+
+    status = ERR_INVALID_CACHE
+
+
+class NativeOSError(NativeError, OSError, RuntimeError):
+    """The operating system refused a file operation.
+
+    Also a `RuntimeError`, as dataset-rt 0.2.4's "I/O error" is.
+    """
 
     status = ERR_IO
 
@@ -96,7 +110,7 @@ class NativeMemoryError(NativeError, MemoryError):
 _ERROR_TYPES: dict[int, type[NativeError]] = {
     ERR_INVALID_ARGUMENT: NativeValueError,
     ERR_INVALID_INPUT: NativeValueError,
-    ERR_INVALID_CACHE: NativeValueError,
+    ERR_INVALID_CACHE: NativeCacheError,
     ERR_IO: NativeOSError,
     ERR_OUT_OF_MEMORY: NativeMemoryError,
     ERR_ALREADY_EXISTS: NativeAlreadyExistsError,

@@ -42,9 +42,6 @@ class WriterProfile:
         figures[1] += seconds
         figures[2] += byte_count
 
-    def add_bytes(self, stage: str, byte_count: int) -> None:
-        self._python[stage][2] += byte_count
-
     def finish_source(self, native_stats: _native.WriterStats) -> None:
         if not self.enabled or not self._sources:
             return

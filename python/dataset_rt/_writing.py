@@ -94,8 +94,9 @@ def _payload_bytes(data: object, index: int) -> bytes:
         if not data.c_contiguous:
             raise SampleError(f"sample {index}: payload memoryview must be C-contiguous")
         return data.tobytes()
-    raise SampleError(
-        f"sample {index}: payload must be bytes, bytearray or memoryview, got {type(data).__name__}"
+    raise SampleError(  # "data must be bytes-like": dataset-rt's phrase
+        f"sample {index}: data must be bytes-like: the payload must be bytes, bytearray "
+        f"or memoryview, got {type(data).__name__}"
     )
 
 
@@ -208,31 +209,44 @@ def write_source(
     batch_end = samples_max  # the index at which the current batch is full
     iterator = iter(source)
     started = clock() if timed else 0.0
-    for item in iterator:
-        if timed:
-            profile.add("python_next", clock() - started)
-            started = clock()
-        if type(item) is not CacheInput and not (isinstance(item, tuple) and len(item) == 2):
-            raise SampleError(
-                f"sample {index}: expected CacheInput(data, metadata), got {type(item).__name__}"
+    pulling = True  # whether an exception comes from the source's `next()` (kept when timed)
+    try:
+        for item in iterator:
+            if timed:
+                profile.add("python_next", clock() - started)
+                started, pulling = clock(), False
+            if type(item) is not CacheInput and not (isinstance(item, tuple) and len(item) == 2):
+                raise SampleError(
+                    f"sample {index}: expected CacheInput(data, metadata), "
+                    f"got {type(item).__name__}"
+                )
+            data, metadata = item
+            payload = data if type(data) is bytes else _payload_bytes(data, index)
+            add_payload(payload)
+            add_metadata(
+                metadata.copy() if type(metadata) is dict else _metadata_copy(metadata, index)
             )
-        data, metadata = item
-        payload = data if type(data) is bytes else _payload_bytes(data, index)
-        add_payload(payload)
-        add_metadata(metadata.copy() if type(metadata) is dict else _metadata_copy(metadata, index))
-        batch_bytes += len(payload)
-        index += 1
-        if index == batch_end or batch_bytes >= _BATCH_BYTES_MAX:
-            batch = _serialize(writer, payloads, metadatas, first_index, batch_bytes)
-            pushing_seconds = _push(writer, batch, profile, progress)
-            # The native push (and any wait for capacity) is the core's ingress_wait, not Python's.
-            started += pushing_seconds
-            first_index, batch_end = index, index + samples_max
-            payloads, metadatas, batch_bytes = [], [], 0
-            add_payload, add_metadata = payloads.append, metadatas.append
-        if timed:
-            profile.add("python_extract", clock() - started)
-            started = clock()
+            batch_bytes += len(payload)
+            index += 1
+            if index == batch_end or batch_bytes >= _BATCH_BYTES_MAX:
+                batch = _serialize(writer, payloads, metadatas, first_index, batch_bytes)
+                pushing_seconds = _push(writer, batch, profile, progress)
+                # The native push (and any wait for capacity) is the core's
+                # ingress_wait, not Python's.
+                started += pushing_seconds
+                first_index, batch_end = index, index + samples_max
+                payloads, metadatas, batch_bytes = [], [], 0
+                add_payload, add_metadata = payloads.append, metadatas.append
+            if timed:
+                profile.add("python_extract", clock() - started, len(payload))
+                started, pulling = clock(), True
+    except BaseException:
+        # The call that raised (KeyboardInterrupt included) is one more `next()`.
+        if timed and pulling:
+            profile.add("python_next", clock() - started)
+        raise
+    if timed:  # the call that ended the source
+        profile.add("python_next", clock() - started)
     if payloads:
         batch = _serialize(writer, payloads, metadatas, first_index, batch_bytes)
         _push(writer, batch, profile, progress)
@@ -252,8 +266,6 @@ def _push(
     started = time.perf_counter() if profile.enabled else 0.0
     writer.push(batch)
     seconds = time.perf_counter() - started if profile.enabled else 0.0
-    if profile.enabled:
-        profile.add_bytes("python_extract", batch[4])
     stats = writer.stats()
     writer.release_committed(stats.samples_committed)
     progress.update(stats.samples_committed, stats.payload_bytes_committed)

@@ -56,10 +56,10 @@ pub fn Cached(comptime Answer: type, comptime detect: fn () Answer) type {
 
         pub fn get() Answer {
             const known = choice.load(.monotonic);
-            if (known != unknown) return @enumFromInt(known);
+            if (known != unknown) return @fromBackingInt(@intCast(known));
             const answer = detect();
-            assert(@intFromEnum(answer) != unknown);
-            choice.store(@intFromEnum(answer), .monotonic);
+            assert(@backingInt(answer) != unknown);
+            choice.store(@backingInt(answer), .monotonic);
             return answer;
         }
     };

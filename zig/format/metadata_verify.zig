@@ -206,7 +206,7 @@ const Verifier = struct {
         var token_buffer: [description_bytes_max]u8 = undefined;
         var value_buffer: [description_bytes_max]u8 = undefined;
         return verifier.fail(
-            "record metadata field '{f}' does not match metadata.arrow: the record has {s}, the table has {s}",
+            "embedded metadata does not match metadata.arrow: field '{f}': the record has {s}, the table has {s}",
             .{ Excerpt.ofName(name), describeToken(&token_buffer, token), describeValue(&value_buffer, expected) },
         );
     }
@@ -324,7 +324,7 @@ test "verifyRecord never matches a non-finite float" {
         verifyRecord(&schema, &.{.{ .float = std.math.inf(f64) }}, "{\"x\":1e999}", &diagnostic),
     );
     try testing.expectEqualStrings(
-        "record metadata field 'x' does not match metadata.arrow: the record has 1e999, the table has inf",
+        "embedded metadata does not match metadata.arrow: field 'x': the record has 1e999, the table has inf",
         diagnostic.message(),
     );
 }
@@ -334,35 +334,35 @@ test "verifyRecord names the first field that differs" {
     const cases = [_]Case{
         .{
             .record = "{\"big\":1e+21,\"flag\":false,\"index\":1,\"label\":\"b\xc3\xa9\",\"score\":0.33333333333333337}",
-            .message = "record metadata field 'score' does not match metadata.arrow: the record has 0.33333333333333337, the table has 0.3333333333333333",
+            .message = "embedded metadata does not match metadata.arrow: field 'score': the record has 0.33333333333333337, the table has 0.3333333333333333",
         },
         .{
             .record = "{\"big\":1e+21,\"flag\":true,\"index\":1,\"label\":\"b\xc3\xa9\",\"score\":0.5}",
-            .message = "record metadata field 'flag' does not match metadata.arrow: the record has true, the table has false",
+            .message = "embedded metadata does not match metadata.arrow: field 'flag': the record has true, the table has false",
         },
         .{
             .record = "{\"big\":1e+21,\"flag\":false,\"index\":1.0,\"label\":\"b\",\"score\":0.5}",
-            .message = "record metadata field 'index' does not match metadata.arrow: the record has 1.0, the table has 1",
+            .message = "embedded metadata does not match metadata.arrow: field 'index': the record has 1.0, the table has 1",
         },
         .{
             .record = "{\"big\":1e+21,\"flag\":false,\"index\":1,\"label\":\"b\\u00e8\",\"score\":0.5}",
-            .message = "record metadata field 'label' does not match metadata.arrow: the record has \"b\\u00e8\", the table has \"b\xc3\xa9\"",
+            .message = "embedded metadata does not match metadata.arrow: field 'label': the record has \"b\\u00e8\", the table has \"b\xc3\xa9\"",
         },
         .{
             .record = "{\"big\":-0.0,\"flag\":false}",
-            .message = "record metadata field 'big' does not match metadata.arrow: the record has -0.0, the table has 1e+21",
+            .message = "embedded metadata does not match metadata.arrow: field 'big': the record has -0.0, the table has 1e+21",
         },
         .{
             .record = "{\"big\":1e21,\"flag\":null}",
-            .message = "record metadata field 'flag' does not match metadata.arrow: the record has null, the table has false",
+            .message = "embedded metadata does not match metadata.arrow: field 'flag': the record has null, the table has false",
         },
         .{
             .record = "{\"big\":1e21,\"flag\":[false]}",
-            .message = "record metadata field 'flag' does not match metadata.arrow: the record has an array, the table has false",
+            .message = "embedded metadata does not match metadata.arrow: field 'flag': the record has an array, the table has false",
         },
         .{
             .record = "{\"index\":99999999999999999999}",
-            .message = "record metadata field 'index' does not match metadata.arrow: the record has 99999999999999999999, the table has 1",
+            .message = "embedded metadata does not match metadata.arrow: field 'index': the record has 99999999999999999999, the table has 1",
         },
         .{
             .record = "{\"big\":1e21,\"flag\":false,\"index\":1,\"label\":\"b\xc3\xa9\"}",

@@ -90,8 +90,11 @@ pub const Cache = struct {
     fn openUnprefixed(allocator: std.mem.Allocator, path: []const u8, validate_hashes: bool, diagnostic: *Diagnostic) Error!*Cache {
         const io = system.io();
         var dir = std.Io.Dir.cwd().openDir(io, path, .{}) catch |err| {
-            diagnostic.set("cannot open the cache directory: {s}", .{@errorName(err)});
-            return if (err == error.FileNotFound or err == error.NotDir) error.InvalidCache else error.Io;
+            const missing = err == error.FileNotFound or err == error.NotDir;
+            // The phrases dataset-rt's messages use for the same failures.
+            const phrase = if (missing) "missing manifest" else "I/O error";
+            diagnostic.set("{s}: cannot open the cache directory: {s}", .{ phrase, @errorName(err) });
+            return if (missing) error.InvalidCache else error.Io;
         };
         defer dir.close(io);
 
@@ -106,11 +109,11 @@ pub const Cache = struct {
         const the_manifest = cache.parsed.manifest;
 
         const index_len = try index_file.expectedBytes(the_manifest.sample_count, diagnostic);
-        cache.index_map = try mapListedFile(allocator, dir, cache_layout.index_file, index_len, index_file.row_bytes, the_manifest, the_manifest.index_sha256, validate_hashes, diagnostic);
+        cache.index_map = try mapListedFile(allocator, dir, cache_layout.index_file, "index row", index_len, index_file.row_bytes, the_manifest, the_manifest.index_sha256, validate_hashes, diagnostic);
         errdefer if (cache.index_map) |*map| map.close(allocator);
         cache.checksums_map = null;
         if (the_manifest.record_checksums) |listed| {
-            cache.checksums_map = try mapListedFile(allocator, dir, cache_layout.record_checksums_file, listed.byte_len, record_checksums.checksum_bytes, the_manifest, listed.sha256, validate_hashes, diagnostic);
+            cache.checksums_map = try mapListedFile(allocator, dir, cache_layout.record_checksums_file, "record checksum", listed.byte_len, record_checksums.checksum_bytes, the_manifest, listed.sha256, validate_hashes, diagnostic);
         }
         errdefer if (cache.checksums_map) |*map| map.close(allocator);
 
@@ -152,7 +155,7 @@ pub const Cache = struct {
             var header: [shard_record.header_bytes + shard_record.lz4_prefix_bytes]u8 = undefined;
             const head_len: usize = @intCast(@min(row.record_len, header.len));
             const read = shard.file.readPositionalAll(io, header[0..head_len], row.offset) catch |err| {
-                diagnostic.set("cannot read shard {d}: {s}", .{ row.shard_id, @errorName(err) });
+                diagnostic.set("I/O error: cannot read shard {d}: {s}", .{ row.shard_id, @errorName(err) });
                 return error.Io;
             };
             if (read != head_len or head_len < shard_record.header_bytes) {
@@ -200,26 +203,36 @@ pub const Cache = struct {
             if (err == error.FileTooBig) {
                 diagnostic.set("manifest.json is larger than the {d} MiB this reader accepts", .{manifest_bytes_max >> 20});
             } else {
-                diagnostic.set("cannot read manifest.json: {s}", .{@errorName(err)});
+                const phrase = if (err == error.FileNotFound) "missing manifest" else "I/O error";
+                diagnostic.set("{s}: cannot read manifest.json: {s}", .{ phrase, @errorName(err) });
             }
             return if (err == error.OutOfMemory) error.OutOfMemory else error.InvalidCache;
         };
         defer allocator.free(text);
         digest_out.* = sha256.hash(text);
-        return manifest.parse(allocator, text, diagnostic) catch |err| {
-            if (err == error.OutOfMemory) return error.OutOfMemory;
-            diagnostic.prefix("manifest.json: ", .{});
-            return error.InvalidCache;
+        return manifest.parse(allocator, text, diagnostic) catch |err| switch (err) {
+            error.OutOfMemory => return error.OutOfMemory,
+            error.UnsupportedFormatVersion => {
+                diagnostic.prefix("manifest.json: ", .{});
+                return error.InvalidCache;
+            },
+            // dataset-rt's phrase for a manifest that is not the JSON it expects.
+            error.InvalidManifest => {
+                diagnostic.prefix("manifest.json: JSON error: ", .{});
+                return error.InvalidCache;
+            },
         };
     }
 
     /// Maps a file of `bytes_per_sample` bytes per sample that the manifest
     /// lists (index.bin, records.crc32c) after checking its length (and with
-    /// `validate_hashes` its SHA-256); null when it is empty.
+    /// `validate_hashes` its SHA-256); null when it is empty. `rows` names its
+    /// entries in the message for a wrong length ("index row").
     fn mapListedFile(
         allocator: std.mem.Allocator,
         dir: std.Io.Dir,
         name: []const u8,
+        rows: []const u8,
         expected: u64,
         bytes_per_sample: u64,
         the_manifest: manifest.Manifest,
@@ -229,16 +242,16 @@ pub const Cache = struct {
     ) Error!?FileView {
         const io = system.io();
         const file = dir.openFile(io, name, .{}) catch |err| {
-            diagnostic.set("cannot open {s}: {s}", .{ name, @errorName(err) });
+            diagnostic.set("I/O error: cannot open {s}: {s}", .{ name, @errorName(err) });
             return error.InvalidCache;
         };
         defer file.close(io);
         const actual = file_status.length(file) catch |err| {
-            diagnostic.set("cannot stat {s}: {s}", .{ name, @errorName(err) });
+            diagnostic.set("I/O error: cannot stat {s}: {s}", .{ name, @errorName(err) });
             return error.Io;
         };
         if (actual != expected) {
-            diagnostic.set("{s} has {d} bytes, expected {d} ({d} per sample for {d} samples)", .{ name, actual, expected, bytes_per_sample, the_manifest.sample_count });
+            diagnostic.set("{s} count does not match manifest: {s} has {d} bytes, expected {d} ({d} per sample for {d} samples)", .{ rows, name, actual, expected, bytes_per_sample, the_manifest.sample_count });
             return error.InvalidCache;
         }
         if (validate_hashes) try checkFileHash(file, name, digest, diagnostic);
@@ -258,13 +271,13 @@ pub const Cache = struct {
         diagnostic: *Diagnostic,
     ) Error!arrow_ipc_read.Table {
         const bytes = file_status.readAlloc(allocator, dir, cache_layout.metadata_file, std.math.maxInt(u64)) catch |err| {
-            diagnostic.set("cannot read metadata.arrow: {s}", .{@errorName(err)});
+            diagnostic.set("I/O error: cannot read metadata.arrow: {s}", .{@errorName(err)});
             return if (err == error.OutOfMemory) error.OutOfMemory else error.InvalidCache;
         };
         defer allocator.free(bytes);
         if (validate_hashes) {
             if (!std.mem.eql(u8, &sha256.hash(bytes), &the_manifest.metadata_sha256)) {
-                diagnostic.set("metadata.arrow: SHA-256 does not match the manifest", .{});
+                diagnostic.set("checksum mismatch: metadata.arrow: SHA-256 does not match the manifest", .{});
                 return error.InvalidCache;
             }
         }
@@ -276,7 +289,7 @@ pub const Cache = struct {
         if (table.row_count != the_manifest.sample_count) {
             var owned = table;
             owned.deinit();
-            diagnostic.set("metadata.arrow has {d} rows but the manifest says {d} samples", .{ table.row_count, the_manifest.sample_count });
+            diagnostic.set("metadata row count does not match manifest: metadata.arrow has {d} rows but the manifest says {d} samples", .{ table.row_count, the_manifest.sample_count });
             return error.InvalidCache;
         }
         return table;
@@ -334,13 +347,13 @@ pub const Cache = struct {
         var opened: usize = 0;
         errdefer for (cache.shards[0..opened]) |shard| shard.file.close(io);
         var shards_dir = dir.openDir(io, cache_layout.shards_dir, .{}) catch |err| {
-            diagnostic.set("cannot open the shards directory: {s}", .{@errorName(err)});
+            diagnostic.set("I/O error: cannot open the shards directory: {s}", .{@errorName(err)});
             return error.InvalidCache;
         };
         defer shards_dir.close(io);
         for (listed, cache.shards, cache.shard_byte_lens) |entry, *shard, *byte_len| {
             const file = shards_dir.openFile(io, entry.name, .{}) catch |err| {
-                diagnostic.set("cannot open shards/{s}: {s}", .{ entry.name, @errorName(err) });
+                diagnostic.set("I/O error: cannot open shards/{s}: {s}", .{ entry.name, @errorName(err) });
                 return error.InvalidCache;
             };
             opened += 1;
@@ -351,11 +364,11 @@ pub const Cache = struct {
             } };
             byte_len.* = entry.byte_len;
             const actual = file_status.length(file) catch |err| {
-                diagnostic.set("cannot stat shards/{s}: {s}", .{ entry.name, @errorName(err) });
+                diagnostic.set("I/O error: cannot stat shards/{s}: {s}", .{ entry.name, @errorName(err) });
                 return error.Io;
             };
             if (actual != entry.byte_len) {
-                diagnostic.set("shards/{s} has {d} bytes but the manifest says {d}", .{ entry.name, actual, entry.byte_len });
+                diagnostic.set("shard length mismatch: shards/{s} has {d} bytes but the manifest says {d}", .{ entry.name, actual, entry.byte_len });
                 return error.InvalidCache;
             }
             if (validate_hashes) {
@@ -374,7 +387,7 @@ pub const Cache = struct {
         var offset: u64 = 0;
         while (true) {
             const read = file.readPositionalAll(io, buffer, offset) catch |err| {
-                diagnostic.set("cannot read {s}: {s}", .{ what, @errorName(err) });
+                diagnostic.set("I/O error: cannot read {s}: {s}", .{ what, @errorName(err) });
                 return error.Io;
             };
             hasher.update(buffer[0..read]);
@@ -382,7 +395,7 @@ pub const Cache = struct {
             if (read < buffer.len) break;
         }
         if (!std.mem.eql(u8, &hasher.final(), &expected)) {
-            diagnostic.set("{s}: SHA-256 does not match the manifest", .{what});
+            diagnostic.set("checksum mismatch: {s}: SHA-256 does not match the manifest", .{what});
             return error.InvalidCache;
         }
     }
@@ -673,7 +686,7 @@ pub const Cache = struct {
 
     fn readExactly(shard: Shard, shard_id: u64, buffer: []u8, offset: u64, diagnostic: *Diagnostic) Error!void {
         const read = positional_read.readAll(shard.file, buffer, offset) catch |err| {
-            diagnostic.set("cannot read shard {d}: {s}", .{ shard_id, @errorName(err) });
+            diagnostic.set("I/O error: cannot read shard {d}: {s}", .{ shard_id, @errorName(err) });
             return error.Io;
         };
         if (read != buffer.len) {

@@ -235,7 +235,10 @@ const FileJob = struct {
         };
         const counted = job.expected_len orelse 0;
         if (job.expected_len) |expected| {
-            if (actual_len != expected) verifier.report(where, "{s} has {d} bytes, the manifest says {d}", .{ relative, actual_len, expected });
+            if (actual_len != expected) {
+                const phrase = if (job.in_shards) "shard length mismatch: " else "";
+                verifier.report(where, "{s}{s} has {d} bytes, the manifest says {d}", .{ phrase, relative, actual_len, expected });
+            }
         }
         // Progress counts what is read: this file's bytes as they are.
         if (actual_len > counted) _ = verifier.bytes_total.fetchAdd(actual_len - counted, .monotonic);
@@ -256,7 +259,7 @@ const FileJob = struct {
             if (read < buffer.len) break;
         }
         if (!std.mem.eql(u8, &hasher.final(), &job.digest)) {
-            verifier.report(where, "{s}: SHA-256 does not match the manifest", .{relative});
+            verifier.report(where, "checksum mismatch: {s}: SHA-256 does not match the manifest", .{relative});
         }
     }
 };

@@ -268,8 +268,9 @@ pub fn checkColumns(dataset: *const Dataset, update: Update, diagnostic: *Diagno
         };
         const acceptable = comptime if (std.mem.eql(u8, required, "weight")) &numeric_types else &integer_types;
         if (!isOneOf(column.arrow_type, acceptable)) {
-            const expected = if (std.mem.eql(u8, required, "weight")) "a numeric" else "an integer";
-            diagnostic.set("samples metadata column '{s}' must have {s} Arrow type, got {s}", .{ required, expected, column.arrow_type });
+            // "must be an integer" / "must be numeric": dataset-rt's phrases.
+            const expected = if (std.mem.eql(u8, required, "weight")) "numeric: expected a numeric" else "an integer: expected an integer";
+            diagnostic.set("samples metadata column '{s}' must be {s} Arrow type, got {s}", .{ required, expected, column.arrow_type });
             return error.InvalidInput;
         }
     }
@@ -308,7 +309,7 @@ pub fn buildTable(allocator: std.mem.Allocator, dataset: *const Dataset, update:
         }
         global_rows[row] = active_table.globalRow(dataset.cache_starts, .{ .cache_id = @intCast(cache_id), .sample_id = sample_id });
         if (!isValid(update.weights.validity, update.weights.validity_offset, row)) {
-            diagnostic.set("samples metadata column 'weight' must be non-null (row {d})", .{row});
+            diagnostic.set("samples metadata column 'weight' contains null in row {d}; it must be non-null", .{row});
             return error.InvalidInput;
         }
         const weight = weight_values[row];
@@ -336,7 +337,7 @@ fn missingBuffer(name: []const u8, diagnostic: *Diagnostic) Error {
 
 fn identityValue(name: []const u8, column: IntegerColumn, raw: u64, row: usize, diagnostic: *Diagnostic) Error!u64 {
     if (!isValid(column.validity, column.validity_offset, row)) {
-        diagnostic.set("samples metadata column '{s}' must be non-null (row {d})", .{ name, row });
+        diagnostic.set("samples metadata column '{s}' contains null in row {d}; it must be non-null", .{ name, row });
         return error.InvalidInput;
     }
     if (column.signed and @as(i64, @bitCast(raw)) < 0) {

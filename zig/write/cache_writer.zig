@@ -191,7 +191,7 @@ pub const CacheWriter = struct {
     /// Refuses a ratio that does not fit the codec (`manifest.compressionProblem`).
     pub fn checkCompression(compression: shard_record.Compression, ratio: f64, diagnostic: *Diagnostic) Error!void {
         if (manifest.compressionProblem(manifestCompression(compression, ratio))) |problem| {
-            diagnostic.set("shard compression ratio {d} {s}", .{ ratio, problem });
+            diagnostic.set("shard_compression.ratio {s}, got {d}", .{ problem, ratio });
             return error.InvalidArgument;
         }
     }
@@ -595,7 +595,7 @@ pub const CacheWriter = struct {
         writer.waitForInFlight();
         try writer.checkFailure(diagnostic);
         if (writer.sample_count == 0) {
-            diagnostic.set("source '{s}' produced no samples; a cache needs at least one", .{writer.source_name});
+            diagnostic.set("cache source yielded no samples: source '{s}' produced none, and a cache needs at least one", .{writer.source_name});
             return error.InvalidInput;
         }
         // One index row per committed sample.
