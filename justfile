@@ -51,6 +51,10 @@ fuzz *args:
         python fuzz/cache_files.py fuzz/corpus -max_total_time=600 -timeout=60 -max_len=2048 -len_control=0 \
         -artifact_prefix=fuzz/findings/ --keep-going --findings=fuzz/findings {{ args }}
 
+# Serve the documentation site at http://127.0.0.1:8000 (mkdocs-material; `mkdocs build --strict` is CI's check)
+docs *args:
+    python -m mkdocs serve {{ args }}
+
 # Run the benchmarks
 bench *args:
     python benchmarks/run.py {{ args }}

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The full test suite, as CI runs it. Uses the `python` first on PATH, which must have
 # dataset_rt installed with the dev extras (ziglang, pytest, ...).
-#   1. Zig unit tests, the Zig layer rules (scripts/check_layers.py) and mypy --strict on
-#      the package
+#   1. Zig unit tests, the Zig layer rules (scripts/check_layers.py), mypy --strict on
+#      the package, and `mkdocs build --strict` of the documentation site
 #   2. pytest against the installed ReleaseFast library, then examples/ddp_train.py --quick
+#      and examples/digits/train.py --quick
 #   3. pytest against a ReleaseSafe build: out-of-bounds and overflow panic there instead of
 #      being silent undefined behaviour as in ReleaseFast; then the Rust and Node.js examples
 #      of the C ABI (scripts/test_other_languages.sh) against that build, skipped with a
@@ -70,10 +71,12 @@ run_pytest() {
     return "$status"
 }
 
-phase "1/7 Zig unit tests (zig build test), layer rules, mypy --strict"
+phase "1/7 Zig unit tests (zig build test), layer rules, mypy --strict, the docs site"
 python -m ziglang build test --summary all
 python scripts/check_layers.py
 python -m mypy --strict python/dataset_rt
+# The documentation site: broken links, anchors and docstrings fail the build.
+NO_MKDOCS_2_WARNING=1 python -m mkdocs build --strict --quiet --site-dir "$(mktemp -d)"
 
 # The Linux wheels are manylinux_2_17: a library that asks for newer glibc symbols fails.
 # Only on glibc hosts, where scripts/build_library.py targets glibc 2.17 (on musl it
@@ -94,6 +97,12 @@ if python -c 'import torch' 2>/dev/null; then
     python examples/ddp_train.py --quick
 else
     missing "torch" "pip install torch==2.13.0"
+fi
+# The digits example: real images through FolderSource and the DataLoader adapter.
+if python -c 'import torch, PIL, sklearn' 2>/dev/null; then
+    python examples/digits/train.py --quick
+else
+    missing "torch, Pillow or scikit-learn" "pip install torch==2.13.0 pillow scikit-learn"
 fi
 
 phase "3/7 pytest against a ReleaseSafe library"

@@ -148,10 +148,27 @@ def test_progress_shows_the_share_read_and_the_rate(capsys: pytest.CaptureFixtur
             return 1_000_000, 2_000_000
 
     done = threading.Event()
-    reporter = threading.Thread(target=_verify._show_progress, args=(HalfWay(), Path("c"), done))
+    calls: list[tuple[int, int]] = []
+    reporter = threading.Thread(
+        target=_verify._report_progress,
+        args=(HalfWay(), Path("c"), done, True, lambda *counts: calls.append(counts)),
+    )
     reporter.start()
     time.sleep(0.7)  # one refresh
     done.set()
     reporter.join()
     err = capsys.readouterr().err
     assert "dataset_rt: verifying c: 50% of 2.0 MB" in err and err.endswith("\n"), err
+    # The callback: once per refresh, and once more at the end.
+    assert calls == [(1_000_000, 2_000_000)] * 2, calls
+
+
+def test_on_progress_ends_with_every_byte_checked(tmp_path: Path) -> None:
+    path = write(DatasetRuntime(num_workers=2), tmp_path)
+    calls: list[tuple[int, int]] = []
+    report = dataset_rt.verify(path, show_progress=False, on_progress=lambda *c: calls.append(c))
+    assert report.ok
+    checked, total = calls[-1]
+    payloads = sum(len(data) for data, _ in SAMPLES)
+    assert total > payloads and checked == total, calls
+    assert all(a[0] <= b[0] for a, b in zip(calls, calls[1:], strict=False)), calls

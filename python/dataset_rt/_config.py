@@ -23,6 +23,14 @@ class ShardCompression(BaseModel):
     ``algo="none"`` stores raw bytes and requires ``ratio == 1.0``; ``algo="lz4"``
     stores one LZ4 block per record and takes a positive, finite ``ratio``, an
     advisory figure recorded in the manifest.
+
+    Examples:
+        >>> ShardCompression(algo="lz4", ratio=2.0)
+        ShardCompression(algo='lz4', ratio=2.0)
+        >>> ShardCompression(algo="none", ratio=2.0)
+        Traceback (most recent call last):
+        pydantic_core._pydantic_core.ValidationError: 1 validation error for ShardCompression
+        ...
     """
 
     model_config = _FROZEN
@@ -45,6 +53,16 @@ class WriterProfilerConfig(BaseModel):
     """Where to write the writer's per-stage timing profile (JSON), if at all.
 
     The profile is also written when a write is interrupted.
+
+    Examples:
+        >>> import json
+        >>> profiler = WriterProfilerConfig(enabled=True, path="profile.json")
+        >>> config = WriterConfig(profiler=profiler)
+        >>> _ = runtime.write_cache(Squares(10), "caches", writer_config=config)
+        >>> with open("profile.json") as file:
+        ...     profile = json.load(file)
+        >>> sorted(profile), profile["sources"][0]["source_name"]
+        (['format_version', 'sources'], 'squares')
     """
 
     model_config = _FROZEN
@@ -72,7 +90,18 @@ class WriterProfilerConfig(BaseModel):
 
 
 class WriterConfig(BaseModel):
-    """How caches are written."""
+    """How caches are written.
+
+    Examples:
+        >>> config = WriterConfig(
+        ...     max_shard_bytes=256 << 20,
+        ...     shard_compression=ShardCompression(algo="lz4", ratio=2.0),
+        ...     show_progress=False,
+        ... )
+        >>> [result] = runtime.write_cache(Squares(10), "caches", writer_config=config)
+        >>> sorted(path.name for path in result.path.iterdir())
+        ['index.bin', 'manifest.json', 'metadata.arrow', 'records.crc32c', 'shards']
+    """
 
     model_config = _FROZEN
 
@@ -98,7 +127,16 @@ class WriterConfig(BaseModel):
 
 
 class ReaderConfig(BaseModel):
-    """How caches are read and sampled."""
+    """How caches are read and sampled.
+
+    Examples:
+        >>> config = ReaderConfig(seed=42, replacement=False)  # every epoch a permutation
+        >>> permuted = runtime.cached_dataset([cache_path], reader_config=config)
+        >>> sorted(s.sample_id for s in permuted) == list(range(100))
+        True
+        >>> ReaderConfig(seed=0, shuffle=False, on_corrupt="skip").on_corrupt
+        'skip'
+    """
 
     model_config = _FROZEN
 

@@ -32,6 +32,16 @@ class CachedDataset:
     another process, it reopens the caches on first use, with a runtime of as
     many threads as the original's, after checking that each cache's manifest
     is still the one it was opened with.
+
+    Examples:
+        >>> dataset = runtime.cached_dataset([cache_path], reader_config=ReaderConfig(seed=0))
+        >>> sample = next(iter(dataset))
+        >>> sample.data == str(sample.metadata["i"] ** 2).encode()
+        True
+        >>> config = ReaderConfig(seed=0, shuffle=False)
+        >>> in_order = runtime.cached_dataset([cache_path], reader_config=config)
+        >>> [s.sample_id for s in in_order][:3]
+        [0, 1, 2]
     """
 
     cache_paths: list[Path]
@@ -102,6 +112,11 @@ class CachedDataset:
 
         Iterators continue the stream: with epoch_len 2 over rows 1..5 and
         shuffle=False, successive iterators yield ``1 2``, ``3 4``, ``5 1``.
+
+        Examples:
+            >>> dataset.set_epoch_len(250)
+            >>> len(dataset), len(list(dataset))
+            (250, 250)
         """
         if isinstance(epoch_len, bool) or not isinstance(epoch_len, int):
             raise TypeError(f"epoch_len must be an int, got {type(epoch_len).__name__}")
@@ -125,6 +140,12 @@ class CachedDataset:
         plain ``torch.utils.data.DataLoader`` with worker processes reads the
         dataset, as with ``DistributedSampler.set_epoch``: the workers read the
         epoch the dataset stands at and cannot move it on in this process.
+
+        Examples:
+            >>> epochs = [[s.sample_id for s in dataset] for _ in range(3)]
+            >>> dataset.set_epoch(1)
+            >>> [s.sample_id for s in dataset] == epochs[1]
+            True
         """
         _check_index("epoch", epoch)
         self._handle.set_epoch(epoch)
@@ -143,6 +164,14 @@ class CachedDataset:
         identities and weights (``table``), ``seed``, ``shuffle``, ``epoch_len``
         and the sampling ``algorithm``. An iterator's `SampleIterator.state_dict`
         gives the state in the middle of an epoch.
+
+        Examples:
+            >>> state = dataset.state_dict()
+            >>> state["epoch"], state["position"], state["seed"]
+            (0, 0, 0)
+            >>> _ = list(dataset)
+            >>> dataset.state_dict()["epoch"]
+            1
         """
         return self._handle.state()
 
@@ -155,6 +184,16 @@ class CachedDataset:
         Raises `ValueError` naming what differs when the state belongs to other
         data: other caches, another active table or weights, another seed,
         `shuffle` or epoch length. Nothing changes then.
+
+        Examples:
+            >>> iterator = iter(dataset)
+            >>> first = [next(iterator).sample_id for _ in range(30)]
+            >>> state = iterator.state_dict()
+            >>> again = runtime.cached_dataset([cache_path], reader_config=ReaderConfig(seed=0))
+            >>> again.load_state_dict(state)
+            >>> first + [s.sample_id for s in again] == [s.sample_id for s in
+            ...     runtime.cached_dataset([cache_path], reader_config=ReaderConfig(seed=0))]
+            True
         """
         self._handle.load_state(state)
 
@@ -162,6 +201,13 @@ class CachedDataset:
         """The active table: ``cache_id | sample_id | <stored columns> | weight | <extra columns>``.
 
         A copy: editing it changes nothing until it is passed to `update_metadata`.
+
+        Examples:
+            >>> table = dataset.get_metadata()
+            >>> table.columns
+            ['cache_id', 'sample_id', 'i', 'label', 'weight']
+            >>> table.height
+            100
         """
         from dataset_rt import _metadata_frame  # Polars is loaded on first use
 
@@ -178,6 +224,14 @@ class CachedDataset:
         the frame's identity and weight columns (widened to 64 bits: a copy
         unless they were Int64 and Float64), from which worker processes
         rebuild the table.
+
+        Examples:
+            >>> import polars as pl
+            >>> table = dataset.get_metadata()
+            >>> dataset.update_metadata(table.filter(pl.col("label") == 3))  # 10 rows
+            >>> sorted({s.metadata["label"] for s in dataset}), len(dataset)
+            ([3], 10)
+            >>> dataset.update_metadata(table.with_columns(weight=pl.col("i") + 1.0))
         """
         from dataset_rt import _metadata_frame  # Polars is loaded on first use
 
@@ -197,6 +251,10 @@ class CachedDataset:
 
         Any sample of the caches, in the active table or not; the stream does not
         move. Raises `IndexError` naming the identity when there is no such sample.
+
+        Examples:
+            >>> dataset.get(0, 12)
+            CachedSample(data=b'144', metadata={'i': 12, 'label': 2}, cache_id=0, sample_id=12)
         """
         return self.get_many([(cache_id, sample_id)])[0]
 
@@ -209,6 +267,14 @@ class CachedDataset:
         metadata compared with the index, lz4 decoded); repeated identities are
         read as often as they are named. Raises `IndexError` naming the first
         identity that names no sample, before anything is read.
+
+        Examples:
+            >>> [s.data for s in dataset.get_many([(0, 3), (0, 4), (0, 3)])]
+            [b'9', b'16', b'9']
+            >>> import polars as pl
+            >>> sevens = dataset.get_metadata().filter(pl.col("label") == 7)
+            >>> [s.sample_id for s in dataset.get_many(sevens)][:3]
+            [7, 17, 27]
         """
         return self._read(*_identity_arrays(pairs))
 
@@ -239,6 +305,11 @@ class CachedDataset:
         ``DataLoader(ds, shuffle=True, num_workers=W)`` apply. The rows are the
         table's when this is called; a DataLoader's batch is fetched with one
         `get_many`. See `dataset_rt.torch.TorchMapDataset`.
+
+        Examples:
+            >>> images = dataset.to_torch_map_dataset(transform=lambda s: int(s.data))
+            >>> len(images), images[12]
+            (100, 144)
         """
         try:
             import_module("torch.utils.data")
@@ -267,6 +338,14 @@ class CachedDataset:
         ranks each gets its share, padded to equal batch counts (see
         `dataset_rt.torch.TorchIterableDataset` and docs/training.md).
         `transform` runs on each sample inside the worker process.
+
+        Examples:
+            >>> from dataset_rt.torch import DataLoader
+            >>> ids = lambda s: s.sample_id
+            >>> adapter = dataset.to_torch_iterable_dataset(transform=ids, batch_size=10)
+            >>> batches = list(DataLoader(adapter, batch_size=10, num_workers=0))
+            >>> len(batches), batches[0].shape
+            (10, torch.Size([10]))
         """
         try:
             import_module("torch.utils.data")
@@ -334,9 +413,9 @@ class CachedDataset:
             handle = DatasetHandle(RuntimeHandle(threads), recipe["paths"], recipe["reader_config"])
             _restore(self, handle, recipe)
         except ValueError as error:
-            raise ValueError(
-                f"cannot reopen the dataset in process {os.getpid()}: {error}"
-            ) from None
+            # Same class (a cache error is also a RuntimeError), with the process named.
+            error.args = (f"cannot reopen the dataset in process {os.getpid()}: {error}",)
+            raise error.with_traceback(None) from None
         self._native_handle = handle
         self._unopened_recipe = None
         return handle

@@ -21,7 +21,12 @@ BytesLike: TypeAlias = bytes | bytearray | memoryview
 
 
 class CacheInput(NamedTuple):
-    """One sample yielded by a `CacheSource`: serialized payload plus metadata."""
+    """One sample yielded by a `CacheSource`: serialized payload plus metadata.
+
+    Examples:
+        >>> CacheInput(data=b"\\x89PNG...", metadata={"label": 3, "split": "train", "score": 0.5})
+        CacheInput(data=b'\\x89PNG...', metadata={'label': 3, 'split': 'train', 'score': 0.5})
+    """
 
     data: BytesLike
     """The payload bytes; DatasetRT never decodes them."""
@@ -31,7 +36,15 @@ class CacheInput(NamedTuple):
 
 
 class CachedSample(NamedTuple):
-    """One sample read back from a cache."""
+    """One sample read back from a cache.
+
+    Examples:
+        >>> sample = dataset.get(0, 5)
+        >>> sample.data, sample.metadata["label"], (sample.cache_id, sample.sample_id)
+        (b'25', 5, (0, 5))
+        >>> sample.metadata.to_dict()
+        {'i': 5, 'label': 5}
+    """
 
     data: bytes
     """The payload bytes exactly as written."""
@@ -47,7 +60,13 @@ class CachedSample(NamedTuple):
 
 
 class CacheWriteSuccess(NamedTuple):
-    """A source that was written (or reused) and published."""
+    """A source that was written (or reused) and published.
+
+    Examples:
+        >>> [result] = runtime.write_cache(Squares(5), "caches")
+        >>> result.source_name, result.path
+        ('squares', PosixPath('caches/squares'))
+    """
 
     source_name: str
     """The source's name, also the cache directory's name."""
@@ -57,7 +76,17 @@ class CacheWriteSuccess(NamedTuple):
 
 
 class CacheWriteError(NamedTuple):
-    """A source that was not written; nothing of it was published."""
+    """A source that was not written; nothing of it was published.
+
+    Examples:
+        >>> class Broken:
+        ...     name = "broken"
+        ...     def __iter__(self):
+        ...         yield CacheInput(data="text, not bytes", metadata={})
+        >>> [result] = runtime.write_cache(Broken(), "caches")
+        >>> result.source_name, "bytes" in result.message
+        ('broken', True)
+    """
 
     source_name: str
     """The source's name, or ``source[N]`` (its position) when the name is missing or unusable."""
@@ -75,6 +104,19 @@ class CacheSource(Protocol):
 
     DatasetRT pulls ``iter(source)`` on the calling thread and hands the samples
     to its native workers in batches; sources need no threads of their own.
+
+    Examples:
+        >>> class Lines:
+        ...     name = "lines"
+        ...     def __init__(self, lines):
+        ...         self.lines = lines
+        ...     def __iter__(self):
+        ...         for number, line in enumerate(self.lines):
+        ...             yield CacheInput(data=line.encode(), metadata={"line": number})
+        >>> [result] = runtime.write_cache(Lines(["a", "bc"]), "caches")
+        >>> config = ReaderConfig(seed=0, shuffle=False)
+        >>> [s.data for s in runtime.cached_dataset([result.path], reader_config=config)]
+        [b'a', b'bc']
     """
 
     name: str

@@ -29,7 +29,14 @@ from dataset_rt._writing import (
 
 
 class CacheSourcesDatasetSuccess(NamedTuple):
-    """`from_cache_sources` loaded at least one cache."""
+    """`from_cache_sources` loaded at least one cache.
+
+    Examples:
+        >>> config = ReaderConfig(seed=0)
+        >>> result = runtime.from_cache_sources(Squares(5), "caches", reader_config=config)
+        >>> type(result).__name__, len(result.dataset), result.results[0].source_name
+        ('CacheSourcesDatasetSuccess', 5, 'squares')
+    """
 
     dataset: CachedDataset
     """The dataset over every successfully written or reused cache, in source order."""
@@ -39,7 +46,13 @@ class CacheSourcesDatasetSuccess(NamedTuple):
 
 
 class CacheSourcesDatasetError(NamedTuple):
-    """`from_cache_sources` could not load any cache."""
+    """`from_cache_sources` could not load any cache.
+
+    Examples:
+        >>> result = runtime.from_cache_sources([], "caches", reader_config=ReaderConfig(seed=0))
+        >>> type(result).__name__, result.message
+        ('CacheSourcesDatasetError', 'no cache sources were provided')
+    """
 
     results: list[CacheWriteResult]
     """One result per source, explaining each failure."""
@@ -59,6 +72,12 @@ class DatasetRuntime:
     loading and reading through this runtime reuse them. The threads stop when
     the runtime and everything created through it are garbage-collected, or
     after `close` once those are gone.
+
+    Examples:
+        >>> with DatasetRuntime(num_workers=2) as runtime:
+        ...     [result] = runtime.write_cache(Squares(), "caches")
+        >>> result.path
+        PosixPath('caches/squares')
     """
 
     __slots__ = ("_handle", "_num_workers")
@@ -78,11 +97,24 @@ class DatasetRuntime:
 
     @property
     def num_workers(self) -> int:
-        """The number of native worker threads."""
+        """The number of native worker threads.
+
+        Examples:
+            >>> DatasetRuntime(num_workers=3).num_workers
+            3
+        """
         return self._num_workers
 
     def close(self) -> None:
-        """Release the pool; datasets already created keep it alive until they go."""
+        """Release the pool; datasets already created keep it alive until they go.
+
+        Examples:
+            >>> runtime = DatasetRuntime(num_workers=1)
+            >>> runtime.close()
+            >>> runtime.cached_dataset([cache_path], reader_config=ReaderConfig(seed=0))
+            Traceback (most recent call last):
+            RuntimeError: this DatasetRuntime is closed
+        """
         self._handle = None
 
     def __enter__(self) -> DatasetRuntime:
@@ -108,6 +140,13 @@ class DatasetRuntime:
         A failing source becomes `CacheWriteError` and the others still run; a
         target that already exists is never overwritten. Two sources with the
         same name raise `ValueError` before anything is written.
+
+        Examples:
+            >>> results = runtime.write_cache([Squares(10)], "caches")
+            >>> results
+            [CacheWriteSuccess(source_name='squares', path=PosixPath('caches/squares'))]
+            >>> runtime.write_cache(Squares(10), "caches")[0].message
+            'cache path already exists: caches/squares'
         """
         return self._write(sources, base_cache_dir, writer_config, reuse=None)
 
@@ -142,6 +181,11 @@ class DatasetRuntime:
 
         Validates manifests, sample counts, index sizes, shard existence and
         lengths, and with ``reader_config.validate_cache`` every SHA-256.
+
+        Examples:
+            >>> dataset = runtime.cached_dataset([cache_path], reader_config=ReaderConfig(seed=0))
+            >>> len(dataset), dataset.cache_paths == [cache_path]
+            (100, True)
         """
         if not isinstance(reader_config, ReaderConfig):
             raise TypeError(
@@ -160,7 +204,20 @@ class DatasetRuntime:
         writer_config: WriterConfig = WriterConfig(),  # noqa: B008 - frozen model
     ) -> CacheSourcesDatasetResult:
         """Reuse complete caches (without iterating their sources), write the
-        missing ones, and load every success into one dataset."""
+        missing ones, and load every success into one dataset.
+
+        Examples:
+            >>> result = runtime.from_cache_sources(
+            ...     [Squares(10)], "caches", reader_config=ReaderConfig(seed=0)
+            ... )
+            >>> len(result.dataset)
+            10
+            >>> again = runtime.from_cache_sources(  # reused: the source is not iterated
+            ...     [Squares(10)], "caches", reader_config=ReaderConfig(seed=0)
+            ... )
+            >>> again.results == result.results
+            True
+        """
         validate = writer_config.validate_cache
 
         def reuse(name: str, path: Path) -> CacheWriteResult:

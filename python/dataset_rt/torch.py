@@ -79,6 +79,17 @@ class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg
     which does it. Each worker process reopens the caches (after checking that
     every manifest is the one opened in the main process) with a runtime of
     `worker_threads` native threads, and runs `transform` on each sample.
+
+    Examples:
+        >>> ids = lambda s: s.sample_id
+        >>> halves = [
+        ...     dataset.to_torch_iterable_dataset(
+        ...         transform=ids, batch_size=25, rank=rank, world_size=2
+        ...     )
+        ...     for rank in (0, 1)
+        ... ]
+        >>> [len(h) for h in halves]  # each rank gets every other batch of 25
+        [50, 50]
     """
 
     def __init__(
@@ -125,22 +136,45 @@ class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg
 
     @property
     def dataset(self) -> CachedDataset:
-        """The `CachedDataset` read."""
+        """The `CachedDataset` read.
+
+        Examples:
+            >>> dataset.to_torch_iterable_dataset().dataset is dataset
+            True
+        """
         return self._dataset
 
     @property
     def batch_size(self) -> int | None:
-        """The per-rank batch size the DataLoader must use (``None``: samples, B = 1)."""
+        """The per-rank batch size the DataLoader must use (``None``: samples, B = 1).
+
+        Examples:
+            >>> dataset.to_torch_iterable_dataset(batch_size=32).batch_size
+            32
+        """
         return self._batch_size
 
     @property
     def drop_last(self) -> bool:
-        """Whether an incomplete last global step is dropped."""
+        """Whether an incomplete last global step is dropped.
+
+        Examples:
+            >>> adapter = dataset.to_torch_iterable_dataset(batch_size=32, drop_last=True)
+            >>> adapter.drop_last, len(adapter)  # 100 samples: 3 whole batches
+            (True, 96)
+        """
         return self._drop_last
 
     def rank_and_world_size(self) -> tuple[int, int]:
         """This process's rank and the number of ranks: as given, else from an
-        initialized ``torch.distributed``, else ``(0, 1)``."""
+        initialized ``torch.distributed``, else ``(0, 1)``.
+
+        Examples:
+            >>> dataset.to_torch_iterable_dataset().rank_and_world_size()
+            (0, 1)
+            >>> dataset.to_torch_iterable_dataset(rank=1, world_size=4).rank_and_world_size()
+            (1, 4)
+        """
         if self._rank is not None and self._world_size is not None:
             return self._rank, self._world_size
         distributed = _initialized_distributed()
@@ -155,6 +189,16 @@ class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg
 
         With a plain ``torch.utils.data.DataLoader`` and worker processes, call
         it at the start of every epoch, as with ``DistributedSampler.set_epoch``.
+
+        Examples:
+            >>> import torch.utils.data
+            >>> adapter = dataset.to_torch_iterable_dataset(transform=lambda s: s.sample_id)
+            >>> loader = torch.utils.data.DataLoader(adapter, batch_size=None)
+            >>> adapter.set_epoch(2)
+            >>> epoch_2 = [int(i) for i in loader]
+            >>> dataset.set_epoch(2)
+            >>> epoch_2 == [s.sample_id for s in dataset]
+            True
         """
         self._claim = None
         self._resume = None
@@ -218,7 +262,13 @@ class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg
         """This reader's resume state, in the form torchdata's
         ``StatefulDataLoader`` asks each worker for: the state its share was cut
         from, its shard, and the samples it has yielded. Between iterations, the
-        dataset's state."""
+        dataset's state.
+
+        Examples:
+            >>> adapter = dataset.to_torch_iterable_dataset()
+            >>> sorted(adapter.state_dict())
+            ['consumed', 'shard', 'span']
+        """
         if self._current is None:
             return {"span": self._dataset.state_dict(), "shard": None, "consumed": 0}
         iterator, shard, skip = self._current
@@ -231,7 +281,16 @@ class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Make the next iteration continue from `state`: this adapter's
         `state_dict` (the same reader resumes), or a global state from
-        `DataLoader.state_dict` or `CachedDataset.state_dict` (any reader)."""
+        `DataLoader.state_dict` or `CachedDataset.state_dict` (any reader).
+
+        Examples:
+            >>> adapter = dataset.to_torch_iterable_dataset(transform=lambda s: s.sample_id)
+            >>> state = dataset.state_dict()
+            >>> first = list(adapter)
+            >>> adapter.load_state_dict(state)
+            >>> list(adapter) == first
+            True
+        """
         if not isinstance(state, Mapping):
             raise TypeError(f"state must be a dict, got {type(state).__name__}")
         if "span" in state:
@@ -298,6 +357,14 @@ class TorchMapDataset(torch_data.Dataset):  # type: ignore[type-arg]
     pickles compactly to spawned workers. Each worker process reopens the caches
     with a runtime of `worker_threads` native threads, as `TorchIterableDataset`
     does.
+
+    Examples:
+        >>> from torch.utils.data import DataLoader as TorchLoader
+        >>> squares = dataset.to_torch_map_dataset(transform=lambda s: int(s.data))
+        >>> len(squares), squares[7]
+        (100, 49)
+        >>> next(iter(TorchLoader(squares, batch_size=4)))
+        tensor([0, 1, 4, 9])
     """
 
     def __init__(
@@ -319,7 +386,12 @@ class TorchMapDataset(torch_data.Dataset):  # type: ignore[type-arg]
 
     @property
     def dataset(self) -> CachedDataset:
-        """The `CachedDataset` read."""
+        """The `CachedDataset` read.
+
+        Examples:
+            >>> dataset.to_torch_map_dataset().dataset is dataset
+            True
+        """
         return self._dataset
 
     def __len__(self) -> int:
@@ -358,6 +430,13 @@ class DataLoader(torch_data.DataLoader):  # type: ignore[type-arg]
     stream position of the next unconsumed sample with the fingerprint of the
     data, the same on every rank, and `load_state_dict` continues from it with
     any number of workers or ranks.
+
+    Examples:
+        >>> loader = DataLoader(dataset.to_torch_iterable_dataset(
+        ...     transform=lambda s: s.sample_id, batch_size=10), batch_size=10)
+        >>> epoch_0 = [batch.tolist() for batch in loader]
+        >>> len(epoch_0), len(epoch_0[0])
+        (10, 10)
     """
 
     def __init__(self, dataset: Any, *args: Any, **kwargs: Any) -> None:
@@ -416,7 +495,15 @@ class DataLoader(torch_data.DataLoader):  # type: ignore[type-arg]
         handed out (over all ranks, which move in step), its epoch, and the
         fingerprint of the data (manifest SHA-256s, active-table digest, seed,
         ``shuffle``, ``epoch_len``, sampling algorithm). Small and global: no
-        per-worker or per-rank part."""
+        per-worker or per-rank part.
+
+        Examples:
+            >>> loader = DataLoader(dataset, batch_size=10)
+            >>> batches = iter(loader)
+            >>> _ = next(batches), next(batches)
+            >>> loader.state_dict()["position"]  # two batches handed out
+            20
+        """
         adapter: TorchIterableDataset = self.dataset  # type: ignore[assignment]
         if self._span is None:
             return adapter.dataset.state_dict()
@@ -440,7 +527,23 @@ class DataLoader(torch_data.DataLoader):  # type: ignore[type-arg]
         number of workers and ranks): the next iteration yields the rest of its
         epoch. Raises `ValueError` naming what differs when the state belongs
         to other data (caches, active table or weights, seed, ``shuffle``,
-        ``epoch_len``); nothing changes then."""
+        ``epoch_len``); nothing changes then.
+
+        Examples:
+            >>> ids = lambda s: s.sample_id
+            >>> adapter = dataset.to_torch_iterable_dataset(transform=ids, batch_size=10)
+            >>> loader = DataLoader(adapter, batch_size=10)
+            >>> batches = iter(loader)
+            >>> seen = [next(batches).tolist() for _ in range(3)]
+            >>> state = loader.state_dict()  # checkpoint, then a new job:
+            >>> again = runtime.cached_dataset([cache_path], reader_config=ReaderConfig(seed=0))
+            >>> adapter = again.to_torch_iterable_dataset(transform=ids, batch_size=10)
+            >>> resumed = DataLoader(adapter, batch_size=10)
+            >>> resumed.load_state_dict(state)
+            >>> rest = [batch.tolist() for batch in resumed]
+            >>> len(seen) + len(rest)
+            10
+        """
         adapter: TorchIterableDataset = self.dataset  # type: ignore[assignment]
         adapter.dataset.load_state_dict(state)
         adapter._resume = None

@@ -1,0 +1,562 @@
+"""The `dataset-rt` command (`dataset_rt.cli`): every command on real caches, its exit
+codes (0 success, 1 a problem found, 2 a usage error) and its --json output."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import struct
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.ipc
+import pyarrow.parquet as pq
+import pytest
+from polars.testing import assert_frame_equal
+from typer.testing import CliRunner, Result
+
+from conftest import (
+    ListSource,
+    pythonpath_before_inherited,
+    simple_samples,
+    without_record_checksums,
+)
+from dataset_rt import DatasetRuntime, ReaderConfig, ShardCompression, WriterConfig
+from dataset_rt.cli import app, main
+
+SAMPLES = simple_samples(40, payload_bytes=100)
+TEXT_SAMPLES = [(f"line {i}: hello".encode(), {"i": i}) for i in range(5)]
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent / "python"
+
+
+def invoke(*args: str | Path, code: int) -> Result:
+    """Run the command in-process; `code` is the exit code it must end with. A Python
+    exception other than SystemExit (a traceback for the user) fails the test."""
+    result = CliRunner().invoke(app, [str(arg) for arg in args])
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise AssertionError(f"dataset-rt {args} raised") from result.exception
+    assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr)
+    return result
+
+
+def invoke_json(*args: str | Path, code: int = 0) -> Any:
+    return json.loads(invoke(*args, "--json", code=code).stdout)
+
+
+def write(
+    runtime: DatasetRuntime,
+    base: Path,
+    name: str = "c",
+    samples: list[tuple[bytes, dict[str, object]]] = SAMPLES,
+    algo: str = "none",
+) -> Path:
+    config = WriterConfig(
+        show_progress=False,
+        max_shard_bytes=1_500,
+        shard_compression=ShardCompression(algo=algo, ratio=1.0),  # type: ignore[arg-type]
+    )
+    [result] = runtime.write_cache(ListSource(name, samples), base, writer_config=config)
+    return result.path  # type: ignore[union-attr]
+
+
+def record(cache: Path, sample_id: int) -> tuple[Path, int, int]:
+    """(shard file, record offset, record length) of a sample, from index.bin."""
+    shard_id, offset, record_len = struct.unpack_from(
+        "<QQQ", (cache / "index.bin").read_bytes(), 24 * sample_id
+    )
+    return cache / "shards" / f"{shard_id:06d}.bin", offset, record_len
+
+
+def flip_last_byte_of_record(cache: Path, sample_id: int) -> str:
+    """Corrupt one payload byte of a sample; returns its shard, relative to the cache."""
+    shard, offset, record_len = record(cache, sample_id)
+    data = bytearray(shard.read_bytes())
+    data[offset + record_len - 1] ^= 0x04
+    shard.write_bytes(bytes(data))
+    return shard.relative_to(cache).as_posix()
+
+
+# --- the command as a whole -----------------------------------------------------------------
+
+COMMANDS = [
+    [],
+    ["info"],
+    ["head"],
+    ["metadata"],
+    ["verify"],
+    ["write"],
+    ["write", "folder"],
+    ["write", "parquet"],
+    ["demo"],
+    ["bench"],
+]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "dataset-rt")
+def test_every_command_has_help(command: list[str]) -> None:
+    result = invoke(*command, "--help", code=0)
+    assert "Usage:" in result.stdout and "--help" in result.stdout
+
+
+def test_no_command_or_an_unknown_one_is_a_usage_error() -> None:
+    assert "Usage:" in invoke(code=2).output
+    assert "No such command" in invoke("frobnicate", code=2).stderr
+    assert "No such option" in invoke("info", "--frobnicate", code=2).stderr
+
+
+def test_python_m_dataset_rt_runs_the_command() -> None:
+    environment = {**os.environ, "PYTHONPATH": pythonpath_before_inherited(PACKAGE_ROOT)}
+    completed = subprocess.run(
+        [sys.executable, "-m", "dataset_rt", "--help"],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=120,
+    )
+    assert completed.returncode == 0, completed.stderr
+    for command in ("info", "head", "metadata", "verify", "write", "demo", "bench"):
+        assert command in completed.stdout
+    version = subprocess.run(
+        [sys.executable, "-m", "dataset_rt", "--version"],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=120,
+    )
+    assert version.returncode == 0 and version.stdout.startswith("dataset-rt "), version
+
+
+def test_the_console_script_names_the_entry_point() -> None:
+    pyproject = tomllib.loads((PACKAGE_ROOT.parent / "pyproject.toml").read_text())
+    target = pyproject["project"]["scripts"]["dataset-rt"]
+    module, function = target.split(":")
+    assert getattr(importlib.import_module(module), function) is main
+
+
+# --- info -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("algo", ["none", "lz4"])
+def test_info_reports_what_the_cache_holds(
+    runtime: DatasetRuntime, tmp_path: Path, algo: str
+) -> None:
+    cache = write(runtime, tmp_path, algo=algo)
+    [info] = invoke_json("info", cache)
+    shard_files = sorted((cache / "shards").iterdir())
+    assert len(shard_files) >= 3
+    files = [p for p in cache.rglob("*") if p.is_file()]
+    assert info == {
+        "path": str(cache),
+        "source_name": "c",
+        "format_version": 2,
+        "samples": len(SAMPLES),
+        "shards": len(shard_files),
+        "bytes_on_disk": sum(p.stat().st_size for p in files),
+        "shard_bytes": sum(p.stat().st_size for p in shard_files),
+        "payload_bytes_uncompressed": sum(len(data) for data, _ in SAMPLES),
+        "compression": [{"algo": algo, "ratio": 1.0}],
+        "schema": [
+            {"name": "flag", "kind": "bool"},
+            {"name": "index", "kind": "int"},
+            {"name": "label", "kind": "string"},
+            {"name": "score", "kind": "float"},
+        ],
+        "record_checksums": True,
+    }
+    text = invoke("info", cache, code=0).stdout
+    for expected in ("source name", "format version", "record checksums", "score: float", algo):
+        assert expected in text, text
+
+
+def test_info_tells_whether_record_checksums_are_present(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    cache = write(runtime, tmp_path)
+    without_record_checksums(cache)
+    [info] = invoke_json("info", cache)
+    assert info["record_checksums"] is False
+    rows = invoke("info", cache, code=0).stdout.splitlines()
+    [checksums_row] = [row for row in rows if "record checksums" in row]
+    assert checksums_row.split("│")[2].strip() == "no", checksums_row
+
+
+def test_info_reports_a_bad_cache_in_one_line_and_exits_1(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    good = write(runtime, tmp_path / "base")
+    not_a_cache = tmp_path / "empty"
+    not_a_cache.mkdir()
+    good_info, bad_info = invoke_json("info", good, not_a_cache, code=1)
+    assert good_info["samples"] == len(SAMPLES)
+    assert bad_info == {
+        "path": str(not_a_cache),
+        "error": f"cache {not_a_cache}: missing manifest: cannot read manifest.json: FileNotFound",
+    }
+    result = invoke("info", not_a_cache, code=1)
+    assert (
+        result.stderr == f"dataset-rt: cache {not_a_cache}: missing manifest: "
+        "cannot read manifest.json: FileNotFound\n"
+    )
+    # A cache whose files disagree with its manifest does not open either.
+    shard = good / "shards" / "000000.bin"
+    size = shard.stat().st_size
+    shard.write_bytes(shard.read_bytes()[:-1])
+    message = f"shards/000000.bin has {size - 1} bytes but the manifest says {size}"
+    assert message in invoke("info", good, code=1).stderr
+
+
+def test_a_missing_path_is_a_usage_error(tmp_path: Path) -> None:
+    for command in ("info", "head", "verify"):
+        result = invoke(command, tmp_path / "nope", code=2)
+        assert "does not exist" in result.stderr
+    assert (
+        "does not exist"
+        in invoke("metadata", tmp_path / "nope", "-o", tmp_path / "m.csv", code=2).stderr
+    )
+
+
+# --- head -----------------------------------------------------------------------------------
+
+
+def test_head_shows_the_first_samples_with_a_preview(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    cache = write(runtime, tmp_path)
+    shown = invoke_json("head", cache, "-n", "3")
+    assert shown["path"] == str(cache)
+    assert [s["sample_id"] for s in shown["samples"]] == [0, 1, 2]
+    for sample, (data, metadata) in zip(shown["samples"], SAMPLES, strict=False):
+        assert sample["cache_id"] == 0
+        assert sample["metadata"] == metadata
+        assert sample["payload_bytes"] == len(data)
+        assert sample["preview_kind"] == "hex"
+        assert bytes.fromhex(sample["preview"]) == data[: sample["preview_bytes"]]
+    assert len(invoke_json("head", cache)["samples"]) == 10  # the default
+    assert len(invoke_json("head", cache, "-n", "1000")["samples"]) == len(SAMPLES)
+    text = invoke("head", cache, "-n", "2", code=0).stdout
+    assert "00 01 02 03" in text and '"label": "l1"' in text
+
+
+def test_head_previews_text_payloads_as_text(runtime: DatasetRuntime, tmp_path: Path) -> None:
+    cache = write(runtime, tmp_path, samples=TEXT_SAMPLES)  # type: ignore[arg-type]
+    [first, *_] = invoke_json("head", cache)["samples"]
+    assert (first["preview_kind"], first["preview"]) == ("text", "line 0: hello")
+    assert "'line 0: hello'" in invoke("head", cache, code=0).stdout
+
+
+def test_head_rejects_a_negative_count(runtime: DatasetRuntime, tmp_path: Path) -> None:
+    cache = write(runtime, tmp_path)
+    invoke("head", cache, "-n", "-1", code=2)
+
+
+def test_head_of_a_corrupt_record_exits_1_with_the_readers_message(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    cache = write(runtime, tmp_path)
+    flip_last_byte_of_record(cache, 1)
+    result = invoke("head", cache, code=1)
+    assert result.stderr.startswith("dataset-rt: ") and result.stderr.count("\n") == 1
+    assert "record checksum mismatch" in result.stderr
+
+
+# --- metadata -------------------------------------------------------------------------------
+
+
+def read_table(path: Path, schema: pl.Schema) -> pl.DataFrame:
+    if path.suffix == ".parquet":
+        return pl.read_parquet(path)
+    if path.suffix == ".arrow":
+        with pyarrow.ipc.open_file(path) as reader:  # an Arrow IPC *file*
+            assert reader.num_record_batches >= 1
+        return pl.read_ipc(path)
+    return pl.read_csv(path, schema=schema)
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv", ".arrow"])
+def test_metadata_exports_the_table_with_identities(
+    runtime: DatasetRuntime, tmp_path: Path, suffix: str
+) -> None:
+    first = write(runtime, tmp_path / "base", "a")
+    second = write(runtime, tmp_path / "base", "b", SAMPLES[:7])
+    out = tmp_path / f"table{suffix}"
+    summary = invoke_json("metadata", first, second, "--out", out)
+    expected = runtime.cached_dataset(
+        [first, second], reader_config=ReaderConfig(seed=0)
+    ).get_metadata()
+    assert summary == {
+        "out": str(out),
+        "format": suffix[1:],
+        "rows": len(SAMPLES) + 7,
+        "columns": ["cache_id", "sample_id", "flag", "index", "label", "score", "weight"],
+        "caches": [{"cache_id": 0, "path": str(first)}, {"cache_id": 1, "path": str(second)}],
+    }
+    assert_frame_equal(read_table(out, expected.schema), expected)
+    assert [p.name for p in tmp_path.iterdir() if p.is_file()] == [out.name]  # no staging left
+
+
+def test_metadata_replaces_an_existing_file(runtime: DatasetRuntime, tmp_path: Path) -> None:
+    cache = write(runtime, tmp_path / "base")
+    out = tmp_path / "table.parquet"
+    out.write_text("old")
+    assert "wrote 40 rows x 7 columns" in invoke("metadata", cache, "-o", out, code=0).stdout
+    assert pl.read_parquet(out).height == len(SAMPLES)
+
+
+def test_metadata_takes_the_format_from_the_suffix_or_refuses(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    cache = write(runtime, tmp_path / "base")
+    for out in (tmp_path / "table.txt", tmp_path / "table"):
+        assert ".parquet, .csv, .arrow" in invoke("metadata", cache, "-o", out, code=2).stderr
+        assert not out.exists()
+    missing_directory = tmp_path / "no" / "table.csv"
+    assert "does not exist" in invoke("metadata", cache, "-o", missing_directory, code=2).stderr
+
+
+def test_metadata_of_caches_with_different_schemas_exits_1(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    first = write(runtime, tmp_path / "base", "a")
+    other = write(runtime, tmp_path / "base", "t", TEXT_SAMPLES)  # type: ignore[arg-type]
+    out = tmp_path / "table.csv"
+    result = invoke("metadata", first, other, "-o", out, code=1)
+    assert "all caches must share the same metadata schema" in result.stderr
+    assert not out.exists()
+
+
+# --- verify ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("algo", ["none", "lz4"])
+def test_verify_passes_sound_caches(runtime: DatasetRuntime, tmp_path: Path, algo: str) -> None:
+    first = write(runtime, tmp_path, "a", algo=algo)
+    second = write(runtime, tmp_path, "b", algo=algo)
+    report = invoke_json("verify", first, second, "--workers", "2")
+    assert report["ok"] is True
+    assert [(c["path"], c["ok"], c["problems"]) for c in report["caches"]] == [
+        (str(first), True, []),
+        (str(second), True, []),
+    ]
+    text = invoke("verify", first, "--no-progress", code=0).stdout
+    assert text.startswith(f"ok: {first}")
+
+
+def test_verify_lists_the_problems_of_a_corrupt_cache_and_exits_1(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    sound = write(runtime, tmp_path, "sound")
+    cache = write(runtime, tmp_path, "c")
+    shard = flip_last_byte_of_record(cache, 5)
+    report = invoke_json("verify", sound, cache, code=1)
+    assert report["ok"] is False
+    [sound_report, corrupt] = report["caches"]
+    assert sound_report["ok"] is True
+    assert corrupt["ok"] is False and corrupt["problems_total"] == len(corrupt["problems"]) >= 2
+    by_file = {(p["file"], p["sample_id"]): p for p in corrupt["problems"]}
+    assert "SHA-256 does not match" in by_file[(shard, None)]["message"]
+    record_problem = by_file[(shard, 5)]
+    assert record_problem["offset"] == record(cache, 5)[1]
+    assert "checksum" in record_problem["message"]
+    text = invoke("verify", cache, code=1).stdout
+    assert f"FAILED: {cache}: {corrupt['problems_total']} problems" in text
+    # Each problem on a line of its own; the messages say where (file, sample, offset).
+    assert f"\n  {record_problem['message']}\n" in text
+    assert f"sample 5 at offset {record_problem['offset']}" in record_problem["message"]
+    assert f"\n  checksum mismatch: {shard}: SHA-256 does not match the manifest\n" in text
+
+
+def test_verify_reports_a_directory_that_is_not_a_cache(tmp_path: Path) -> None:
+    report = invoke_json("verify", tmp_path, code=1)
+    [problem] = report["caches"][0]["problems"]
+    assert problem["message"] == "missing manifest: cannot read manifest.json: FileNotFound"
+
+
+def test_verify_refuses_a_bad_worker_count(runtime: DatasetRuntime, tmp_path: Path) -> None:
+    cache = write(runtime, tmp_path)
+    invoke("verify", cache, "--workers", "0", code=2)
+
+
+# --- write ----------------------------------------------------------------------------------
+
+
+def make_folder(root: Path) -> dict[str, bytes]:
+    files = {
+        "cat/001.png": b"\x89PNG cat one",
+        "cat/002.png": b"\x89PNG cat two",
+        "dog/001.png": b"\x89PNG dog",
+        "dog/notes.txt": b"not an image",
+    }
+    for relative, data in files.items():
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_bytes(data)
+    return files
+
+
+def read_back(runtime: DatasetRuntime, cache: Path) -> list[tuple[bytes, dict[str, object]]]:
+    dataset = runtime.cached_dataset([cache], reader_config=ReaderConfig(seed=0, shuffle=False))
+    return [(sample.data, dict(sample.metadata)) for sample in dataset]
+
+
+@pytest.mark.parametrize("lz4", [False, True])
+def test_write_folder_writes_one_sample_per_file(
+    runtime: DatasetRuntime, tmp_path: Path, lz4: bool
+) -> None:
+    files = make_folder(tmp_path / "images")
+    base = tmp_path / "caches"
+    flags = ["--lz4"] if lz4 else []
+    written = invoke_json(
+        "write", "folder", tmp_path / "images", "--out", base, "--name", "pics", *flags
+    )
+    cache = base / "pics"
+    assert written["source_name"] == "pics" and written["path"] == str(cache)
+    assert written["samples"] == len(files) and written["bytes_on_disk"] > 0
+    expected = [
+        (data, {"label": relative.split("/")[0], "path": relative, "size_bytes": len(data)})
+        for relative, data in sorted(files.items())
+    ]
+    assert read_back(runtime, cache) == expected
+    [info] = invoke_json("info", cache)
+    assert info["compression"][0]["algo"] == ("lz4" if lz4 else "none")
+
+
+def test_write_folder_options_and_refusals(runtime: DatasetRuntime, tmp_path: Path) -> None:
+    make_folder(tmp_path / "images")
+    base = tmp_path / "caches"
+    images = tmp_path / "images"
+    result = invoke(
+        "write", "folder", images, "-o", base, "--name", "png", "-e", ".png",
+        "--label-from", "none", "--no-progress", code=0,
+    )  # fmt: skip
+    assert result.stdout.startswith(f"wrote {base / 'png'}: 3 samples")
+    assert [metadata for _, metadata in read_back(runtime, base / "png")][0] == {
+        "path": "cat/001.png",
+        "size_bytes": 12,
+    }
+    # The target exists: the write is refused, the cache kept.
+    again = invoke("write", "folder", images, "-o", base, "--name", "png", code=1)
+    assert f"cache path already exists: {base / 'png'}" in again.stderr
+    # Nothing matches: the source refuses.
+    none = invoke("write", "folder", images, "-o", base, "--name", "x", "-e", ".jpg", code=1)
+    assert "no files with extensions ['.jpg']" in none.stderr
+    # Usage errors: a missing folder, a file instead of a folder, a missing --name.
+    invoke("write", "folder", tmp_path / "nope", "-o", base, "--name", "x", code=2)
+    invoke("write", "folder", images / "cat" / "001.png", "-o", base, "--name", "x", code=2)
+    invoke("write", "folder", images, "-o", base, code=2)
+    invoke("write", "folder", images, "-o", base, "--name", "x", "--label-from", "child", code=2)
+    assert sorted(p.name for p in base.iterdir() if p.name != "tmp") == ["png"]
+
+
+def make_parquet(path: Path, first: int, rows: int) -> list[tuple[bytes, dict[str, object]]]:
+    table = pa.table(
+        {
+            "image": [f"payload {i}".encode() * 3 for i in range(first, first + rows)],
+            "label": [i % 4 for i in range(first, first + rows)],
+            "split": ["train" if i % 5 else "val" for i in range(first, first + rows)],
+            "extra": [float(i) for i in range(first, first + rows)],
+        }
+    )
+    pq.write_table(table, path, row_group_size=16)
+    return [
+        (row["image"], {"label": row["label"], "split": row["split"]}) for row in table.to_pylist()
+    ]
+
+
+@pytest.mark.parametrize("lz4", [False, True])
+def test_write_parquet_writes_one_sample_per_row(
+    runtime: DatasetRuntime, tmp_path: Path, lz4: bool
+) -> None:
+    expected = make_parquet(tmp_path / "a.parquet", 0, 50)
+    expected += make_parquet(tmp_path / "b.parquet", 50, 30)
+    base = tmp_path / "caches"
+    flags = ["--lz4"] if lz4 else []
+    written = invoke_json(
+        "write", "parquet", tmp_path / "a.parquet", tmp_path / "b.parquet",
+        "--data-column", "image", "-m", "label", "-m", "split",
+        "--out", base, "--name", "rows", *flags,
+    )  # fmt: skip
+    assert written["samples"] == 80 and written["path"] == str(base / "rows")
+    assert read_back(runtime, base / "rows") == expected
+    [info] = invoke_json("info", base / "rows")
+    assert info["compression"][0]["algo"] == ("lz4" if lz4 else "none")
+
+
+def test_write_parquet_refusals(tmp_path: Path) -> None:
+    make_parquet(tmp_path / "a.parquet", 0, 5)
+    base = tmp_path / "caches"
+    source = tmp_path / "a.parquet"
+    missing = invoke(
+        "write", "parquet", source, "--data-column", "nope", "-o", base, "--name", "x", code=1
+    )
+    assert "data column 'nope' is not in" in missing.stderr
+    not_binary = invoke(
+        "write", "parquet", source, "--data-column", "label", "-o", base, "--name", "x", code=1
+    )
+    assert "data column 'label' has type int64" in not_binary.stderr
+    invoke(
+        "write",
+        "parquet",
+        tmp_path / "nope.parquet",
+        "--data-column",
+        "image",
+        "-o",
+        base,
+        "--name",
+        "x",
+        code=2,
+    )
+    invoke("write", "parquet", source, "-o", base, "--name", "x", code=2)  # no --data-column
+    bad_name = invoke(
+        "write", "parquet", source, "--data-column", "image", "-o", base, "--name", "a/b", code=1
+    )
+    assert "contains a path separator" in bad_name.stderr
+    assert not (base / "x").exists()
+
+
+# --- demo and bench -------------------------------------------------------------------------
+
+
+def test_demo_runs_with_its_options(tmp_path: Path) -> None:
+    result = invoke(
+        "demo", "--samples", "300", "--payload-bytes", "64", "--compression", "none",
+        "--workers", "2", "--dir", tmp_path, code=0,
+    )  # fmt: skip
+    assert "writing 300 samples x 64 bytes (0.0 MB, none)" in result.stdout
+    assert "read back and verified 300 samples" in result.stdout
+    assert (tmp_path / "demo" / "manifest.json").exists()
+    invoke("demo", "--samples", "0", code=2)
+    invoke("demo", "--compression", "zstd", code=2)
+
+
+def test_bench_prints_a_table_of_passes(tmp_path: Path) -> None:
+    report = invoke_json("bench", "--samples", "500", "--payload-bytes", "256", "--dir", tmp_path)
+    assert {k: report[k] for k in ("samples", "payload_bytes", "compression")} == {
+        "samples": 500,
+        "payload_bytes": 256,
+        "compression": "none",
+    }
+    assert [p["pass"] for p in report["passes"]] == ["write", "read, ordered", "read, shuffled"]
+    for row in report["passes"]:
+        assert row["samples"] == 500 and row["seconds"] > 0 and row["samples_per_second"] > 0
+    assert list(tmp_path.iterdir()) == []  # the temporary cache is gone
+    text = invoke("bench", "--samples", "200", "--compression", "lz4", code=0).stdout
+    assert "read, shuffled" in text and "samples/s" in text and "lz4" in text
+    invoke("bench", "--samples", "0", code=2)
+
+
+def test_a_problem_line_says_where_unless_the_message_does() -> None:
+    from dataset_rt.cli import _problem_line
+
+    where = {"file": "index.bin", "sample_id": 3, "offset": 72}
+    assert (
+        _problem_line({**where, "message": "bad row"}) == "index.bin, sample 3, offset 72: bad row"
+    )
+    said = "index.bin: sample 3 at offset 72: bad row"
+    assert _problem_line({**where, "message": said}) == said
+    whole = {"file": "", "sample_id": None, "offset": None, "message": "cannot open"}
+    assert _problem_line(whole) == "cannot open"
