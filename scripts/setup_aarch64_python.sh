@@ -43,7 +43,7 @@ import tomllib
 
 with open("pyproject.toml", "rb") as file:
     project = tomllib.load(file)["project"]
-host_tools = {"ziglang", "ruff", "rust-just"}
+host_tools = {"ziglang", "ruff", "rust-just", "mkdocs-material", "mkdocstrings"}
 for requirement in project["dependencies"] + project["optional-dependencies"]["dev"]:
     if re.split(r"[<>=!~ \[;]", requirement, maxsplit=1)[0] not in host_tools:
         print(requirement)
