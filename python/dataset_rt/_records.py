@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import NamedTuple, Protocol, TypeAlias
+from typing import NamedTuple, Protocol, TypeAlias, runtime_checkable
 
 MetadataValue: TypeAlias = bool | int | float | str
 """A primitive metadata value: stored as Arrow bool, int64, float64 or utf8."""
@@ -124,4 +124,28 @@ class CacheSource(Protocol):
 
     def __iter__(self) -> Iterator[CacheInput]:
         """Yield the source's samples in the order they should be stored."""
+        ...
+
+
+@runtime_checkable
+class SizedTorchIterableDataset(Protocol):
+    """What `CachedDataset.to_torch_iterable_dataset` returns, as a type: an
+    iterable with a length (dataset-rt's name for it; the class is
+    `dataset_rt.torch.TorchIterableDataset`).
+
+    Examples:
+        >>> def samples_per_epoch(view: SizedTorchIterableDataset) -> int:
+        ...     return len(view)
+        >>> samples_per_epoch(dataset)  # a CachedDataset has the same shape
+        100
+        >>> isinstance(dataset, SizedTorchIterableDataset)
+        True
+    """
+
+    def __iter__(self) -> Iterator[CachedSample]:
+        """Yield the samples of the next epoch."""
+        ...
+
+    def __len__(self) -> int:
+        """The number of samples an iteration yields."""
         ...

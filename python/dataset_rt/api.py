@@ -12,6 +12,7 @@ from dataset_rt._records import (
     CacheWriteSuccess,
     Metadata,
     MetadataValue,
+    SizedTorchIterableDataset,
 )
 from dataset_rt._runtime import (
     CacheSourcesDatasetError,
@@ -38,6 +39,7 @@ __all__ = [
     "MetadataValue",
     "ReaderConfig",
     "ShardCompression",
+    "SizedTorchIterableDataset",
     "WriterConfig",
     "VerifyProblem",
     "VerifyReport",
