@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import struct
@@ -9,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,6 +35,16 @@ def pythonpath_before_inherited(*first: str | Path) -> str:
     """A PYTHONPATH for a child interpreter: `first`, then the inherited PYTHONPATH (where
     the dependencies may live, as in the aarch64 run under qemu)."""
     return os.pathsep.join([*map(str, first), *filter(None, [os.environ.get("PYTHONPATH")])])
+
+
+def load_script(path: Path) -> Any:
+    """A script beside the tests (a file of tests/ that is not a package module) as a
+    module, whatever pytest's import mode."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def compile_c(source: Path, program: Path, *arguments: str) -> None:

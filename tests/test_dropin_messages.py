@@ -13,7 +13,6 @@ it handed over in `python_extract`.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from conftest import load_script
 from dataset_rt import (
     CacheInput,
     CacheWriteError,
@@ -37,17 +37,7 @@ PEER_TIMEOUT = 120
 # The virtual environment tests/test_interop_peer.py creates, then the benchmarks'.
 BENCH_VENV = Path.home() / ".cache" / "dataset_rt_bench" / "peer-0.2.4"
 
-
-def _load_triggers() -> Any:
-    """tests/dropin_triggers.py as a module, whatever pytest's import mode (no package)."""
-    spec = importlib.util.spec_from_file_location("dropin_triggers", TRIGGERS_PATH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-triggers = _load_triggers()
+triggers = load_script(TRIGGERS_PATH)
 
 # (trigger, the class dataset-rt raises, its phrase); "CacheWriteError" for a failure
 # that comes back as a write result.

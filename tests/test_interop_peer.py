@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib.util
 import json
 import math
 import os
@@ -46,7 +45,7 @@ from typing import Any
 import pytest
 
 import dataset_rt
-from conftest import pythonpath_before_inherited
+from conftest import load_script, pythonpath_before_inherited
 from dataset_rt import DatasetRuntime, ReaderConfig
 
 PEER_VERSION = "0.2.4"
@@ -57,17 +56,7 @@ PIP_INSTALL_TIMEOUT = 900
 DRIVER_TIMEOUT = 300
 DRIVER = Path(__file__).with_name("peer_driver.py")
 
-
-def _load_driver() -> Any:
-    """tests/peer_driver.py as a module, whatever pytest's import mode (it has no package)."""
-    spec = importlib.util.spec_from_file_location("peer_driver", DRIVER)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-peer_driver = _load_driver()  # its encodings, and its operations run in-process on DatasetRT
+peer_driver = load_script(DRIVER)  # its encodings, and its operations run in-process on DatasetRT
 
 # --- the peer's virtual environment --------------------------------------------------------------
 
