@@ -5,7 +5,6 @@ pip install -e) and by the justfile:
 
     python scripts/build_library.py                  # ReleaseFast into python/dataset_rt/_lib/
     python scripts/build_library.py --mode ReleaseSafe --no-strip --dest zig-out/release-safe
-    python scripts/build_library.py --cross-targets  # the wheel targets but the host's
 
 Environment: DATASET_RT_OPTIMIZE (default build mode), DATASET_RT_ZIG_TARGET (Zig target,
 for cross builds). Progress goes to stderr; stdout is only the path of each copied library,
@@ -140,15 +139,7 @@ def main() -> None:
     )
     parser.add_argument("--dest", type=Path, default=PACKAGE_LIBRARY_DIR, help="output directory")
     parser.add_argument("--no-strip", action="store_true", help="keep debug info (stack traces)")
-    parser.add_argument(
-        "--cross-targets",
-        action="store_true",
-        help="print the wheel targets other than this host's, one per line, and build nothing",
-    )
     arguments = parser.parse_args()
-    if arguments.cross_targets:
-        print("\n".join(target for target in WHEEL_TARGETS if target != zig_target()))
-        return
     try:
         mode = arguments.mode or build_mode()
         for path in build_library([arguments.dest], mode, zig_target(), not arguments.no_strip):

@@ -1,8 +1,9 @@
 """Build the wheel of every platform from this one host (README, "Platforms").
 
 The Zig of the ziglang package cross-compiles the core for each target and setup.py
-tags each wheel py3-none-<its platform>; each wheel is then checked to hold exactly
-its own library.
+tags each wheel py3-none-<its platform>; each wheel is then checked by
+scripts/check_wheels.py (its tag, exactly its own library, glibc 2.17 on Linux, the
+package files).
 
     python scripts/build_wheels.py [OUT_DIR]      (default: dist/)
 """
@@ -13,10 +14,11 @@ import os
 import shutil
 import subprocess
 import sys
-import zipfile
+import time
 from pathlib import Path
 
 import build_library
+import check_wheels
 
 
 def build_wheel(target: str, out: Path) -> Path:
@@ -35,20 +37,20 @@ def build_wheel(target: str, out: Path) -> Path:
     return wheel
 
 
-def check_library(wheel: Path, target: str) -> None:
-    expected = f"dataset_rt/_lib/{build_library.library_name(target)}"
-    with zipfile.ZipFile(wheel) as archive:
-        libraries = [n for n in archive.namelist() if n.startswith("dataset_rt/_lib/")]
-    if libraries != [expected]:
-        sys.exit(f"error: {wheel} holds {libraries}, expected only {expected}")
+def check_wheel(wheel: Path, target: str) -> None:
+    _summary, problems = check_wheels.check_wheel(wheel, target)
+    if problems:
+        sys.exit(f"error: {wheel}:\n  " + "\n  ".join(problems))
 
 
 def main() -> None:
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "dist").resolve()
     out.mkdir(parents=True, exist_ok=True)
     for target in build_library.WHEEL_TARGETS:
+        started = time.monotonic()
         wheel = build_wheel(target, out)
-        check_library(wheel, target)
+        build_library.log(f"built {wheel.name} in {time.monotonic() - started:.0f} s")
+        check_wheel(wheel, target)
         print(wheel)
     shutil.rmtree(build_library.ROOT / "build", ignore_errors=True)  # pip's in-tree build
 
