@@ -132,6 +132,7 @@ FIGURES = {
     "read_ordered_meta_sps": ('ordered read, data + metadata["label"]', "samples/s", True),
     "read_shuffled_sps": ("shuffled read, data only", "samples/s", True),
     "read_shuffled_mbps": ("shuffled read, data only", "MB/s", True),
+    "read_after_write_mbps": ("ordered read right after the write (no warm-up)", "MB/s", True),
     "copy_ceiling_mbps": ("copy ceiling (1 copy per sample)", "MB/s", True),
     "read_ordered_ceiling_frac": ("ordered read / copy ceiling", "fraction", True),
     "read_shuffled_ceiling_frac": ("shuffled read / copy ceiling", "fraction", True),
@@ -333,7 +334,26 @@ def run_rw(runner: Runner, name: str, spec: tuple, repeats: int, work: Path) -> 
                 f"({count / write['seconds']:,.0f} samples/s, "
                 f"peak {write['peak_rss_kib'] / 1024:.0f} MiB)"
             )
-            sample[side] = {"write": write, "reads": {}, "wrote_first": side == order[0]}
+            # The first epoch right after the write, as a job that writes its caches
+            # and then trains reads it: nothing read in between.
+            after = runner.child(
+                side,
+                "read",
+                "--cache", write["cache_path"],
+                "--mode", "ordered",
+                "--as-written",
+            )  # fmt: skip
+            after_mbps = after["payload_bytes"] / after["seconds"] / MB
+            log(
+                f"{name} r{repeat + 1}/{repeats} {side:4} ordered right after the write: "
+                f"{after['seconds']:.3f}s ({after_mbps:,.0f} MB/s)"
+            )
+            sample[side] = {
+                "write": write,
+                "reads": {},
+                "read_after_write": after,
+                "wrote_first": side == order[0],
+            }
         for mode in READ_MODES:
             for side in order:
                 read = runner.child(
@@ -409,6 +429,8 @@ def run_rw(runner: Runner, name: str, spec: tuple, repeats: int, work: Path) -> 
                 statistics.median(reads[mode]["open_seconds"] for mode in READ_MODES),
             )
             put("first_sample_s", side, reads["ordered"]["first_sample_seconds"])
+            after = sample["read_after_write"]
+            put("read_after_write_mbps", side, after["payload_bytes"] / after["seconds"] / MB)
             put("peak_rss_write_mib", side, write["peak_rss_kib"] / 1024)
             put(
                 "peak_rss_read_mib",

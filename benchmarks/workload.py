@@ -298,7 +298,9 @@ def open_dataset(dataset_rt, path: str, workers: int, shuffle: bool):  # noqa: A
 
 
 def phase_read(args: argparse.Namespace, dataset_rt) -> dict:  # noqa: ANN001
-    warm_seconds = warm_page_cache(Path(args.cache))
+    # --as-written: the page cache as the write left it (the first epoch of a job
+    # that writes its caches, then trains).
+    warm_seconds = 0.0 if args.as_written else warm_page_cache(Path(args.cache))
     rss_before = rss_now_kib()
     shuffle = args.mode == "shuffled"
     _runtime, dataset, open_seconds = open_dataset(dataset_rt, args.cache, args.workers, shuffle)
@@ -555,6 +557,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--passes", type=int, default=1, help="read/ceiling: timed passes, report the median"
+    )
+    parser.add_argument(
+        "--as-written",
+        action="store_true",
+        help="read: do not read the files first; the page cache is as the write left it",
     )
     args = parser.parse_args()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import io
 import json
+import mmap
 import os
 import re
 import struct
@@ -541,7 +542,7 @@ def test_a_published_cache_holds_none_of_its_shards_in_the_page_cache(
     if cached_pages(control) != 0:
         pytest.skip("this file system keeps a synced file's pages when asked to drop them")
     samples = [(bytes([i]) * (300 << 10), {"i": i}) for i in range(12)]
-    config = WriterConfig(show_progress=False, max_shard_bytes=1 << 20)
+    config = WriterConfig(show_progress=False, max_shard_bytes=1 << 20, page_cache="drop")
     [result] = runtime.write_cache(ListSource("dropped", samples), tmp_path, writer_config=config)
     assert isinstance(result, CacheWriteSuccess), result
     shards = sorted((tmp_path / "dropped" / "shards").iterdir())
@@ -554,6 +555,31 @@ def test_a_published_cache_holds_none_of_its_shards_in_the_page_cache(
         reader_config=ReaderConfig(seed=0, shuffle=False, validate_cache=True),
     )
     assert [sample.data for sample in dataset] == [data for data, _ in samples]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the writer drops pages on Linux")
+@pytest.mark.parametrize("page_cache", ["keep", "auto"])
+def test_a_cache_that_fits_stays_in_the_page_cache(
+    runtime: DatasetRuntime, tmp_path: Path, page_cache: str
+) -> None:
+    # 4 MiB: "auto" keeps a cache of at most half the available memory.
+    samples = [(os.urandom(300 << 10), {"i": i}) for i in range(14)]
+    config = WriterConfig(show_progress=False, max_shard_bytes=1 << 20, page_cache=page_cache)
+    [result] = runtime.write_cache(ListSource("kept", samples), tmp_path, writer_config=config)
+    assert isinstance(result, CacheWriteSuccess), result
+    shards = sorted((tmp_path / "kept" / "shards").iterdir())
+    assert len(shards) >= 3, f"expected several shards, got {[s.name for s in shards]}"
+    missing = {
+        shard.name: cached_pages(shard)
+        for shard in shards
+        if cached_pages(shard) != -(-shard.stat().st_size // mmap.PAGESIZE)
+    }
+    assert not missing, f"pages dropped: {missing}"
+
+
+def test_an_unknown_page_cache_policy_is_refused() -> None:
+    with pytest.raises(pydantic.ValidationError, match="page_cache"):
+        WriterConfig(page_cache="sometimes")
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_NOFILE is POSIX")

@@ -232,6 +232,16 @@ fn pushBorrowed(
     return status_ok;
 }
 
+export fn drt_writer_set_page_cache(writer: ?*cache_writer.CacheWriter, policy: u32) i32 {
+    const w = writer orelse return nullArgument("writer");
+    if (!checkProcess(w.pool)) return status_wrong_process;
+    const mode = std.enums.fromInt(cache_writer.PageCacheMode, policy) orelse
+        return failMessage(status_invalid_argument, "unknown page cache policy {d}", .{policy});
+    var diagnostic: Diagnostic = .{};
+    w.setPageCache(mode, &diagnostic) catch |err| return failError(err, &diagnostic);
+    return status_ok;
+}
+
 export fn drt_writer_finish(writer: ?*cache_writer.CacheWriter) i32 {
     const w = writer orelse return nullArgument("writer");
     if (!checkProcess(w.pool)) return status_wrong_process;

@@ -61,6 +61,7 @@ test {
     _ = @import("write/batch_encoding.zig");
     _ = @import("write/cache_writer.zig");
     _ = @import("write/file_syncs.zig");
+    _ = @import("write/page_cache_policy.zig");
     _ = @import("write/shard_files.zig");
     _ = @import("write/shard_hasher.zig");
     _ = @import("write/staging.zig");

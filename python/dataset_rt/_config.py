@@ -125,6 +125,13 @@ class WriterConfig(BaseModel):
     profiler: WriterProfilerConfig = Field(default_factory=WriterProfilerConfig)
     """Optional per-stage timing profile."""
 
+    page_cache: Literal["auto", "keep", "drop"] = "auto"
+    """Which written shards stay in the page cache once hashed and on disk (Linux):
+    ``"auto"`` keeps them while the cache is at most half of the memory available
+    when the write starts and drops the rest, so the first read after writing a
+    cache that fits comes from memory and a much larger write does not fill it;
+    ``"keep"`` keeps every shard, ``"drop"`` none."""
+
 
 class ReaderConfig(BaseModel):
     """How caches are read and sampled.

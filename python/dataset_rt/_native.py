@@ -32,6 +32,8 @@ MAX_WORKERS = 256
 LIBRARY_ENV = "DATASET_RT_LIBRARY"
 
 COMPRESSION_CODES = {"none": 0, "lz4": 1}
+# drt_writer_set_page_cache policies (DRT_PAGE_CACHE_*), by WriterConfig.page_cache.
+PAGE_CACHE_CODES = {"auto": 0, "keep": 1, "drop": 2}
 ON_CORRUPT_CODES = {"raise": 0, "skip": 1}
 
 OK = 0
@@ -370,6 +372,7 @@ def _declare(library: ctypes.CDLL) -> None:
             c_int32,
         ),
         "drt_writer_finish": ([handle], c_int32),
+        "drt_writer_set_page_cache": ([handle, c_uint32], c_int32),
         "drt_writer_path": ([handle], c_char_p),
         "drt_writer_stats_get": ([handle, POINTER(WriterStats)], c_int32),
         "drt_writer_destroy": ([handle], None),

@@ -75,6 +75,11 @@ class NativeWriter:
                 ctypes.byref(self._handle),
             )
         )
+        _native.check(
+            _native.lib.drt_writer_set_page_cache(
+                self._handle, _native.PAGE_CACHE_CODES[config.page_cache]
+            )
+        )
 
     def column_schema(self, first_metadata: dict[str, Any]) -> Schema | None:
         """The schema for metadata columns, fixed by the write's first sample."""

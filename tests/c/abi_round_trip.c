@@ -44,6 +44,12 @@ static int write_cache(drt_runtime *runtime, const char *base_dir, const char *n
     };
     drt_writer *writer = NULL;
     if (drt_writer_create(runtime, base_dir, strlen(base_dir), name, strlen(name), &options, &writer) != DRT_OK) return fail("writer_create");
+    /* The page cache policy: known ones before the first push, not after it. */
+    if (drt_writer_set_page_cache(writer, 3) != DRT_ERR_INVALID_ARGUMENT ||
+        drt_writer_set_page_cache(writer, DRT_PAGE_CACHE_KEEP) != DRT_OK) {
+        drt_writer_destroy(writer);
+        return fail("writer_set_page_cache");
+    }
     /* Copied pushes reuse one buffer; borrowed payloads stay untouched until
      * the writer finishes. */
     static uint8_t payloads[BATCH_SAMPLES * 3000u];
@@ -100,6 +106,10 @@ static int write_cache(drt_runtime *runtime, const char *base_dir, const char *n
             drt_writer_destroy(writer);
             return fail("writer_push");
         }
+    }
+    if (drt_writer_set_page_cache(writer, DRT_PAGE_CACHE_AUTO) != DRT_ERR_STATE) {
+        drt_writer_destroy(writer);
+        return fail("writer_set_page_cache after a push");
     }
     if (drt_writer_finish(writer) != DRT_OK) {
         drt_writer_destroy(writer);

@@ -162,6 +162,21 @@ int32_t drt_writer_push_columns_joined(drt_writer *writer, const uint8_t *payloa
                                        uint64_t column_count);
 
 /* Waits for all samples, writes index, metadata and manifest, fsyncs and publishes. */
+/*
+ * Which shards keep their pages in the page cache once written, hashed and on
+ * disk (Linux; elsewhere the system decides). DRT_PAGE_CACHE_AUTO (the
+ * default): the shards while the writer's total is at most half of the memory
+ * the system reported available when the policy was set (MemAvailable; none
+ * kept without it, before Linux 3.14), none after it, so a cache that fits is read from memory right after it is
+ * written and a much larger one does not fill the machine's memory;
+ * DRT_PAGE_CACHE_KEEP: every shard; DRT_PAGE_CACHE_DROP: none. Only before the
+ * first push (DRT_ERR_STATE after it); an unknown policy is DRT_ERR_INVALID_ARGUMENT.
+ */
+#define DRT_PAGE_CACHE_AUTO 0u
+#define DRT_PAGE_CACHE_KEEP 1u
+#define DRT_PAGE_CACHE_DROP 2u
+int32_t drt_writer_set_page_cache(drt_writer *writer, uint32_t policy);
+
 int32_t drt_writer_finish(drt_writer *writer);
 
 /* Path of the published cache (valid until destroy); NULL before a successful finish. */

@@ -35,6 +35,8 @@ const batch_encoding = @import("batch_encoding.zig");
 const Batch = batch_encoding.Batch;
 const Encoder = batch_encoding.Encoder;
 const shard_files = @import("shard_files.zig");
+const page_cache_policy = @import("page_cache_policy.zig");
+pub const PageCacheMode = page_cache_policy.Mode;
 const ShardFiles = shard_files.ShardFiles;
 const FileSyncs = @import("file_syncs.zig").FileSyncs;
 
@@ -141,6 +143,7 @@ pub const CacheWriter = struct {
                 .stats = &writer.stats,
                 .max_shard_bytes = options.max_shard_bytes,
                 .compression = manifestCompression(options.compression, options.compression_ratio),
+                .page_cache = .init(.auto, page_cache_policy.availableMemoryBytes()),
             },
             .file_syncs = .{
                 .allocator = allocator,
@@ -583,6 +586,16 @@ pub const CacheWriter = struct {
         _ = writer.stats.samples_committed.fetchAdd(batch.count, .release);
         _ = writer.stats.payload_bytes_committed.fetchAdd(payload_bytes, .monotonic);
         _ = writer.stats.shard_bytes_committed.fetchAdd(run.total, .monotonic);
+    }
+
+    /// Which of the shards it writes keep their pages in the page cache
+    /// (`page_cache_policy`; `.auto` unless set). Only before the first push.
+    pub fn setPageCache(writer: *CacheWriter, mode: PageCacheMode, diagnostic: *Diagnostic) Error!void {
+        if (writer.samples_pushed != 0 or writer.phase != .open) {
+            diagnostic.set("the page cache policy is set before the first push", .{});
+            return error.State;
+        }
+        writer.shard_files.page_cache = .init(mode, page_cache_policy.availableMemoryBytes());
     }
 
     // ---- finish and publish ----------------------------------------------

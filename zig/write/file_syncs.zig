@@ -78,10 +78,13 @@ pub const FileSyncs = struct {
     pub fn syncAndClose(syncs: *FileSyncs, file: std.Io.File, what: SyncedFile) void {
         const io = system.io();
         if (file.sync(io)) {
-            // Hashed and on disk: its pages may go. If the hash is not final yet,
-            // the hasher drops them when it is (they are all clean by then).
+            // Hashed and on disk: its pages may go, unless the policy keeps them. If
+            // the hash is not final yet, the hasher drops them when it is (they are
+            // all clean by then).
             switch (what) {
-                .shard => |shard| if (shard.hasher.isFinal()) durable_files.dropCachedPages(file, 0, 0),
+                .shard => |shard| if (!shard.hasher.keep_pages and shard.hasher.isFinal()) {
+                    durable_files.dropCachedPages(file, 0, 0);
+                },
                 .staging => {},
             }
         } else |err| {

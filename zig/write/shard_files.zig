@@ -17,6 +17,7 @@ const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
 const manifest = @import("../format/manifest.zig");
 const ShardName = @import("../format/cache_layout.zig").ShardName;
 const ShardHasher = @import("shard_hasher.zig").ShardHasher;
+const PageCachePolicy = @import("page_cache_policy.zig").PageCachePolicy;
 const file_syncs = @import("file_syncs.zig");
 const FileSyncs = file_syncs.FileSyncs;
 const Stats = @import("writer_stats.zig").Stats;
@@ -51,6 +52,8 @@ pub const ShardFiles = struct {
     compression: manifest.Compression,
     /// The most shards the cache may have; only a test sets another.
     shards_max: u64 = manifest.shards_max,
+    /// Which closed shards keep their pages in the page cache.
+    page_cache: PageCachePolicy,
 
     // Touched only by the single active committer, then by `finish`.
     shard: ?OpenShard = null,
@@ -196,6 +199,8 @@ pub const ShardFiles = struct {
     fn close(files: *ShardFiles) Error!void {
         const shard = files.shard.?;
         files.shard = null;
+        // Decided before the hasher and the fsync job can see the shard closed.
+        shard.hasher.keep_pages = files.page_cache.keeps(shard.byte_len);
         // Every record placed in the shard has been written.
         assert(shard.byte_len == shard.record_bytes);
         // The closed shards have their hashers; the last hasher is this shard's.
@@ -371,6 +376,7 @@ test "the shard after shards_max is refused before it is created, naming the lim
         .syncs = &syncs,
         .stats = &stats,
         .max_shard_bytes = 1,
+        .page_cache = .init(.drop, null),
         .compression = .{ .algo = .none, .ratio = 1.0 },
         .shards_max = 3,
     };

@@ -40,6 +40,9 @@ pub const ShardHasher = struct {
     nanoseconds: u64 = 0,
     /// Pieces are hashed from a mapping until one cannot be mapped (Linux only).
     map_pieces: bool = builtin.os.tag == .linux,
+    /// Whether the shard's pages stay in the page cache once it is hashed and on
+    /// disk (`page_cache_policy`); set before the shard is closed.
+    keep_pages: bool = false,
     digest: ?[32]u8 = null,
 
     // Guarded by `mutex`.
@@ -233,8 +236,10 @@ pub const ShardHasher = struct {
     }
 
     /// Once the digest is final: the shard's pages that are on disk leave the
-    /// page cache (the rest when its fsync has written them, see syncAndClose).
+    /// page cache (the rest when its fsync has written them, see syncAndClose),
+    /// unless the writer's policy keeps them.
     fn dropPages(hasher: *ShardHasher) void {
+        if (hasher.keep_pages) return;
         if (hasher.file) |file| durable_files.dropCachedPages(file, 0, 0);
     }
 };
