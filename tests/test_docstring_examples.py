@@ -122,6 +122,8 @@ def test_the_example_runs(
     module = _module(module_name)
     if name.startswith("HFDatasetSource"):
         pytest.importorskip("datasets", reason="HFDatasetSource's examples need `datasets`")
+    if "torch" in name:  # CachedDataset.to_torch_*: torch is not a dependency
+        pytest.importorskip("torch", reason=f"{name}'s example needs torch")
     docstring = _docstring(value)
     if ">>>" not in docstring:
         pytest.fail(f"{module_name}.{name} has no example")
