@@ -221,3 +221,35 @@ def test_first_chunk_is_short_then_chunks_fill_the_window(
     # first is handed out.
     assert wait_for_read_ahead(iterator, minimum=64 * SAMPLE_BYTES) >= 64 * SAMPLE_BYTES
     iterator.close()
+
+
+@pytest.mark.parametrize("shuffle", [False, True], ids=["ordered", "shuffled"])
+def test_a_batch_of_large_payloads_is_freed_before_the_next_is_read(
+    pool: DatasetRuntime, tmp_path: Path, shuffle: bool
+) -> None:
+    # 1 MiB payloads are read straight into the bytes handed out, 4 to a batch
+    # (4 MiB chunks). A consumer that keeps nothing holds one batch and the sample
+    # it is on; the iterator must not keep the previous batch while it reads the
+    # next one (which made it 8 MiB).
+    import tracemalloc
+
+    class Large:
+        name = "large"
+
+        def __iter__(self):  # noqa: ANN204
+            for i in range(16):
+                yield CacheInput(bytes([i]) * MIB, {"i": i})
+
+    [result] = pool.write_cache(Large(), tmp_path, writer_config=QUIET)
+    dataset = load(pool, result.path, prefetch_size=64, shuffle=shuffle)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        seen = 0
+        for sample in dataset:
+            seen += len(sample.data)
+        _current, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert seen == 16 * MIB
+    assert peak < 6.5 * MIB, f"peak {peak / MIB:.1f} MiB of Python memory while reading"

@@ -312,15 +312,22 @@ class NativeIterator:
 def _batches(native: NativeIterator) -> Iterator[Iterator[CachedSample]]:
     while (batch := native.next_batch()) is not None:
         samples, skipped = batch
+        # Only the list iterator handed to the chain holds the batch: an
+        # exhausted list iterator lets go of its list, so a batch's samples (up
+        # to 4 MiB of payloads) are freed before the next batch is read instead
+        # of being kept by this frame while it is.
+        del batch
         if skipped:
             yield from _segments(native, samples, skipped)
+            del samples
             continue
         # The chain consumes this very list iterator, so its length hint
         # counts the samples handed out without a Python call per sample.
         native.handed_before += native.current_len
-        native.current = items = iter(samples)
+        native.current = iter(samples)
         native.current_len = len(samples)
-        yield items
+        del samples
+        yield native.current
 
 
 def _segments(
