@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The full test suite, as CI runs it. Uses the `python` first on PATH, which must have
 # dataset_rt installed with the dev extras (ziglang, pytest, ...).
-#   1. Zig unit tests, the Zig layer rules (scripts/check_layers.py), mypy --strict on
+#   1. Zig unit tests, `zig fmt --check`, the Zig layer rules (scripts/check_layers.py), mypy --strict on
 #      the package, and `mkdocs build --strict` of the documentation site
 #   2. pytest against the installed ReleaseFast library, then examples/ddp_train.py --quick
 #      and examples/digits/train.py --quick
@@ -79,6 +79,7 @@ run_pytest() {
 
 phase "1/7 Zig unit tests (zig build test), layer rules, mypy --strict, the docs site"
 python -m ziglang build test --summary all
+python -m ziglang fmt --check build.zig zig/  # the pinned Zig's formatting
 python scripts/check_layers.py
 python -m mypy --strict python/dataset_rt
 # The documentation site: broken links, anchors and docstrings fail the build.
