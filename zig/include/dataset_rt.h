@@ -166,7 +166,7 @@ int32_t drt_writer_push_columns_joined(drt_writer *writer, const uint8_t *payloa
  * Which shards keep their pages in the page cache once written, hashed and on
  * disk (Linux; elsewhere the system decides). DRT_PAGE_CACHE_AUTO (the
  * default): the shards while the writer's total is at most half of the memory
- * the system reported available when the policy was set (MemAvailable; none
+ * the system reported available when the writer was created (MemAvailable; none
  * kept without it, before Linux 3.14), none after it, so a cache that fits is read from memory right after it is
  * written and a much larger one does not fill the machine's memory;
  * DRT_PAGE_CACHE_KEEP: every shard; DRT_PAGE_CACHE_DROP: none. Only before the

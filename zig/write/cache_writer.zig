@@ -589,13 +589,14 @@ pub const CacheWriter = struct {
     }
 
     /// Which of the shards it writes keep their pages in the page cache
-    /// (`page_cache_policy`; `.auto` unless set). Only before the first push.
+    /// (`page_cache_policy`; `.auto` unless set, with the budget taken when the
+    /// writer was created). Only before the first push.
     pub fn setPageCache(writer: *CacheWriter, mode: PageCacheMode, diagnostic: *Diagnostic) Error!void {
         if (writer.samples_pushed != 0 or writer.phase != .open) {
             diagnostic.set("the page cache policy is set before the first push", .{});
             return error.State;
         }
-        writer.shard_files.page_cache = .init(mode, page_cache_policy.availableMemoryBytes());
+        writer.shard_files.page_cache.mode = mode;
     }
 
     // ---- finish and publish ----------------------------------------------
