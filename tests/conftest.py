@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import struct
 import subprocess
 import sys
 from collections.abc import Iterable, Iterator, Mapping
@@ -15,6 +14,12 @@ from typing import Any
 import pytest
 
 from dataset_rt import CacheInput, DatasetRuntime, WriterConfig
+
+# The fuzz harness's reference decoder (fuzz/ is not a package): the tests check the core
+# against the same independent CRC-32C and value comparison.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "fuzz"))
+from cache_reference import crc32c as crc32c  # noqa: E402
+from cache_reference import same_value as same_value  # noqa: E402
 
 
 class ListSource:
@@ -87,37 +92,6 @@ def staging_dirs(base: Path) -> list[str]:
     if not tmp.exists():
         return []
     return sorted(p.name for p in tmp.iterdir() if p.is_dir())
-
-
-def same_value(got: object, expected: object) -> bool:
-    """Equal value and type; floats bit for bit (so -0.0 stays -0.0)."""
-    if type(got) is not type(expected):
-        return False
-    if isinstance(expected, float):
-        return struct.pack("<d", got) == struct.pack("<d", expected)  # type: ignore[arg-type]
-    return got == expected
-
-
-def _crc32c_table() -> list[int]:
-    table = []
-    for byte in range(256):
-        crc = byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-        table.append(crc)
-    return table
-
-
-_CRC32C_TABLE = _crc32c_table()
-
-
-def crc32c(data: bytes) -> int:
-    """CRC-32C (Castagnoli, as records.crc32c stores it), computed independently of the core."""
-    crc = 0xFFFFFFFF
-    table = _CRC32C_TABLE
-    for byte in data:
-        crc = (crc >> 8) ^ table[(crc ^ byte) & 0xFF]
-    return crc ^ 0xFFFFFFFF
 
 
 def without_record_checksums(cache: Path) -> None:
