@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -99,19 +100,31 @@ def test_a_seed_cache_reads_back_whole(harness: cache_files.Harness) -> None:
         assert harness.check_cache(dict(variant.files), two_caches=True) == "ok / ok / verify: 0"
 
 
-def test_the_property_catches_a_silently_changed_payload(
-    harness: cache_files.Harness, monkeypatch: pytest.MonkeyPatch
+def tamper_sample(
+    harness: cache_files.Harness,
+    monkeypatch: pytest.MonkeyPatch,
+    index: int,
+    change: Callable[[bytes, dict], tuple[bytes, dict]],
 ) -> None:
+    """Make the harness's reads return sample `index` with `change(payload, metadata)` applied."""
     real_read = harness.read
 
     def tampered(paths: list[Path], validate: bool) -> object:
         result = real_read(paths, validate)
         assert isinstance(result, cache_files.Read)
-        cache_id, sample_id, payload, metadata = result.samples[2]
-        result.samples[2] = (cache_id, sample_id, payload[:-1] + b"?", metadata)
+        cache_id, sample_id, payload, metadata = result.samples[index]
+        result.samples[index] = (cache_id, sample_id, *change(payload, metadata))
         return result
 
     monkeypatch.setattr(harness, "read", tampered)
+
+
+def test_the_property_catches_a_silently_changed_payload(
+    harness: cache_files.Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tamper_sample(
+        harness, monkeypatch, 2, lambda payload, metadata: (payload[:-1] + b"?", metadata)
+    )
     with pytest.raises(cache_files.Violation, match="payload differs"):
         harness.check_cache(seed_files(harness), two_caches=False)
 
@@ -119,41 +132,37 @@ def test_the_property_catches_a_silently_changed_payload(
 def test_the_property_catches_changed_metadata(
     harness: cache_files.Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_read = harness.read
-
-    def tampered(paths: list[Path], validate: bool) -> object:
-        result = real_read(paths, validate)
-        assert isinstance(result, cache_files.Read)
-        cache_id, sample_id, payload, metadata = result.samples[1]
-        result.samples[1] = (cache_id, sample_id, payload, metadata | {"f": 0.0})  # was -0.0
-        return result
-
-    monkeypatch.setattr(harness, "read", tampered)
+    # "f" was -0.0: only the sign bit differs.
+    tamper_sample(
+        harness, monkeypatch, 1, lambda payload, metadata: (payload, metadata | {"f": 0.0})
+    )
     with pytest.raises(cache_files.Violation, match="metadata"):
         harness.check_cache(seed_files(harness), two_caches=False)
 
 
-def test_the_property_catches_an_undocumented_exception(
-    harness: cache_files.Harness, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("error", "message", "status", "violation"),
+    [
+        # An exception the ABI does not document for a cache's bytes.
+        (_native.NativeRuntimeError, "wrong state", _native.ERR_STATE, "status 8"),
+        (_native.NativeValueError, "no", _native.ERR_INVALID_CACHE, "a valid cache was refused"),
+    ],
+    ids=["undocumented exception", "refused valid cache"],
+)
+def test_the_property_catches_a_wrong_refusal(
+    harness: cache_files.Harness,
+    monkeypatch: pytest.MonkeyPatch,
+    error: type[Exception],
+    message: str,
+    status: int,
+    violation: str,
 ) -> None:
     class Refusing:
         def cached_dataset(self, paths: list[Path], **kwargs: object) -> None:
-            raise _native.NativeRuntimeError(f"cache {paths[-1]}: wrong state", _native.ERR_STATE)
+            raise error(f"cache {paths[-1]}: {message}", status)
 
     monkeypatch.setattr(harness, "runtime", Refusing())
-    with pytest.raises(cache_files.Violation, match="status 8"):
-        harness.check_cache(seed_files(harness), two_caches=False)
-
-
-def test_the_property_catches_a_refused_valid_cache(
-    harness: cache_files.Harness, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    class Refusing:
-        def cached_dataset(self, paths: list[Path], **kwargs: object) -> None:
-            raise _native.NativeValueError(f"cache {paths[-1]}: no", _native.ERR_INVALID_CACHE)
-
-    monkeypatch.setattr(harness, "runtime", Refusing())
-    with pytest.raises(cache_files.Violation, match="a valid cache was refused"):
+    with pytest.raises(cache_files.Violation, match=violation):
         harness.check_cache(seed_files(harness), two_caches=False)
 
 
