@@ -205,20 +205,18 @@ assert "polars" in sys.modules
     assert done.returncode == 0, done.stderr
 
 
-def test_first_chunk_is_short_then_chunks_fill_the_window(
-    pool: DatasetRuntime, big_cache: Path
-) -> None:
-    # The first sample waits for its whole chunk, so an iterator's first chunk
-    # holds at most 16 samples (read_pipeline.first_chunk_samples_max); after
-    # it, chunks take the whole prefetch window (here 64 samples of 48 KiB).
+def test_first_chunks_fill_the_window_and_no_more(pool: DatasetRuntime, big_cache: Path) -> None:
+    # Creating the iterator submits a one-sample first chunk and a second chunk
+    # with the rest of the window (read_pipeline.chunkSize): 64 samples of
+    # 48 KiB are read ahead before the first next(), and nothing past them
+    # until samples are handed out.
     ds = load(pool, big_cache, prefetch_size=64)
     iterator = iter(ds)
-    first_chunk = wait_for_read_ahead(iterator, minimum=16 * SAMPLE_BYTES)
-    assert 16 * SAMPLE_BYTES <= first_chunk < 17 * SAMPLE_BYTES
-    for expected, sample in zip(range(16), iterator, strict=False):
+    read_ahead = wait_for_read_ahead(iterator, minimum=64 * SAMPLE_BYTES)
+    assert 64 * SAMPLE_BYTES <= read_ahead < 65 * SAMPLE_BYTES
+    for expected, sample in zip(range(64), iterator, strict=False):
         assert sample.sample_id == expected
-    # The next chunk (64 samples, the rest of the window) is submitted when the
-    # first is handed out.
+    # Handing the window out submits the next one.
     assert wait_for_read_ahead(iterator, minimum=64 * SAMPLE_BYTES) >= 64 * SAMPLE_BYTES
     iterator.close()
 

@@ -118,6 +118,27 @@ pub const ThreadPool = struct {
         pool.mutex.unlock(io);
     }
 
+    /// Removes `job` from the queue if no worker has taken it yet, keeping the
+    /// order of the others; true when it was removed (the caller then owns
+    /// running it), false when a worker has it (or it was never queued).
+    pub fn takeBack(pool: *ThreadPool, job: *Job) bool {
+        const io = system.io();
+        pool.mutex.lockUncancelable(io);
+        defer pool.mutex.unlock(io);
+        const len = pool.queue_len.raw;
+        var at: usize = 0;
+        while (at < len) : (at += 1) {
+            if (pool.queue[(pool.queue_head + at) % queue_capacity] == job) break;
+        } else return false;
+        // Close the gap: every later job moves one place toward the head.
+        while (at + 1 < len) : (at += 1) {
+            pool.queue[(pool.queue_head + at) % queue_capacity] = pool.queue[(pool.queue_head + at + 1) % queue_capacity];
+        }
+        _ = pool.queue_len.fetchSub(1, .release);
+        pool.not_full.signal(io);
+        return true;
+    }
+
     /// Appends `job` to the queue, which has room; the caller holds `mutex`.
     fn enqueueLocked(pool: *ThreadPool, job: *Job) void {
         pool.queue[(pool.queue_head + pool.queue_len.raw) % queue_capacity] = job;
@@ -283,6 +304,27 @@ test "a lone job runs whether a worker spins for it, gives up spinning as it com
             group.wait();
         }
     }
+}
+
+test "takeBack removes a queued job, keeps the others in order, and misses a taken one" {
+    // One worker, kept busy by a blocker, so the jobs after it stay queued.
+    const pool = try ThreadPool.create(std.testing.allocator, 1);
+    defer pool.release();
+    var counter: std.atomic.Value(u64) = .init(0);
+    var group: WaitGroup = .{};
+    var blocker: TestJob = .{ .counter = &counter, .group = &group, .pause_ns = 20 * std.time.ns_per_ms };
+    var jobs: [3]TestJob = undefined;
+    for (&jobs) |*job| job.* = .{ .counter = &counter, .group = &group };
+    group.add(1 + jobs.len);
+    pool.submit(&blocker.job);
+    while (pool.queue_len.load(.acquire) != 0) std.atomic.spinLoopHint(); // the worker has the blocker
+    for (&jobs) |*job| pool.submit(&job.job);
+    try std.testing.expect(!pool.takeBack(&blocker.job));
+    try std.testing.expect(pool.takeBack(&jobs[1].job));
+    try std.testing.expect(!pool.takeBack(&jobs[1].job));
+    jobs[1].job.run(&jobs[1].job); // the caller runs what it took back
+    group.wait();
+    try std.testing.expectEqual(@as(u64, 4), counter.load(.monotonic));
 }
 
 /// Submits more jobs than the queue holds from inside a job, as the writer's

@@ -37,7 +37,7 @@ pub const chunk_bytes_max = 4 << 20;
 /// An iterator's first chunk holds at most this many samples: the first sample
 /// waits for its whole chunk to be read and unpacked, so a short first chunk
 /// starts the consumer sooner while the next, full-sized chunks are read.
-pub const first_chunk_samples_max = 16;
+pub const first_chunk_samples_max = 1;
 
 /// Samples per chunk for these caches: up to `chunk_samples_max`, and fewer
 /// when the records are large (by the largest mean record length among the
@@ -191,6 +191,12 @@ pub const Pipeline = struct {
         if (pipeline.next_deliver >= pipeline.plan.walk.count) return null;
         const io = system.io();
         const chunk = pipeline.slot(pipeline.chunks_delivered);
+        // A chunk no worker has started yet (asleep, or busy elsewhere) is read
+        // here: waking a worker and then being woken by it costs more than the
+        // read of a short chunk, the first above all.
+        if (@atomicLoad(ChunkState, &chunk.state, .acquire) == .running and pipeline.pool.takeBack(&chunk.job)) {
+            runChunk(&chunk.job);
+        }
         thread_pool.spinWhile(@as(*const Chunk, chunk), isRunning, chunk_wait_spin_ns);
         pipeline.mutex.lockUncancelable(io);
         while (chunk.state == .running) pipeline.finished.waitUncancelable(io, &pipeline.mutex);
@@ -240,9 +246,9 @@ pub const Pipeline = struct {
         // A slot is free once the chunk that used it before has been handed out;
         // decided from the consumer's own counters, never from a worker's state.
         while (pipeline.next_submit < pipeline.plan.walk.count and pipeline.chunks_submitted < pipeline.chunks_delivered + pipeline.chunks.len) {
-            const size = if (pipeline.chunks_submitted == 0) @min(pipeline.chunk_samples, first_chunk_samples_max) else pipeline.chunk_samples;
-            const count: u32 = @intCast(@min(size, pipeline.plan.walk.count - pipeline.next_submit));
             const ahead = pipeline.next_submit - pipeline.next_deliver;
+            const size = chunkSize(pipeline.chunks_submitted, pipeline.chunk_samples, ahead, pipeline.prefetch_size);
+            const count: u32 = @intCast(@min(size, pipeline.plan.walk.count - pipeline.next_submit));
             if (ahead + count > pipeline.prefetch_size) break; // (never when nothing is ahead)
             const chunk = pipeline.slot(pipeline.chunks_submitted);
             std.debug.assert(chunk.state == .idle);
@@ -345,6 +351,24 @@ pub const Pipeline = struct {
         return batch.payloads.items.len + batch.metadata_json.items.len + batch.packed_bytes.len;
     }
 };
+
+/// Samples in an iterator's chunk number `number` (from 0), with `ahead` samples
+/// already submitted and not yet handed out: the first chunk is short (the first
+/// sample waits for its whole chunk); the second takes what `prefetch_size`
+/// leaves, so it is read while the first is consumed; later ones are full.
+fn chunkSize(number: u64, chunk_samples: u32, ahead: u64, prefetch_size: u64) u64 {
+    if (number == 0) return @min(chunk_samples, first_chunk_samples_max);
+    if (number == 1 and ahead < prefetch_size) return @min(chunk_samples, prefetch_size - ahead);
+    return chunk_samples;
+}
+
+test "chunkSize: a short first chunk, a second that fills the window, then full chunks" {
+    try std.testing.expectEqual(@as(u64, first_chunk_samples_max), chunkSize(0, 64, 0, 64));
+    try std.testing.expectEqual(@as(u64, 64 - first_chunk_samples_max), chunkSize(1, 64, first_chunk_samples_max, 64));
+    try std.testing.expectEqual(@as(u64, 4), chunkSize(1, 4, first_chunk_samples_max, 64)); // W2: 4 per chunk
+    try std.testing.expectEqual(@as(u64, 64), chunkSize(2, 64, 0, 64));
+    try std.testing.expectEqual(@as(u64, 64), chunkSize(1, 64, 64, 64)); // no room: the caller waits
+}
 
 test "deferThreshold: the sentinel stands for the core's threshold, other values for themselves" {
     try std.testing.expectEqual(defer_default_bytes, deferThreshold(defer_default));
