@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import struct
 import subprocess
 import sys
 from collections.abc import Iterable, Iterator, Mapping
@@ -102,3 +103,20 @@ def without_record_checksums(cache: Path) -> None:
     del manifest["record_checksums"]
     manifest_path.write_text(json.dumps(manifest, indent=2))
     (cache / "records.crc32c").unlink()
+
+
+def record(cache: Path, sample_id: int) -> tuple[Path, int, int]:
+    """(shard file, record offset, record length) of a sample, from index.bin."""
+    shard_id, offset, record_len = struct.unpack_from(
+        "<QQQ", (cache / "index.bin").read_bytes(), 24 * sample_id
+    )
+    return cache / "shards" / f"{shard_id:06d}.bin", offset, record_len
+
+
+def flip_last_byte_of_record(cache: Path, sample_id: int) -> str:
+    """Corrupt one payload byte of a sample; returns its shard, relative to the cache."""
+    shard, offset, record_len = record(cache, sample_id)
+    data = bytearray(shard.read_bytes())
+    data[offset + record_len - 1] ^= 0x04
+    shard.write_bytes(bytes(data))
+    return shard.relative_to(cache).as_posix()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import struct
 import subprocess
 import sys
 import tomllib
@@ -23,7 +22,9 @@ from typer.testing import CliRunner, Result
 
 from conftest import (
     ListSource,
+    flip_last_byte_of_record,
     pythonpath_before_inherited,
+    record,
     simple_samples,
     without_record_checksums,
 )
@@ -63,23 +64,6 @@ def write(
     )
     [result] = runtime.write_cache(ListSource(name, samples), base, writer_config=config)
     return result.path  # type: ignore[union-attr]
-
-
-def record(cache: Path, sample_id: int) -> tuple[Path, int, int]:
-    """(shard file, record offset, record length) of a sample, from index.bin."""
-    shard_id, offset, record_len = struct.unpack_from(
-        "<QQQ", (cache / "index.bin").read_bytes(), 24 * sample_id
-    )
-    return cache / "shards" / f"{shard_id:06d}.bin", offset, record_len
-
-
-def flip_last_byte_of_record(cache: Path, sample_id: int) -> str:
-    """Corrupt one payload byte of a sample; returns its shard, relative to the cache."""
-    shard, offset, record_len = record(cache, sample_id)
-    data = bytearray(shard.read_bytes())
-    data[offset + record_len - 1] ^= 0x04
-    shard.write_bytes(bytes(data))
-    return shard.relative_to(cache).as_posix()
 
 
 # --- the command as a whole -----------------------------------------------------------------

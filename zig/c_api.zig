@@ -10,6 +10,7 @@ const thread_pool = @import("base/thread_pool.zig");
 const cache_writer = @import("write/cache_writer.zig");
 const metadata_columns = @import("format/metadata_columns.zig");
 const dataset_module = @import("read/dataset.zig");
+const ShardMapping = @import("read/shard_mapping.zig").ShardMapping;
 const sample_batch = @import("read/sample_batch.zig");
 const metadata_table = @import("table/metadata_table.zig");
 const arrow_c_export = @import("table/arrow_c_export.zig");
@@ -668,6 +669,44 @@ export fn drt_iterator_read_deferred_batch(iterator: ?*dataset_module.Iterator, 
     var diagnostic: Diagnostic = .{};
     it.pipeline.readDeferred(reads.items, &diagnostic) catch |err| return failError(err, &diagnostic);
     return status_ok;
+}
+
+export fn drt_dataset_set_payloads(dataset: ?*dataset_module.Dataset, mode: u32) i32 {
+    const d = dataset orelse return nullArgument("dataset");
+    if (!checkProcess(d.pool)) return status_wrong_process;
+    const payloads = std.enums.fromInt(dataset_module.Payloads, mode) orelse
+        return failMessage(status_invalid_argument, "unknown payloads mode {d}", .{mode});
+    d.setPayloads(payloads);
+    return status_ok;
+}
+
+export fn drt_batch_mapped(
+    view: ?*const sample_batch.View,
+    addresses_out: ?*?[*]const ?[*]const u8,
+    mappings_out: ?*?[*]const ?*ShardMapping,
+) i32 {
+    const v = view orelse return nullArgument("batch");
+    const addresses_ptr = addresses_out orelse return nullArgument("addresses_out");
+    const mappings_ptr = mappings_out orelse return nullArgument("mappings_out");
+    const batch = sample_batch.SampleBatch.fromConstView(v);
+    addresses_ptr.* = if (batch.mapped_addresses.len == 0) null else batch.mapped_addresses.ptr;
+    mappings_ptr.* = if (batch.mapped_mappings.len == 0) null else batch.mapped_mappings.ptr;
+    return status_ok;
+}
+
+export fn drt_mapping_retain(mapping: ?*ShardMapping, base_out: ?*?[*]const u8, len_out: ?*u64) i32 {
+    const m = mapping orelse return nullArgument("mapping");
+    const base_ptr = base_out orelse return nullArgument("base_out");
+    const len_ptr = len_out orelse return nullArgument("len_out");
+    m.retain();
+    base_ptr.* = m.bytes().ptr;
+    len_ptr.* = m.bytes().len;
+    return status_ok;
+}
+
+export fn drt_mapping_release(mapping: ?*ShardMapping) void {
+    const m = mapping orelse return;
+    m.release();
 }
 
 export fn drt_batch_release(view: ?*sample_batch.View) void {

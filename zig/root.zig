@@ -46,6 +46,7 @@ test {
     _ = @import("format/shard_record.zig");
     _ = @import("pipeline_test.zig");
     _ = @import("read/cache_reader.zig");
+    _ = @import("read/shard_mapping.zig");
     _ = @import("read/dataset.zig");
     _ = @import("read/deferred_reads.zig");
     _ = @import("read/read_pipeline.zig");

@@ -164,6 +164,17 @@ class ReaderConfig(BaseModel):
     fresh random permutation of the active table's rows, each row once (False; the
     table's weights must all be equal)."""
 
+    payload: Literal["bytes", "memoryview"] = "bytes"
+    """How payloads are handed out: as ``bytes`` (the default), or as read-only
+    ``memoryview`` objects. With ``"memoryview"``, an uncompressed payload of 64 KiB
+    or more is a view of its shard's bytes, mapped into memory and checked against
+    its record's checksum by the read-ahead workers: no copy is made. A view stays
+    valid while it is referenced, also after the dataset is gone (it keeps its
+    shard mapped). Smaller and compressed payloads are views of a copy. Views
+    cannot be pickled: decode them in the process that reads them (in a DataLoader
+    worker, before collate). A shard file shortened on disk while it is mapped ends
+    the process (SIGBUS) when the missing bytes are read."""
+
     on_corrupt: Literal["raise", "skip"] = "raise"
     """What iteration does with a sample whose record fails its checks (checksum,
     placement, framing, embedded metadata, LZ4): ``"raise"`` a ``ValueError`` naming

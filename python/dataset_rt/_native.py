@@ -456,6 +456,13 @@ def _declare(library: ctypes.CDLL) -> None:
         ),
         "drt_sha256": ([c_char_p, c_uint64, POINTER(c_uint8 * 32)], None),
         "drt_dataset_set_on_corrupt": ([handle, c_uint32], c_int32),
+        "drt_dataset_set_payloads": ([handle, c_uint32], c_int32),
+        "drt_batch_mapped": (
+            [POINTER(Batch), POINTER(POINTER(c_void_p)), POINTER(POINTER(c_void_p))],
+            c_int32,
+        ),
+        "drt_mapping_retain": ([c_void_p, POINTER(c_void_p), POINTER(c_uint64)], c_int32),
+        "drt_mapping_release": ([c_void_p], None),
         "drt_batch_skipped": (
             [POINTER(Batch), POINTER(c_uint64), POINTER(POINTER(c_uint64))],
             c_int32,
@@ -480,6 +487,8 @@ U32_MAX = 2**32 - 1
 U64_MAX = 2**64 - 1
 # defer_payload_bytes asking for the core's own threshold (DRT_DEFER_DEFAULT).
 DEFER_DEFAULT = U64_MAX
+# drt_dataset_set_payloads: DRT_PAYLOADS_MAPPED.
+PAYLOADS_MAPPED = 1
 
 
 class _Shutdown:

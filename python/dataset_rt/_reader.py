@@ -59,6 +59,12 @@ class DatasetHandle:
                     handle, _native.ON_CORRUPT_CODES[config.on_corrupt]
                 )
             )
+        # payload="memoryview": the views of the shards mapped so far, by the
+        # core's mapping (see `mapped_view`).
+        self.payload_views = config.payload == "memoryview"
+        self.mapped_views: dict[int, tuple[int, memoryview]] = {}
+        if self.payload_views:
+            _native.check(_native.lib.drt_dataset_set_payloads(handle, _native.PAYLOADS_MAPPED))
         # Caches whose first skipped sample was warned about (on_corrupt="skip").
         self.warned_caches: set[int] = set()
         # Read here rather than with the first batch, where it would delay the
@@ -72,6 +78,26 @@ class DatasetHandle:
         joined = bytes(digests)
         self.cache_sha256s = [joined[at : at + 32] for at in range(0, len(joined), 32)]
         self.mirror = self.position()
+
+    def mapped_view(self, mapping: int) -> tuple[int, memoryview]:
+        """(address, read-only view) of a whole shard the core mapped.
+
+        The view's buffer is a ctypes array over the mapping, which holds a
+        reference to the mapping (`_MappingReference`): a payload sliced from
+        the view keeps the shard mapped while it lives, whatever else is gone.
+        """
+        entry = self.mapped_views.get(mapping)
+        if entry is None:
+            base, length = ctypes.c_void_p(), ctypes.c_uint64()
+            _native.check(
+                _native.lib.drt_mapping_retain(mapping, ctypes.byref(base), ctypes.byref(length))
+            )
+            address = base.value or 0
+            array = (ctypes.c_char * length.value).from_address(address)
+            array._reference = _MappingReference(mapping)  # type: ignore[attr-defined]
+            entry = (address, memoryview(array).cast("B").toreadonly())
+            self.mapped_views[mapping] = entry
+        return entry
 
     def stored_names(self) -> list[str]:
         """The stored metadata columns' names, in schema order."""
@@ -284,11 +310,15 @@ class NativeIterator:
                 self.dataset.cache_count == 1,
             )
             count = parts.sample_count
-            payloads: Iterable[bytes]
-            if parts.deferred:
+            payloads: Iterable[bytes | memoryview]
+            if parts.deferred and self.dataset.payload_views:
+                payloads = _mapped_payloads(self.dataset, self.handle, batch)
+            elif parts.deferred:
                 payloads = _read_payloads(self.handle, batch)
             else:
                 payloads = _copy_payloads(contents.payloads, parts.payload_bytes, parts.lengths)
+                if self.dataset.payload_views:
+                    payloads = map(memoryview, payloads)
             rows = map(MetadataRow, repeat(parts.metadata, count), range(count))
             fields = zip(payloads, rows, parts.cache_ids, parts.sample_ids, strict=False)
             return _samples(count, fields), parts.skipped
@@ -447,6 +477,48 @@ def _read_payloads(handle: ctypes.c_void_p, batch: Any) -> list[bytes]:
         ]
     )
     _native.check(_native.lib.drt_iterator_read_deferred_batch(handle, batch, destinations))
+    return payloads
+
+
+class _MappingReference:
+    """One reference to a shard mapping of the core, released with this object."""
+
+    def __init__(self, mapping: int) -> None:
+        self.mapping = mapping
+
+    def __del__(self) -> None:
+        if not _native.shutting_down():
+            _native.lib.drt_mapping_release(self.mapping)
+
+
+def _mapped_payloads(
+    dataset: DatasetHandle, handle: ctypes.c_void_p, batch: Any
+) -> list[bytes | memoryview]:
+    """The payloads of a batch whose large ones the core checked in place in
+    their shards' mappings: views of those, and views of copies of the others."""
+    deferred = ctypes.POINTER(ctypes.c_uint64)()
+    _native.check(_native.lib.drt_batch_deferred(batch, ctypes.byref(deferred)))
+    addresses = ctypes.POINTER(ctypes.c_void_p)()
+    mappings = ctypes.POINTER(ctypes.c_void_p)()
+    _native.check(
+        _native.lib.drt_batch_mapped(batch, ctypes.byref(addresses), ctypes.byref(mappings))
+    )
+    if not addresses:  # nothing was mapped: read as with payload="bytes"
+        return [memoryview(payload) for payload in _read_payloads(handle, batch)]
+    contents = batch.contents
+    count = contents.count
+    offsets = contents.payload_offsets[: count + 1]
+    base = contents.payloads
+    payloads: list[bytes | memoryview] = []
+    for length, address, mapping, start, end in zip(
+        deferred[:count], addresses[:count], mappings[:count], offsets, offsets[1:], strict=False
+    ):
+        if address:
+            mapped_at, view = dataset.mapped_view(mapping)
+            at = address - mapped_at
+            payloads.append(view[at : at + length])
+        else:
+            payloads.append(memoryview(ctypes.string_at(base + start, end - start)))
     return payloads
 
 

@@ -46,7 +46,7 @@ class CachedSample(NamedTuple):
         {'i': 5, 'label': 5}
     """
 
-    data: bytes
+    data: bytes | memoryview
     """The payload bytes exactly as written."""
 
     metadata: Mapping[str, MetadataValue]

@@ -258,9 +258,10 @@ def info(caches: _CacheArguments, json_output: _JsonOption = False) -> None:
 # --- head -----------------------------------------------------------------------------------
 
 
-def _preview(data: bytes) -> tuple[str, str]:
+def _preview(payload: bytes | memoryview) -> tuple[str, str]:
     """A short look at a payload: ("text", its start as text) when that is printable
     UTF-8, else ("hex", its first bytes in hex)."""
+    data = bytes(payload[: max(_PREVIEW_HEX_BYTES, _PREVIEW_TEXT_BYTES)])
     hex_preview = ("hex", data[:_PREVIEW_HEX_BYTES].hex(" "))
     start = data[:_PREVIEW_TEXT_BYTES]
     try:

@@ -407,6 +407,81 @@ static int read_cache(drt_runtime *runtime, const char *base_dir, const char *na
     return 0;
 }
 
+/* Reads the cache with DRT_PAYLOADS_MAPPED: each payload of at least
+ * defer_bytes is checked in place and given by its address in its shard's
+ * mapping. One mapping is retained and read again after the iterator and the
+ * dataset are gone. An unknown mode is refused. */
+static int read_mapped(drt_runtime *runtime, const char *base_dir, const char *name, uint64_t defer_bytes) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", base_dir, name);
+    const char *paths[1] = {path};
+    const uint64_t path_lens[1] = {strlen(path)};
+    drt_reader_options options = {.seed = 7, .prefetch_size = 16, .shuffle = 0};
+    drt_dataset *dataset = NULL;
+    if (drt_dataset_open(runtime, paths, path_lens, 1, &options, &dataset) != DRT_OK) return fail("dataset_open");
+    if (drt_dataset_set_payloads(dataset, 7) != DRT_ERR_INVALID_ARGUMENT) return fail("payloads mode 7 was accepted");
+    if (drt_dataset_set_payloads(dataset, DRT_PAYLOADS_MAPPED) != DRT_OK) return fail("set_payloads");
+    drt_iterator *iterator = NULL;
+    if (drt_iterator_create_deferring(dataset, defer_bytes, &iterator) != DRT_OK) return fail("iterator_create");
+    static uint8_t expected[3000];
+    uint32_t mapped_count = 0;
+    drt_mapping *kept = NULL;
+    const uint8_t *kept_base = NULL;
+    uint64_t kept_len = 0;
+    const uint8_t *kept_payload = NULL;
+    uint32_t kept_sample = 0;
+    for (;;) {
+        drt_batch *batch = NULL;
+        if (drt_iterator_next(iterator, &batch) != DRT_OK) return fail("iterator_next");
+        if (batch == NULL) break;
+        const uint64_t *deferred = NULL;
+        const uint8_t *const *addresses = NULL;
+        drt_mapping *const *mappings = NULL;
+        if (drt_batch_deferred(batch, &deferred) != DRT_OK) return fail("batch_deferred");
+        if (drt_batch_mapped(batch, &addresses, &mappings) != DRT_OK) return fail("batch_mapped");
+        if ((deferred == NULL) != (addresses == NULL) || (addresses == NULL) != (mappings == NULL)) {
+            fprintf(stderr, "%s: deferred %p, mapped %p / %p\n", name, (const void *)deferred, (const void *)addresses,
+                    (const void *)mappings);
+            return 1;
+        }
+        for (uint64_t k = 0; deferred != NULL && k < batch->count; k++) {
+            uint32_t i = (uint32_t)batch->sample_ids[k];
+            if (deferred[k] == 0) {
+                if (addresses[k] != NULL || mappings[k] != NULL) return fail("a payload in the batch has an address");
+                continue;
+            }
+            fill_payload(i, expected);
+            if (addresses[k] == NULL || mappings[k] == NULL || deferred[k] != payload_len(i) ||
+                memcmp(addresses[k], expected, (size_t)deferred[k]) != 0) {
+                fprintf(stderr, "sample %u: the mapped payload differs\n", i);
+                return 1;
+            }
+            mapped_count++;
+            if (kept == NULL) {
+                kept = mappings[k];
+                if (drt_mapping_retain(kept, &kept_base, &kept_len) != DRT_OK) return fail("mapping_retain");
+                if (addresses[k] < kept_base || addresses[k] + deferred[k] > kept_base + kept_len) {
+                    return fail("the payload lies outside its mapping");
+                }
+                kept_payload = addresses[k];
+                kept_sample = i;
+            }
+        }
+        drt_batch_release(batch);
+    }
+    drt_iterator_destroy(iterator);
+    drt_dataset_destroy(dataset);
+    if (mapped_count == 0 || kept == NULL) {
+        fprintf(stderr, "%s: no payload was mapped\n", name);
+        return 1;
+    }
+    fill_payload(kept_sample, expected);
+    if (memcmp(kept_payload, expected, payload_len(kept_sample)) != 0) return fail("a retained mapping lost its bytes");
+    drt_mapping_release(kept);
+    printf("read %u payloads of %s in place\n", mapped_count, name);
+    return 0;
+}
+
 /* Every sample an iterator yields, as cache_id * 2^32 + sample_id, into out
  * (at most cap); returns the count, or -1 on failure. */
 static long collect(drt_iterator *iterator, uint64_t *out, long cap, long limit) {
@@ -648,6 +723,7 @@ int main(int argc, char **argv) {
     if (rc == 0) rc = read_cache(runtime, argv[1], "c_source", 0);
     if (rc == 0 && writing) rc = write_cache(runtime, argv[1], "c_raw", DRT_COMPRESSION_NONE, PUSH_BORROWED);
     if (rc == 0) rc = read_cache(runtime, argv[1], "c_raw", 1000);
+    if (rc == 0) rc = read_mapped(runtime, argv[1], "c_raw", 1000);
     if (rc == 0 && writing) rc = write_cache(runtime, argv[1], "c_columns", DRT_COMPRESSION_NONE, PUSH_COLUMNS);
     if (rc == 0) rc = read_cache(runtime, argv[1], "c_columns", 0);
     if (rc == 0 && writing) rc = write_cache(runtime, argv[1], "c_columns_joined", DRT_COMPRESSION_NONE, PUSH_COLUMNS_JOINED);

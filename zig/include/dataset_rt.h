@@ -490,6 +490,33 @@ int32_t drt_iterator_read_deferred(drt_iterator *iterator, const drt_batch *batc
 int32_t drt_iterator_read_deferred_batch(drt_iterator *iterator, const drt_batch *batch,
                                          void *const *destinations);
 void drt_batch_release(drt_batch *batch);
+
+/* ---- Mapped payloads ---------------------------------------------------
+ * Added within ABI 3 (new functions only). With DRT_PAYLOADS_MAPPED, iterators
+ * created afterwards (drt_iterator_create_deferring, _shard, _reads) check each
+ * deferred payload against its record's checksum in place, in a read-only
+ * mapping of its shard, while the pool reads its chunk ahead of the consumer;
+ * drt_batch_mapped then gives its address. No copy is made. */
+#define DRT_PAYLOADS_COPY 0u   /* deferred payloads are read with drt_iterator_read_deferred* (default) */
+#define DRT_PAYLOADS_MAPPED 1u /* deferred payloads are checked and handed out in place */
+typedef struct drt_mapping drt_mapping;
+int32_t drt_dataset_set_payloads(drt_dataset *dataset, uint32_t mode);
+/* *addresses_out and *mappings_out: count entries each (NULL when the batch
+ * mapped no payload); entry i is the address of sample i's deferred payload
+ * (drt_batch_deferred gives its length) and the mapping holding it, or NULL
+ * for a sample whose payload is in the batch. The address is readable while
+ * the batch, or a reference to its mapping, is held. Valid until the batch is
+ * released. */
+int32_t drt_batch_mapped(const drt_batch *batch, const uint8_t *const **addresses_out,
+                         drt_mapping *const **mappings_out);
+/* Takes a reference to a mapping, which keeps its bytes readable (also after the
+ * batch, the iterator and the dataset are gone) until drt_mapping_release;
+ * *base_out and *len_out receive the whole shard's bytes. A shard shortened on
+ * disk while it is mapped ends the process (SIGBUS) when its missing bytes are
+ * read. */
+int32_t drt_mapping_retain(drt_mapping *mapping, const uint8_t **base_out, uint64_t *len_out);
+void drt_mapping_release(drt_mapping *mapping);
+
 /* Bytes of samples read ahead and held by the iterator (not yet handed out). */
 uint64_t drt_iterator_bytes_held(const drt_iterator *iterator);
 /* Cancels read-ahead, waits for running reads and frees the iterator. */

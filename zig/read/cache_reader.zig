@@ -18,6 +18,7 @@ const sha256 = @import("../codec/sha256.zig");
 const file_status = @import("../base/file_status.zig");
 const positional_read = @import("../base/positional_read.zig");
 const FileView = @import("../base/file_view.zig").FileView;
+const ShardMapping = @import("shard_mapping.zig").ShardMapping;
 const index_file = @import("../format/index_file.zig");
 const shard_record = @import("../format/shard_record.zig");
 const record_checksums = @import("../format/record_checksums.zig");
@@ -49,6 +50,10 @@ pub const Cache = struct {
     columns: []types.Column,
     shards: []Shard,
     shard_byte_lens: []u64,
+    /// Per shard, its read-only mapping once `mappedPayload` needed it (one
+    /// reference held by the cache); made under `mappings_mutex`.
+    mappings: []?*ShardMapping,
+    mappings_mutex: std.Io.Mutex = .init,
     /// SHA-256 of manifest.json's bytes: names this cache's content in resume states.
     manifest_sha256: [sha256.digest_length]u8,
 
@@ -131,6 +136,8 @@ pub const Cache = struct {
     fn closeShards(cache: *Cache) void {
         const io = system.io();
         for (cache.shards) |shard| shard.file.close(io);
+        for (cache.mappings) |mapping| if (mapping) |m| m.release();
+        cache.allocator.free(cache.mappings);
         cache.allocator.free(cache.shards);
         cache.allocator.free(cache.shard_byte_lens);
     }
@@ -344,6 +351,10 @@ pub const Cache = struct {
         errdefer allocator.free(cache.shards);
         cache.shard_byte_lens = try allocator.alloc(u64, listed.len);
         errdefer allocator.free(cache.shard_byte_lens);
+        cache.mappings = try allocator.alloc(?*ShardMapping, listed.len);
+        errdefer allocator.free(cache.mappings);
+        @memset(cache.mappings, null);
+        cache.mappings_mutex = .init;
         var opened: usize = 0;
         errdefer for (cache.shards[0..opened]) |shard| shard.file.close(io);
         var shards_dir = dir.openDir(io, cache_layout.shards_dir, .{}) catch |err| {
@@ -641,6 +652,45 @@ pub const Cache = struct {
         if (actual == expected) return;
         errdefer cache.prefixSampleDiagnostic(location.sample_id, diagnostic);
         return record_checksums.mismatch(expected, actual, diagnostic);
+    }
+
+    /// A deferred payload checked in place: its bytes in its shard's mapping,
+    /// and the mapping (the cache's reference; a caller that keeps the bytes
+    /// past the cache's life retains it).
+    pub const MappedPayload = struct { bytes: []const u8, mapping: *ShardMapping };
+
+    /// Checks a deferred payload where it lies, in a read-only mapping of its
+    /// shard (made on first use and kept while the cache is open), against its
+    /// record's checksum; no copy is made.
+    pub fn mappedPayload(cache: *Cache, location: PayloadLocation, diagnostic: *Diagnostic) Error!MappedPayload {
+        assert(location.shard_id < cache.shards.len);
+        assert(location.offset + location.len <= cache.shard_byte_lens[@intCast(location.shard_id)]);
+        errdefer cache.prefixSampleDiagnostic(location.sample_id, diagnostic);
+        const mapping = try cache.shardMapping(location.shard_id, diagnostic);
+        const bytes = mapping.bytes()[@intCast(location.offset)..][0..@intCast(location.len)];
+        if (location.checksum != null) {
+            mapping.populate(bytes);
+            try cache.checkPayload(location, record_checksums.extend(0, bytes), diagnostic);
+        }
+        return .{ .bytes = bytes, .mapping = mapping };
+    }
+
+    fn shardMapping(cache: *Cache, shard_id: u64, diagnostic: *Diagnostic) Error!*ShardMapping {
+        const index: usize = @intCast(shard_id);
+        if (@atomicLoad(?*ShardMapping, &cache.mappings[index], .acquire)) |mapping| return mapping;
+        const io = system.io();
+        cache.mappings_mutex.lockUncancelable(io);
+        defer cache.mappings_mutex.unlock(io);
+        if (cache.mappings[index]) |mapping| return mapping;
+        const name = cache.parsed.manifest.shards[index].name;
+        var name_buffer: [64]u8 = undefined;
+        const what = std.fmt.bufPrint(&name_buffer, "shards/{s}", .{name}) catch "a shard";
+        const mapping = ShardMapping.create(cache.allocator, cache.shards[index].file, cache.shard_byte_lens[index], what, diagnostic) catch |err| {
+            if (err == error.OutOfMemory and diagnostic.len == 0) diagnostic.set("out of memory while mapping shards/{s}", .{name});
+            return err;
+        };
+        @atomicStore(?*ShardMapping, &cache.mappings[index], mapping, .release);
+        return mapping;
     }
 
     /// Asks the kernel to start reading a deferred payload into the page cache,

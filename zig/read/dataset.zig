@@ -40,6 +40,9 @@ pub const caches_max = 1 << 20;
 /// (`error.InvalidCache`: checksum, placement, framing, embedded metadata, LZ4):
 /// fail the read, or leave the sample out and list it in its batch.
 pub const OnCorrupt = enum(u32) { raise = 0, skip = 1 };
+/// How deferred payloads are handed out: read by the consumer into memory of
+/// its own (`copy`), or checked in place in a mapping of their shard (`mapped`).
+pub const Payloads = enum(u32) { copy = 0, mapped = 1 };
 
 pub const Dataset = struct {
     allocator: std.mem.Allocator,
@@ -67,6 +70,9 @@ pub const Dataset = struct {
     /// Set by `setOnCorrupt`: what stream iterators created afterwards do
     /// with a corrupt record. Reads by identity always fail on one.
     on_corrupt: OnCorrupt = .raise,
+    /// Set by `setPayloads`: how stream iterators and reads created afterwards
+    /// hand out deferred payloads.
+    payloads: Payloads = .copy,
 
     pub fn open(
         allocator: std.mem.Allocator,
@@ -257,6 +263,20 @@ pub const Dataset = struct {
         dataset.epoch_len = epoch_len;
     }
 
+    pub fn setPayloads(dataset: *Dataset, payloads: Payloads) void {
+        const io = system.io();
+        dataset.mutex.lockUncancelable(io);
+        defer dataset.mutex.unlock(io);
+        dataset.payloads = payloads;
+    }
+
+    fn payloadsMapped(dataset: *Dataset) bool {
+        const io = system.io();
+        dataset.mutex.lockUncancelable(io);
+        defer dataset.mutex.unlock(io);
+        return dataset.payloads == .mapped;
+    }
+
     pub fn setOnCorrupt(dataset: *Dataset, on_corrupt: OnCorrupt) void {
         const io = system.io();
         dataset.mutex.lockUncancelable(io);
@@ -427,6 +447,7 @@ pub const Iterator = struct {
         // A skipped sample leaves its batch before the batch is handed out, so
         // every payload is read (and checked) with its batch.
         plan.defer_payload_bytes = if (plan.skip_corrupt) 0 else read_pipeline.deferThreshold(defer_payload_bytes);
+        plan.map_deferred = dataset.payloadsMapped();
         errdefer plan.table.release();
         iterator.* = .{
             .dataset = dataset,
@@ -462,6 +483,7 @@ pub const Iterator = struct {
             .span = .{ .epoch_len = identities.len },
             .identities = identities,
             .defer_payload_bytes = read_pipeline.deferThreshold(defer_payload_bytes),
+            .map_deferred = dataset.payloadsMapped(),
         };
         iterator.* = .{
             .dataset = dataset,

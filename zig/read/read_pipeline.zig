@@ -82,6 +82,10 @@ pub const Plan = struct {
     /// Raw payloads of at least this many bytes are left in their shards for
     /// the consumer to read into memory of its own (`readDeferred`); 0: never.
     defer_payload_bytes: u64 = 0,
+    /// Check deferred payloads in place in their shards' mappings while the
+    /// chunk is read, and hand them out there (`drt_batch_mapped`), instead of
+    /// leaving them for the consumer to read.
+    map_deferred: bool = false,
     /// Leave out a sample whose record fails its checks (listed in its batch's
     /// `skipped`) instead of failing the read; only with nothing deferred.
     skip_corrupt: bool = false,
@@ -314,10 +318,16 @@ pub const Pipeline = struct {
                 continue;
             };
             if (deferred) |payload| {
-                try batch.deferPayload(allocator, location.cache_id, payload);
-                // The copy happens later on the consumer's thread; the disk read
-                // can start now, so the prefetch still hides storage latency.
-                cache.prefetchPayload(payload);
+                if (plan.map_deferred) {
+                    // Checked here, ahead of the consumer, and handed out in place.
+                    const mapped = try cache.mappedPayload(payload, &chunk.diagnostic);
+                    try batch.deferPayload(allocator, location.cache_id, payload, mapped);
+                } else {
+                    try batch.deferPayload(allocator, location.cache_id, payload, null);
+                    // The copy happens later on the consumer's thread; the disk read
+                    // can start now, so the prefetch still hides storage latency.
+                    cache.prefetchPayload(payload);
+                }
             }
             try batch.closeSample(allocator, location.cache_id, location.sample_id);
         }

@@ -4,13 +4,18 @@ const std = @import("std");
 const types = @import("../format/metadata_types.zig");
 const column_builder = @import("../format/column_builder.zig");
 const ColumnBuilder = column_builder.ColumnBuilder;
-const PayloadLocation = @import("cache_reader.zig").Cache.PayloadLocation;
+const Cache = @import("cache_reader.zig").Cache;
+const PayloadLocation = Cache.PayloadLocation;
+const ShardMapping = @import("shard_mapping.zig").ShardMapping;
 const native_endian = @import("builtin").cpu.arch.endian();
 
 /// A sample whose raw payload was left in its shard (see `drt_batch_deferred`).
 pub const DeferredPayload = struct {
     cache_id: u32,
     location: PayloadLocation,
+    /// When the pipeline maps payloads (`Plan.map_deferred`): its bytes, checked
+    /// in place, and the mapping that holds them (see `drt_batch_mapped`).
+    mapped: ?Cache.MappedPayload = null,
 };
 
 const not_deferred: DeferredPayload = .{ .cache_id = 0, .location = .{ .sample_id = 0, .shard_id = 0, .offset = 0, .len = 0 } };
@@ -100,6 +105,11 @@ pub const SampleBatch = struct {
     deferred: std.ArrayList(DeferredPayload) = .empty,
     /// `deferred`'s lengths, for `drt_batch_deferred`; filled by `finishDeferred`.
     deferred_lengths: []u64 = &.{},
+    /// When the payloads were mapped, per sample: the address of its deferred
+    /// payload and the mapping holding it (null for the others); filled by
+    /// `finishDeferred`, for `drt_batch_mapped`.
+    mapped_addresses: []?[*]const u8 = &.{},
+    mapped_mappings: []?*ShardMapping = &.{},
     /// The pipeline that read the batch: only it can read the deferred payloads.
     owner: ?*const anyopaque = null,
     /// Per column, filled by `codeStrings`: a string column's codes, or none.
@@ -136,6 +146,8 @@ pub const SampleBatch = struct {
         batch.deferred.deinit(allocator);
         batch.skipped.deinit(allocator);
         allocator.free(batch.deferred_lengths);
+        allocator.free(batch.mapped_addresses);
+        allocator.free(batch.mapped_mappings);
         for (batch.string_codes) |coded| allocator.free(coded.codes);
         allocator.free(batch.string_codes);
         allocator.free(batch.packed_bytes);
@@ -159,10 +171,12 @@ pub const SampleBatch = struct {
     }
 
     /// Records that the sample about to be closed left its payload in the file.
-    pub fn deferPayload(batch: *SampleBatch, allocator: std.mem.Allocator, cache_id: u32, location: PayloadLocation) !void {
+    /// `mapped`: its bytes, checked in place in its shard's mapping, or null
+    /// when the consumer reads them (`drt_iterator_read_deferred`).
+    pub fn deferPayload(batch: *SampleBatch, allocator: std.mem.Allocator, cache_id: u32, location: PayloadLocation, mapped: ?Cache.MappedPayload) !void {
         std.debug.assert(location.len > 0);
         try batch.padDeferred(allocator);
-        try batch.deferred.append(allocator, .{ .cache_id = cache_id, .location = location });
+        try batch.deferred.append(allocator, .{ .cache_id = cache_id, .location = location, .mapped = mapped });
     }
 
     /// Marks the samples added since the last deferred one as not deferred.
@@ -183,6 +197,15 @@ pub const SampleBatch = struct {
         try batch.padDeferred(allocator);
         batch.deferred_lengths = try allocator.alloc(u64, batch.deferred.items.len);
         for (batch.deferred.items, batch.deferred_lengths) |entry, *len| len.* = entry.location.len;
+        for (batch.deferred.items) |entry| {
+            if (entry.mapped != null) break;
+        } else return;
+        batch.mapped_addresses = try allocator.alloc(?[*]const u8, batch.deferred.items.len);
+        batch.mapped_mappings = try allocator.alloc(?*ShardMapping, batch.deferred.items.len);
+        for (batch.deferred.items, batch.mapped_addresses, batch.mapped_mappings) |entry, *address, *mapping| {
+            address.* = if (entry.mapped) |m| m.bytes.ptr else null;
+            mapping.* = if (entry.mapped) |m| m.mapping else null;
+        }
     }
 
     /// Codes each string column whose samples hold at most a quarter as many

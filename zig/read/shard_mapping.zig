@@ -1,0 +1,106 @@
+//! A read-only mapping of one whole shard, for readers that hand out payloads
+//! in place (`drt_dataset_set_payloads` with `DRT_PAYLOADS_MAPPED`).
+//!
+//! The cache that made a mapping holds one reference; a binding that hands out
+//! views of its bytes takes one more for as long as any view lives
+//! (`drt_mapping_retain` / `drt_mapping_release`), so the bytes stay readable
+//! after the dataset is closed. The last release unmaps.
+//!
+//! Where the system will not map the file, `FileView` reads it into memory
+//! instead: the views stay valid, at the cost of one copy of the shard.
+const std = @import("std");
+const builtin = @import("builtin");
+const FileView = @import("../base/file_view.zig").FileView;
+const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
+const system = @import("../base/system.zig");
+const file_status = @import("../base/file_status.zig");
+
+pub const Error = error{ OutOfMemory, Io, InvalidCache };
+
+pub const ShardMapping = struct {
+    allocator: std.mem.Allocator,
+    view: FileView,
+    references: std.atomic.Value(u32),
+
+    /// Maps the first `len` bytes of `file` (the shard's length from its
+    /// manifest); the caller holds the one reference. `name` for messages.
+    pub fn create(allocator: std.mem.Allocator, file: std.Io.File, len: u64, name: []const u8, diagnostic: *Diagnostic) Error!*ShardMapping {
+        std.debug.assert(len > 0);
+        // Reading a mapping past the end of its file ends the process (SIGBUS),
+        // so a shard shortened since the cache was opened is refused here. One
+        // shortened after this still ends the process when the missing bytes
+        // are read: the price of reading in place (docs/runtime.md).
+        const actual = file_status.length(file) catch |err| {
+            diagnostic.set("I/O error: cannot stat {s}: {s}", .{ name, @errorName(err) });
+            return error.Io;
+        };
+        if (actual < len) {
+            diagnostic.set("shard length mismatch: {s} has {d} bytes but the manifest says {d}", .{ name, actual, len });
+            return error.InvalidCache;
+        }
+        const mapping = try allocator.create(ShardMapping);
+        errdefer allocator.destroy(mapping);
+        const view = FileView.open(allocator, file, @intCast(len), name, diagnostic) catch |err| switch (err) {
+            error.OutOfMemory => return error.OutOfMemory,
+            error.Io => return error.Io,
+            error.ShortFile => return error.InvalidCache,
+        };
+        mapping.* = .{ .allocator = allocator, .view = view, .references = .init(1) };
+        return mapping;
+    }
+
+    pub fn bytes(mapping: *const ShardMapping) []const u8 {
+        return mapping.view.bytes;
+    }
+
+    pub fn retain(mapping: *ShardMapping) void {
+        _ = mapping.references.fetchAdd(1, .monotonic);
+    }
+
+    /// Drops one reference; the last unmaps and frees the mapping.
+    pub fn release(mapping: *ShardMapping) void {
+        if (mapping.references.fetchSub(1, .acq_rel) != 1) return;
+        const allocator = mapping.allocator;
+        mapping.view.close(allocator);
+        allocator.destroy(mapping);
+    }
+
+    /// Has the pages of `span` (a part of `bytes()`) entered into this
+    /// process's page tables in one call where Linux offers it
+    /// (MADV_POPULATE_READ, 5.14 on), instead of one fault per 64 KiB as
+    /// they are first touched. Only a hint: a refusal changes nothing, the
+    /// bytes are then faulted in as they are read.
+    pub fn populate(mapping: *const ShardMapping, span: []const u8) void {
+        if (builtin.os.tag != .linux or mapping.view.backing != .mapped) return;
+        const page = std.heap.pageSize();
+        const start = std.mem.alignBackward(usize, @intFromPtr(span.ptr), page);
+        const end = @intFromPtr(span.ptr) + span.len;
+        const madv_populate_read = 22;
+        _ = std.os.linux.madvise(@ptrFromInt(start), end - start, madv_populate_read);
+    }
+};
+
+test "a mapping holds the shard's bytes until its last reference is released" {
+    const io = system.io();
+    const allocator = std.testing.allocator;
+    var tmp = std.testing.tmpDir(.{});
+    defer tmp.cleanup();
+    var bytes: [20000]u8 = undefined;
+    for (&bytes, 0..) |*byte, i| byte.* = @truncate(i *% 13);
+    const writing = try tmp.dir.createFile(io, "000000.bin", .{});
+    try writing.writePositionalAll(io, &bytes, 0);
+    writing.close(io);
+    const file = try tmp.dir.openFile(io, "000000.bin", .{});
+    var diagnostic: Diagnostic = .{};
+    const mapping = try ShardMapping.create(allocator, file, bytes.len, "000000.bin", &diagnostic);
+    file.close(io); // the mapping outlives the file handle
+    mapping.retain();
+    mapping.release();
+    mapping.populate(mapping.bytes()[5000..12000]);
+    try std.testing.expectEqualSlices(u8, &bytes, mapping.bytes());
+    mapping.release(); // the last: the testing allocator reports a leak otherwise
+
+    const again = try tmp.dir.openFile(io, "000000.bin", .{});
+    defer again.close(io);
+    try std.testing.expectError(error.InvalidCache, ShardMapping.create(allocator, again, bytes.len + 1, "000000.bin", &diagnostic));
+}
