@@ -12,6 +12,9 @@ Phases:
            median of --passes passes (mode ordered | ordered_meta | shuffled)
   scale    open a large cache, time get_metadata, update_metadata and the
            first sample of the next iterator
+  open     how opening costs as a cache grows: RSS over a baseline taken
+           before opening, at open and after get_metadata; first-sample
+           latency of fresh datasets, shuffled and ordered
   ceiling  this machine's copy ceiling: one copy of the same bytes into a
            fresh `bytes` object per sample
   disk_ceiling
@@ -95,21 +98,38 @@ def metadata_for(index: int) -> dict:
     return {"index": index, "label": LABELS[index & 3], "score": (index % 1000) * 0.125}
 
 
+def metadata_index_only(index: int) -> dict:
+    return {"index": index}
+
+
+# --metadata: the columns every sample carries.
+METADATA = {"full": metadata_for, "index": metadata_index_only}
+
+
 class SyntheticSource:
     """A `CacheSource`: `count` samples cycling the pre-generated payloads."""
 
-    def __init__(self, name: str, count: int, payloads: list[bytes], cache_input: type) -> None:
+    def __init__(
+        self,
+        name: str,
+        count: int,
+        payloads: list[bytes],
+        cache_input: type,
+        metadata=metadata_for,  # noqa: ANN001
+    ) -> None:
         self.name = name
         self.count = count
         self.payloads = payloads
         self.cache_input = cache_input
+        self.metadata = metadata
 
     def __iter__(self):
         payloads = self.payloads
         distinct = len(payloads)
         make = self.cache_input
+        metadata = self.metadata
         for index in range(self.count):
-            yield make(payloads[index % distinct], metadata_for(index))
+            yield make(payloads[index % distinct], metadata(index))
 
 
 def implementation_info(expect: str) -> dict:
@@ -248,7 +268,9 @@ def machine_info() -> dict:
 
 def phase_write(args: argparse.Namespace, dataset_rt) -> dict:  # noqa: ANN001
     payloads = make_payloads(args.size, args.payload_kind)
-    source = SyntheticSource(args.name, args.count, payloads, dataset_rt.CacheInput)
+    source = SyntheticSource(
+        args.name, args.count, payloads, dataset_rt.CacheInput, METADATA[args.metadata]
+    )
     # Cost of the source alone (same generator for both sides), to show it is not the bottleneck.
     start = time.perf_counter()
     for _sample in source:
@@ -412,6 +434,77 @@ def phase_scale(args: argparse.Namespace, dataset_rt) -> dict:  # noqa: ANN001
     }
 
 
+def phase_open(args: argparse.Namespace, dataset_rt) -> dict:  # noqa: ANN001
+    """Open an existing cache after taking a baseline, then fresh datasets' first samples.
+
+    The baseline is this process's RSS with the interpreter, dataset_rt and
+    polars imported (the peer imports polars with dataset_rt; importing it on
+    both sides keeps a one-time import out of the per-sample figures) and the
+    page cache warmed, just before the timed `cached_dataset` call. RSS and
+    peak RSS are read right after the open and right after `get_metadata()`.
+    Then --passes fresh runtimes and datasets per order, alternating shuffled
+    and ordered, each timed from `iter()` to the first sample.
+    """
+    import polars  # noqa: F401
+
+    warm_seconds = warm_page_cache(Path(args.cache))
+    gc.collect()
+    rss_baseline = rss_now_kib()
+    peak_baseline = peak_rss_kib()
+    runtime, dataset, open_seconds = open_dataset(
+        dataset_rt, args.cache, args.workers, shuffle=True
+    )
+    # ru_maxrss can trail VmRSS by a few pages: the peak is at least the current RSS.
+    rss_open = rss_now_kib()
+    peak_open = max(rss_open, peak_rss_kib())
+    get_metadata = getattr(dataset, "get_metadata", None) or dataset.samples_metadata
+    start = time.perf_counter()
+    frame = get_metadata()
+    get_seconds = time.perf_counter() - start
+    rss_metadata = rss_now_kib()
+    peak_metadata = max(rss_metadata, peak_rss_kib())
+    rows = frame.height
+    if rows != args.count:
+        raise SystemExit(f"get_metadata returned {rows} rows, expected {args.count}")
+    del frame
+    # Once more, without the first call's one-time costs.
+    start = time.perf_counter()
+    get_metadata()
+    get_again_seconds = time.perf_counter() - start
+    del dataset, runtime
+    gc.collect()
+
+    first: dict[str, list[float]] = {"shuffled": [], "ordered": []}
+    opens: list[float] = []
+    for _ in range(args.passes):
+        for order in first:
+            runtime, dataset, seconds = open_dataset(
+                dataset_rt, args.cache, args.workers, shuffle=order == "shuffled"
+            )
+            start = time.perf_counter()
+            iterator = iter(dataset)
+            next(iterator)
+            first[order].append(time.perf_counter() - start)
+            opens.append(seconds)
+            del iterator, dataset, runtime
+    return {
+        "open_seconds": open_seconds,
+        "open_again_seconds": opens,
+        "get_metadata_seconds": get_seconds,
+        "get_metadata_again_seconds": get_again_seconds,
+        "first_sample_shuffled_seconds": first["shuffled"],
+        "first_sample_ordered_seconds": first["ordered"],
+        "rows": rows,
+        "warm_seconds": warm_seconds,
+        "rss_baseline_kib": rss_baseline,
+        "peak_rss_baseline_kib": peak_baseline,
+        "rss_open_kib": rss_open,
+        "peak_rss_open_kib": peak_open,
+        "rss_metadata_kib": rss_metadata,
+        "peak_rss_metadata_kib": peak_metadata,
+    }
+
+
 def phase_ceiling(args: argparse.Namespace) -> dict:
     """One copy of the same bytes per sample into a fresh bytes object."""
     payloads = make_payloads(args.size, args.payload_kind)
@@ -526,7 +619,12 @@ def sync_file_range_write():  # noqa: ANN201
 
 # Phases that measure a library (`dataset_rt`, imported only for them), and
 # phases that measure this machine without one (run.py passes them no --expect).
-LIBRARY_PHASES = {"write": phase_write, "read": phase_read, "scale": phase_scale}
+LIBRARY_PHASES = {
+    "write": phase_write,
+    "read": phase_read,
+    "scale": phase_scale,
+    "open": phase_open,
+}
 MACHINE_PHASES = {"ceiling": phase_ceiling, "disk_ceiling": phase_disk_ceiling}
 
 
@@ -548,6 +646,12 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=1000)
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--payload-kind", choices=["mixed", "random"], default="mixed")
+    parser.add_argument(
+        "--metadata",
+        choices=list(METADATA),
+        default="full",
+        help="write: index, label and score per sample (full) or only the index",
+    )
     parser.add_argument("--compression", choices=["none", "lz4"], default="none")
     parser.add_argument("--base-dir")
     parser.add_argument("--name", default="bench")
