@@ -323,6 +323,10 @@ def phase_read(args: argparse.Namespace, dataset_rt) -> dict:  # noqa: ANN001
     # --as-written: the page cache as the write left it (the first epoch of a job
     # that writes its caches, then trains).
     warm_seconds = 0.0 if args.as_written else warm_page_cache(Path(args.cache))
+    if args.import_polars:
+        # As a script that uses the metadata table does (the peer imports
+        # polars with dataset_rt, ours only when a table is asked for).
+        import polars  # noqa: F401
     rss_before = rss_now_kib()
     shuffle = args.mode == "shuffled"
     _runtime, dataset, open_seconds = open_dataset(dataset_rt, args.cache, args.workers, shuffle)
@@ -340,6 +344,7 @@ def phase_read(args: argparse.Namespace, dataset_rt) -> dict:  # noqa: ANN001
         "open_seconds": open_seconds,
         "warm_seconds": warm_seconds,
         "gc_enabled": gc_was_enabled,
+        "import_polars": args.import_polars,
         "rss_before_kib": rss_before,
     }
 
@@ -666,6 +671,11 @@ def main() -> None:
         "--as-written",
         action="store_true",
         help="read: do not read the files first; the page cache is as the write left it",
+    )
+    parser.add_argument(
+        "--import-polars",
+        action="store_true",
+        help="read: import polars before opening the cache (counted in peak RSS)",
     )
     args = parser.parse_args()
 
