@@ -27,7 +27,8 @@ from dataset_rt._metadata_row import MetadataRow
 from dataset_rt._packed_batch import BatchMetadata
 from dataset_rt._reader import _samples
 from dataset_rt._records import CacheInput
-from dataset_rt._writing import _addresses, _encode_metadata, _lengths
+from dataset_rt._writer import _addresses
+from dataset_rt._writing import _encode_metadata, _lengths
 
 SAMPLES = 200_000
 CHUNK = 64  # samples per batch with the default prefetch_size

@@ -40,7 +40,8 @@ library="$work/build/tsan/libdataset_rt.so"
 
 # The default tests: readers shared by threads, closed under a consumer and interrupted; the
 # writer on the pool, two writers of one name, profiles written from threads; payloads the
-# pool reads from Python's memory (borrowed) and writes into it (deferred reads); a forked
+# pool reads from Python's memory (borrowed) and writes into it (deferred reads), or checks in
+# shards it maps and hands to Python (payload="memoryview"); a forked
 # child dropping the handles of its parent's pool. Not run:
 # - the fork test whose child starts a runtime: TSan does not support threads started in the
 #   child of a multi-threaded fork ("starting new threads after multi-threaded fork is not
@@ -53,6 +54,7 @@ pytest_arguments=("$@")
 if ((${#pytest_arguments[@]} == 0)); then
     pytest_arguments=(
         tests/test_reader_threads.py tests/test_writer_runtime.py tests/test_deferred_payloads.py
+        tests/test_payload_views.py
         tests/test_fork.py::test_a_child_destroying_an_inherited_writer_keeps_the_parents_staging
         --deselect=tests/test_writer_runtime.py::test_one_worker_closing_more_shards_at_once_than_the_pool_queue_holds_finishes
         --deselect=tests/test_writer_runtime.py::test_many_small_shards_stay_within_a_small_open_file_limit
