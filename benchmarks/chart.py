@@ -1,17 +1,27 @@
-"""Bar chart of the ours/peer ratios in a benchmark report (needs matplotlib).
+"""Bar charts of the benchmark reports (needs matplotlib).
 
     python benchmarks/chart.py [benchmarks/results/latest.json] [--out docs/benchmarks_ratios.png]
+    python benchmarks/chart.py --peers [benchmarks/results/peers-latest.json]
+        [--out docs/benchmarks_peers.png]
+
+The first, of run.py's report: the ours/peer ratios.
 
 Every bar is drawn as "times better than the peer": the ratio ours/peer for
 throughputs and peer/ours for times, memory and size, so a bar right of 1 is
 always in our favour. A tick marks each target.
+
+With --peers, of the report of ``run.py --peers``: samples/s of each system in
+each phase, one panel per workload, log scale.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 from pathlib import Path
+
+import peers  # this directory's --peers stage: its systems and figures
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -90,15 +100,76 @@ def write_chart(report_path: Path, out_path: Path) -> None:
     plt.close(fig)
 
 
+PEERS_FIGURES = ("write_sps", "ordered_sps", "shuffled_sps", "loader_sps")
+PEERS_COLORS = {
+    "ours": "#2e8b57",
+    "dataset-rt": "#8fbc8f",
+    "litdata": "#6a5acd",
+    "mosaic": "#d2691e",
+    "hf": "#daa520",
+    "wds": "#4682b4",
+}
+
+
+def write_peers_chart(report_path: Path, out_path: Path) -> None:
+    """One panel per workload: samples/s of each phase, a bar per system, log scale."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    report = json.loads(Path(report_path).read_text())
+    workloads = report["workloads"]
+    fig, axes = plt.subplots(1, len(workloads), figsize=(6.5 * len(workloads), 4.6))
+    axes = axes if len(workloads) > 1 else [axes]
+    width = 0.8 / len(peers.LABELS)
+    for axis, (name, result) in zip(axes, workloads.items(), strict=True):
+        for offset, (system, label) in enumerate(peers.LABELS.items()):
+            positions, heights = [], []
+            for index, figure in enumerate(PEERS_FIGURES):
+                values = result["figures"][figure].get(system)
+                if values:
+                    positions.append(index - 0.4 + width * (offset + 0.5))
+                    heights.append(statistics.median(values))
+            axis.bar(positions, heights, width, label=label, color=PEERS_COLORS[system])
+        axis.set_yscale("log")
+        axis.set_xticks(range(len(PEERS_FIGURES)))
+        axis.set_xticklabels([peers.COLUMNS[f][0] for f in PEERS_FIGURES], fontsize=8)
+        spec = result["spec"]
+        axis.set_title(f"{name}: {spec['samples']:,} x {spec['payload_bytes']:,} B", fontsize=9)
+        axis.set_ylabel("samples/s (log scale, higher is better)", fontsize=8)
+        axis.grid(axis="y", which="major", linewidth=0.4)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(peers.LABELS), fontsize=8)
+    meta = report["meta"]
+    fig.suptitle(
+        f"Every peer on the same data ({'quick' if meta['quick'] else 'full'} run, "
+        f"{meta['started'][:10]}, medians of {meta['repeats']})",
+        fontsize=10,
+    )
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out_path, dpi=110)
+    plt.close(fig)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("report", nargs="?", default=str(HERE / "results" / "latest.json"))
-    parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks_ratios.png"))
+    parser.add_argument(
+        "report", nargs="?", help="default: results/latest.json (--peers: peers-latest.json)"
+    )
+    parser.add_argument(
+        "--out", help="default: docs/benchmarks_ratios.png (--peers: benchmarks_peers.png)"
+    )
+    parser.add_argument("--peers", action="store_true", help="the chart of run.py --peers")
     args = parser.parse_args()
-    write_chart(Path(args.report), Path(args.out))
-    print(args.out)
+    name = "peers-latest" if args.peers else "latest"
+    report = Path(args.report or HERE / "results" / f"{name}.json")
+    out = Path(args.out or ROOT / "docs" / f"benchmarks_{'peers' if args.peers else 'ratios'}.png")
+    (write_peers_chart if args.peers else write_chart)(report, out)
+    print(out)
 
 
 if __name__ == "__main__":

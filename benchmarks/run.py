@@ -6,6 +6,7 @@ Usage (``just bench [args]`` runs ``python benchmarks/run.py [args]``):
     python benchmarks/run.py --quick         # smoke test: small sizes, 1 repeat
     python benchmarks/run.py --only W1,W2    # a selection of workloads
     python benchmarks/run.py --repeats 6
+    python benchmarks/run.py --peers --only W1,W2   # also every peer library (peers.py)
 
 "Ours" is the interpreter running this script with this project's `dataset_rt`
 importable (the project venv, or ``PYTHONPATH=python``; `DATASET_RT_LIBRARY`
@@ -29,6 +30,12 @@ modified checkout);
 progress goes to stderr. With matplotlib importable, a chart of the ratios is
 written to ``benchmarks/results/latest_ratios.png`` (``benchmarks/chart.py``
 writes the one in docs/).
+
+With ``--peers``, the same run then measures ours, dataset-rt 0.2.4, LitData,
+MosaicML Streaming, Hugging Face datasets and WebDataset on W1 and W2 (write,
+ordered, shuffled, peak RSS, a DataLoader epoch with 2 workers), each peer in
+a virtual environment of its own (``benchmarks/peers.py``; results in
+``peers-latest.json`` and ``.md``).
 """
 
 from __future__ import annotations
@@ -44,12 +51,14 @@ import sys
 import time
 from pathlib import Path
 
+import children  # this directory's runner of measurement processes
+import peer_venvs  # this directory's peer pins and their venvs
 import workload  # this directory's measurement script, run as a child per figure
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 WORKLOAD = HERE / "workload.py"
-PEER_VERSION = "0.2.4"
+PEER_VERSION = peer_venvs.PINS["dataset-rt"]
 PEER_REQUIREMENT = f"dataset-rt=={PEER_VERSION}"
 DEFAULT_PEER_VENV = Path.home() / ".cache" / "dataset_rt_bench" / f"peer-{PEER_VERSION}"
 SIDES = ("ours", "peer")
@@ -71,6 +80,9 @@ QUICK_SIZES = {
     "W3": (100_000, 64, "none", "mixed", "scale"),
 }
 READ_MODES = ("ordered", "ordered_meta", "shuffled")
+# Workloads `--peers` measures every peer library on (uncompressed: the peers
+# write without compression).
+PEER_WORKLOADS = ("W1", "W2")
 
 # Even: the side that writes first swaps every repeat, and writing second can be
 # slower (docs/benchmarks.md, "Large writes are slower a few seconds after
@@ -222,13 +234,8 @@ def ensure_peer(explicit: str | None) -> Path:
     if peer_version(python) == PEER_VERSION:
         log(f"peer: reusing {venv}")
         return python
-    log(f"peer: creating {venv} with {PEER_REQUIREMENT}")
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
-    subprocess.run(
-        [str(python), "-m", "pip", "install", "--quiet", PEER_REQUIREMENT],
-        env=side_environment("peer"),
-        check=True,
+    peer_venvs.ensure_venv(
+        venv, (PEER_REQUIREMENT,), ("dataset-rt",), lambda message: log(f"peer: {message}")
     )
     if peer_version(python) != PEER_VERSION:
         raise SystemExit(f"could not install {PEER_REQUIREMENT} into {venv}")
@@ -277,20 +284,12 @@ class Runner:
         ]
         if phase not in workload.MACHINE_PHASES:
             command += ["--expect", side]
-        done = subprocess.run(
-            command,
-            env=side_environment(side),
-            capture_output=True,
-            text=True,
-            timeout=CHILD_TIMEOUT,
-            check=False,
-            cwd=str(HERE),
-        )
-        if done.returncode != 0:
+        try:
+            result = children.run_json(command, side_environment(side), HERE, CHILD_TIMEOUT)
+        except children.ChildFailed as failed:
             raise SystemExit(
-                f"{side} {phase} failed ({done.returncode}):\n{done.stderr}\n{done.stdout}"
-            )
-        result = json.loads(done.stdout.strip().splitlines()[-1])
+                f"{side} {phase} failed ({failed.returncode}):\n{failed.stderr}\n{failed.stdout}"
+            ) from None
         result["load_at_start"] = load
         if result.get("implementation"):
             self.implementations.setdefault(side, result["implementation"])
@@ -726,6 +725,11 @@ def main() -> None:
     parser.add_argument(
         "--no-chart", action="store_true", help="skip the PNG chart even if matplotlib is present"
     )
+    parser.add_argument(
+        "--peers",
+        action="store_true",
+        help="also measure every peer library on W1 and W2 (benchmarks/peers.py)",
+    )
     args = parser.parse_args()
 
     sizes = QUICK_SIZES if args.quick else FULL_SIZES
@@ -747,6 +751,12 @@ def main() -> None:
     check_ours()
     pythons = {"ours": Path(sys.executable), "peer": ensure_peer(args.peer_python)}
     runner = Runner(pythons, args.workers, 0.0 if args.quick else WRITE_SETTLE_SECONDS)
+    peers_run = None
+    if args.peers:
+        import peers
+
+        peers_run = peers.PeersRun(runner, READ_PASSES, lambda: side_environment("ours"))
+        peers_run.prepare()
     work = Path(args.work_dir)
     work.mkdir(parents=True, exist_ok=True)
     started = dt.datetime.now().astimezone()
@@ -807,16 +817,70 @@ def main() -> None:
     log(f"done in {wall:.0f} s; wrote latest.json, {revision}.json and latest.md in {out}")
 
     if not args.no_chart:
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            log("matplotlib not installed: no chart (benchmarks/chart.py makes it later)")
-        else:
-            sys.path.insert(0, str(HERE))
-            import chart
+        draw_chart("write_chart", out / "latest.json", out / "latest_ratios.png")
 
-            chart.write_chart(out / "latest.json", out / "latest_ratios.png")
-            log(f"wrote {out / 'latest_ratios.png'}")
+    if peers_run is not None:
+        run_peers(peers_run, args, sizes, selected, repeats, out)
+
+
+def run_peers(
+    peers_run,  # noqa: ANN001 (peers.PeersRun, imported only with --peers)
+    args: argparse.Namespace,
+    sizes: dict,
+    selected: list[str],
+    repeats: int,
+    out: Path,
+) -> None:
+    """The --peers stage: every peer library on the selected W1 and W2."""
+    import peers
+
+    names = [name for name in selected if name in PEER_WORKLOADS]
+    if not names:
+        log(f"--peers: none of {list(PEER_WORKLOADS)} selected, no peers measured")
+        return
+    work = Path(args.work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    started = dt.datetime.now().astimezone()
+    wall_start = time.perf_counter()
+    results = {}
+    try:
+        for name in names:
+            log(f"peers {name}: {sizes[name][0]:,} samples x {sizes[name][1]:,} B")
+            results[name] = peers_run.run_workload(name, sizes[name], repeats, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    report = {
+        "meta": {
+            "started": started.isoformat(timespec="seconds"),
+            "wall_seconds": time.perf_counter() - wall_start,
+            "quick": args.quick,
+            "repeats": repeats,
+            "machine": workload.machine_info(),
+            "versions": peers_run.versions(),
+            "torch": peers.peer_venvs.TORCH.split("==")[1],
+            "load": {"min": min(peers_run.loads), "max": max(peers_run.loads)},
+            "method": peers.__doc__,
+        },
+        "workloads": results,
+    }
+    path = peers.write_report(report, out)
+    log(f"wrote {path} and {path.with_suffix('.md')}")
+    if not args.no_chart:
+        draw_chart("write_peers_chart", path, out / "peers-latest.png")
+
+
+def draw_chart(drawer: str, report: Path, png: Path) -> None:
+    """`chart.<drawer>(report, png)` where matplotlib is importable."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        log("matplotlib not installed: no chart (benchmarks/chart.py makes it later)")
+        return
+    sys.path.insert(0, str(HERE))
+    import chart
+
+    getattr(chart, drawer)(report, png)
+    log(f"wrote {png}")
 
 
 if __name__ == "__main__":

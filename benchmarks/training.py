@@ -74,14 +74,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import children  # this directory's runner of measurement processes
+import peer_venvs  # this directory's pinned peer versions and their venvs
 import workload  # this directory's measurement helpers (payloads, warm_page_cache)
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 PEERS_SCRIPT = HERE / "training_peers.py"
 DEFAULT_PEER_VENV = Path.home() / ".cache" / "dataset_rt_bench" / "loaders"
-# torch pinned: an unpinned install pulls the multi-GB CUDA build.
-PEER_REQUIREMENTS = ("torch==2.13.0", "litdata", "mosaicml-streaming")
+PEER_REQUIREMENTS = peer_venvs.requirements("litdata", "mosaicml-streaming")
 PEER_DISTRIBUTIONS = ("torch", "litdata", "mosaicml-streaming")
 BATCH_SIZE = 64
 RUNTIME_THREADS = 2
@@ -446,50 +447,15 @@ def child_main(argv: list[str]) -> None:
 # --------------------------------------------------------------------------- harness
 
 
-def peer_environment() -> dict[str, str]:
-    env = dict(os.environ)
-    for name in ("PYTHONPATH", "DATASET_RT_LIBRARY", "VIRTUAL_ENV", "PYTHONHOME"):
-        env.pop(name, None)
-    env["PYTHONNOUSERSITE"] = "1"
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    return env
-
-
-def peer_versions(python: Path) -> dict | None:
-    if not python.exists():
-        return None
-    probe = (
-        "import importlib.metadata as m, json; "
-        f"print(json.dumps({{d: m.version(d) for d in {PEER_DISTRIBUTIONS!r}}}))"
-    )
-    done = subprocess.run(
-        [str(python), "-c", probe],
-        env=peer_environment(),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return json.loads(done.stdout) if done.returncode == 0 else None
-
-
 def ensure_peers(explicit: str | None) -> Path:
-    """The peer interpreter: given, or a reused/created venv with the peer loaders."""
+    """The peer interpreter: given, or a reused/created venv with the peer loaders
+    (LitData and MosaicML at their pins, which are compatible, in one venv)."""
     if explicit:
         return Path(explicit)
     venv = Path(os.environ.get("DATASET_RT_LOADERS_VENV", DEFAULT_PEER_VENV))
-    python = venv / "bin" / "python"
-    if peer_versions(python) is not None:
-        log(f"peers: reusing {venv}")
-        return python
-    log(f"peers: creating {venv} with {' '.join(PEER_REQUIREMENTS)}")
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
-    subprocess.run(
-        [str(python), "-m", "pip", "install", "--quiet", *PEER_REQUIREMENTS],
-        env=peer_environment(),
-        check=True,
+    return peer_venvs.ensure_venv(
+        venv, PEER_REQUIREMENTS, PEER_DISTRIBUTIONS, lambda message: log(f"peers: {message}")
     )
-    return python
 
 
 class ChildFailed(RuntimeError):
@@ -511,22 +477,13 @@ class Harness:
         else:
             assert self.peers is not None
             command = [str(self.peers), str(PEERS_SCRIPT), *arguments, "--system", system]
-            env = peer_environment()
-        done = subprocess.run(
-            command,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=CHILD_TIMEOUT,
-            check=False,
-            cwd=str(HERE),
-        )
-        if done.returncode != 0:
+            env = peer_venvs.clean_environment()
+        try:
+            result = children.run_json(command, env, HERE, CHILD_TIMEOUT)
+        except children.ChildFailed as failed:
             raise ChildFailed(
-                f"{system} {' '.join(arguments)} exited {done.returncode}:\n"
-                + "\n".join(done.stderr.strip().splitlines()[-15:])
-            )
-        result = json.loads(done.stdout.strip().splitlines()[-1])
+                f"{system} {' '.join(arguments)} exited {failed.returncode}:\n" + failed.tail(15)
+            ) from None
         result["harness_load"] = load
         return result
 
@@ -781,7 +738,7 @@ def main() -> None:
     if not args.no_peers:
         try:
             peers = ensure_peers(args.peer_python)
-            versions["peers"] = peer_versions(peers)
+            versions["peers"] = peer_venvs.installed_versions(peers, PEER_DISTRIBUTIONS)
             systems |= {"litdata", "mosaic"}
         except (OSError, subprocess.CalledProcessError) as error:
             log(f"peers unavailable: {error}")

@@ -1,34 +1,47 @@
-"""Peer loaders for `benchmarks/training.py`: one measurement per fresh process.
+"""Peer libraries for `benchmarks/training.py` and `benchmarks/run.py --peers`.
 
-Runs under the peer virtual environment that `training.py` creates (torch 2.13.0
-CPU, `litdata`, `mosaicml-streaming`), never under the project's: it does not
-import `dataset_rt`. It writes the W1 data (the same payloads and metadata as
-`benchmarks/workload.py` makes for DatasetRT) in each peer's own format, or
-reads one shuffled epoch of it through the peer's DataLoader, and prints one
+One measurement per fresh process, under a peer's own virtual environment
+(`benchmarks/peer_venvs.py`), never under the project's: it does not import
+`dataset_rt`. It writes the W1 or W2 data (the same payloads and metadata as
+`benchmarks/workload.py` makes for DatasetRT, chosen by --count, --size and
+--payload-kind) in one peer's own format, or reads it back, and prints one
 JSON object on its last stdout line.
 
 Phases:
-  write  --system litdata|mosaic --count N --dir DIR
-         LitData: `optimize` (2 worker processes, 64 MB chunks, no compression);
-         MosaicML: `MDSWriter` (64 MiB shards, no compression).
-  read   --system litdata|mosaic --dir DIR --workers W --batch-size B
-         warm the page cache, open the dataset (shuffled, seed 0), time one
-         epoch from iter() to the last batch. LitData: `StreamingDataset` +
-         `StreamingDataLoader`; MosaicML: `StreamingDataset(local=...,
-         batch_size=B, shuffle=True)` + `torch.utils.data.DataLoader`.
+  write  --system S --dir DIR --count N --size B --payload-kind K
+         LitData: `optimize` (2 worker processes, 64 MB chunks, no
+         compression); MosaicML: `MDSWriter` (64 MiB shards, no compression);
+         Hugging Face datasets (hf): `Dataset.from_generator` (Arrow, into a
+         build cache beside DIR), then `save_to_disk` (64 MB shards), the
+         cache then deleted, both steps timed; WebDataset (wds): `ShardWriter`
+         (tar shards of at most 64 MB; members `.bin` and `.json`).
+  read   --system S --dir DIR --mode M [--passes P | --workers W --batch-size B]
+         warm the page cache, open the dataset, then time from iter() to the
+         last sample. Mode ordered: one process, storage order; shuffled: one
+         process, the peer's own shuffle with seed 0 (LitData `shuffle=True`;
+         MosaicML `shuffle=True`, default py1e; hf `.shuffle(seed=0)`, an
+         indices mapping; wds shard shuffle plus `.shuffle(256)`); the median
+         of P passes. Mode loader (the default): one shuffled epoch through 2
+         DataLoader workers: LitData `StreamingDataLoader`; MosaicML, hf and
+         wds `torch.utils.data.DataLoader` (wds: `WebLoader`, batching in the
+         workers, as its docs show).
 
-Both loaders collate a batch to the list of its payloads, as `training.py`
-does for DatasetRT. mosaicml-streaming imports torchvision, whose PyPI wheel is
-a CUDA build that cannot load against torch's CPU build: when torchvision does
-not import, it is hidden and `streaming.vision` is stubbed (MDS reading never
-uses either).
+Consumers touch every payload as `workload.py` does for DatasetRT (its
+length); DataLoaders collate a batch to the list of its payloads, as
+`training.py` does for DatasetRT. mosaicml-streaming imports torchvision, whose
+PyPI wheel is a CUDA build that cannot load against torch's CPU build: when
+torchvision does not import, it is hidden and `streaming.vision` is stubbed
+(MDS reading never uses either).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import importlib
 import importlib.machinery
 import os
+import shutil
 import sys
 import time
 import types
@@ -38,17 +51,31 @@ import workload  # this directory's helpers: payloads, metadata, page-cache warm
 from training import ChildClock, collate_dicts, finish_child, run_epoch
 
 CHUNK_BYTES = 64 << 20
+SHARD_BYTES = 64_000_000
+WDS_SHUFFLE_BUFFER = 256
+# Modes ordered and shuffled stop after the pass that brings the process's
+# timed passes past this: a pass that long times well on its own, and W1 through
+# a slow reader (30-40 s a pass) would otherwise take minutes per process.
+PASSES_SECONDS_MAX = 10.0
 MOSAIC_COLUMNS = {"data": "bytes", "index": "int", "label": "str", "score": "float64"}
+DISTRIBUTIONS = {
+    "litdata": "litdata",
+    "mosaic": "mosaicml-streaming",
+    "hf": "datasets",
+    "wds": "webdataset",
+}
 
-# Module level: LitData's optimize workers are spawned and import this module.
-PAYLOAD_BYTES = 1024
-PAYLOADS = workload.make_payloads(PAYLOAD_BYTES, "mixed")
+
+@functools.cache
+def payloads_of(size: int, kind: str) -> list[bytes]:
+    return workload.make_payloads(size, kind)
 
 
-def w1_sample(index: int) -> dict:
-    """One W1 sample as a dict: the payload and the metadata DatasetRT stores."""
-    meta = workload.metadata_for(index)
-    return {"data": PAYLOADS[index % len(PAYLOADS)], **meta}
+def make_sample(index: int, size: int = 1024, kind: str = "mixed") -> dict:
+    """One sample as a dict: the payload and the metadata DatasetRT stores.
+    Module level: LitData's optimize workers are spawned and import this module."""
+    payloads = payloads_of(size, kind)
+    return {"data": payloads[index % len(payloads)], **workload.metadata_for(index)}
 
 
 def hide_torchvision() -> None:
@@ -73,41 +100,100 @@ def hide_torchvision() -> None:
 # --------------------------------------------------------------------------- write
 
 
-def write_litdata(count: int, out: Path) -> None:
+def write_litdata(args: argparse.Namespace, out: Path) -> dict:
     from litdata import optimize
 
     optimize(
-        fn=w1_sample,
-        inputs=list(range(count)),
+        fn=functools.partial(make_sample, size=args.size, kind=args.payload_kind),
+        inputs=list(range(args.count)),
         output_dir=str(out),
         chunk_bytes=CHUNK_BYTES,
         num_workers=2,
         mode="overwrite",
         verbose=False,
     )
+    return {}
 
 
-def write_mosaic(count: int, out: Path) -> None:
+def write_mosaic(args: argparse.Namespace, out: Path) -> dict:
     hide_torchvision()
     from streaming import MDSWriter
 
     with MDSWriter(out=str(out), columns=MOSAIC_COLUMNS, size_limit=CHUNK_BYTES) as writer:
-        for index in range(count):
-            writer.write(w1_sample(index))
+        for index in range(args.count):
+            writer.write(make_sample(index, args.size, args.payload_kind))
+    return {}
+
+
+def hf_samples(count: int, size: int, kind: str):  # noqa: ANN201
+    for index in range(count):
+        yield make_sample(index, size, kind)
+
+
+def write_hf(args: argparse.Namespace, out: Path) -> dict:
+    """`from_generator` builds the Arrow table in a cache directory, and
+    `save_to_disk` makes the dataset directory `load_from_disk` opens: the way
+    the library's docs keep a dataset built in Python on local disk."""
+    import datasets
+
+    datasets.disable_progress_bars()
+    features = datasets.Features(
+        {
+            "data": datasets.Value("binary"),
+            "index": datasets.Value("int64"),
+            "label": datasets.Value("string"),
+            "score": datasets.Value("float64"),
+        }
+    )
+    build = out.with_name(out.name + "-build")
+    start = time.perf_counter()
+    dataset = datasets.Dataset.from_generator(
+        hf_samples,
+        features=features,
+        cache_dir=str(build),
+        gen_kwargs={"count": args.count, "size": args.size, "kind": args.payload_kind},
+    )
+    build_seconds = time.perf_counter() - start
+    dataset.save_to_disk(str(out), max_shard_size=SHARD_BYTES)
+    del dataset
+    shutil.rmtree(build, ignore_errors=True)
+    return {"build_seconds": build_seconds}
+
+
+def write_wds(args: argparse.Namespace, out: Path) -> dict:
+    import webdataset as wds
+
+    out.mkdir(parents=True, exist_ok=True)
+    pattern = str(out / "shard-%06d.tar")
+    with wds.ShardWriter(pattern, maxcount=args.count, maxsize=SHARD_BYTES, verbose=0) as sink:
+        for index in range(args.count):
+            sample = make_sample(index, args.size, args.payload_kind)
+            payload = sample.pop("data")
+            sink.write({"__key__": f"{index:09d}", "bin": payload, "json": sample})
+    return {}
+
+
+WRITERS = {"litdata": write_litdata, "mosaic": write_mosaic, "hf": write_hf, "wds": write_wds}
+MODULES = {"litdata": "litdata", "mosaic": "streaming", "hf": "datasets", "wds": "webdataset"}
 
 
 def phase_write(args: argparse.Namespace) -> dict:
     out = Path(args.dir)
+    if args.system == "mosaic":
+        hide_torchvision()
+    importlib.import_module(MODULES[args.system])  # not timed, as for DatasetRT
+    cpu_start = workload.cpu_seconds()
     start = time.perf_counter()
-    if args.system == "litdata":
-        write_litdata(args.count, out)
-    else:
-        write_mosaic(args.count, out)
+    extra = WRITERS[args.system](args, out)
     seconds = time.perf_counter() - start
     return {
+        **extra,
         "seconds": seconds,
+        "cpu_seconds": workload.cpu_seconds() - cpu_start,
         "samples": args.count,
+        "payload_bytes": args.count * args.size,
         "bytes_on_disk": workload.dir_bytes(out),
+        "files": sum(len(files) for _root, _dirs, files in os.walk(out)),
         "dir": str(out),
     }
 
@@ -115,52 +201,191 @@ def phase_write(args: argparse.Namespace) -> dict:
 # --------------------------------------------------------------------------- read
 
 
-def open_litdata(path: Path, workers: int, batch_size: int):  # noqa: ANN201
-    from litdata import StreamingDataLoader, StreamingDataset
+def open_litdata(path: Path, shuffle: bool):  # noqa: ANN201
+    from litdata import StreamingDataset
 
-    dataset = StreamingDataset(input_dir=str(path), shuffle=True, seed=0)
-    loader = StreamingDataLoader(
-        dataset, batch_size=batch_size, num_workers=workers, collate_fn=collate_dicts
-    )
-    return dataset, loader
+    dataset = StreamingDataset(input_dir=str(path), shuffle=shuffle, seed=0)
+    return dataset, len(dataset)
 
 
-def open_mosaic(path: Path, workers: int, batch_size: int):  # noqa: ANN201
+def open_mosaic(path: Path, shuffle: bool, batch_size: int):  # noqa: ANN201
     hide_torchvision()
-    import torch.utils.data
     from streaming import StreamingDataset
     from streaming.base.util import clean_stale_shared_memory
 
     clean_stale_shared_memory()
-    dataset = StreamingDataset(local=str(path), batch_size=batch_size, shuffle=True, shuffle_seed=0)
-    loader = torch.utils.data.DataLoader(
-        dataset, batch_size=batch_size, num_workers=workers, collate_fn=collate_dicts
+    dataset = StreamingDataset(
+        local=str(path), batch_size=batch_size, shuffle=shuffle, shuffle_seed=0
     )
-    return dataset, loader
+    return dataset, len(dataset)
 
 
-def phase_read(args: argparse.Namespace) -> dict:
+def open_hf(path: Path, shuffle: bool):  # noqa: ANN201
+    """The Arrow-backed dataset; shuffled: `.shuffle(seed=0)`, a global permutation
+    kept as an indices mapping (in memory, so reads never write beside the data;
+    not flattened: `flatten_indices` would rewrite the table in the new order)."""
+    import datasets
+
+    dataset = datasets.load_from_disk(str(path))
+    if shuffle:
+        dataset = dataset.shuffle(seed=0, keep_in_memory=True)
+    return dataset, len(dataset)
+
+
+def wds_shards(path: Path) -> list[str]:
+    return sorted(str(shard) for shard in path.glob("shard-*.tar"))
+
+
+def open_wds(path: Path, shuffle: bool, count: int):  # noqa: ANN201
+    """Shards in order, or shard order shuffled (all shards) and the samples
+    through a 256-sample shuffle buffer, seed 0."""
+    import webdataset as wds
+
+    shards = wds_shards(path)
+    if not shuffle:
+        return wds.WebDataset(shards, shardshuffle=False), count
+    # empty_check off: a DataLoader worker left without a shard (fewer shards
+    # than workers in --quick runs) yields nothing, which is right here.
+    dataset = wds.WebDataset(shards, shardshuffle=len(shards), seed=0, empty_check=False)
+    return dataset.shuffle(WDS_SHUFFLE_BUFFER, seed=0), count
+
+
+def open_dataset(args: argparse.Namespace, shuffle: bool):  # noqa: ANN201
+    """(dataset, samples in one epoch) for one pass in this process."""
     path = Path(args.dir)
-    warm_seconds = workload.warm_page_cache(path)
-    opener = open_litdata if args.system == "litdata" else open_mosaic
+    if args.system == "litdata":
+        return open_litdata(path, shuffle)
+    if args.system == "mosaic":
+        # MosaicML asks for the batch size even without a DataLoader (it
+        # partitions the epoch by batches); the DataLoaders' batch size.
+        return open_mosaic(path, shuffle, args.batch_size)
+    if args.system == "hf":
+        return open_hf(path, shuffle)
+    return open_wds(path, shuffle, args.count)
+
+
+def payload_of(sample: dict):  # noqa: ANN201
+    """The payload of one sample as the peer hands it out (wds: its `.bin` member)."""
+    return sample["data"] if "data" in sample else sample["bin"]
+
+
+def read_pass(dataset, expected: int) -> dict:  # noqa: ANN001
+    """One timed pass from iter() to the last sample, touching each payload as
+    `workload.read_pass` does for DatasetRT (its length)."""
+    cpu_start = workload.cpu_seconds()
     start = time.perf_counter()
-    dataset, loader = opener(path, args.workers, args.batch_size)
+    # A generator, not iter(dataset): LitData's StreamingDataset is its own
+    # iterator, and the `for` below would call its __iter__ again, which
+    # restarts it after the first sample (that sample then comes twice).
+    iterator = (sample for sample in dataset)
+    first = next(iterator)
+    first_seconds = time.perf_counter() - start
+    samples, payload_bytes = 1, len(payload_of(first))
+    for sample in iterator:
+        payload_bytes += len(payload_of(sample))
+        samples += 1
+    seconds = time.perf_counter() - start
+    if samples != expected:
+        raise SystemExit(f"read {samples} samples, expected {expected}")
+    return {
+        "seconds": seconds,
+        "cpu_seconds": workload.cpu_seconds() - cpu_start,
+        "first_sample_seconds": first_seconds,
+        "samples": samples,
+        "payload_bytes": payload_bytes,
+    }
+
+
+def phase_pass(args: argparse.Namespace) -> dict:
+    """Modes ordered and shuffled: the median of at most --passes passes in this
+    process (fewer once PASSES_SECONDS_MAX is spent)."""
+    warm_seconds = workload.warm_page_cache(Path(args.dir))
+    start = time.perf_counter()
+    dataset, expected = open_dataset(args, args.mode == "shuffled")
     open_seconds = time.perf_counter() - start
-    expected = len(dataset)
-    clock = ChildClock()
-    result = run_epoch(loader, clock)
+    passes: list[dict] = []
+    while len(passes) < args.passes and sum(one["seconds"] for one in passes) < PASSES_SECONDS_MAX:
+        passes.append(read_pass(dataset, expected))
+    middle = sorted(passes, key=lambda one: one["seconds"])[len(passes) // 2]
+    return {
+        **middle,
+        "pass_seconds": [one["seconds"] for one in passes],
+        "open_seconds": open_seconds,
+        "warm_seconds": warm_seconds,
+    }
+
+
+def loader_litdata(args: argparse.Namespace):  # noqa: ANN201
+    from litdata import StreamingDataLoader
+
+    dataset, expected = open_litdata(Path(args.dir), shuffle=True)
+    loader = StreamingDataLoader(
+        dataset, batch_size=args.batch_size, num_workers=args.workers, collate_fn=collate_dicts
+    )
+    return loader, expected
+
+
+def loader_mosaic(args: argparse.Namespace):  # noqa: ANN201
+    import torch.utils.data
+
+    dataset, expected = open_mosaic(Path(args.dir), shuffle=True, batch_size=args.batch_size)
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_size=args.batch_size, num_workers=args.workers, collate_fn=collate_dicts
+    )
+    return loader, expected
+
+
+def loader_hf(args: argparse.Namespace):  # noqa: ANN201
+    """A map-style dataset: torch's sampler draws the global permutation (seed 0)
+    and each worker fetches a batch with one `__getitems__` call."""
+    import datasets
+    import torch.utils.data
+
+    dataset = datasets.load_from_disk(args.dir)
+    loader = torch.utils.data.DataLoader(
+        dataset,
+        batch_size=args.batch_size,
+        shuffle=True,
+        generator=torch.Generator().manual_seed(0),
+        num_workers=args.workers,
+        collate_fn=collate_dicts,
+    )
+    return loader, len(dataset)
+
+
+def loader_wds(args: argparse.Namespace):  # noqa: ANN201
+    """Shards split among the workers, batches made in the workers (WebLoader)."""
+    import webdataset as wds
+
+    dataset, expected = open_wds(Path(args.dir), shuffle=True, count=args.count)
+    batches = dataset.batched(args.batch_size, collation_fn=wds_collate)
+    loader = wds.WebLoader(batches, batch_size=None, num_workers=args.workers)
+    return loader, expected
+
+
+def wds_collate(batch: list) -> list[bytes]:
+    """`collate_dicts` for WebDataset's samples, whose payload is the `.bin` member."""
+    return [bytes(sample["bin"]) for sample in batch]
+
+
+LOADERS = {"litdata": loader_litdata, "mosaic": loader_mosaic, "hf": loader_hf, "wds": loader_wds}
+
+
+def phase_loader(args: argparse.Namespace) -> dict:
+    warm_seconds = workload.warm_page_cache(Path(args.dir))
+    start = time.perf_counter()
+    loader, expected = LOADERS[args.system](args)
+    open_seconds = time.perf_counter() - start
+    result = run_epoch(loader, ChildClock())
     if result["samples"] != expected:
         raise SystemExit(f"read {result['samples']} samples, expected {expected}")
     return {**result, "open_seconds": open_seconds, "warm_seconds": warm_seconds}
 
 
-def versions() -> dict:
+def versions(system: str) -> dict:
     import importlib.metadata
 
-    return {
-        name: importlib.metadata.version(name)
-        for name in ("torch", "litdata", "mosaicml-streaming")
-    }
+    return {name: importlib.metadata.version(name) for name in ("torch", DISTRIBUTIONS[system])}
 
 
 def main() -> None:
@@ -168,15 +393,27 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("phase", choices=["write", "read"])
-    parser.add_argument("--system", choices=["litdata", "mosaic"], required=True)
+    parser.add_argument("--system", choices=list(DISTRIBUTIONS), required=True)
     parser.add_argument("--dir", required=True)
     parser.add_argument("--count", type=int, default=1000)
+    parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--payload-kind", choices=["mixed", "random"], default="mixed")
+    parser.add_argument("--mode", choices=["ordered", "shuffled", "loader"], default="loader")
+    parser.add_argument("--passes", type=int, default=1)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=64)
     args = parser.parse_args()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    result = phase_write(args) if args.phase == "write" else phase_read(args)
-    result.update({"phase": args.phase, "system": args.system, "versions": versions()})
+    # Hugging Face libraries: no network, and no cache outside the work directory.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_DATASETS_CACHE", str(Path(args.dir).with_name("hf-cache")))
+    if args.phase == "write":
+        result = phase_write(args)
+    elif args.mode == "loader":
+        result = phase_loader(args)
+    else:
+        result = phase_pass(args)
+    result.update({"phase": args.phase, "system": args.system, "versions": versions(args.system)})
     finish_child(result)
 
 
