@@ -668,10 +668,7 @@ pub const Cache = struct {
         errdefer cache.prefixSampleDiagnostic(location.sample_id, diagnostic);
         const mapping = try cache.shardMapping(location.shard_id, diagnostic);
         const bytes = mapping.bytes()[@intCast(location.offset)..][0..@intCast(location.len)];
-        if (location.checksum != null) {
-            mapping.populate(bytes);
-            try cache.checkPayload(location, record_checksums.extend(0, bytes), diagnostic);
-        }
+        if (location.checksum != null) try cache.checkPayload(location, record_checksums.extend(0, bytes), diagnostic);
         return .{ .bytes = bytes, .mapping = mapping };
     }
 

@@ -9,7 +9,6 @@
 //! Where the system will not map the file, `FileView` reads it into memory
 //! instead: the views stay valid, at the cost of one copy of the shard.
 const std = @import("std");
-const builtin = @import("builtin");
 const FileView = @import("../base/file_view.zig").FileView;
 const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
 const system = @import("../base/system.zig");
@@ -64,20 +63,6 @@ pub const ShardMapping = struct {
         mapping.view.close(allocator);
         allocator.destroy(mapping);
     }
-
-    /// Has the pages of `span` (a part of `bytes()`) entered into this
-    /// process's page tables in one call where Linux offers it
-    /// (MADV_POPULATE_READ, 5.14 on), instead of one fault per 64 KiB as
-    /// they are first touched. Only a hint: a refusal changes nothing, the
-    /// bytes are then faulted in as they are read.
-    pub fn populate(mapping: *const ShardMapping, span: []const u8) void {
-        if (builtin.os.tag != .linux or mapping.view.backing != .mapped) return;
-        const page = std.heap.pageSize();
-        const start = std.mem.alignBackward(usize, @intFromPtr(span.ptr), page);
-        const end = @intFromPtr(span.ptr) + span.len;
-        const madv_populate_read = 22;
-        _ = std.os.linux.madvise(@ptrFromInt(start), end - start, madv_populate_read);
-    }
 };
 
 test "a mapping holds the shard's bytes until its last reference is released" {
@@ -96,7 +81,6 @@ test "a mapping holds the shard's bytes until its last reference is released" {
     file.close(io); // the mapping outlives the file handle
     mapping.retain();
     mapping.release();
-    mapping.populate(mapping.bytes()[5000..12000]);
     try std.testing.expectEqualSlices(u8, &bytes, mapping.bytes());
     mapping.release(); // the last: the testing allocator reports a leak otherwise
 
