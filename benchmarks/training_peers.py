@@ -9,7 +9,7 @@ JSON object on its last stdout line.
 
 Phases:
   write  --system S --dir DIR --count N --size B --payload-kind K
-         LitData: `optimize` (2 worker processes, 64 MB chunks, no
+         LitData: `optimize` (2 worker processes, 64 MiB chunks, no
          compression); MosaicML: `MDSWriter` (64 MiB shards, no compression);
          Hugging Face datasets (hf): `Dataset.from_generator` (Arrow, into a
          build cache beside DIR), then `save_to_disk` (64 MB shards), the
