@@ -10,7 +10,7 @@ creates the venvs on first use). Per workload and repeat, each system in turn
   system's own format; samples/s and MB/s of the timed write.
 - ordered and shuffled: one process each, warm page cache, timed passes from
   iter() to the last sample touching each payload's length; peak RSS of the
-  read process is the larger of the two processes' `ru_maxrss`.
+  read process is the larger of the two processes' peak RSS (`VmHWM`).
 - loader: one shuffled epoch through 2 DataLoader workers, batch 64, a collate
   that returns the batch's payloads (`training.py`'s child for ours, with
   `dataset_rt.torch.DataLoader`; `training_peers.py` for the peers). dataset-rt
@@ -272,7 +272,7 @@ def markdown(report: dict) -> str:
             "ordered / shuffled: one process, warm page cache, each payload's length "
             "read; W2 samples are 1 MiB (MB/s = samples/s x 1.05). DataLoader: one "
             f"shuffled epoch, {LOADER_WORKERS} workers, batch {BATCH_SIZE}. peak RSS, read: "
-            "the larger ru_maxrss of the ordered and the shuffled process.",
+            "the larger peak RSS (VmHWM) of the ordered and the shuffled process.",
             "",
         ]
     )

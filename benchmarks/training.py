@@ -42,8 +42,8 @@ medians over the repeats (5 for W1 rows, 3 for decode rows; 1 with --quick),
 with the min-max spread. Each measurement records the 1-minute load average
 at its start and "other CPU": the machine's busy CPU time during the timed
 epoch (/proc/stat) less this measurement's own (main process and reaped
-workers), in cores. Peak RSS is ``ru_maxrss`` of the main process and, for
-the workers, the largest of its reaped children (fork workers count the
+workers), in cores. Peak RSS is the high-water mark (VmHWM) of the main process
+and, for the workers, the largest of its reaped children (fork workers count the
 parent's pages they touch).
 
 DataLoaders use the fork start method (Linux default) and torch's defaults

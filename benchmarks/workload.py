@@ -22,8 +22,11 @@ Phases:
            files through the page cache and fsynced, as the writer does, with
            no hashing (a cache is published only once fsynced)
 
-Peak RSS is `getrusage(RUSAGE_SELF).ru_maxrss` of this process, so every
-figure is for one workload in one fresh interpreter.
+Peak RSS is this process's own high-water mark (`VmHWM` of /proc/self/status
+on Linux, else `getrusage(RUSAGE_SELF).ru_maxrss`), so every figure is for one
+workload in one fresh interpreter. Not `ru_maxrss` on Linux: the kernel carries
+the parent's peak RSS over `execve` into the child's, so a child of a harness
+holding 85 MB reported at least 85 MB whatever it used.
 """
 
 from __future__ import annotations
@@ -64,7 +67,14 @@ def rss_now_kib() -> int:
 
 
 def peak_rss_kib() -> int:
-    """Peak RSS of this process in KiB (ru_maxrss is KiB on Linux)."""
+    """Peak RSS of this process's memory in KiB (see the module docstring)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak // 1024 if sys.platform == "darwin" else peak
 
@@ -459,7 +469,7 @@ def phase_open(args: argparse.Namespace, dataset_rt) -> dict:  # noqa: ANN001
     runtime, dataset, open_seconds = open_dataset(
         dataset_rt, args.cache, args.workers, shuffle=True
     )
-    # ru_maxrss can trail VmRSS by a few pages: the peak is at least the current RSS.
+    # The high-water mark can trail VmRSS by a few pages: the peak is at least the current RSS.
     rss_open = rss_now_kib()
     peak_open = max(rss_open, peak_rss_kib())
     get_metadata = getattr(dataset, "get_metadata", None) or dataset.samples_metadata
