@@ -312,7 +312,7 @@ class NativeIterator:
             count = parts.sample_count
             payloads: Iterable[bytes | memoryview]
             if parts.deferred and self.dataset.payload_views:
-                payloads = _mapped_payloads(self.dataset, self.handle, batch)
+                payloads = _mapped_payloads(self.dataset, batch)
             elif parts.deferred:
                 payloads = _read_payloads(self.handle, batch)
             else:
@@ -491,11 +491,11 @@ class _MappingReference:
             _native.lib.drt_mapping_release(self.mapping)
 
 
-def _mapped_payloads(
-    dataset: DatasetHandle, handle: ctypes.c_void_p, batch: Any
-) -> list[bytes | memoryview]:
+def _mapped_payloads(dataset: DatasetHandle, batch: Any) -> list[bytes | memoryview]:
     """The payloads of a batch whose large ones the core checked in place in
-    their shards' mappings: views of those, and views of copies of the others."""
+    their shards' mappings: views of those, and views of copies of the others.
+    (With the dataset's payloads mapped, every deferred payload is: the core
+    gives addresses whenever it gives deferred lengths.)"""
     deferred = ctypes.POINTER(ctypes.c_uint64)()
     _native.check(_native.lib.drt_batch_deferred(batch, ctypes.byref(deferred)))
     addresses = ctypes.POINTER(ctypes.c_void_p)()
@@ -503,8 +503,6 @@ def _mapped_payloads(
     _native.check(
         _native.lib.drt_batch_mapped(batch, ctypes.byref(addresses), ctypes.byref(mappings))
     )
-    if not addresses:  # nothing was mapped: read as with payload="bytes"
-        return [memoryview(payload) for payload in _read_payloads(handle, batch)]
     contents = batch.contents
     count = contents.count
     offsets = contents.payload_offsets[: count + 1]

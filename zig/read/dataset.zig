@@ -270,6 +270,8 @@ pub const Dataset = struct {
         dataset.payloads = payloads;
     }
 
+    /// The payloads mode reads by identity take (stream iterators take it with
+    /// their epoch, `takeEpoch`).
     fn payloadsMapped(dataset: *Dataset) bool {
         const io = system.io();
         dataset.mutex.lockUncancelable(io);
@@ -427,6 +429,7 @@ pub const Dataset = struct {
             .walk = stream_shard.walk(at.position, at.remaining(), shard, skip),
             .span = at,
             .skip_corrupt = dataset.on_corrupt == .skip,
+            .map_deferred = dataset.payloads == .mapped,
         };
     }
 };
@@ -447,7 +450,6 @@ pub const Iterator = struct {
         // A skipped sample leaves its batch before the batch is handed out, so
         // every payload is read (and checked) with its batch.
         plan.defer_payload_bytes = if (plan.skip_corrupt) 0 else read_pipeline.deferThreshold(defer_payload_bytes);
-        plan.map_deferred = dataset.payloadsMapped();
         errdefer plan.table.release();
         iterator.* = .{
             .dataset = dataset,
