@@ -54,27 +54,28 @@ PAYLOAD_SEED = 20240501
 # --------------------------------------------------------------------------- helpers
 
 
-def rss_now_kib() -> int:
-    """Current VmRSS of this process in KiB (0 where /proc is missing)."""
+def _status_kib(field: str) -> int | None:
+    """A `kB` field of /proc/self/status (`VmRSS`, `VmHWM`), or None without /proc."""
     try:
         with open("/proc/self/status") as status:
             for line in status:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1])
     except OSError:
         pass
-    return 0
+    return None
+
+
+def rss_now_kib() -> int:
+    """Current VmRSS of this process in KiB (0 where /proc is missing)."""
+    return _status_kib("VmRSS") or 0
 
 
 def peak_rss_kib() -> int:
     """Peak RSS of this process's memory in KiB (see the module docstring)."""
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
+    peak = _status_kib("VmHWM")
+    if peak is not None:
+        return peak
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak // 1024 if sys.platform == "darwin" else peak
 

@@ -38,6 +38,7 @@ import time
 import zlib
 from pathlib import Path
 
+import children  # this directory's runner of measurement processes
 import workload  # this directory's helpers: payloads, page-cache warming, RSS
 
 HERE = Path(__file__).resolve().parent
@@ -108,12 +109,13 @@ def child_read(args: argparse.Namespace) -> dict:
 
 
 def run_child(python: str, *arguments: str) -> dict:
-    done = subprocess.run(
-        [python, str(Path(__file__)), *arguments], capture_output=True, text=True, timeout=1800
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(arguments)} failed:\n{done.stdout}\n{done.stderr}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    command = [python, str(Path(__file__)), *arguments]
+    try:
+        return children.run_json(command, dict(os.environ), HERE, timeout=1800)
+    except children.ChildFailed as failed:
+        raise SystemExit(
+            f"{' '.join(arguments)} failed:\n{failed.stdout}\n{failed.stderr}"
+        ) from None
 
 
 def litdata_python() -> str:
