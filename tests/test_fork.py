@@ -97,3 +97,37 @@ def _batch(writer: NativeWriter, payloads: list[bytes], metadatas: list[dict[str
     from dataset_rt._writing import _serialize
 
     return _serialize(writer, payloads, metadatas, 0, sum(map(len, payloads)))
+
+
+def test_a_lock_another_thread_held_at_the_fork_is_free_in_the_child() -> None:
+    import threading
+
+    from dataset_rt._fork_safe_lock import ForkSafeLock
+
+    lock = ForkSafeLock()
+    taken, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with lock.held():
+            taken.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    taken.wait(30)
+    try:
+
+        def child() -> int:
+            fresh = lock.held()
+            if not fresh.acquire(timeout=5):
+                return 3
+            fresh.release()
+            return 0
+
+        assert _run_in_child(child) == 0
+        # The parent's lock is the one its thread still holds.
+        assert not lock.held().acquire(blocking=False)
+    finally:
+        release.set()
+        holder.join()
+    assert lock.held().acquire(blocking=False)

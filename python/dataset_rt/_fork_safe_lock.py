@@ -12,15 +12,29 @@ from __future__ import annotations
 import os
 import threading
 
+# Forks of this process so far, as seen by the child (`os.register_at_fork`):
+# a lock made in an earlier generation may have been held by a thread of the
+# parent, and is replaced on its next use.
+_generation = 0
+
+
+def _forked() -> None:
+    global _generation
+    _generation += 1
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork
+    os.register_at_fork(after_in_child=_forked)
+
 
 class ForkSafeLock:
     """A `threading.Lock`, replaced by a new one in a forked child."""
 
-    __slots__ = ("_lock", "_process_id")
+    __slots__ = ("_lock", "_generation")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._process_id = os.getpid()
+        self._generation = _generation
 
     def held(self) -> threading.Lock:
         """This process's lock, for a ``with`` statement.
@@ -30,7 +44,7 @@ class ForkSafeLock:
         the block that releases it, where Python-level `__enter__`/`__exit__`
         methods would (the lock then stays held and the next `close()` hangs).
         """
-        if self._process_id != os.getpid():
+        if self._generation != _generation:
             self._lock = threading.Lock()
-            self._process_id = os.getpid()
+            self._generation = _generation
         return self._lock
