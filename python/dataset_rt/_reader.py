@@ -303,22 +303,38 @@ class NativeIterator:
             return None
         try:
             contents = batch.contents
-            # One copy of everything but the payloads (layout in dataset_rt.h).
-            parts = unpack(
-                ctypes.string_at(contents.packed, contents.packed_len),
-                self.dataset.stored_names(),
-                self.dataset.cache_count == 1,
-            )
+            base = contents.payloads
+            # `packed` (everything but the payloads; layout in dataset_rt.h) lies
+            # after the payloads in their buffer, from the next multiple of 8.
+            packed_at = contents.packed - base
+            joined = None
+            if packed_at > _DIRECT_COPY_BYTES * contents.count:
+                packed = ctypes.string_at(contents.packed, contents.packed_len)
+            else:
+                # Small payloads and packed in one copy.
+                joined = ctypes.string_at(base, packed_at + contents.packed_len)
+                packed = joined[packed_at:]
+            parts = unpack(packed, self.dataset.stored_names(), self.dataset.cache_count == 1)
+            if not 0 <= packed_at - parts.payload_bytes < 8:
+                raise RuntimeError(
+                    f"dataset_rt: the library's batch layout is not this package's "
+                    f"(packed at {packed_at} after {parts.payload_bytes} payload bytes)"
+                )
             count = parts.sample_count
             payloads: Iterable[bytes | memoryview]
             if parts.deferred and self.dataset.payload_views:
                 payloads = _mapped_payloads(self.dataset, batch)
             elif parts.deferred:
                 payloads = _read_payloads(self.handle, batch)
+            elif joined is None:
+                payloads = _copy_each_payload(base, parts.lengths)
             else:
-                payloads = _copy_payloads(contents.payloads, parts.payload_bytes, parts.lengths)
-                if self.dataset.payload_views:
-                    payloads = map(memoryview, payloads)
+                # Reading the payloads in turn from a BytesIO sharing `joined`
+                # makes each bytes object in one C call, without a slice object
+                # per sample: about half the cost of slicing `joined`.
+                payloads = map(io.BytesIO(joined).read, parts.lengths)
+            if self.dataset.payload_views and not parts.deferred:
+                payloads = map(memoryview, payloads)
             rows = map(MetadataRow, repeat(parts.metadata, count), range(count))
             fields = zip(payloads, rows, parts.cache_ids, parts.sample_ids, strict=False)
             return _samples(count, fields), parts.skipped
@@ -449,7 +465,8 @@ def _samples(count: int, fields: Iterable[tuple[Any, ...]]) -> list[CachedSample
 
 
 # Above this mean payload size, each payload is copied straight from native memory
-# (one copy); below it, one copy of the whole batch and C-level slicing is faster.
+# (one copy); below it, one copy of the whole batch (with its packed part) and
+# C-level reads from it are faster.
 _DIRECT_COPY_BYTES = 64 * 1024
 
 
@@ -520,17 +537,12 @@ def _mapped_payloads(dataset: DatasetHandle, batch: Any) -> list[bytes | memoryv
     return payloads
 
 
-def _copy_payloads(base: int | None, payload_bytes: int, lengths: memoryview) -> Iterable[bytes]:
-    """The batch's payloads (`lengths` of them, joined at `base`), copied out of it."""
-    if payload_bytes > _DIRECT_COPY_BYTES * len(lengths):
-        _malloc_tuning.tune_once()
-        starts = itertools.accumulate(lengths, initial=base or 0)
-        return list(map(ctypes.string_at, starts, lengths))
-    joined = ctypes.string_at(base or 0, payload_bytes) if payload_bytes else b""
-    # Reading the payloads in turn from a BytesIO sharing `joined` makes each
-    # bytes object in one C call, without a slice object per sample: about
-    # half the cost of slicing `joined`.
-    return map(io.BytesIO(joined).read, lengths)
+def _copy_each_payload(base: int, lengths: memoryview) -> list[bytes]:
+    """The batch's payloads (`lengths` of them, joined at `base`), each copied
+    straight out of it."""
+    _malloc_tuning.tune_once()
+    starts = itertools.accumulate(lengths, initial=base)
+    return list(map(ctypes.string_at, starts, lengths))
 
 
 class NativeVerifier:

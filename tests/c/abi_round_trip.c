@@ -192,6 +192,8 @@ static int check_packed(const drt_batch *batch, const uint64_t *deferred) {
     const drt_skipped *skipped = NULL;
     if (drt_batch_skipped(batch, &skipped_count, &skipped) != DRT_OK) return fail("batch_skipped");
     uint64_t head[5] = {n, batch->column_count, batch->payload_offsets[n], deferred != NULL, skipped_count};
+    /* In the payloads' buffer, from the first multiple of 8 after them. */
+    if (batch->packed != batch->payloads + (batch->payload_offsets[n] + 7) / 8 * 8) return fail("packed does not follow the payloads");
     uint64_t at = 0;
     if (packed_part(batch, &at, head, sizeof head, "head") != 0) return 1;
     uint64_t value_bytes[4] = {1, 8, 8, 4}; /* bool, int, float, string code */

@@ -339,7 +339,9 @@ typedef struct drt_batch {
 } drt_batch;
 
 /* drt_batch.packed: native-endian integers; every part is zero-padded to a
- * multiple of 8 bytes, so each starts 8-aligned relative to the buffer.
+ * multiple of 8 bytes, so each starts 8-aligned relative to the buffer. The
+ * buffer lies in the payloads' own, at payloads + payload_bytes rounded up to a
+ * multiple of 8 (ABI 3): a binding may copy the payloads and packed in one call.
  *   head:        u64 count, column_count, payload_bytes (payload_offsets[count]),
  *                deferred (1 when drt_batch_deferred gives lengths, else 0),
  *                skipped (drt_batch_skipped's count; ABI 3)

@@ -7,6 +7,7 @@ const ColumnBuilder = column_builder.ColumnBuilder;
 const Cache = @import("cache_reader.zig").Cache;
 const PayloadLocation = Cache.PayloadLocation;
 const ShardMapping = @import("shard_mapping.zig").ShardMapping;
+const released_batches = @import("released_batches.zig");
 const native_endian = @import("builtin").cpu.arch.endian();
 
 /// A sample whose raw payload was left in its shard (see `drt_batch_deferred`).
@@ -116,7 +117,10 @@ pub const SampleBatch = struct {
     string_codes: []StringCodes = &.{},
     /// Samples left out (`skipSample`), in stream order.
     skipped: std.ArrayList(Skipped) = .empty,
-    /// Filled by `pack`.
+    /// Where the batch waits once released (`released_batches`).
+    released: released_batches.Node = .{},
+    /// Filled by `pack`: in `payloads`' buffer, from the first multiple of 8 at
+    /// or after the payloads' end (so the two are taken in one copy).
     packed_bytes: []u8 = &.{},
 
     pub fn init(allocator: std.mem.Allocator, capacity: usize, schema: []const types.Field) !SampleBatch {
@@ -150,7 +154,12 @@ pub const SampleBatch = struct {
         allocator.free(batch.mapped_mappings);
         for (batch.string_codes) |coded| allocator.free(coded.codes);
         allocator.free(batch.string_codes);
-        allocator.free(batch.packed_bytes);
+        // (`packed_bytes` lies in the payloads' buffer.)
+    }
+
+    /// Bytes of payloads, metadata JSON and packed copy the batch holds.
+    pub fn byteLen(batch: *const SampleBatch) u64 {
+        return batch.payloads.items.len + batch.metadata_json.items.len + batch.packed_bytes.len;
     }
 
     pub fn count(batch: *const SampleBatch) usize {
@@ -250,6 +259,8 @@ pub const SampleBatch = struct {
     /// zero-padded to a multiple of 8 bytes): the head words, a descriptor per
     /// column, payload lengths (u64), sample ids (u64), cache ids (u32), then
     /// per column its values, offsets and bytes, then the skipped samples.
+    /// The buffer is the payloads' own, from the first multiple of 8 bytes at
+    /// or after their end: nothing may be added to `payloads` afterwards.
     pub fn pack(batch: *SampleBatch, allocator: std.mem.Allocator) !void {
         const n = batch.count();
         var len = (packed_head_words + packed_column_words * batch.columns.len + 2 * n) * 8 + padded8(4 * n);
@@ -258,10 +269,14 @@ pub const SampleBatch = struct {
             const parts = batch.columnParts(index);
             len += padded8(parts.values.len) + padded8(parts.offsets.len) + padded8(parts.bytes.len);
         }
-        allocator.free(batch.packed_bytes);
+        // In the payloads' buffer, after them: a binding takes both in one copy.
+        const payload_len = batch.payloads.items.len;
+        const packed_at = padded8(payload_len);
         batch.packed_bytes = &.{};
-        const out = try allocator.alloc(u8, len);
-        @memset(out, 0);
+        try batch.payloads.ensureTotalCapacity(allocator, packed_at + len);
+        const after_payloads = batch.payloads.allocatedSlice()[payload_len .. packed_at + len];
+        @memset(after_payloads, 0);
+        const out = after_payloads[packed_at - payload_len ..];
         batch.packed_bytes = out;
         var at: usize = 0;
         const head = [packed_head_words]u64{ n, batch.columns.len, batch.payloads.items.len, @intFromBool(batch.deferred_lengths.len > 0), batch.skipped.items.len };
@@ -399,6 +414,9 @@ test "pack lays out the batch's arrays and columns in one buffer" {
     const view = batch.seal();
     const bytes = view.packed_ptr[0..@intCast(view.packed_len)];
     try std.testing.expectEqual(@as(usize, 0), bytes.len % 8);
+    // In the payloads' buffer, after the 7 payload bytes and 1 of padding.
+    try std.testing.expectEqual(view.payloads + 8, view.packed_ptr);
+    try std.testing.expectEqualStrings("abcdefg\x00", view.payloads[0..8]);
     var words: [256]u64 = @splat(0);
     @memcpy(std.mem.sliceAsBytes(words[0 .. bytes.len / 8]), bytes);
     // Head and descriptors.
