@@ -711,7 +711,7 @@ export fn drt_mapping_release(mapping: ?*ShardMapping) void {
 
 export fn drt_batch_release(view: ?*sample_batch.View) void {
     const v = view orelse return;
-    read_pipeline.Pipeline.releaseBatch(allocator, sample_batch.SampleBatch.fromView(v));
+    read_pipeline.Pipeline.releaseBatchLater(allocator, sample_batch.SampleBatch.fromView(v));
 }
 
 export fn drt_iterator_destroy(iterator: ?*dataset_module.Iterator) void {

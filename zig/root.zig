@@ -50,6 +50,7 @@ test {
     _ = @import("read/dataset.zig");
     _ = @import("read/deferred_reads.zig");
     _ = @import("read/read_pipeline.zig");
+    _ = @import("read/released_batches.zig");
     _ = @import("read/sample_batch.zig");
     _ = @import("read/verify.zig");
     _ = @import("stream/active_table.zig");

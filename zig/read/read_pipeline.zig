@@ -23,6 +23,7 @@ const Cache = @import("cache_reader.zig").Cache;
 const sample_batch = @import("sample_batch.zig");
 const SampleBatch = sample_batch.SampleBatch;
 const deferred_reads = @import("deferred_reads.zig");
+const released_batches = @import("released_batches.zig");
 pub const DeferredRead = deferred_reads.DeferredRead;
 const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
 
@@ -183,6 +184,7 @@ pub const Pipeline = struct {
         }
         pipeline.mutex.unlock(io);
         for (pipeline.chunks) |*chunk| pipeline.dropBatch(chunk);
+        released_batches.freeAll();
         pipeline.plan.table.release();
         if (pipeline.plan.identities) |identities| pipeline.allocator.free(identities);
         pipeline.allocator.free(pipeline.chunks);
@@ -217,7 +219,7 @@ pub const Pipeline = struct {
         std.debug.assert(pipeline.plan.skip_corrupt or batch.skipped.items.len == 0);
         chunk.batch = null;
         chunk.state = .idle;
-        _ = pipeline.bytes_held.fetchSub(batchBytes(batch), .monotonic);
+        _ = pipeline.bytes_held.fetchSub(batch.byteLen(), .monotonic);
         pipeline.next_deliver += chunk.count;
         pipeline.chunks_delivered += 1;
         pipeline.submitAvailable();
@@ -238,6 +240,13 @@ pub const Pipeline = struct {
     pub fn releaseBatch(allocator: std.mem.Allocator, batch: *SampleBatch) void {
         batch.deinit(allocator);
         allocator.destroy(batch);
+    }
+
+    /// Frees a batch `next` handed out, like `releaseBatch`, but for a small
+    /// one leaves the frees to the pool thread that reads the next chunk
+    /// (`released_batches`): the consumer's thread only pushes it on a stack.
+    pub fn releaseBatchLater(allocator: std.mem.Allocator, batch: *SampleBatch) void {
+        released_batches.release(allocator, batch);
     }
 
     fn slot(pipeline: *Pipeline, chunk_number: u64) *Chunk {
@@ -288,6 +297,7 @@ pub const Pipeline = struct {
     }
 
     fn readChunk(pipeline: *Pipeline, chunk: *Chunk) Error!void {
+        if (released_batches.anyWaiting()) released_batches.freeAll();
         const allocator = pipeline.allocator;
         const plan = &pipeline.plan;
         const batch = try allocator.create(SampleBatch);
@@ -336,7 +346,7 @@ pub const Pipeline = struct {
         try batch.pack(allocator);
         batch.owner = pipeline;
         chunk.batch = batch;
-        _ = pipeline.bytes_held.fetchAdd(batchBytes(batch), .monotonic);
+        _ = pipeline.bytes_held.fetchAdd(batch.byteLen(), .monotonic);
     }
 
     /// How many locations from the first on are the same cache's consecutive samples.
@@ -352,13 +362,9 @@ pub const Pipeline = struct {
 
     fn dropBatch(pipeline: *Pipeline, chunk: *Chunk) void {
         const batch = chunk.batch orelse return;
-        _ = pipeline.bytes_held.fetchSub(batchBytes(batch), .monotonic);
+        _ = pipeline.bytes_held.fetchSub(batch.byteLen(), .monotonic);
         releaseBatch(pipeline.allocator, batch);
         chunk.batch = null;
-    }
-
-    fn batchBytes(batch: *const SampleBatch) u64 {
-        return batch.payloads.items.len + batch.metadata_json.items.len + batch.packed_bytes.len;
     }
 };
 
