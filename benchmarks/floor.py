@@ -4,7 +4,9 @@ native work at all: the floor under W1's figures (docs/benchmarks.md).
 Read floor: from one already-copied batch of 1 KiB payloads and metadata
 columns, build what the binding hands out per sample (a `bytes` slice, a
 `MetadataRow`, a `CachedSample`) with the binding's own C-level maps, and
-consume it as the benchmark does (`for s in it: s.data`). Write floor: iterate
+consume it with the loop that times the benchmark's read passes
+(`workload.read_pass`; `workload.py floor` runs it as run.py's W1 figure
+`python_floor_sps`). Write floor: iterate
 the benchmark's source and do the binding's per-sample work (shape checks,
 private dict copy) plus each batch's metadata by column (the usual route) or as
 JSON.
@@ -14,13 +16,16 @@ Usage: python benchmarks/floor.py   (with this project's dataset_rt importable)
 
 from __future__ import annotations
 
+import array
 import io
 import itertools
-import operator
 import os
 import statistics
 import time
+from collections.abc import Iterator
 from itertools import repeat
+
+import workload  # this directory's measurement helpers
 
 from dataset_rt._metadata_columns import to_columns
 from dataset_rt._metadata_row import MetadataRow
@@ -35,26 +40,43 @@ CHUNK = 64  # samples per batch with the default prefetch_size
 LABELS = ["cat", "dog", "bird", "fish"]
 
 
-def read_floor() -> float:
-    """Samples/s of building and consuming the objects of a data-only pass."""
-    joined = os.urandom(CHUNK * 1024)
-    offsets = list(range(0, (CHUNK + 1) * 1024, 1024))
-    names = ["index", "label", "score"]
-    # A data-only pass never decodes metadata: the batch's packed copy is not
-    # read, so an empty one stands in for it.
-    no_columns = memoryview(b"").cast("Q")
+class FloorDataset:
+    """Stands in for a dataset of `count` samples: its iterator hands out what
+    the binding hands out, built by the binding's own code from one
+    already-copied batch of 1 KiB payloads, with no native work at all."""
 
-    def batch() -> list[tuple]:
-        payloads = map(io.BytesIO(joined).read, map(operator.sub, offsets[1:], offsets))
-        metadata = BatchMetadata(names, b"", no_columns, 0)
-        rows = map(MetadataRow, repeat(metadata, CHUNK), range(CHUNK))
-        ids = range(CHUNK)
-        return _samples(CHUNK, zip(payloads, rows, repeat(0), ids, strict=False))
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.joined = os.urandom(CHUNK * 1024)
+        # Lengths and ids as the binding has them: views of the batch's packed copy.
+        self.lengths = memoryview(array.array("Q", [1024] * CHUNK))
+        self.ids = memoryview(array.array("Q", range(CHUNK)))
+        self.names = ["index", "label", "score"]
+        # A data-only pass never decodes metadata: the batch's packed copy is
+        # not read, so an empty one stands in for it.
+        self.no_columns = memoryview(b"").cast("Q")
 
-    started = time.perf_counter()
-    for sample in itertools.chain.from_iterable(batch() for _ in range(SAMPLES // CHUNK)):
-        sample.data  # noqa: B018 (what the benchmark's pass does)
-    return SAMPLES / (time.perf_counter() - started)
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self) -> Iterator[tuple]:
+        batches = (self.batch(min(CHUNK, self.count - at)) for at in range(0, self.count, CHUNK))
+        return itertools.chain.from_iterable(batches)
+
+    def batch(self, count: int) -> list[tuple]:
+        """One batch as `NativeIterator.next_batch` builds it from the core's."""
+        payloads = map(io.BytesIO(self.joined).read, self.lengths[:count])
+        metadata = BatchMetadata(self.names, b"", self.no_columns, 0)
+        rows = map(MetadataRow, repeat(metadata, count), range(count))
+        ids = self.ids[:count]
+        return _samples(count, zip(payloads, rows, repeat(0, count), ids, strict=False))
+
+
+def read_floor(count: int = SAMPLES) -> float:
+    """Samples/s of a data-only pass over a `FloorDataset`, consumed by the very
+    loop that times the benchmark's read passes (`workload.read_pass`)."""
+    result = workload.read_pass(FloorDataset(count), "ordered", count)
+    return result["samples"] / result["seconds"]
 
 
 def write_floor(by_columns: bool) -> tuple[float, float]:

@@ -15,6 +15,9 @@ Phases:
   open     how opening costs as a cache grows: RSS over a baseline taken
            before opening, at open and after get_metadata; first-sample
            latency of fresh datasets, shuffled and ordered
+  floor    ours only: the per-sample Python floor of a data-only read, the
+           binding's objects built with no native work (floor.py) and
+           consumed by the same loop as `read`'s passes
   ceiling  this machine's copy ceiling: one copy of the same bytes into a
            fresh `bytes` object per sample
   disk_ceiling
@@ -84,6 +87,25 @@ def cpu_seconds() -> float:
     """User + system CPU time of this process so far (every thread)."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
+
+
+def machine_ticks() -> tuple[int, int] | None:
+    """(steal, all) CPU ticks of the whole machine so far (the `cpu` line of
+    /proc/stat), or None without it. Steal is time the hypervisor ran something
+    else on this guest's CPUs: a pass that saw much of it was slowed from outside."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = [int(field) for field in stat.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return (fields[7] if len(fields) > 7 else 0), sum(fields)
+
+
+def steal_fraction(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:
+    """The share of the machine's CPU time stolen between two `machine_ticks`."""
+    if before is None or after is None or after[1] == before[1]:
+        return None
+    return (after[0] - before[0]) / (after[1] - before[1])
 
 
 def make_payloads(size: int, kind: str) -> list[bytes]:
@@ -352,6 +374,7 @@ def phase_read(args: argparse.Namespace, dataset_rt) -> dict:  # noqa: ANN001
         "mode": args.mode,
         "first_sample_seconds": passes[0]["first_sample_seconds"],
         "pass_seconds": [one["seconds"] for one in passes],
+        "pass_steal_fractions": [one["steal_fraction"] for one in passes],
         "open_seconds": open_seconds,
         "warm_seconds": warm_seconds,
         "gc_enabled": gc_was_enabled,
@@ -363,6 +386,7 @@ def phase_read(args: argparse.Namespace, dataset_rt) -> dict:  # noqa: ANN001
 def read_pass(dataset, mode: str, expected: int) -> dict:  # noqa: ANN001
     """One timed epoch: from iter() to the last sample."""
     cats = 0
+    ticks = machine_ticks()
     cpu_start = cpu_seconds()
     start = time.perf_counter()
     iterator = iter(dataset)
@@ -383,11 +407,13 @@ def read_pass(dataset, mode: str, expected: int) -> dict:  # noqa: ANN001
             samples += 1
     seconds = time.perf_counter() - start
     cpu = cpu_seconds() - cpu_start
+    steal = steal_fraction(ticks, machine_ticks())
     if samples != expected:
         raise SystemExit(f"read {samples} samples, expected {expected}")
     return {
         "seconds": seconds,
         "cpu_seconds": cpu,
+        "steal_fraction": steal,
         "first_sample_seconds": first_seconds,
         "samples": samples,
         "payload_bytes": payload_bytes,
@@ -521,6 +547,21 @@ def phase_open(args: argparse.Namespace, dataset_rt) -> dict:  # noqa: ANN001
     }
 
 
+def phase_floor(args: argparse.Namespace, dataset_rt) -> dict:  # noqa: ANN001, ARG001
+    """The per-sample Python floor of a data-only read (`floor.FloorDataset`):
+    --count samples through `read_pass`, median of --passes passes."""
+    import floor  # this directory's; it imports this project's dataset_rt internals
+
+    stand_in = floor.FloorDataset(args.count)
+    passes = [read_pass(stand_in, "ordered", args.count) for _ in range(args.passes)]
+    middle = sorted(passes, key=lambda one: one["seconds"])[len(passes) // 2]
+    return {
+        **middle,
+        "pass_seconds": [one["seconds"] for one in passes],
+        "pass_steal_fractions": [one["steal_fraction"] for one in passes],
+    }
+
+
 def phase_ceiling(args: argparse.Namespace) -> dict:
     """One copy of the same bytes per sample into a fresh bytes object."""
     payloads = make_payloads(args.size, args.payload_kind)
@@ -640,6 +681,7 @@ LIBRARY_PHASES = {
     "read": phase_read,
     "scale": phase_scale,
     "open": phase_open,
+    "floor": phase_floor,
 }
 MACHINE_PHASES = {"ceiling": phase_ceiling, "disk_ceiling": phase_disk_ceiling}
 
