@@ -133,6 +133,9 @@ pub const Pipeline = struct {
     /// The most samples read ahead (submitted, not yet handed out) at once.
     prefetch_size: u32,
     chunk_samples: u32,
+    /// Payload bytes per sample a chunk's batch reserves before it is read
+    /// (`payloadReserve`).
+    payload_reserve: u64,
     chunks: []Chunk,
     /// Planned index of the next chunk to submit / to hand out.
     next_submit: u64 = 0,
@@ -166,6 +169,7 @@ pub const Pipeline = struct {
             .plan = plan,
             .prefetch_size = prefetch_size,
             .chunk_samples = chunk_samples,
+            .payload_reserve = payloadReserve(plan.caches, plan.defer_payload_bytes),
             .chunks = try allocator.alloc(Chunk, window),
         };
         for (pipeline.chunks) |*chunk| chunk.* = .{ .pipeline = pipeline };
@@ -203,6 +207,9 @@ pub const Pipeline = struct {
         if (@atomicLoad(ChunkState, &chunk.state, .acquire) == .running and pipeline.pool.takeBack(&chunk.job)) {
             runChunk(&chunk.job);
         }
+        // About to wait for a worker: free released batches here, in time that
+        // would go to waiting, instead of adding them to a busy worker's chunk.
+        if (isRunning(chunk) and released_batches.anyWaiting()) released_batches.freeAll();
         thread_pool.spinWhile(@as(*const Chunk, chunk), isRunning, chunk_wait_spin_ns);
         pipeline.mutex.lockUncancelable(io);
         while (chunk.state == .running) pipeline.finished.waitUncancelable(io, &pipeline.mutex);
@@ -304,6 +311,10 @@ pub const Pipeline = struct {
         errdefer allocator.destroy(batch);
         batch.* = try SampleBatch.init(allocator, chunk.count, plan.caches[0].schema());
         errdefer batch.deinit(allocator);
+        // Room for the payloads and the packed part after them: neither the
+        // appends nor `pack` then move the payloads.
+        const packed_reserve = 512 + chunk.count * 8 * (3 + 3 * batch.columns.len);
+        try batch.payloads.ensureTotalCapacity(allocator, @intCast(chunk.count * pipeline.payload_reserve + packed_reserve));
         var scratch: Cache.SampleScratch = .{};
         defer scratch.deinit(allocator);
         const locations = try allocator.alloc(active_table.Location, chunk.count);
@@ -347,6 +358,15 @@ pub const Pipeline = struct {
         batch.owner = pipeline;
         chunk.batch = batch;
         _ = pipeline.bytes_held.fetchAdd(batch.byteLen(), .monotonic);
+    }
+
+    /// Payload bytes to reserve per sample: the largest mean record length of
+    /// `caches` (a record holds its payload and more), or nothing where the
+    /// mean record is a payload left in its file (`defer_payload_bytes`).
+    fn payloadReserve(caches: []const *Cache, defer_payload_bytes: u64) u64 {
+        var largest: u64 = 0;
+        for (caches) |cache| largest = @max(largest, cache.meanRecordLen());
+        return if (defer_payload_bytes != 0 and largest >= defer_payload_bytes) 0 else largest;
     }
 
     /// How many locations from the first on are the same cache's consecutive samples.
