@@ -304,22 +304,23 @@ class NativeIterator:
         try:
             contents = batch.contents
             base = contents.payloads
+            payload_bytes = contents.payload_offsets[contents.count]
             # `packed` (everything but the payloads; layout in dataset_rt.h) lies
             # after the payloads in their buffer, from the next multiple of 8.
             packed_at = contents.packed - base
+            if packed_at != (payload_bytes + 7) & ~7:
+                raise RuntimeError(
+                    f"dataset_rt: the library's batch layout is not this package's "
+                    f"(packed at {packed_at} after {payload_bytes} payload bytes)"
+                )
             joined = None
-            if packed_at > _DIRECT_COPY_BYTES * contents.count:
+            if payload_bytes > _DIRECT_COPY_BYTES * contents.count:
                 packed = ctypes.string_at(contents.packed, contents.packed_len)
             else:
                 # Small payloads and packed in one copy.
                 joined = ctypes.string_at(base, packed_at + contents.packed_len)
                 packed = joined[packed_at:]
             parts = unpack(packed, self.dataset.stored_names(), self.dataset.cache_count == 1)
-            if not 0 <= packed_at - parts.payload_bytes < 8:
-                raise RuntimeError(
-                    f"dataset_rt: the library's batch layout is not this package's "
-                    f"(packed at {packed_at} after {parts.payload_bytes} payload bytes)"
-                )
             count = parts.sample_count
             payloads: Iterable[bytes | memoryview]
             if parts.deferred and self.dataset.payload_views:
