@@ -245,13 +245,12 @@ pub const Pipeline = struct {
     }
 
     pub fn releaseBatch(allocator: std.mem.Allocator, batch: *SampleBatch) void {
-        batch.deinit(allocator);
-        allocator.destroy(batch);
+        batch.destroy(allocator);
     }
 
-    /// Frees a batch `next` handed out, like `releaseBatch`, but for a small
-    /// one leaves the frees to the pool thread that reads the next chunk
-    /// (`released_batches`): the consumer's thread only pushes it on a stack.
+    /// Frees a batch `next` handed out, like `releaseBatch`, but a small one
+    /// only waits on a stack (`released_batches`): the frees happen later, on
+    /// a pool thread starting a chunk or on a consumer about to wait for one.
     pub fn releaseBatchLater(allocator: std.mem.Allocator, batch: *SampleBatch) void {
         released_batches.release(allocator, batch);
     }

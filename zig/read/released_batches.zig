@@ -3,9 +3,10 @@
 //! Freeing a batch is a dozen frees of memory a pool thread allocated. On the
 //! consumer's thread, the bottleneck of small-sample reads, that costs a few
 //! microseconds per batch. `release` instead pushes a small batch onto a
-//! process-wide stack in one atomic step, and the next chunk a pool thread
-//! reads starts by freeing what is there (`freeAll`), in the thread whose
-//! allocator cache the memory came from. Destroying a pipeline frees them too.
+//! process-wide stack in one atomic step, and the pipeline frees what is there
+//! (`freeAll`) where the time is spare: a pool thread as it starts a chunk
+//! (the thread whose allocator cache the memory came from), or the consumer
+//! as it is about to wait for a chunk. Destroying a pipeline frees them too.
 //!
 //! At most `held_max` batches of at most `bytes_max` bytes each wait: a larger
 //! batch, or one beyond the count, is freed at once, so what waits for a pool
@@ -17,8 +18,9 @@ const SampleBatch = @import("sample_batch.zig").SampleBatch;
 /// Batches waiting at most; further ones are freed by `release` itself.
 pub const held_max = 16;
 
-/// Bytes (payloads, JSON and packed) of a batch that may wait; larger ones cost
-/// more to copy out than to free and are freed at once.
+/// Bytes (payloads, JSON and packed) of a batch that may wait; larger ones are
+/// freed at once, so that waiting batches hold a few MiB at most (their frees
+/// are few next to the copy of so many bytes out of them).
 pub const bytes_max = 256 << 10;
 
 /// One waiting batch. It lives in the batch's own allocation (`SampleBatch.released`),
@@ -33,10 +35,10 @@ var held: std.atomic.Value(u32) = .init(0);
 
 /// Frees `batch` (allocated with `allocator`), now or in a pool thread later.
 pub fn release(allocator: std.mem.Allocator, batch: *SampleBatch) void {
-    if (batch.byteLen() > bytes_max) return destroy(allocator, batch);
+    if (batch.byteLen() > bytes_max) return batch.destroy(allocator);
     if (held.fetchAdd(1, .monotonic) >= held_max) {
         _ = held.fetchSub(1, .monotonic);
-        return destroy(allocator, batch);
+        return batch.destroy(allocator);
     }
     const node = &batch.released;
     node.* = .{ .allocator = allocator };
@@ -56,7 +58,7 @@ pub fn freeAll() void {
     while (next) |node| {
         next = node.next;
         const batch: *SampleBatch = @fieldParentPtr("released", node);
-        destroy(node.allocator, batch);
+        batch.destroy(node.allocator);
         count += 1;
     }
     if (count > 0) _ = held.fetchSub(count, .monotonic);
@@ -65,11 +67,6 @@ pub fn freeAll() void {
 /// Whether any batch waits (one atomic load).
 pub fn anyWaiting() bool {
     return top.load(.monotonic) != null;
-}
-
-fn destroy(allocator: std.mem.Allocator, batch: *SampleBatch) void {
-    batch.deinit(allocator);
-    allocator.destroy(batch);
 }
 
 test "released batches wait to be freed, up to the count and size limits" {

@@ -157,6 +157,12 @@ pub const SampleBatch = struct {
         // (`packed_bytes` lies in the payloads' buffer.)
     }
 
+    /// Frees a batch made with `allocator.create` and `init`, and the batch itself.
+    pub fn destroy(batch: *SampleBatch, allocator: std.mem.Allocator) void {
+        batch.deinit(allocator);
+        allocator.destroy(batch);
+    }
+
     /// Bytes of payloads, metadata JSON and packed copy the batch holds.
     pub fn byteLen(batch: *const SampleBatch) u64 {
         return batch.payloads.items.len + batch.metadata_json.items.len + batch.packed_bytes.len;
