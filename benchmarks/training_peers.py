@@ -306,10 +306,8 @@ def phase_pass(args: argparse.Namespace) -> dict:
     passes: list[dict] = []
     while len(passes) < args.passes and sum(one["seconds"] for one in passes) < PASSES_SECONDS_MAX:
         passes.append(read_pass(dataset, expected))
-    middle = sorted(passes, key=lambda one: one["seconds"])[len(passes) // 2]
     return {
-        **middle,
-        "pass_seconds": [one["seconds"] for one in passes],
+        **workload.median_pass(passes),
         "open_seconds": open_seconds,
         "warm_seconds": warm_seconds,
     }

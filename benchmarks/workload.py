@@ -368,18 +368,26 @@ def phase_read(args: argparse.Namespace, dataset_rt) -> dict:  # noqa: ANN001
     passes = [read_pass(dataset, args.mode, expected) for _ in range(args.passes)]
     # Several passes (one epoch each, same process) only where one pass is too
     # short to time on a shared machine; the figure is their median.
-    middle = sorted(passes, key=lambda one: one["seconds"])[len(passes) // 2]
     return {
-        **middle,
+        **median_pass(passes),
         "mode": args.mode,
         "first_sample_seconds": passes[0]["first_sample_seconds"],
-        "pass_seconds": [one["seconds"] for one in passes],
-        "pass_steal_fractions": [one["steal_fraction"] for one in passes],
         "open_seconds": open_seconds,
         "warm_seconds": warm_seconds,
         "gc_enabled": gc_was_enabled,
         "import_polars": args.import_polars,
         "rss_before_kib": rss_before,
+    }
+
+
+def median_pass(passes: list[dict]) -> dict:
+    """The figures of the median of several timed passes in one process, with
+    every pass's seconds and steal (None where a pass did not measure it)."""
+    middle = sorted(passes, key=lambda one: one["seconds"])[len(passes) // 2]
+    return {
+        **middle,
+        "pass_seconds": [one["seconds"] for one in passes],
+        "pass_steal_fractions": [one.get("steal_fraction") for one in passes],
     }
 
 
@@ -553,13 +561,7 @@ def phase_floor(args: argparse.Namespace, dataset_rt) -> dict:  # noqa: ANN001, 
     import floor  # this directory's; it imports this project's dataset_rt internals
 
     stand_in = floor.FloorDataset(args.count)
-    passes = [read_pass(stand_in, "ordered", args.count) for _ in range(args.passes)]
-    middle = sorted(passes, key=lambda one: one["seconds"])[len(passes) // 2]
-    return {
-        **middle,
-        "pass_seconds": [one["seconds"] for one in passes],
-        "pass_steal_fractions": [one["steal_fraction"] for one in passes],
-    }
+    return median_pass([read_pass(stand_in, "ordered", args.count) for _ in range(args.passes)])
 
 
 def phase_ceiling(args: argparse.Namespace) -> dict:
