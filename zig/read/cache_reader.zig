@@ -642,8 +642,12 @@ pub const Cache = struct {
         return checksum;
     }
 
-    /// Bytes read at a time by `readPayloadChecksummed`: well inside a core's L2.
-    const checked_read_bytes = 64 << 10;
+    /// Bytes read at a time by `readPayloadChecksummed`: a deferred piece
+    /// (`deferred_reads.piece_bytes`) in one call, still well inside a core's
+    /// L2 when it is checksummed. Reading it in smaller calls to checksum from
+    /// L1 instead costs more in system calls and page-cache lookups than it
+    /// saves (docs/integrity.md).
+    pub const checked_read_bytes = 256 << 10;
 
     /// Fails a deferred payload whose bytes, read in full, have the checksum `actual`
     /// where its record's checksum says otherwise.

@@ -32,6 +32,11 @@ pub const DeferredRead = struct {
 /// piece's read dwarfs taking it, small enough to share a few MiB between threads.
 pub const piece_bytes = 256 << 10;
 
+comptime {
+    // A checked piece is read in one call, then checksummed (`Cache.readPayloadChecksummed`).
+    std.debug.assert(piece_bytes <= Cache.checked_read_bytes);
+}
+
 /// At most this many helper jobs join one call.
 const helpers_max = 16;
 
