@@ -11,13 +11,16 @@ For W1 (200,000 x 1 KiB) and W2 (512 x 1 MiB), compression none, the payloads
 of `benchmarks/workload.py`, the cache is written once and copied; the copy's
 manifest loses its `record_checksums` entry and its records.crc32c file, which
 is how a cache written by dataset-rt looks: the same build then reads it with
-the per-record check switched off, and nothing else differs. Each measurement
-is a fresh process that reads every file of its cache once (warm page cache),
-opens it with ``DatasetRuntime(num_workers=2)`` and times full passes
-``for s in ds`` (ordered: ``shuffle=False``; shuffled: the default sampler),
-taking the median of 3 passes (5 for W2). Checked and unchecked processes
-alternate, in swapped order from repeat to repeat; the figure is the median
-over repeats of checked / unchecked per pair, with the min-max spread.
+the per-record check switched off, and nothing else differs. Each repeat is a
+fresh process that reads every file of both caches once (warm page cache),
+opens both with one ``DatasetRuntime(num_workers=2)`` and times full passes
+``for s in ds`` (ordered: ``shuffle=False``; shuffled: the default sampler)
+over the two in turn, in swapped order from round to round: 6 rounds for W1,
+20 for W2 (a W2 pass takes about 60 ms). A round's ratio is the checked
+pass's speed over the unchecked pass's next to it, so a slow spell of a shared
+host falls on both; a repeat's figure is the median over its rounds, and the
+table gives the median over repeats with the min-max spread. Hypervisor steal
+during each repeat is recorded beside it.
 
 Results: the Markdown table on stdout and the raw figures in
 ``benchmarks/results/integrity-latest.json`` (or --out).
@@ -39,38 +42,66 @@ from workload import spread
 
 HERE = Path(__file__).resolve().parent
 RUNTIME_THREADS = 2
-WORKLOADS = {"W1": (200_000, 1024, 3), "W2": (512, 1 << 20, 5)}
-QUICK = {"W1": (20_000, 1024, 1), "W2": (64, 1 << 20, 1)}
+WORKLOADS = {"W1": (200_000, 1024, 6), "W2": (512, 1 << 20, 20)}
+QUICK = {"W1": (20_000, 1024, 2), "W2": (64, 1 << 20, 2)}
+SIDES = ("checked", "unchecked")
 
 
 def log(message: str) -> None:
     print(f"[integrity {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def child_main(path: str, mode: str, passes: int) -> None:
+def percent(fraction: float | None) -> str:
+    """A steal fraction as a percentage, or "n/a" where it was not measured."""
+    return "n/a" if fraction is None else f"{fraction:.0%}"
+
+
+def child_main(checked: str, unchecked: str, mode: str, rounds: int) -> None:
     import dataset_rt
 
-    workload.warm_page_cache(Path(path))
+    paths = {"checked": checked, "unchecked": unchecked}
+    for path in paths.values():
+        workload.warm_page_cache(Path(path))
     runtime = dataset_rt.DatasetRuntime(num_workers=RUNTIME_THREADS)
     config = dataset_rt.ReaderConfig(seed=0, shuffle=mode == "shuffled")
-    dataset = runtime.cached_dataset([path], reader_config=config)
-    results = [workload.read_pass(dataset, mode, len(dataset)) for _ in range(passes)]
-    seconds = statistics.median(r["seconds"] for r in results)
+    datasets = {
+        side: runtime.cached_dataset([path], reader_config=config) for side, path in paths.items()
+    }
+    passes: dict[str, list[dict]] = {side: [] for side in SIDES}
+    ticks = workload.machine_ticks()
+    for round_index in range(rounds):
+        for side in SIDES if round_index % 2 == 0 else reversed(SIDES):
+            dataset = datasets[side]
+            passes[side].append(workload.read_pass(dataset, mode, len(dataset)))
+    steal = workload.steal_fraction(ticks, workload.machine_ticks())
+    ratios = [
+        off["seconds"] / on["seconds"]
+        for on, off in zip(passes["checked"], passes["unchecked"], strict=True)
+    ]
+    figures = {}
+    for side in SIDES:
+        middle = workload.median_pass(passes[side])
+        figures[side] = {
+            "samples_per_second": middle["samples"] / middle["seconds"],
+            "bytes_per_second": middle["payload_bytes"] / middle["seconds"],
+            "pass_seconds": middle["pass_seconds"],
+        }
     print(
         json.dumps(
             {
-                "samples_per_second": results[0]["samples"] / seconds,
-                "bytes_per_second": results[0]["payload_bytes"] / seconds,
-                "pass_seconds": [r["seconds"] for r in results],
+                "ratio": statistics.median(ratios),
+                "round_ratios": ratios,
+                "steal_fraction": steal,
+                **figures,
             }
         )
     )
-    del runtime
+    del datasets, runtime
 
 
-def run_child(path: Path, mode: str, passes: int) -> dict:
+def run_child(checked: Path, unchecked: Path, mode: str, rounds: int) -> dict:
     done = subprocess.run(
-        [sys.executable, __file__, "child", str(path), mode, str(passes)],
+        [sys.executable, __file__, "child", str(checked), str(unchecked), mode, str(rounds)],
         check=True,
         capture_output=True,
         text=True,
@@ -113,26 +144,23 @@ def main() -> None:
     work = Path(args.work_dir)
     shutil.rmtree(work, ignore_errors=True)
     started = time.perf_counter()
-    rows: dict[str, dict[str, dict[str, list[dict]]]] = {}
+    rows: dict[str, dict[str, list[dict]]] = {}
     try:
         for name in args.only.split(","):
-            samples, size, passes = sizes[name]
+            samples, size, rounds = sizes[name]
             checked, unchecked = write_caches(work / name, name, samples, size)
             log(f"wrote {name}: {samples:,} x {size:,} B")
             rows[name] = {}
             for mode in ("ordered", "shuffled"):
-                runs: dict[str, list[dict]] = {"checked": [], "unchecked": []}
+                runs: list[dict] = []
                 for repeat in range(repeats):
-                    order = ["checked", "unchecked"]
-                    if repeat % 2:
-                        order.reverse()
-                    for which in order:
-                        path = checked if which == "checked" else unchecked
-                        runs[which].append(run_child(path, mode, passes))
-                        log(
-                            f"{name} {mode} r{repeat + 1} {which}: "
-                            f"{runs[which][-1]['samples_per_second']:,.0f} samples/s"
-                        )
+                    runs.append(run_child(checked, unchecked, mode, rounds))
+                    log(
+                        f"{name} {mode} r{repeat + 1}: checked / unchecked {runs[-1]['ratio']:.3f} "
+                        f"({runs[-1]['checked']['samples_per_second']:,.0f} against "
+                        f"{runs[-1]['unchecked']['samples_per_second']:,.0f} samples/s, "
+                        f"steal {percent(runs[-1]['steal_fraction'])})"
+                    )
                 rows[name][mode] = runs
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -142,16 +170,18 @@ def main() -> None:
         "",
         f"{repeats} repeats; medians (min-max); wall time {time.perf_counter() - started:.0f} s",
         "",
-        "| workload | pass | checked (MB/s) | unchecked (MB/s) | checked / unchecked |",
-        "| --- | --- | ---: | ---: | ---: |",
+        "| workload | pass | checked (MB/s) | unchecked (MB/s) | checked / unchecked | steal |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
     ]
     for name, modes in rows.items():
         for mode, runs in modes.items():
-            on = [r["bytes_per_second"] / 1e6 for r in runs["checked"]]
-            off = [r["bytes_per_second"] / 1e6 for r in runs["unchecked"]]
-            ratios = [a / b for a, b in zip(on, off, strict=True)]
+            on = [run["checked"]["bytes_per_second"] / 1e6 for run in runs]
+            off = [run["unchecked"]["bytes_per_second"] / 1e6 for run in runs]
+            ratios = [run["ratio"] for run in runs]
+            steals = [run["steal_fraction"] for run in runs if run["steal_fraction"] is not None]
             lines.append(
-                f"| {name} | {mode} | {spread(on)} | {spread(off)} | {spread(ratios, 3)} |"
+                f"| {name} | {mode} | {spread(on)} | {spread(off)} | {spread(ratios, 3)} "
+                f"| {percent(max(steals, default=None))} |"
             )
     print("\n".join(lines))
     out = Path(args.out)
@@ -161,6 +191,6 @@ def main() -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "child":
-        child_main(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        child_main(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
     else:
         main()
