@@ -624,30 +624,16 @@ pub const Cache = struct {
         try readExactly(cache.shards[@intCast(location.shard_id)], location.shard_id, destination, location.offset, diagnostic);
     }
 
-    /// Like `readPayload`, and returns the CRC-32C of the bytes read: each
-    /// `checked_read_bytes` is checksummed right after it is read, while it is
-    /// still in this core's cache, instead of in a second pass over memory.
+    /// Like `readPayload`, and returns the CRC-32C of the bytes read, computed
+    /// right after the read while they are still in this core's cache. Callers
+    /// read a deferred payload in pieces (`deferred_reads.piece_bytes`, well
+    /// inside a core's L2), each in one call: reading a piece in smaller calls
+    /// to checksum it from L1 costs more in system calls and page-cache lookups
+    /// than it saves (docs/integrity.md).
     pub fn readPayloadChecksummed(cache: *const Cache, location: PayloadLocation, destination: []u8, diagnostic: *Diagnostic) Error!u32 {
-        assert(destination.len == location.len and location.shard_id < cache.shards.len);
-        errdefer cache.prefixSampleDiagnostic(location.sample_id, diagnostic);
-        const shard = cache.shards[@intCast(location.shard_id)];
-        var checksum: u32 = 0;
-        var done: usize = 0;
-        while (done < destination.len) {
-            const part = destination[done..][0..@min(checked_read_bytes, destination.len - done)];
-            try readExactly(shard, location.shard_id, part, location.offset + done, diagnostic);
-            checksum = record_checksums.extend(checksum, part);
-            done += part.len;
-        }
-        return checksum;
+        try cache.readPayload(location, destination, diagnostic);
+        return record_checksums.extend(0, destination);
     }
-
-    /// Bytes read at a time by `readPayloadChecksummed`: a deferred piece
-    /// (`deferred_reads.piece_bytes`) in one call, still well inside a core's
-    /// L2 when it is checksummed. Reading it in smaller calls to checksum from
-    /// L1 instead costs more in system calls and page-cache lookups than it
-    /// saves (docs/integrity.md).
-    pub const checked_read_bytes = 256 << 10;
 
     /// Fails a deferred payload whose bytes, read in full, have the checksum `actual`
     /// where its record's checksum says otherwise.

@@ -29,13 +29,9 @@ pub const DeferredRead = struct {
 };
 
 /// Pieces are this large (the last of a payload smaller): large enough that a
-/// piece's read dwarfs taking it, small enough to share a few MiB between threads.
+/// piece's read dwarfs taking it, small enough to share a few MiB between threads
+/// and to be still in L2 when it is checksummed right after its read.
 pub const piece_bytes = 256 << 10;
-
-comptime {
-    // A checked piece is read in one call, then checksummed (`Cache.readPayloadChecksummed`).
-    std.debug.assert(piece_bytes <= Cache.checked_read_bytes);
-}
 
 /// At most this many helper jobs join one call.
 const helpers_max = 16;
