@@ -421,9 +421,10 @@ pub const Cache = struct {
 
     /// Asks the CPU to start loading what `readSample` reads from memory for
     /// `sample_id`: its index row, the next (checked for back-to-back
-    /// placement) and its metadata values. Random samples miss the CPU caches
-    /// on each; issued for a whole chunk first, the misses overlap instead of
-    /// stalling one after the other. Only a hint: it reads nothing.
+    /// placement), its record checksum and its metadata values. Random samples
+    /// miss the CPU caches on each; issued for a whole chunk first, the misses
+    /// overlap instead of stalling one after the other. Only a hint: it reads
+    /// nothing.
     pub fn prefetchSample(cache: *const Cache, sample_id: u64) void {
         const index_bytes = cache.indexBytes();
         const row: usize = @intCast(sample_id);
@@ -431,6 +432,7 @@ pub const Cache = struct {
         const end = @min(start + 2 * index_file.row_bytes, index_bytes.len);
         @prefetch(&index_bytes[start], .{});
         @prefetch(&index_bytes[end - 1], .{});
+        if (cache.checksums_map) |map| @prefetch(&map.bytes[row * record_checksums.checksum_bytes], .{});
         for (cache.columns) |column| switch (column.values) {
             .bool => |v| @prefetch(&v[row], .{}),
             .int => |v| @prefetch(&v[row], .{}),
