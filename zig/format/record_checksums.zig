@@ -37,8 +37,13 @@ pub fn append(allocator: std.mem.Allocator, file_bytes: *std.ArrayList(u8), chec
 pub fn entry(file_bytes: []const u8, sample_id: u64) u32 {
     assert(file_bytes.len % checksum_bytes == 0);
     assert(sample_id < file_bytes.len / checksum_bytes);
-    const at: usize = @intCast(sample_id * checksum_bytes);
+    const at: usize = @intCast(entryOffset(sample_id));
     return std.mem.readInt(u32, file_bytes[at..][0..checksum_bytes], .little);
+}
+
+/// Where sample `sample_id`'s entry starts in the file.
+pub fn entryOffset(sample_id: u64) u64 {
+    return sample_id * checksum_bytes;
 }
 
 /// The checksum a record's tail (its payload, read on its own) must have, from

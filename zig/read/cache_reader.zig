@@ -75,11 +75,16 @@ pub const Cache = struct {
         return cache.checksums_map != null;
     }
 
+    /// The bytes of records.crc32c, if the cache has it.
+    fn recordChecksumBytes(cache: *const Cache) ?[]const u8 {
+        const map = cache.checksums_map orelse return null;
+        return map.bytes[0..@intCast(record_checksums.entryOffset(cache.sampleCount()))];
+    }
+
     /// The stored checksum of sample `sample_id`'s record, if the cache has them.
     fn recordChecksum(cache: *const Cache, sample_id: u64) ?u32 {
-        const map = cache.checksums_map orelse return null;
-        const len: usize = @intCast(cache.sampleCount() * record_checksums.checksum_bytes);
-        return record_checksums.entry(map.bytes[0..len], sample_id);
+        const bytes = cache.recordChecksumBytes() orelse return null;
+        return record_checksums.entry(bytes, sample_id);
     }
 
     /// Opens and validates `path`. Errors are prefixed with the cache path.
@@ -432,7 +437,7 @@ pub const Cache = struct {
         const end = @min(start + 2 * index_file.row_bytes, index_bytes.len);
         @prefetch(&index_bytes[start], .{});
         @prefetch(&index_bytes[end - 1], .{});
-        if (cache.checksums_map) |map| @prefetch(&map.bytes[row * record_checksums.checksum_bytes], .{});
+        if (cache.recordChecksumBytes()) |bytes| @prefetch(&bytes[@intCast(record_checksums.entryOffset(sample_id))], .{});
         for (cache.columns) |column| switch (column.values) {
             .bool => |v| @prefetch(&v[row], .{}),
             .int => |v| @prefetch(&v[row], .{}),
