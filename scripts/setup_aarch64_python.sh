@@ -7,10 +7,11 @@
 #   DIR/bin/python3 runs DIR/root's interpreter under qemu-aarch64 and names itself as
 #                   sys.executable, so a test that starts `sys.executable` starts it again.
 # Needs Debian 12 (bookworm) or a release with python3.11, root for `dpkg
-# --add-architecture arm64` and apt-get, qemu-user, and the `python` on PATH (its pip
-# fetches the wheels; no aarch64 code runs while preparing).
+# --add-architecture arm64` and apt-get, qemu-user, and a host Python 3.11 or newer with pip
+# ($PYTHON, default python3; its pip fetches the wheels; no aarch64 code runs while preparing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+host_python=${PYTHON:-python3}
 dir=$(realpath -m "${1:-.aarch64-python}")
 rm -rf "$dir"
 mkdir -p "$dir/debs" "$dir/root" "$dir/site" "$dir/bin"
@@ -37,7 +38,7 @@ rm -rf "$dir/debs"
 
 # The runtime dependencies and the dev extra from pyproject.toml, without the host-only
 # tools (the Zig compiler, the linter, `just`).
-mapfile -t requirements < <(python - <<'EOF'
+mapfile -t requirements < <("$host_python" - <<'EOF'
 import re
 import tomllib
 
@@ -49,7 +50,7 @@ for requirement in project["dependencies"] + project["optional-dependencies"]["d
         print(requirement)
 EOF
 )
-python -m pip install --quiet --target "$dir/site" --only-binary=:all: \
+"$host_python" -m pip install --quiet --target "$dir/site" --only-binary=:all: \
     --implementation cp --python-version 3.11 --abi cp311 \
     --platform manylinux_2_17_aarch64 --platform manylinux2014_aarch64 \
     --platform manylinux_2_28_aarch64 "${requirements[@]}"

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # The full test suite, as CI runs it. Uses the `python` first on PATH, which must have
 # dataset_rt installed with the dev extras (ziglang, pytest, ...).
-#   1. Zig unit tests, `zig fmt --check`, the Zig layer rules (scripts/check_layers.py), mypy --strict on
-#      the package, and `mkdocs build --strict` of the documentation site
+#   1. Zig unit tests, `zig fmt --check`, the Zig layer rules (scripts/check_layers.py), ruff
+#      (lint and format) over all Python, mypy --strict on the package, and `mkdocs build
+#      --strict` of the documentation site
 #   2. pytest against the installed ReleaseFast library, then examples/ddp_train.py --quick
 #      and examples/digits/train.py --quick
 #   3. pytest against a ReleaseSafe build: out-of-bounds and overflow panic there instead of
-#      being silent undefined behaviour as in ReleaseFast; then the Rust and Node.js examples
+#      being silent undefined behaviour as in ReleaseFast. It runs in a venv of its own
+#      (zig-out/floors-venv) holding the oldest versions of the runtime dependencies that
+#      pyproject.toml allows (scripts/dependency_floors.py), so a floor that stops working
+#      fails here; then the Rust and Node.js examples
 #      of the C ABI (scripts/test_other_languages.sh) against that build, skipped with a
 #      message when rustc, node or npm is missing, except under CI.
 #      On Linux, phases 2, 3 and 5 also check that their library asks for no glibc symbol
@@ -77,10 +81,13 @@ run_pytest() {
     return "$status"
 }
 
-phase "1/7 Zig unit tests (zig build test), layer rules, mypy --strict, the docs site"
+phase "1/7 Zig unit tests (zig build test), layer rules, ruff, mypy --strict, the docs site"
 python -m ziglang build test --summary all
 python -m ziglang fmt --check build.zig zig/  # the pinned Zig's formatting
 python scripts/check_layers.py
+python_paths=(python tests benchmarks scripts examples fuzz setup.py)
+python -m ruff check "${python_paths[@]}"
+python -m ruff format --check "${python_paths[@]}"
 python -m mypy --strict python/dataset_rt
 # The documentation site: broken links, anchors and docstrings fail the build.
 NO_MKDOCS_2_WARNING=1 python -m mkdocs build --strict --quiet --site-dir "$(mktemp -d)"
@@ -112,11 +119,22 @@ else
     missing "torch, Pillow or scikit-learn" "pip install torch==2.13.0 pillow scikit-learn"
 fi
 
-phase "3/7 pytest against a ReleaseSafe library"
+phase "3/7 pytest against a ReleaseSafe library, with the dependency floors"
 safe_library=$(python scripts/build_library.py --mode ReleaseSafe --no-strip --dest zig-out/release-safe)
 echo "DATASET_RT_LIBRARY=$safe_library"
 check_glibc "$safe_library"
-DATASET_RT_LIBRARY="$safe_library" run_pytest
+# The oldest runtime dependencies pyproject.toml allows, the newest dev and test tools; the
+# package itself from the source tree (PYTHONPATH), its library the ReleaseSafe build.
+floors_venv=zig-out/floors-venv
+floors_requirements=$(mktemp)
+python scripts/dependency_floors.py > "$floors_requirements"
+python -m venv --clear "$floors_venv"
+"$floors_venv/bin/python" -m pip install --quiet -r "$floors_requirements"
+rm -f "$floors_requirements"
+echo "floors: $("$floors_venv/bin/python" -m pip list --format=freeze 2>/dev/null |
+    grep -iE '^(polars|pyarrow|pydantic|typer|rich)==' | tr '\n' ' ')"
+DATASET_RT_LIBRARY="$safe_library" PYTHONPATH="$PWD/python" PATH="$PWD/$floors_venv/bin:$PATH" \
+    run_pytest
 # The C ABI from Rust and Node.js (examples/rust, examples/node), against the same build.
 bash scripts/test_other_languages.sh "$safe_library"
 

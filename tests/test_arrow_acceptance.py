@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 import dataset_rt
@@ -271,7 +272,10 @@ REJECTED: dict[str, tuple[Callable[[Path], None], list[str]]] = {
     ),
     "float16 instead of float64": (
         lambda p: write_file(
-            p, table_of(arrays={"score": pa.array([1.0] * len(ROWS), pa.float16())})
+            p,
+            table_of(
+                arrays={"score": pa.array(np.full(len(ROWS), 1.0, np.float16), pa.float16())}
+            ),
         ),
         ["score", "type"],
     ),

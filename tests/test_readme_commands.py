@@ -1,0 +1,78 @@
+"""The README's two commands are the whole setup, and CI runs exactly them.
+
+.ci/run takes the commands from the README (scripts/readme_commands.py); these tests pin
+what a newcomer relies on: two commands, every extra they name exists, the test command
+brings everything the tests import, and CI installs nothing with pip of its own.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import dependency_floors  # noqa: E402
+import readme_commands  # noqa: E402
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+_EXTRAS = re.compile(r"-e '\.\[([a-z,-]+)\]'")
+
+
+def extras_of(command: str) -> set[str]:
+    match = _EXTRAS.search(command)
+    assert match, f"no editable install with extras in {command!r}"
+    return set(match.group(1).split(","))
+
+
+def test_the_readme_has_exactly_two_commands_the_main_job_then_the_tests() -> None:
+    main_job, tests = readme_commands.readme_commands(README)
+    assert main_job.endswith("-m dataset_rt.demo"), main_job
+    assert tests.endswith("bash scripts/test.sh"), tests
+    for command in (main_job, tests):
+        assert command.startswith("python3 -m venv .venv && "), command
+
+
+def test_the_commands_name_only_extras_that_pyproject_declares() -> None:
+    main_job, tests = readme_commands.readme_commands(README)
+    declared = set(PROJECT["optional-dependencies"])
+    assert extras_of(main_job) <= declared
+    assert extras_of(tests) == {"dev", "test"} <= declared
+
+
+@pytest.mark.parametrize(
+    "module", ["torch", "torchdata", "sklearn", "datasets", "PIL", "lz4", "hypothesis"]
+)
+def test_what_the_tests_import_comes_with_the_test_command(module: str) -> None:
+    """Each module the suite or its examples import is provided by a declared extra, so
+    the test command installs it (this test runs after that command)."""
+    result = subprocess.run(
+        [sys.executable, "-c", f"import {module}"], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, f"{module} is not installed: {result.stderr[-300:]}"
+
+
+def test_ci_installs_nothing_with_pip_of_its_own_and_runs_the_readme_commands() -> None:
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    code = [line for line in ci.splitlines() if not line.lstrip().startswith("#")]
+    assert not [line for line in code if "pip install" in line or "pip3 install" in line]
+    assert "scripts/readme_commands.py README.md" in ci
+    assert 'bash -euo pipefail -c "${readme_commands[0]}"' in ci
+    assert 'bash -euo pipefail -c "${readme_commands[1]}"' in ci
+
+
+def test_every_runtime_dependency_has_a_floor_that_ci_pins() -> None:
+    pins = [dependency_floors.pinned_floor(d) for d in PROJECT["dependencies"]]
+    assert len(pins) == len(PROJECT["dependencies"]) and all("==" in pin for pin in pins)
+    with pytest.raises(ValueError, match="must be written 'name>=floor'"):
+        dependency_floors.pinned_floor("polars")
+    requirements = dependency_floors.floor_requirements(PROJECT)
+    assert not [r for r in requirements if dependency_floors.requirement_name(r) == "datasets"]
+    assert [r for r in requirements if r.startswith("torch==")]
