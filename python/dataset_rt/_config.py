@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 # Widths of the C ABI fields these values travel in.
@@ -143,12 +144,18 @@ class ReaderConfig(BaseModel):
         True
         >>> ReaderConfig(seed=0, shuffle=False, on_corrupt="skip").on_corrupt
         'skip'
+        >>> ReaderConfig(shuffle=False)
+        Traceback (most recent call last):
+        pydantic_core._pydantic_core.ValidationError: 1 validation error for ReaderConfig
+          Field required: ReaderConfig needs a seed, e.g. ReaderConfig(seed=0). ...
     """
 
     model_config = _FROZEN
 
     seed: int = Field(ge=0, lt=2**64)
-    """Seed of the deterministic sample stream (0 <= seed < 2**64)."""
+    """Seed of the deterministic sample stream (0 <= seed < 2**64). Required, also
+    with ``shuffle=False``: it keys the shuffled stream and is part of every resume
+    state's fingerprint, so it is never chosen implicitly."""
 
     prefetch_size: int = Field(default=64, gt=0, le=_U32_MAX)
     """Samples read ahead of the consumer; bounds the reader's memory."""
@@ -183,3 +190,18 @@ class ReaderConfig(BaseModel):
     what it skipped (``skipped``) and the first skip of each cache is warned about
     (``RuntimeWarning``). With ``"skip"`` large payloads are read with their batch
     (one more copy). ``get`` and ``get_many`` always raise."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _seed_is_given(cls, data: Any) -> Any:
+        # pydantic's own message for a missing field ("Field required") says neither
+        # why the seed is required nor what to pass; its phrase and error type stay,
+        # for code written against dataset-rt 0.2.4, which requires the seed too.
+        if isinstance(data, dict) and "seed" not in data:
+            raise PydanticCustomError(
+                "missing",
+                "Field required: ReaderConfig needs a seed, e.g. ReaderConfig(seed=0). "
+                "The seed keys the shuffled sample stream and the fingerprint of every "
+                "resume state, so it is never chosen implicitly (also with shuffle=False)",
+            )
+        return data
