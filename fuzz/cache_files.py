@@ -9,7 +9,7 @@ every sample, `get_metadata()` (the Arrow export) and `get_many()` (the random
 access reads). The `lz4_codec` target calls the core's LZ4 codec directly.
 
 The property: a read either fails with the library's documented exception for a
-bad cache (a ValueError carrying status DRT_ERR_INVALID_CACHE, or an OSError),
+bad cache (an InvalidCacheError, status DRT_ERR_INVALID_CACHE, or a CacheIOError),
 or returns exactly what the bytes mean (`cache_reference.py`): the record each
 index row names, its metadata as its JSON states and `metadata.arrow` lists,
 its payload as stored or as its LZ4 block decodes. Whatever is no longer
@@ -63,6 +63,7 @@ from dataset_rt import (
     _native,
     verify,
 )
+from dataset_rt.errors import DatasetRtError, InvalidInputError
 
 try:
     import lz4.block as lz4_block  # the reference LZ4 implementation (a dev dependency)
@@ -145,7 +146,7 @@ class Read:
 @dataclass
 class Failure:
     stage: str
-    error: _native.NativeError
+    error: DatasetRtError
 
 
 def sha256_hex(data: bytes) -> str:
@@ -468,8 +469,8 @@ class Harness:
             return "oversized"
         try:
             decoded: bytes | None = _native.lz4_decompress(block, size)
-        except _native.NativeValueError as error:
-            if error.status != _native.ERR_INVALID_INPUT:
+        except DatasetRtError as error:
+            if not isinstance(error, InvalidInputError):
                 raise Violation(f"drt_lz4_decompress failed with status {error.status}") from error
             decoded = None
         if decoded is not None and decoded != meaning:
@@ -599,7 +600,7 @@ class Harness:
         exactly when that read failed, and name each one."""
         try:
             report = verify(self.mutated, num_workers=1, show_progress=False)
-        except _native.NativeError as error:
+        except DatasetRtError as error:
             raise Violation(f"verify raised {type(error).__name__}: {error}") from error
         if report.ok != validated:
             found = [problem.message for problem in report.problems[:3]]
@@ -637,7 +638,7 @@ class Harness:
             again = [
                 (s.cache_id, s.sample_id, s.data, dict(s.metadata)) for s in dataset.get_many(pairs)
             ]
-        except _native.NativeError as error:
+        except DatasetRtError as error:
             if error.status not in ALLOWED_STATUSES:
                 raise Violation(
                     f"{stage}: {type(error).__name__} with status {error.status}: {error}"

@@ -180,12 +180,13 @@ def test_info_reports_a_bad_cache_in_one_line_and_exits_1(
     assert good_info["samples"] == len(SAMPLES)
     assert bad_info == {
         "path": str(not_a_cache),
-        "error": f"cache {not_a_cache}: missing manifest: cannot read manifest.json: FileNotFound",
+        "error": f"cache {not_a_cache}: missing manifest: cannot read manifest.json: "
+        "no such file or directory",
     }
     result = invoke("info", not_a_cache, code=1)
     assert (
         result.stderr == f"dataset-rt: cache {not_a_cache}: missing manifest: "
-        "cannot read manifest.json: FileNotFound\n"
+        "cannot read manifest.json: no such file or directory\n"
     )
     # A cache whose files disagree with its manifest does not open either.
     shard = good / "shards" / "000000.bin"
@@ -358,7 +359,10 @@ def test_verify_lists_the_problems_of_a_corrupt_cache_and_exits_1(
 def test_verify_reports_a_directory_that_is_not_a_cache(tmp_path: Path) -> None:
     report = invoke_json("verify", tmp_path, code=1)
     [problem] = report["caches"][0]["problems"]
-    assert problem["message"] == "missing manifest: cannot read manifest.json: FileNotFound"
+    assert (
+        problem["message"]
+        == "missing manifest: cannot read manifest.json: no such file or directory"
+    )
 
 
 def test_verify_refuses_a_bad_worker_count(runtime: DatasetRuntime, tmp_path: Path) -> None:

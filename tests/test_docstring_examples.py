@@ -1,13 +1,13 @@
 """Every public name has a docstring with an example, and every example runs.
 
-The public names: `dataset_rt.__all__`, `dataset_rt.torch.__all__` and
-`dataset_rt.sources.__all__`, with each exported class's own public methods and
-properties. Their examples are doctests (``>>>``), run against the objects
-docs/reference/ names: ``runtime`` (a `DatasetRuntime`), ``cache_path`` (a
-cache of 100 `Squares` samples) and ``dataset`` (that cache opened with
-``ReaderConfig(seed=0)``, fresh for each docstring), with ``pa`` (pyarrow),
-``pl`` (polars) and the modules' exported names imported, in a scratch working
-directory.
+The public names: `dataset_rt.__all__`, `dataset_rt.errors.__all__`,
+`dataset_rt.torch.__all__` and `dataset_rt.sources.__all__`, with each exported
+class's own public methods and properties. Their examples are doctests (``>>>``),
+run against the objects docs/reference/ names: ``runtime`` (a `DatasetRuntime`),
+``cache_path`` (a cache of 100 `Squares` samples) and ``dataset`` (that cache
+opened with ``ReaderConfig(seed=0)``, fresh for each docstring), with ``pa``
+(pyarrow), ``pl`` (polars) and the modules' exported names imported, in a
+scratch working directory.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import pytest
 import dataset_rt
 from dataset_rt import CacheInput, DatasetRuntime, ReaderConfig
 
-MODULES = ["dataset_rt", "dataset_rt.torch", "dataset_rt.sources"]
+MODULES = ["dataset_rt", "dataset_rt.errors", "dataset_rt.torch", "dataset_rt.sources"]
 
 
 class Squares:

@@ -179,7 +179,13 @@ def test_a_file_over_the_size_limit_fails_its_source_only_and_leaves_nothing(
     file = r"shard \d+" if target == "shard" else re.escape(target)
     context = f"(limit {limit} bytes, other files up to {fitting}, {target} {target_size})"
     try:
-        check_failed_write(runtime, base, report, big, rf"cannot write {file}: FileTooBig")
+        check_failed_write(
+            runtime,
+            base,
+            report,
+            big,
+            rf"cannot write {file}: file too large: the limit is {limit} bytes \(ulimit -f\)",
+        )
     except AssertionError as error:
         raise AssertionError(f"{error} {context}") from None
 
@@ -220,7 +226,9 @@ def test_a_full_disk_fails_its_source_only_and_leaves_nothing(
         "remount_size": "16m",
     }
     report = run_writer("disk-full", job)
-    check_failed_write(runtime, base, report, big, r"cannot write shard \d+: NoSpaceLeft")
+    check_failed_write(
+        runtime, base, report, big, r"cannot write shard \d+: no space left on device"
+    )
 
 
 # ---- SIGKILL at any moment ----------------------------------------------------------

@@ -13,6 +13,7 @@ import pytest
 from conftest import QUIET, ListSource, simple_samples
 from dataset_rt import CacheWriteSuccess, DatasetRuntime, ReaderConfig
 from dataset_rt._writing import NativeWriter
+from dataset_rt.errors import WrongProcessError
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 
@@ -58,6 +59,9 @@ def test_a_forked_child_gets_a_clear_error_and_can_start_its_own_runtime(tmp_pat
             if "another process" not in str(error):
                 print(f"unclear error: {error}", file=sys.stderr)
                 return 2
+            if not isinstance(error, WrongProcessError) or error.status != 7:
+                print(f"not a WrongProcessError: {type(error).__mro__}", file=sys.stderr)
+                return 5
         else:
             return 3
         del iterator_in_child[:]  # drops the inherited iterator: must not hang

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from dataset_rt import DatasetRuntime, _native
+from dataset_rt.errors import InvalidCacheError, StateError
 
 FUZZ_DIR = Path(__file__).resolve().parent.parent / "fuzz"
 REGRESSIONS_DIR = Path(__file__).resolve().parent / "fuzz_regressions"
@@ -144,8 +145,8 @@ def test_the_property_catches_changed_metadata(
     ("error", "message", "status", "violation"),
     [
         # An exception the ABI does not document for a cache's bytes.
-        (_native.NativeRuntimeError, "wrong state", _native.ERR_STATE, "status 8"),
-        (_native.NativeValueError, "no", _native.ERR_INVALID_CACHE, "a valid cache was refused"),
+        (StateError, "wrong state", _native.ERR_STATE, "status 8"),
+        (InvalidCacheError, "no", _native.ERR_INVALID_CACHE, "a valid cache was refused"),
     ],
     ids=["undocumented exception", "refused valid cache"],
 )

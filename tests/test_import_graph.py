@@ -79,3 +79,8 @@ def test_the_native_boundary_imports_no_public_module_above_it() -> None:
     above = {"_dataset", "_runtime", "_writing", "_metadata_frame", "torch", "api", "demo"}
     for module in (name.removesuffix(".py") for name in BOUNDARY):
         assert not graph[module] & above, (module, graph[module] & above)
+
+
+def test_the_errors_module_imports_nothing_of_the_package() -> None:
+    # Every module may raise its classes; it can import none of them back.
+    assert import_graph()["errors"] == set()

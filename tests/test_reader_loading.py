@@ -19,6 +19,7 @@ from dataset_rt import (
     ReaderConfig,
     WriterConfig,
 )
+from dataset_rt.errors import InvalidCacheError
 
 CONFIG = ReaderConfig(seed=0, shuffle=False)
 OTHER_TYPES = [
@@ -72,16 +73,20 @@ def test_cache_ids_follow_the_order_of_paths(runtime: DatasetRuntime, written: P
     assert records(ds) == expected_records(simple_samples(3, payload_bytes=2), simple_samples(4))
 
 
+SCHEMA = "all caches must share the same metadata schema: column"
+
+
 @pytest.mark.parametrize(
     ("entries", "named", "message"),
     [
-        (["missing"], "missing", "cannot open the cache directory"),
+        (["missing"], "missing", "cannot open the cache directory: no such file or directory"),
         (["a", "missing"], "missing", "cannot open the cache directory"),
         (["empty"], "empty", "manifest.json"),
         (["a", "junk"], "junk", "manifest.json"),
-        (["a", "float_index"], "float_index", "all caches must share the same metadata schema"),
-        (["a", "other_keys"], "other_keys", "all caches must share the same metadata schema"),
-        (["a", "b", "other_keys"], "other_keys", "all caches must share the same metadata schema"),
+        (["a", "float_index"], "float_index", f"{SCHEMA} 'index' is int in {{a}} but float in"),
+        (["a", "other_keys"], "other_keys", f"{SCHEMA} 'flag' is in {{a}} but not in"),
+        (["a", "b", "other_keys"], "other_keys", f"{SCHEMA} 'flag' is in {{a}} but not in"),
+        (["other_keys", "a"], "other_keys", f"{SCHEMA} 'flag' is in {{a}} but not in"),
     ],
 )
 def test_loading_a_bad_cache_raises_naming_it(
@@ -89,8 +94,34 @@ def test_loading_a_bad_cache_raises_naming_it(
 ) -> None:
     with pytest.raises(ValueError) as excinfo:
         runtime.cached_dataset([written / e for e in entries], reader_config=CONFIG)
-    assert message in str(excinfo.value)
+    assert message.format(a=written / "a") in str(excinfo.value)
     assert str(written / named) in str(excinfo.value)
+
+
+def test_a_schema_mismatch_names_the_column_both_kinds_and_both_caches(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    results = runtime.write_cache(
+        [
+            ListSource("a", [(b"x", {"label": 1, "split": "train"})]),
+            ListSource("b", [(b"x", {"label": "cat", "split": "train"})]),
+            ListSource("c", [(b"x", {"label": 1})]),
+        ],
+        tmp_path,
+        writer_config=QUIET,
+    )
+    assert all(isinstance(r, CacheWriteSuccess) for r in results), results
+    a, b, c = (str(tmp_path / name) for name in "abc")
+    expected = {
+        (a, b): f"{SCHEMA} 'label' is int in {a} but string in {b}",
+        (b, a): f"{SCHEMA} 'label' is string in {b} but int in {a}",
+        (a, c): f"{SCHEMA} 'split' is in {a} but not in {c}",
+        (c, a): f"{SCHEMA} 'split' is in {a} but not in {c}",
+    }
+    for paths, message in expected.items():
+        with pytest.raises(InvalidCacheError) as excinfo:
+            runtime.cached_dataset(list(paths), reader_config=CONFIG)
+        assert str(excinfo.value) == message
 
 
 def test_loading_no_paths_is_rejected(runtime: DatasetRuntime) -> None:

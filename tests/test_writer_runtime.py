@@ -588,7 +588,7 @@ def test_many_small_shards_stay_within_a_small_open_file_limit(
 ) -> None:
     # Each closed shard waiting for its fsync and its hash holds two open files; they
     # once piled up to the pool queue's 1,024 jobs and failed the write with
-    # ProcessFdQuotaExceeded under the usual limit of 1,024 open files.
+    # "too many open files" under the usual limit of 1,024.
     import resource
 
     def limit_open_files() -> None:

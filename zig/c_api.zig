@@ -21,6 +21,7 @@ const sampler = @import("stream/sampler.zig");
 const permutation = @import("stream/permutation.zig");
 const stream_shard = @import("stream/stream_shard.zig");
 const stream_state = @import("stream/stream_state.zig");
+const error_words = @import("base/error_words.zig");
 const Diagnostic = @import("base/diagnostic.zig").Diagnostic;
 const metadata_types = @import("format/metadata_types.zig");
 const c_types = @import("c_types.zig");
@@ -76,7 +77,7 @@ export fn drt_runtime_create(num_workers: u32, out: ?*?*Runtime) i32 {
     const out_ptr = out orelse return nullArgument("out pointer");
     if (num_workers < 1) return failMessage(status_invalid_argument, "num_workers must be greater than zero", .{});
     if (num_workers > thread_pool.workers_max) return failMessage(status_invalid_argument, "num_workers must be at most {d}, got {d}", .{ thread_pool.workers_max, num_workers });
-    out_ptr.* = Runtime.create(allocator, num_workers) catch |err| return failMessage(status_state, "cannot start {d} worker threads: {s}", .{ num_workers, @errorName(err) });
+    out_ptr.* = Runtime.create(allocator, num_workers) catch |err| return failMessage(status_state, "cannot start {d} worker threads: {f}", .{ num_workers, error_words.of(err) });
     return status_ok;
 }
 

@@ -3,6 +3,7 @@
 const std = @import("std");
 const c_status = @import("c_status.zig");
 const c_types = @import("c_types.zig");
+const error_words = @import("base/error_words.zig");
 const dataset_module = @import("read/dataset.zig");
 const sample_batch = @import("read/sample_batch.zig");
 const verify = @import("read/verify.zig");
@@ -34,7 +35,7 @@ export fn drt_verify_create(runtime: ?*Runtime, path: ?[*]const u8, path_len: u6
 export fn drt_verify_run(verifier: ?*verify.Verifier) i32 {
     const v = verifier orelse return nullArgument("verifier");
     if (!checkProcess(v.pool)) return status_wrong_process;
-    v.run() catch |err| return failMessage(statusOf(err), "verify of {s} stopped: {s}", .{ v.path, @errorName(err) });
+    v.run() catch |err| return failMessage(statusOf(err), "verify of {s} stopped: {f}", .{ v.path, error_words.of(err) });
     return status_ok;
 }
 

@@ -3,6 +3,7 @@
 //! errors to statuses, and the checks every entry point shares.
 const std = @import("std");
 const thread_pool = @import("base/thread_pool.zig");
+const error_words = @import("base/error_words.zig");
 const Diagnostic = @import("base/diagnostic.zig").Diagnostic;
 
 pub const status_ok: i32 = 0;
@@ -56,8 +57,10 @@ pub fn statusOf(err: anyerror) i32 {
     };
 }
 
+/// The status of `err` with the diagnostic's message; a failure that left no
+/// message is described by the error's words ("out of memory").
 pub fn failError(err: anyerror, diagnostic: *const Diagnostic) i32 {
-    if (err == error.OutOfMemory and diagnostic.len == 0) return failMessage(status_out_of_memory, "out of memory", .{});
+    if (diagnostic.len == 0) return failMessage(statusOf(err), "{f}", .{error_words.of(err)});
     return failWith(statusOf(err), diagnostic);
 }
 

@@ -17,6 +17,7 @@ test {
     _ = @import("base/diagnostic.zig");
     _ = @import("base/directory_entries.zig");
     _ = @import("base/durable_files.zig");
+    _ = @import("base/error_words.zig");
     _ = @import("base/file_lock.zig");
     _ = @import("base/file_status.zig");
     _ = @import("base/file_view.zig");

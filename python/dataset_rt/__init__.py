@@ -6,6 +6,8 @@ Write sources into immutable, checksummed caches with
 native core (Zig, C ABI) loaded through ctypes.
 """
 
+# The exception classes, as a submodule: `dataset_rt.errors.DatasetRtError`.
+from dataset_rt import errors
 from dataset_rt.api import (
     BytesLike,
     CachedDataset,
@@ -55,5 +57,6 @@ __all__ = [
     "VerifyProblem",
     "VerifyReport",
     "WriterProfilerConfig",
+    "errors",
     "verify",
 ]

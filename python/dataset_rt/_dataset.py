@@ -10,7 +10,7 @@ from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dataset_rt import _native
+from dataset_rt import _native, errors
 from dataset_rt._config import ReaderConfig
 from dataset_rt._fork_safe_lock import ForkSafeLock
 from dataset_rt._native import RuntimeHandle
@@ -122,10 +122,10 @@ class CachedDataset:
             raise TypeError(f"epoch_len must be an int, got {type(epoch_len).__name__}")
         # The core refuses 0; a negative value cannot reach it.
         if epoch_len < 0:
-            raise ValueError(f"epoch_len must be at least 1, got {epoch_len}")
+            raise errors.InvalidArgumentError(f"epoch_len must be at least 1, got {epoch_len}")
         if epoch_len > sys.maxsize:
             # len(ds) returns it, and Python lengths stop at sys.maxsize.
-            raise ValueError(
+            raise errors.InvalidArgumentError(
                 f"epoch_len must be at most sys.maxsize ({sys.maxsize}), got {epoch_len}"
             )
         self._handle.set_epoch_len(epoch_len)
@@ -483,7 +483,7 @@ def _identity_arrays(pairs: Any) -> tuple[array[int], array[int]]:
                     f"get_many: item {index}: {name} must be an int, got {type(value).__name__}"
                 )
         if not (0 <= cache_id <= _native.U32_MAX and 0 <= sample_id <= _native.U64_MAX):
-            raise IndexError(
+            raise errors.SampleNotFoundError(
                 f"no sample (cache_id={cache_id}, sample_id={sample_id}) (request {index})"
             )
         cache_ids.append(cache_id)
@@ -495,4 +495,4 @@ def _check_index(name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
     if not 0 <= value <= _native.U64_MAX:
-        raise ValueError(f"{name} must be between 0 and 2**64 - 1, got {value}")
+        raise errors.InvalidArgumentError(f"{name} must be between 0 and 2**64 - 1, got {value}")

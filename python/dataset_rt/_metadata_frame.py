@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from dataset_rt import _native
+from dataset_rt import _native, errors
 from dataset_rt._arrow_c_stream import ColumnBuffers, CoreStream
 
 if TYPE_CHECKING:
@@ -92,12 +92,16 @@ def identity_arrays(frame: pl.DataFrame) -> tuple[array[int], array[int]]:
     `CachedDataset.get_many`; an identity outside those ranges is an `IndexError`."""
     for name in IDENTITY_COLUMNS:
         if name not in frame.columns:
-            raise ValueError(f"get_many: the frame has no '{name}' column; it has {frame.columns}")
+            raise errors.InvalidArgumentError(
+                f"get_many: the frame has no '{name}' column; it has {frame.columns}"
+            )
         series = frame.get_column(name)
         if not series.dtype.is_integer():
             raise TypeError(f"get_many: column '{name}' must be integers, got {series.dtype}")
         if series.null_count():
-            raise ValueError(f"get_many: column '{name}' has {series.null_count()} nulls")
+            raise errors.InvalidArgumentError(
+                f"get_many: column '{name}' has {series.null_count()} nulls"
+            )
     cache_id, sample_id = (pl.col(name) for name in IDENTITY_COLUMNS)
     outside = (
         frame.select(*IDENTITY_COLUMNS)
@@ -106,7 +110,7 @@ def identity_arrays(frame: pl.DataFrame) -> tuple[array[int], array[int]]:
     )
     if outside.height:
         request, bad_cache, bad_sample = outside.row(0)
-        raise IndexError(
+        raise errors.SampleNotFoundError(
             f"no sample (cache_id={bad_cache}, sample_id={bad_sample}) (request {request})"
         )
     return (

@@ -25,6 +25,8 @@ from ctypes import (
 )
 from pathlib import Path
 
+from dataset_rt import errors
+
 ABI_VERSION = 3
 MAX_WORKERS = 256
 """The core's limit on native worker threads per runtime."""
@@ -48,77 +50,17 @@ ERR_STATE = 8
 ERR_OUT_OF_RANGE = 9
 
 
-class NativeError(Exception):
-    """Base of the errors raised from a core status code; `status` is the code."""
-
-    status: int = ERR_STATE
-
-    def __init__(self, message: str, status: int | None = None) -> None:
-        # One argument suffices, as for any exception: torch rebuilds an
-        # exception raised in a DataLoader worker from its message alone.
-        super().__init__(message)
-        if status is not None:
-            self.status = status
-
-
-class NativeValueError(NativeError, ValueError):
-    """The core rejected an argument, a sample or a cache."""
-
-    status = ERR_INVALID_ARGUMENT
-
-
-class NativeCacheError(NativeValueError, RuntimeError):
-    """A cache on disk is missing, unreadable or inconsistent.
-
-    Also a `RuntimeError`: dataset-rt 0.2.4 raises `RuntimeError` for a cache
-    file it cannot read ("I/O error") and a manifest it cannot parse ("JSON
-    error"), `ValueError` for the rest; code catching either keeps working.
-    """
-
-    status = ERR_INVALID_CACHE
-
-
-class NativeOSError(NativeError, OSError, RuntimeError):
-    """The operating system refused a file operation.
-
-    Also a `RuntimeError`, as dataset-rt 0.2.4's "I/O error" is.
-    """
-
-    status = ERR_IO
-
-
-class NativeAlreadyExistsError(NativeError, FileExistsError):
-    """The write target already exists; nothing was overwritten."""
-
-    status = ERR_ALREADY_EXISTS
-
-
-class NativeRuntimeError(NativeError, RuntimeError):
-    """A handle was used in the wrong state or in a forked child."""
-
-
-class NativeIndexError(NativeError, IndexError):
-    """An index or a sample identity names nothing."""
-
-    status = ERR_OUT_OF_RANGE
-
-
-class NativeMemoryError(NativeError, MemoryError):
-    """The core ran out of memory."""
-
-    status = ERR_OUT_OF_MEMORY
-
-
-_ERROR_TYPES: dict[int, type[NativeError]] = {
-    ERR_INVALID_ARGUMENT: NativeValueError,
-    ERR_INVALID_INPUT: NativeValueError,
-    ERR_INVALID_CACHE: NativeCacheError,
-    ERR_IO: NativeOSError,
-    ERR_OUT_OF_MEMORY: NativeMemoryError,
-    ERR_ALREADY_EXISTS: NativeAlreadyExistsError,
-    ERR_WRONG_PROCESS: NativeRuntimeError,
-    ERR_STATE: NativeRuntimeError,
-    ERR_OUT_OF_RANGE: NativeIndexError,
+# The exception raised for each status.
+_ERROR_TYPES: dict[int, type[errors.DatasetRtError]] = {
+    ERR_INVALID_ARGUMENT: errors.InvalidArgumentError,
+    ERR_INVALID_INPUT: errors.InvalidInputError,
+    ERR_INVALID_CACHE: errors.InvalidCacheError,
+    ERR_IO: errors.CacheIOError,
+    ERR_OUT_OF_MEMORY: errors.OutOfMemoryError,
+    ERR_ALREADY_EXISTS: errors.CacheExistsError,
+    ERR_WRONG_PROCESS: errors.WrongProcessError,
+    ERR_STATE: errors.StateError,
+    ERR_OUT_OF_RANGE: errors.SampleNotFoundError,
 }
 
 
@@ -515,7 +457,7 @@ def check(status: int) -> None:
     if status == OK:
         return
     message = (lib.drt_last_error() or b"").decode("utf-8", errors="replace")
-    raise _ERROR_TYPES.get(status, NativeRuntimeError)(message or f"status {status}", status)
+    raise _ERROR_TYPES.get(status, errors.StateError)(message or f"status {status}", status)
 
 
 def shard_counts(span_len: int, shard: Shard) -> ShardCounts:

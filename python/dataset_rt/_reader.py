@@ -15,7 +15,7 @@ from itertools import repeat
 from pathlib import Path
 from typing import Any, cast
 
-from dataset_rt import _malloc_tuning, _native, _stream_state
+from dataset_rt import _malloc_tuning, _native, _stream_state, errors
 from dataset_rt._config import ReaderConfig
 from dataset_rt._fork_safe_lock import ForkSafeLock
 from dataset_rt._metadata_row import MetadataRow
@@ -249,7 +249,7 @@ class NativeIterator:
         """The stream state after the samples handed out so far."""
         with self.lock.held():
             if self.handle is None:
-                raise RuntimeError("this iterator is closed; its state is gone with it")
+                raise errors.StateError("this iterator is closed; its state is gone with it")
             native = _native.StreamState()
             _native.check(
                 _native.lib.drt_iterator_state(self.handle, self.consumed(), ctypes.byref(native))
@@ -260,7 +260,7 @@ class NativeIterator:
         """The state this iterator's share was cut from (see `drt_iterator_span`)."""
         with self.lock.held():
             if self.handle is None:
-                raise RuntimeError("this iterator is closed; its state is gone with it")
+                raise errors.StateError("this iterator is closed; its state is gone with it")
             native = _native.StreamState()
             _native.check(_native.lib.drt_iterator_span(self.handle, ctypes.byref(native)))
         return _stream_state.to_dict(native, self.dataset.cache_sha256s)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple, TypeAlias
 
-from dataset_rt import _native
+from dataset_rt import _native, errors
 from dataset_rt._config import ReaderConfig, WriterConfig
 from dataset_rt._dataset import CachedDataset
 from dataset_rt._native import MAX_WORKERS, RuntimeHandle
@@ -89,9 +89,11 @@ class DatasetRuntime:
         # The core checks the range; values the C field cannot hold are refused
         # here, with the core's words.
         if num_workers < 0:
-            raise ValueError("num_workers must be greater than zero")
+            raise errors.InvalidArgumentError("num_workers must be greater than zero")
         if num_workers > _native.U32_MAX:
-            raise ValueError(f"num_workers must be at most {MAX_WORKERS}, got {num_workers}")
+            raise errors.InvalidArgumentError(
+                f"num_workers must be at most {MAX_WORKERS}, got {num_workers}"
+            )
         self._num_workers = num_workers
         self._handle: RuntimeHandle | None = RuntimeHandle(num_workers)
 
@@ -113,7 +115,7 @@ class DatasetRuntime:
             >>> runtime.close()
             >>> runtime.cached_dataset([cache_path], reader_config=ReaderConfig(seed=0))
             Traceback (most recent call last):
-            RuntimeError: this DatasetRuntime is closed
+            dataset_rt.errors.StateError: this DatasetRuntime is closed
         """
         self._handle = None
 
@@ -125,7 +127,7 @@ class DatasetRuntime:
 
     def _live_handle(self) -> RuntimeHandle:
         if self._handle is None:
-            raise RuntimeError("this DatasetRuntime is closed")
+            raise errors.StateError("this DatasetRuntime is closed")
         return self._handle
 
     def write_cache(

@@ -12,7 +12,7 @@ import ctypes
 from collections.abc import Mapping
 from typing import Any
 
-from dataset_rt import _native
+from dataset_rt import _native, errors
 
 STATE_VERSION = 1
 """The layout of the dicts `state_dict()` returns; bumped if a key changes meaning."""
@@ -44,12 +44,12 @@ def from_dict(state: Mapping[str, Any]) -> tuple[_native.StreamState, bytes]:
         raise TypeError(f"a DatasetRT state must be a dict, got {type(state).__name__}")
     missing = [key for key in _KEYS if key not in state]
     if missing:
-        raise ValueError(
+        raise errors.InvalidArgumentError(
             f"not a DatasetRT state: missing {', '.join(map(repr, missing))} "
             "(pass what state_dict() returned)"
         )
     if state["version"] != STATE_VERSION:
-        raise ValueError(
+        raise errors.InvalidArgumentError(
             f"DatasetRT state version {state['version']!r} is not supported "
             f"(this version reads {STATE_VERSION})"
         )
@@ -61,7 +61,9 @@ def from_dict(state: Mapping[str, Any]) -> tuple[_native.StreamState, bytes]:
     if not isinstance(algorithm, str) or not algorithm.isascii():
         raise TypeError(f"state['algorithm'] must be an ASCII str, got {algorithm!r}")
     if len(algorithm) >= _native.ALGORITHM_NAME_BYTES:
-        raise ValueError(f"state['algorithm'] is too long to be an algorithm name: {algorithm!r}")
+        raise errors.InvalidArgumentError(
+            f"state['algorithm'] is too long to be an algorithm name: {algorithm!r}"
+        )
     caches = state["caches"]
     if isinstance(caches, (str, bytes)) or not isinstance(caches, (list, tuple)):
         raise TypeError("state['caches'] must be a list of manifest SHA-256s in hex")
@@ -100,7 +102,9 @@ def _check_u64(key: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"state[{key!r}] must be an int, got {type(value).__name__}")
     if not 0 <= value <= _native.U64_MAX:
-        raise ValueError(f"state[{key!r}] must be between 0 and 2**64 - 1, got {value}")
+        raise errors.InvalidArgumentError(
+            f"state[{key!r}] must be between 0 and 2**64 - 1, got {value}"
+        )
 
 
 def _digest(where: str, text: object) -> bytes:
@@ -109,6 +113,6 @@ def _digest(where: str, text: object) -> bytes:
             raise ValueError
         return bytes.fromhex(text)
     except ValueError:
-        raise ValueError(
+        raise errors.InvalidArgumentError(
             f"{where} must be a SHA-256 in hex (64 characters), got {text!r}"
         ) from None

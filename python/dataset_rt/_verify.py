@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from dataset_rt import _native
+from dataset_rt import _native, errors
 from dataset_rt._reader import NativeVerifier
 
 _REFRESH_SECONDS = 0.5
@@ -100,7 +100,9 @@ def verify(
     if isinstance(num_workers, bool) or not isinstance(num_workers, int):
         raise TypeError(f"num_workers must be an int, got {type(num_workers).__name__}")
     if not 0 <= num_workers <= _native.U32_MAX:
-        raise ValueError(f"num_workers must be between 1 and 256, got {num_workers}")
+        raise errors.InvalidArgumentError(
+            f"num_workers must be between 1 and 256, got {num_workers}"
+        )
     cache = Path(os.fspath(path))
     verifier = NativeVerifier(_native.RuntimeHandle(num_workers), cache)
     try:

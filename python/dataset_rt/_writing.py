@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from dataset_rt import _native
+from dataset_rt import _native, errors
 from dataset_rt._config import WriterConfig
 from dataset_rt._metadata_columns import to_columns
 from dataset_rt._profiling import WriterProfile
@@ -80,7 +80,9 @@ def check_unique_targets(names: Iterable[str], base_cache_dir: Path) -> None:
     seen: set[str] = set()
     for name in names:
         if name in seen:
-            raise ValueError(f"duplicate generated cache path: {base_cache_dir / name}")
+            raise errors.InvalidArgumentError(
+                f"duplicate generated cache path: {base_cache_dir / name}"
+            )
         seen.add(name)
 
 
@@ -329,7 +331,7 @@ def _write_one(
     encoded_name = name.encode("utf-8", "surrogatepass")
     try:
         _native.check_source_name(encoded_name)
-    except _native.NativeError as error:
+    except errors.DatasetRtError as error:
         return CacheWriteError(invalid_source_label(position), str(error))
     target = base_cache_dir / name
     if reuse is not None and _native.cache_published(target):
@@ -340,11 +342,11 @@ def _write_one(
     try:
         try:
             writer.create(runtime_handle, base_cache_dir, name, config)
-        except _native.NativeAlreadyExistsError as error:
+        except errors.CacheExistsError as error:
             if reuse is not None:
                 return reuse(name, target)
             return CacheWriteError(name, str(error))
-        except _native.NativeError as error:
+        except errors.DatasetRtError as error:
             return CacheWriteError(name, str(error))
         # Profiled from here: a source whose writer could not be created wrote nothing.
         profile.start_source(name)
@@ -364,6 +366,6 @@ def _write_one(
 
 
 def _describe_failure(error: Exception) -> str:
-    if isinstance(error, (SampleError, _native.NativeError)):
+    if isinstance(error, (SampleError, errors.DatasetRtError)):
         return str(error)
     return f"source raised {type(error).__name__}: {error}"

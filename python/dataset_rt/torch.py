@@ -28,7 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch.utils.data as torch_data
 
-from dataset_rt import _native
+from dataset_rt import _native, errors
 from dataset_rt._native import MAX_WORKERS
 from dataset_rt._reader import SampleIterator
 from dataset_rt._records import CachedSample
@@ -107,7 +107,9 @@ class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg
         if not isinstance(drop_last, bool):
             raise TypeError(f"drop_last must be a bool, got {type(drop_last).__name__}")
         if (rank is None) != (world_size is None):
-            raise ValueError("rank and world_size must be given together (or neither)")
+            raise errors.InvalidArgumentError(
+                "rank and world_size must be given together (or neither)"
+            )
         _check_int("batch_size", batch_size, 0, _native.U64_MAX)
         _check_int("rank", rank, 0, _native.U32_MAX)
         _check_int("world_size", world_size, 0, _native.U32_MAX)
@@ -241,7 +243,7 @@ class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg
             if resume["shard"] is None:
                 return 0
             if resume["shard"] != _shard_fields(shard):
-                raise ValueError(
+                raise errors.InvalidArgumentError(
                     f"this state is the share of one DataLoader reader ({resume['shard']}); "
                     f"it resumes only the same reader ({_shard_fields(shard)}): keep the number of "
                     "workers and ranks, or resume from dataset_rt.torch.DataLoader's global state"
@@ -296,7 +298,9 @@ class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg
         if "span" in state:
             consumed = state.get("consumed")
             if isinstance(consumed, bool) or not isinstance(consumed, int) or consumed < 0:
-                raise ValueError(f"state['consumed'] must be a non-negative int, got {consumed!r}")
+                raise errors.InvalidArgumentError(
+                    f"state['consumed'] must be a non-negative int, got {consumed!r}"
+                )
             self._resume = {
                 "span": state["span"],
                 "shard": state.get("shard"),
@@ -312,7 +316,7 @@ class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg
         resume, self._resume = self._resume, None
         if resume is not None:
             if resume["shard"] is not None:
-                raise ValueError(
+                raise errors.InvalidArgumentError(
                     "a DataLoader reader's own state resumes through torchdata's "
                     "StatefulDataLoader; dataset_rt.torch.DataLoader resumes from its state_dict()"
                 )
@@ -410,7 +414,9 @@ class TorchMapDataset(torch_data.Dataset):  # type: ignore[type-arg]
             index = operator.index(index)  # ints, and numpy or torch integer scalars
             row = index + count if index < 0 else index
             if not 0 <= row < count:
-                raise IndexError(f"row {index} is out of range for a table of {count} rows")
+                raise errors.SampleNotFoundError(
+                    f"row {index} is out of range for a table of {count} rows"
+                )
             cache_ids.append(self._cache_ids[row])
             sample_ids.append(self._sample_ids[row])
         samples = self._dataset._read(cache_ids, sample_ids)
@@ -452,13 +458,13 @@ class DataLoader(torch_data.DataLoader):  # type: ignore[type-arg]
                 f"to_torch_iterable_dataset() adapter, got {type(dataset).__name__}"
             )
         elif (dataset.batch_size or 1) != (batch_size or 1):
-            raise ValueError(
+            raise errors.InvalidArgumentError(
                 f"the adapter was built with batch_size={dataset.batch_size} and the loader has "
                 f"batch_size={batch_size}: pass DataLoader(batch_size={dataset.batch_size}) or "
                 f"build the adapter with to_torch_iterable_dataset(batch_size={batch_size})"
             )
         elif dataset.drop_last != drop_last:
-            raise ValueError(
+            raise errors.InvalidArgumentError(
                 f"the adapter was built with drop_last={dataset.drop_last} and the loader has "
                 f"drop_last={drop_last}: set both the same"
             )
@@ -473,7 +479,7 @@ class DataLoader(torch_data.DataLoader):  # type: ignore[type-arg]
         adapter: TorchIterableDataset = self.dataset  # type: ignore[assignment]
         span = adapter._claim_epoch()
         if self.persistent_workers and self._iterator is not None and span != self._expected_next:
-            raise RuntimeError(
+            raise errors.StateError(
                 "persistent DataLoader workers continue the epochs they started with and "
                 "cannot follow set_epoch, load_state_dict or update_metadata; create a new "
                 "DataLoader after changing the dataset"
@@ -630,7 +636,7 @@ def _check_int(name: str, value: object, low: int, high: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
     if not low <= value <= high:
-        raise ValueError(f"{name} must be between {low} and {high}, got {value}")
+        raise errors.InvalidArgumentError(f"{name} must be between {low} and {high}, got {value}")
 
 
 def _check_loader_batch_size(caller: FrameType | None, batch_size: int | None) -> None:
@@ -647,7 +653,7 @@ def _check_loader_batch_size(caller: FrameType | None, batch_size: int | None) -
     collated = getattr(fetcher, "auto_collation", False)
     loader_batch_size = len(index) if collated and index is not None else None
     if (loader_batch_size or 1) != (batch_size or 1):
-        raise ValueError(
+        raise errors.InvalidArgumentError(
             f"the DataLoader has batch_size={loader_batch_size} and the adapter "
             f"batch_size={batch_size}: pass DataLoader(batch_size={batch_size}) or build the "
             f"adapter with to_torch_iterable_dataset(batch_size={loader_batch_size})"

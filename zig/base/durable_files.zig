@@ -3,6 +3,7 @@
 const std = @import("std");
 const builtin = @import("builtin");
 const system = @import("system.zig");
+const error_words = @import("error_words.zig");
 const Diagnostic = @import("diagnostic.zig").Diagnostic;
 
 pub const Error = error{Io};
@@ -14,12 +15,12 @@ pub const segment_bytes_max = 250;
 pub fn writeFile(dir: std.Io.Dir, name: []const u8, bytes: []const u8, diagnostic: *Diagnostic) Error!std.Io.File {
     const io = system.io();
     const file = dir.createFile(io, name, .{ .truncate = true }) catch |err| {
-        diagnostic.set("cannot create {s}: {s}", .{ name, @errorName(err) });
+        diagnostic.set("cannot create {s}: {f}", .{ name, error_words.of(err) });
         return error.Io;
     };
     errdefer file.close(io);
     file.writePositionalAll(io, bytes, 0) catch |err| {
-        diagnostic.set("cannot write {s}: {s}", .{ name, @errorName(err) });
+        diagnostic.set("cannot write {s}: {f}", .{ name, error_words.of(err) });
         return error.Io;
     };
     return file;
@@ -62,12 +63,12 @@ pub fn syncDir(dir: std.Io.Dir, what: []const u8, diagnostic: *Diagnostic) Error
     if (builtin.os.tag == .windows) return;
     const io = system.io();
     const handle = dir.openFile(io, ".", .{}) catch |err| {
-        diagnostic.set("cannot open directory {s} to fsync it: {s}", .{ what, @errorName(err) });
+        diagnostic.set("cannot open directory {s} to fsync it: {f}", .{ what, error_words.of(err) });
         return error.Io;
     };
     defer handle.close(io);
     handle.sync(io) catch |err| {
-        diagnostic.set("cannot fsync directory {s}: {s}", .{ what, @errorName(err) });
+        diagnostic.set("cannot fsync directory {s}: {f}", .{ what, error_words.of(err) });
         return error.Io;
     };
 }
@@ -83,7 +84,7 @@ pub fn createDirectories(path: []const u8, diagnostic: *Diagnostic) Error!void {
         std.Io.Dir.cwd().createDir(io, current.path, .default_dir) catch |err| switch (err) {
             error.PathAlreadyExists => {},
             else => {
-                diagnostic.set("cannot create directory {s}: {s}", .{ current.path, @errorName(err) });
+                diagnostic.set("cannot create directory {s}: {f}", .{ current.path, error_words.of(err) });
                 return error.Io;
             },
         };

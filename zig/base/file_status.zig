@@ -108,6 +108,15 @@ fn fromStd(err: anyerror) Error {
     };
 }
 
+/// Whether a failure to open or read a file says that the file is not there
+/// (or is not a file), rather than that the system refused.
+pub fn missing(err: anyerror) bool {
+    return switch (err) {
+        error.FileNotFound, error.NotDir, error.IsDir, error.FileShrank => true,
+        else => false,
+    };
+}
+
 pub const ReadError = Error || positional_read.Error || std.Io.File.OpenError || error{
     /// Longer than the caller's limit.
     FileTooBig,

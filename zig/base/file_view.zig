@@ -14,6 +14,7 @@ const std = @import("std");
 const builtin = @import("builtin");
 const system = @import("system.zig");
 const positional_read = @import("positional_read.zig");
+const error_words = @import("error_words.zig");
 const Diagnostic = @import("diagnostic.zig").Diagnostic;
 
 pub const Error = error{ OutOfMemory, Io, ShortFile };
@@ -37,7 +38,7 @@ pub const FileView = struct {
                 .protection = .{ .read = true, .write = false },
                 .populate = false,
             }) catch |err| {
-                diagnostic.set("cannot map {s}: {s}", .{ name, @errorName(err) });
+                diagnostic.set("cannot map {s}: {f}", .{ name, error_words.of(err) });
                 return error.Io;
             };
             return .{ .bytes = map.memory[0..len], .backing = .{ .section = map } };
@@ -55,7 +56,7 @@ pub const FileView = struct {
         const buffer = try allocator.alloc(u8, len);
         errdefer allocator.free(buffer);
         const read = positional_read.readAll(file, buffer, 0) catch |err| {
-            diagnostic.set("cannot map or read {s}: {s}", .{ name, @errorName(err) });
+            diagnostic.set("cannot map or read {s}: {f}", .{ name, error_words.of(err) });
             return error.Io;
         };
         if (read != len) {

@@ -6,6 +6,7 @@
 //! stay readable), and refuses everything else with a message naming the field.
 const std = @import("std");
 const assert = std.debug.assert;
+const error_words = @import("../base/error_words.zig");
 const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
 const Excerpt = @import("../base/diagnostic.zig").Excerpt;
 const cache_layout = @import("cache_layout.zig");
@@ -231,8 +232,8 @@ fn parseTree(arena: std.mem.Allocator, text: []const u8, diagnostic: *Diagnostic
             return error.InvalidManifest;
         },
         else => {
-            diagnostic.set("manifest.json is not valid JSON: {s} at line {d}, column {d}", .{
-                @errorName(err), json_diagnostics.getLine(), json_diagnostics.getColumn(),
+            diagnostic.set("manifest.json is invalid JSON ({f} at line {d}, column {d})", .{
+                error_words.of(err), json_diagnostics.getLine(), json_diagnostics.getColumn(),
             });
             return error.InvalidManifest;
         },

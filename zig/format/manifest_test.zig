@@ -309,9 +309,9 @@ test "parse refuses other format versions" {
 test "parse refuses each invalid field with a message naming it" {
     const z_hash = "cb488d7f28c0249a84aa5a1ea100e866a3daac3f18f674c4893cd2c03d6091b2";
     const cases = [_]struct { text: []const u8, message: []const u8 }{
-        .{ .text = "", .message = "manifest.json is not valid JSON: UnexpectedEndOfInput at line 1, column 1" },
+        .{ .text = "", .message = "manifest.json is invalid JSON (unexpected end of input at line 1, column 1)" },
         .{ .text = "[]", .message = "manifest.json must hold a JSON object" },
-        .{ .text = peer_manifest_z[0 .. peer_manifest_z.len - 1], .message = "manifest.json is not valid JSON: UnexpectedEndOfInput at line 41, column 1" },
+        .{ .text = peer_manifest_z[0 .. peer_manifest_z.len - 1], .message = "manifest.json is invalid JSON (unexpected end of input at line 41, column 1)" },
         .{ .text = replaced("\"sample_count\"", "\"sample_count\": 1, \"sample_count\""), .message = "manifest.json repeats a field name in one object (line 4)" },
         .{ .text = replaced("\"format_version\": 2", "\"format_version\": \"2\""), .message = "manifest field 'format_version' must be a non-negative integer" },
         .{ .text = replaced("\"format_version\": 2", "\"format_version\": 2.0"), .message = "manifest field 'format_version' must be a non-negative integer" },
@@ -329,7 +329,7 @@ test "parse refuses each invalid field with a message naming it" {
         .{ .text = replaced("\"name\": \"flag\"", "\"name\": \"zeta\""), .message = "manifest field 'metadata_schema' is not sorted by name: 'index' comes after 'zeta'" },
         .{ .text = replaced("\"name\": \"flag\",", ""), .message = "manifest field 'metadata_schema[1].name' is missing" },
         .{ .text = replaced("\"metadata_schema\": [", "\"metadata_schema\": [7,"), .message = "manifest field 'metadata_schema[0]' must be an object" },
-        .{ .text = replaced("\"metadata_schema\": [", "\"metadata_schema\": {\"a\": ["), .message = "manifest.json is not valid JSON: UnexpectedEndOfInput at line 41, column 2" },
+        .{ .text = replaced("\"metadata_schema\": [", "\"metadata_schema\": {\"a\": ["), .message = "manifest.json is invalid JSON (unexpected end of input at line 41, column 2)" },
         .{ .text = replaced("\"metadata_sha256\": \"f2", "\"metadata_sha256\": \"F2"), .message = "manifest field 'metadata_sha256' must be a SHA-256 digest as 64 lowercase hex digits" },
         .{ .text = replaced("\"index_sha256\": \"71", "\"index_sha256\": \"7"), .message = "manifest field 'index_sha256' must be a SHA-256 digest as 64 lowercase hex digits" },
         .{ .text = replaced("\"index_sha256\": \"71", "\"index_sha256\": \"71aa"), .message = "manifest field 'index_sha256' must be a SHA-256 digest as 64 lowercase hex digits" },
@@ -347,7 +347,7 @@ test "parse refuses each invalid field with a message naming it" {
         .{ .text = replaced("\"ratio\": 2.0", "\"ratio\": \"2.0\""), .message = "manifest field 'shards[0].compression.ratio' must be a number" },
         .{ .text = replaced(",\n        \"ratio\": 2.0", ""), .message = "manifest field 'shards[0].compression.ratio' is missing" },
         .{ .text = replaced("\"compression\": {", "\"compression\": 1, \"x\": {"), .message = "manifest field 'shards[0].compression' must be an object" },
-        .{ .text = replaced("\"shards\": [", "\"shards\": {\"a\": [1"), .message = "manifest.json is not valid JSON: SyntaxError at line 30, column 5" },
+        .{ .text = replaced("\"shards\": [", "\"shards\": {\"a\": [1"), .message = "manifest.json is invalid JSON (syntax error at line 30, column 5)" },
         .{ .text = replaced("\"shards\": [", "\"shards\": 5, \"x\": ["), .message = "manifest field 'shards' must be an array" },
     };
     var diagnostic: Diagnostic = .{};

@@ -87,6 +87,42 @@ pub fn isSortedUnique(fields: []const Field) bool {
     return true;
 }
 
+/// Where two schemas part: the first column, by name, that one of them lacks
+/// (its kind is null there) or that has a different kind in each.
+pub const SchemaDifference = struct {
+    name: []const u8,
+    first: ?Kind,
+    second: ?Kind,
+};
+
+/// How `first` and `second` (each sorted by name, unique) differ, or null when
+/// they are the same schema.
+pub fn schemaDifference(first: []const Field, second: []const Field) ?SchemaDifference {
+    std.debug.assert(isSortedUnique(first) and isSortedUnique(second));
+    var first_index: usize = 0;
+    var second_index: usize = 0;
+    while (first_index < first.len or second_index < second.len) {
+        const order: std.math.Order = if (first_index == first.len)
+            .gt
+        else if (second_index == second.len)
+            .lt
+        else
+            std.mem.order(u8, first[first_index].name, second[second_index].name);
+        switch (order) {
+            .lt => return .{ .name = first[first_index].name, .first = first[first_index].kind, .second = null },
+            .gt => return .{ .name = second[second_index].name, .first = null, .second = second[second_index].kind },
+            .eq => {
+                const a = first[first_index];
+                const b = second[second_index];
+                if (a.kind != b.kind) return .{ .name = a.name, .first = a.kind, .second = b.kind };
+                first_index += 1;
+                second_index += 1;
+            },
+        }
+    }
+    return null;
+}
+
 /// The schema as `drt_dataset_schema_json` hands it out:
 /// `[{"name":"k","kind":"int"}, ...]` in schema order. The caller owns the text.
 pub fn schemaJson(allocator: std.mem.Allocator, schema: []const Field) error{OutOfMemory}![]u8 {
@@ -123,4 +159,33 @@ test "string column rows are slices of the byte buffer" {
     try std.testing.expectEqual(@as(usize, 3), values.rowCount());
     try std.testing.expectEqualStrings("", values.get(1).string);
     try std.testing.expectEqualStrings("bcd", values.get(2).string);
+}
+
+test "a schema difference names the first column that differs in kind or presence" {
+    const base = [_]Field{ .{ .name = "i", .kind = .int }, .{ .name = "label", .kind = .int } };
+    try std.testing.expectEqual(@as(?SchemaDifference, null), schemaDifference(&base, &base));
+    try std.testing.expectEqual(@as(?SchemaDifference, null), schemaDifference(&.{}, &.{}));
+
+    const relabeled = [_]Field{ .{ .name = "i", .kind = .int }, .{ .name = "label", .kind = .string } };
+    const kinds = schemaDifference(&base, &relabeled).?;
+    try std.testing.expectEqualStrings("label", kinds.name);
+    try std.testing.expectEqual(@as(?Kind, .int), kinds.first);
+    try std.testing.expectEqual(@as(?Kind, .string), kinds.second);
+
+    // "h" sorts before "i": the second schema has a column the first lacks.
+    const extra = [_]Field{ .{ .name = "h", .kind = .bool }, .{ .name = "i", .kind = .int }, .{ .name = "label", .kind = .int } };
+    const added = schemaDifference(&base, &extra).?;
+    try std.testing.expectEqualStrings("h", added.name);
+    try std.testing.expectEqual(@as(?Kind, null), added.first);
+    try std.testing.expectEqual(@as(?Kind, .bool), added.second);
+
+    // A column missing at the end, on either side.
+    const shorter = base[0..1];
+    const dropped = schemaDifference(&base, shorter).?;
+    try std.testing.expectEqualStrings("label", dropped.name);
+    try std.testing.expectEqual(@as(?Kind, .int), dropped.first);
+    try std.testing.expectEqual(@as(?Kind, null), dropped.second);
+    const gained = schemaDifference(shorter, &base).?;
+    try std.testing.expectEqual(@as(?Kind, null), gained.first);
+    try std.testing.expectEqual(@as(?Kind, .int), gained.second);
 }

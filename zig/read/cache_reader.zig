@@ -23,6 +23,7 @@ const index_file = @import("../format/index_file.zig");
 const shard_record = @import("../format/shard_record.zig");
 const record_checksums = @import("../format/record_checksums.zig");
 const ColumnBuilder = @import("../format/column_builder.zig").ColumnBuilder;
+const error_words = @import("../base/error_words.zig");
 const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
 const Excerpt = @import("../base/diagnostic.zig").Excerpt;
 
@@ -100,11 +101,10 @@ pub const Cache = struct {
     fn openUnprefixed(allocator: std.mem.Allocator, path: []const u8, validate_hashes: bool, diagnostic: *Diagnostic) Error!*Cache {
         const io = system.io();
         var dir = std.Io.Dir.cwd().openDir(io, path, .{}) catch |err| {
-            const missing = err == error.FileNotFound or err == error.NotDir;
             // The phrases dataset-rt's messages use for the same failures.
-            const phrase = if (missing) "missing manifest" else "I/O error";
-            diagnostic.set("{s}: cannot open the cache directory: {s}", .{ phrase, @errorName(err) });
-            return if (missing) error.InvalidCache else error.Io;
+            const phrase = if (file_status.missing(err)) "missing manifest" else "I/O error";
+            diagnostic.set("{s}: cannot open the cache directory: {f}", .{ phrase, error_words.of(err) });
+            return fileFailure(err);
         };
         defer dir.close(io);
 
@@ -167,7 +167,7 @@ pub const Cache = struct {
             var header: [shard_record.header_bytes + shard_record.lz4_prefix_bytes]u8 = undefined;
             const head_len: usize = @intCast(@min(row.record_len, header.len));
             const read = shard.file.readPositionalAll(io, header[0..head_len], row.offset) catch |err| {
-                diagnostic.set("I/O error: cannot read shard {d}: {s}", .{ row.shard_id, @errorName(err) });
+                diagnostic.set("I/O error: cannot read shard {d}: {f}", .{ row.shard_id, error_words.of(err) });
                 return error.Io;
             };
             if (read != head_len or head_len < shard_record.header_bytes) {
@@ -214,11 +214,10 @@ pub const Cache = struct {
         const text = file_status.readAlloc(allocator, dir, cache_layout.manifest_file, manifest_bytes_max) catch |err| {
             if (err == error.FileTooBig) {
                 diagnostic.set("manifest.json is larger than the {d} MiB this reader accepts", .{manifest_bytes_max >> 20});
-            } else {
-                const phrase = if (err == error.FileNotFound) "missing manifest" else "I/O error";
-                diagnostic.set("{s}: cannot read manifest.json: {s}", .{ phrase, @errorName(err) });
+                return error.InvalidCache;
             }
-            return if (err == error.OutOfMemory) error.OutOfMemory else error.InvalidCache;
+            diagnostic.set("{s}: cannot read manifest.json: {f}", .{ if (err == error.FileNotFound) "missing manifest" else "I/O error", error_words.of(err) });
+            return fileFailure(err);
         };
         defer allocator.free(text);
         digest_out.* = sha256.hash(text);
@@ -254,12 +253,12 @@ pub const Cache = struct {
     ) Error!?FileView {
         const io = system.io();
         const file = dir.openFile(io, name, .{}) catch |err| {
-            diagnostic.set("I/O error: cannot open {s}: {s}", .{ name, @errorName(err) });
-            return error.InvalidCache;
+            diagnostic.set("I/O error: cannot open {s}: {f}", .{ name, error_words.of(err) });
+            return fileFailure(err);
         };
         defer file.close(io);
         const actual = file_status.length(file) catch |err| {
-            diagnostic.set("I/O error: cannot stat {s}: {s}", .{ name, @errorName(err) });
+            diagnostic.set("I/O error: cannot stat {s}: {f}", .{ name, error_words.of(err) });
             return error.Io;
         };
         if (actual != expected) {
@@ -283,8 +282,8 @@ pub const Cache = struct {
         diagnostic: *Diagnostic,
     ) Error!arrow_ipc_read.Table {
         const bytes = file_status.readAlloc(allocator, dir, cache_layout.metadata_file, std.math.maxInt(u64)) catch |err| {
-            diagnostic.set("I/O error: cannot read metadata.arrow: {s}", .{@errorName(err)});
-            return if (err == error.OutOfMemory) error.OutOfMemory else error.InvalidCache;
+            diagnostic.set("I/O error: cannot read metadata.arrow: {f}", .{error_words.of(err)});
+            return fileFailure(err);
         };
         defer allocator.free(bytes);
         if (validate_hashes) {
@@ -363,14 +362,14 @@ pub const Cache = struct {
         var opened: usize = 0;
         errdefer for (cache.shards[0..opened]) |shard| shard.file.close(io);
         var shards_dir = dir.openDir(io, cache_layout.shards_dir, .{}) catch |err| {
-            diagnostic.set("I/O error: cannot open the shards directory: {s}", .{@errorName(err)});
-            return error.InvalidCache;
+            diagnostic.set("I/O error: cannot open the shards directory: {f}", .{error_words.of(err)});
+            return fileFailure(err);
         };
         defer shards_dir.close(io);
         for (listed, cache.shards, cache.shard_byte_lens) |entry, *shard, *byte_len| {
             const file = shards_dir.openFile(io, entry.name, .{}) catch |err| {
-                diagnostic.set("I/O error: cannot open shards/{s}: {s}", .{ entry.name, @errorName(err) });
-                return error.InvalidCache;
+                diagnostic.set("I/O error: cannot open shards/{s}: {f}", .{ entry.name, error_words.of(err) });
+                return fileFailure(err);
             };
             opened += 1;
             skipAccessTimes(file);
@@ -380,7 +379,7 @@ pub const Cache = struct {
             } };
             byte_len.* = entry.byte_len;
             const actual = file_status.length(file) catch |err| {
-                diagnostic.set("I/O error: cannot stat shards/{s}: {s}", .{ entry.name, @errorName(err) });
+                diagnostic.set("I/O error: cannot stat shards/{s}: {f}", .{ entry.name, error_words.of(err) });
                 return error.Io;
             };
             if (actual != entry.byte_len) {
@@ -395,6 +394,11 @@ pub const Cache = struct {
         }
     }
 
+    /// A missing cache file makes the cache invalid; any other failure is the system's.
+    fn fileFailure(err: anyerror) Error {
+        return if (err == error.OutOfMemory) error.OutOfMemory else if (file_status.missing(err)) error.InvalidCache else error.Io;
+    }
+
     fn checkFileHash(file: std.Io.File, what: []const u8, expected: [32]u8, diagnostic: *Diagnostic) Error!void {
         const io = system.io();
         var hasher = sha256.Hasher.init();
@@ -403,7 +407,7 @@ pub const Cache = struct {
         var offset: u64 = 0;
         while (true) {
             const read = file.readPositionalAll(io, buffer, offset) catch |err| {
-                diagnostic.set("I/O error: cannot read {s}: {s}", .{ what, @errorName(err) });
+                diagnostic.set("I/O error: cannot read {s}: {f}", .{ what, error_words.of(err) });
                 return error.Io;
             };
             hasher.update(buffer[0..read]);
@@ -730,7 +734,7 @@ pub const Cache = struct {
 
     fn readExactly(shard: Shard, shard_id: u64, buffer: []u8, offset: u64, diagnostic: *Diagnostic) Error!void {
         const read = positional_read.readAll(shard.file, buffer, offset) catch |err| {
-            diagnostic.set("I/O error: cannot read shard {d}: {s}", .{ shard_id, @errorName(err) });
+            diagnostic.set("I/O error: cannot read shard {d}: {f}", .{ shard_id, error_words.of(err) });
             return error.Io;
         };
         if (read != buffer.len) {

@@ -18,6 +18,7 @@ const stream_shard = @import("../stream/stream_shard.zig");
 const stream_state = @import("../stream/stream_state.zig");
 const thread_pool = @import("../base/thread_pool.zig");
 const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
+const Excerpt = @import("../base/diagnostic.zig").Excerpt;
 
 pub const Error = error{ InvalidArgument, InvalidInput, InvalidCache, Io, OutOfMemory, State, OutOfRange };
 
@@ -194,16 +195,21 @@ pub const Dataset = struct {
         }
     }
 
+    /// Names the column where `other`'s schema parts from `first`'s, and how.
     fn checkSameSchema(first: *const Cache, other: *const Cache, diagnostic: *Diagnostic) Error!void {
-        const expected = first.schema();
-        const actual = other.schema();
-        const same = expected.len == actual.len and for (expected, actual) |a, b| {
-            if (a.kind != b.kind or !std.mem.eql(u8, a.name, b.name)) break false;
-        } else true;
-        if (!same) {
-            diagnostic.set("all caches must share the same metadata schema: {s} differs from {s}", .{ other.path, first.path });
-            return error.InvalidCache;
+        const difference = types.schemaDifference(first.schema(), other.schema()) orelse return;
+        const phrase = "all caches must share the same metadata schema: column";
+        const column = Excerpt.ofName(difference.name);
+        if (difference.first) |first_kind| {
+            if (difference.second) |other_kind| {
+                diagnostic.set("{s} '{f}' is {s} in {s} but {s} in {s}", .{ phrase, column, first_kind.name(), first.path, other_kind.name(), other.path });
+            } else {
+                diagnostic.set("{s} '{f}' is in {s} but not in {s}", .{ phrase, column, first.path, other.path });
+            }
+        } else {
+            diagnostic.set("{s} '{f}' is in {s} but not in {s}", .{ phrase, column, other.path, first.path });
         }
+        return error.InvalidCache;
     }
 
     /// Refuses an identity that names no sample; `index` is its place in the request.

@@ -10,6 +10,7 @@
 //! instead: the views stay valid, at the cost of one copy of the shard.
 const std = @import("std");
 const FileView = @import("../base/file_view.zig").FileView;
+const error_words = @import("../base/error_words.zig");
 const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
 const system = @import("../base/system.zig");
 const file_status = @import("../base/file_status.zig");
@@ -30,7 +31,7 @@ pub const ShardMapping = struct {
         // shortened after this still ends the process when the missing bytes
         // are read: the price of reading in place (docs/runtime.md).
         const actual = file_status.length(file) catch |err| {
-            diagnostic.set("I/O error: cannot stat {s}: {s}", .{ name, @errorName(err) });
+            diagnostic.set("I/O error: cannot stat {s}: {f}", .{ name, error_words.of(err) });
             return error.Io;
         };
         if (actual < len) {

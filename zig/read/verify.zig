@@ -17,6 +17,7 @@ const assert = std.debug.assert;
 const system = @import("../base/system.zig");
 const thread_pool = @import("../base/thread_pool.zig");
 const file_status = @import("../base/file_status.zig");
+const error_words = @import("../base/error_words.zig");
 const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
 const sha256 = @import("../codec/sha256.zig");
 const cache_layout = @import("../format/cache_layout.zig");
@@ -124,7 +125,7 @@ pub const Verifier = struct {
         const io = system.io();
         var diagnostic: Diagnostic = .{};
         var dir = std.Io.Dir.cwd().openDir(io, verifier.path, .{}) catch |err| {
-            verifier.report(.{ .file = "", .message = "" }, "cannot open the cache directory: {s}", .{@errorName(err)});
+            verifier.report(.{ .file = "", .message = "" }, "cannot open the cache directory: {f}", .{error_words.of(err)});
             return null;
         };
         defer dir.close(io);
@@ -223,15 +224,15 @@ const FileJob = struct {
             job.name;
         const where: Problem = .{ .file = relative, .message = "" };
         var dir = std.Io.Dir.cwd().openDir(io, verifier.path, .{}) catch |err| {
-            return verifier.report(where, "cannot open the cache directory: {s}", .{@errorName(err)});
+            return verifier.report(where, "cannot open the cache directory: {f}", .{error_words.of(err)});
         };
         defer dir.close(io);
         const file = dir.openFile(io, relative, .{}) catch |err| {
-            return verifier.report(where, "cannot open {s}: {s}", .{ relative, @errorName(err) });
+            return verifier.report(where, "cannot open {s}: {f}", .{ relative, error_words.of(err) });
         };
         defer file.close(io);
         const actual_len = file_status.length(file) catch |err| {
-            return verifier.report(where, "cannot stat {s}: {s}", .{ relative, @errorName(err) });
+            return verifier.report(where, "cannot stat {s}: {f}", .{ relative, error_words.of(err) });
         };
         const counted = job.expected_len orelse 0;
         if (job.expected_len) |expected| {
@@ -251,7 +252,7 @@ const FileJob = struct {
         var offset: u64 = 0;
         while (true) {
             const read = file.readPositionalAll(io, buffer, offset) catch |err| {
-                return verifier.report(where, "cannot read {s} at offset {d}: {s}", .{ relative, offset, @errorName(err) });
+                return verifier.report(where, "cannot read {s} at offset {d}: {f}", .{ relative, offset, error_words.of(err) });
             };
             hasher.update(buffer[0..read]);
             offset += read;
@@ -280,7 +281,7 @@ const RecordJob = struct {
         const record_job: *RecordJob = @fieldParentPtr("job", job);
         defer record_job.group.finish();
         record_job.check() catch |err| {
-            record_job.verifier.report(.{ .file = "", .message = "" }, "records {d}..{d} not checked: {s}", .{ record_job.first, record_job.end - 1, @errorName(err) });
+            record_job.verifier.report(.{ .file = "", .message = "" }, "records {d}..{d} not checked: {f}", .{ record_job.first, record_job.end - 1, error_words.of(err) });
         };
     }
 

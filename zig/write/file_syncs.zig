@@ -11,6 +11,7 @@ const assert = std.debug.assert;
 const system = @import("../base/system.zig");
 const durable_files = @import("../base/durable_files.zig");
 const thread_pool = @import("../base/thread_pool.zig");
+const error_words = @import("../base/error_words.zig");
 const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
 const ShardName = @import("../format/cache_layout.zig").ShardName;
 const ShardHasher = @import("shard_hasher.zig").ShardHasher;
@@ -90,8 +91,8 @@ pub const FileSyncs = struct {
         } else |err| {
             var diagnostic: Diagnostic = .{};
             switch (what) {
-                .shard => |shard| diagnostic.set("cannot fsync shard {s}: {s}", .{ ShardName.of(shard.index).slice(), @errorName(err) }),
-                .staging => |name| diagnostic.set("cannot fsync {s}: {s}", .{ name, @errorName(err) }),
+                .shard => |shard| diagnostic.set("cannot fsync shard {s}: {f}", .{ ShardName.of(shard.index).slice(), error_words.of(err) }),
+                .staging => |name| diagnostic.set("cannot fsync {s}: {f}", .{ name, error_words.of(err) }),
             }
             syncs.failed(syncs, &diagnostic);
         }

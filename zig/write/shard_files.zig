@@ -13,6 +13,7 @@ const assert = std.debug.assert;
 const system = @import("../base/system.zig");
 const durable_files = @import("../base/durable_files.zig");
 const thread_pool = @import("../base/thread_pool.zig");
+const error_words = @import("../base/error_words.zig");
 const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
 const manifest = @import("../format/manifest.zig");
 const ShardName = @import("../format/cache_layout.zig").ShardName;
@@ -110,7 +111,7 @@ pub const ShardFiles = struct {
         const shard = &files.shard.?;
         const write_started = system.monotonicNanoseconds();
         writeAllAt(shard.file, pieces, shard.byte_len) catch |err| {
-            diagnostic.set("cannot write shard {d}: {s}", .{ files.shards.items.len, @errorName(err) });
+            diagnostic.set("cannot write shard {d}: {f}", .{ files.shards.items.len, error_words.of(err) });
             return error.Io;
         };
         files.stats.disk_write.add(write_started, bytes);
@@ -163,13 +164,13 @@ pub const ShardFiles = struct {
         try files.checkShardCount(diagnostic);
         const name = ShardName.of(files.shards.items.len);
         const file = dir.createFile(io, name.slice(), .{ .truncate = true, .exclusive = true }) catch |err| {
-            diagnostic.set("cannot create shard {s}: {s}", .{ name.slice(), @errorName(err) });
+            diagnostic.set("cannot create shard {s}: {f}", .{ name.slice(), error_words.of(err) });
             return error.Io;
         };
         errdefer file.close(io);
         // A second, read-only handle for the hasher, which reads the shard back.
         const reading = dir.openFile(io, name.slice(), .{}) catch |err| {
-            diagnostic.set("cannot open shard {s} to hash it: {s}", .{ name.slice(), @errorName(err) });
+            diagnostic.set("cannot open shard {s} to hash it: {f}", .{ name.slice(), error_words.of(err) });
             return error.Io;
         };
         const hasher = ShardHasher.create(files.allocator, files.pool, &files.hashing, reading, name) catch {

@@ -15,6 +15,7 @@ const file_status = @import("../base/file_status.zig");
 const sha256 = @import("../codec/sha256.zig");
 const thread_pool = @import("../base/thread_pool.zig");
 const durable_files = @import("../base/durable_files.zig");
+const error_words = @import("../base/error_words.zig");
 const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
 const ShardName = @import("../format/cache_layout.zig").ShardName;
 
@@ -175,7 +176,7 @@ pub const ShardHasher = struct {
             }
             const piece = buffer.*[0..@intCast(@min(buffer.len, target - hasher.hashed))];
             const read = hasher.file.?.readPositionalAll(system.io(), piece, hasher.hashed) catch |err| {
-                diagnostic.set("cannot read shard {s} back to hash it: {s}", .{ hasher.name.slice(), @errorName(err) });
+                diagnostic.set("cannot read shard {s} back to hash it: {f}", .{ hasher.name.slice(), error_words.of(err) });
                 return error.Io;
             };
             if (read != piece.len) {

@@ -13,6 +13,7 @@ const durable_files = @import("../base/durable_files.zig");
 const file_status = @import("../base/file_status.zig");
 const file_lock = @import("../base/file_lock.zig");
 const directory_entries = @import("../base/directory_entries.zig");
+const error_words = @import("../base/error_words.zig");
 const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
 
 pub const Error = error{ Io, OutOfMemory, AlreadyExists };
@@ -49,7 +50,7 @@ pub const Staging = struct {
             .source_name = source_name,
             .target_path = target_path,
             .base_dir = std.Io.Dir.cwd().openDir(io, base_dir_path, .{}) catch |err| {
-                diagnostic.set("cannot open cache directory {s}: {s}", .{ base_dir_path, @errorName(err) });
+                diagnostic.set("cannot open cache directory {s}: {f}", .{ base_dir_path, error_words.of(err) });
                 return error.Io;
             },
         };
@@ -57,7 +58,7 @@ pub const Staging = struct {
         staging.base_dir.createDir(io, cache_layout.staging_dir, .default_dir) catch |err| switch (err) {
             error.PathAlreadyExists => {},
             else => {
-                diagnostic.set("cannot create {s}/tmp: {s}", .{ base_dir_path, @errorName(err) });
+                diagnostic.set("cannot create {s}/tmp: {f}", .{ base_dir_path, error_words.of(err) });
                 return error.Io;
             },
         };
@@ -104,7 +105,7 @@ pub const Staging = struct {
             return error.AlreadyExists;
         }
         directory_entries.rename(io, staging.base_dir, staging.baseDirPath(), staging.name, staging.source_name) catch |err| {
-            diagnostic.set("cannot publish {s}: {s}", .{ staging.target_path, @errorName(err) });
+            diagnostic.set("cannot publish {s}: {f}", .{ staging.target_path, error_words.of(err) });
             return error.Io;
         };
     }
@@ -119,17 +120,17 @@ pub const Staging = struct {
         errdefer staging.allocator.free(staging.lock_name);
         for (0..lock_attempts_max) |_| {
             const file = staging.base_dir.createFile(io, staging.lock_name, .{ .truncate = false }) catch |err| {
-                diagnostic.set("cannot create lock file {s}: {s}", .{ staging.lock_name, @errorName(err) });
+                diagnostic.set("cannot create lock file {s}{s}: {f}", .{ staging.baseDirPath(), staging.lock_name, error_words.of(err) });
                 return error.Io;
             };
             file_lock.lockExclusive(io, file) catch |err| {
                 file.close(io);
-                diagnostic.set("cannot lock {s}: {s}", .{ staging.lock_name, @errorName(err) });
+                diagnostic.set("cannot lock {s}{s}: {f}", .{ staging.baseDirPath(), staging.lock_name, error_words.of(err) });
                 return error.Io;
             };
             const current = staging.isCurrentLockFile(file) catch |err| {
                 file.close(io);
-                diagnostic.set("cannot check lock file {s}: {s}", .{ staging.lock_name, @errorName(err) });
+                diagnostic.set("cannot check lock file {s}{s}: {f}", .{ staging.baseDirPath(), staging.lock_name, error_words.of(err) });
                 return error.Io;
             };
             if (current) {
@@ -180,22 +181,22 @@ pub const Staging = struct {
         });
         errdefer staging.allocator.free(staging.name);
         staging.base_dir.createDir(io, staging.name, .default_dir) catch |err| {
-            diagnostic.set("cannot create staging directory {s}: {s}", .{ staging.name, @errorName(err) });
+            diagnostic.set("cannot create staging directory {s}{s}: {f}", .{ staging.baseDirPath(), staging.name, error_words.of(err) });
             return error.Io;
         };
         errdefer directory_entries.deleteTree(io, staging.base_dir, staging.baseDirPath(), staging.name);
         const dir = staging.base_dir.openDir(io, staging.name, .{}) catch |err| {
-            diagnostic.set("cannot open staging directory {s}: {s}", .{ staging.name, @errorName(err) });
+            diagnostic.set("cannot open staging directory {s}{s}: {f}", .{ staging.baseDirPath(), staging.name, error_words.of(err) });
             return error.Io;
         };
         staging.dir = dir;
         errdefer staging.closeDirs();
         dir.createDir(io, cache_layout.shards_dir, .default_dir) catch |err| {
-            diagnostic.set("cannot create shards directory: {s}", .{@errorName(err)});
+            diagnostic.set("cannot create {s}{s}/shards: {f}", .{ staging.baseDirPath(), staging.name, error_words.of(err) });
             return error.Io;
         };
         staging.shards_dir = dir.openDir(io, cache_layout.shards_dir, .{}) catch |err| {
-            diagnostic.set("cannot open shards directory: {s}", .{@errorName(err)});
+            diagnostic.set("cannot open {s}{s}/shards: {f}", .{ staging.baseDirPath(), staging.name, error_words.of(err) });
             return error.Io;
         };
     }
