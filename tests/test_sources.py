@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import random
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -18,12 +19,15 @@ from hypothesis import strategies as st
 
 from conftest import QUIET
 from dataset_rt import (
+    CacheInput,
     CacheSource,
     CacheSourcesDatasetSuccess,
     CacheWriteError,
     CacheWriteSuccess,
     DatasetRuntime,
     ReaderConfig,
+    ShardCompression,
+    WriterConfig,
 )
 from dataset_rt.sources import ArrowSource, FolderSource, HFDatasetSource, ParquetSource
 
@@ -93,16 +97,24 @@ def test_folder_source_round_trips_every_file_in_sorted_order(
             (root / relative_path).write_bytes(data)
         source = FolderSource(root)
         samples = read_back(runtime, source, Path(temporary) / "caches")
+    classes = sorted({path.split("/")[-2] for path in tree})
     expected = [
         (
             tree[path],
-            {"path": path, "size_bytes": len(tree[path]), "label": path.split("/")[-2]},
+            {
+                "path": path,
+                "size_bytes": len(tree[path]),
+                "label": classes.index(path.split("/")[-2]),
+                "label_name": path.split("/")[-2],
+            },
         )
         for path in sorted(tree)
     ]
     assert samples == expected
     assert source.name == "train"
     assert source.relative_paths == sorted(tree)
+    assert source.classes == classes
+    assert source.class_to_idx == {name: index for index, name in enumerate(classes)}
 
 
 def make_image_folder(root: Path) -> dict[str, bytes]:
@@ -128,10 +140,13 @@ def test_folder_source_writes_images_with_labels_and_filters_extensions(
     samples = read_back(runtime, source, tmp_path / "caches")
 
     assert [metadata for _, metadata in samples] == [
-        {"path": "cat/0.png", "size_bytes": len(files["cat/0.png"]), "label": "cat"},
-        {"path": "cat/1.PNG", "size_bytes": len(files["cat/1.PNG"]), "label": "cat"},
-        {"path": "dog/2.png", "size_bytes": len(files["dog/2.png"]), "label": "dog"},
-        {"path": "dog/3.png", "size_bytes": len(files["dog/3.png"]), "label": "dog"},
+        {"path": path, "size_bytes": len(files[path]), "label": label, "label_name": name}
+        for path, label, name in [
+            ("cat/0.png", 0, "cat"),
+            ("cat/1.PNG", 0, "cat"),
+            ("dog/2.png", 1, "dog"),
+            ("dog/3.png", 1, "dog"),
+        ]
     ]
     for data, metadata in samples:
         assert data == files[str(metadata["path"])]
@@ -157,6 +172,147 @@ def test_folder_source_without_labels_has_no_label_column(
     ]
     assert all(set(metadata) == {"path", "size_bytes"} for _, metadata in samples)
     assert samples[-1][0] == b"at the root"
+    assert source.classes == [] and source.class_to_idx == {}
+
+
+def make_tree(root: Path, relative_paths: list[str]) -> None:
+    """Files created in the order given (payload: the path), so creation order is not sort order."""
+    for relative_path in relative_paths:
+        (root / relative_path).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative_path).write_bytes(relative_path.encode())
+
+
+# Created in this order; code point order is "10" < "7" < "Zebu" < "cat" < "zebra" < "émeu" < "狗".
+UNSORTED_CLASSES = ["zebra", "狗", "émeu", "cat", "Zebu", "7", "10"]
+
+
+def test_folder_source_numbers_classes_in_code_point_order_not_creation_order(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    make_tree(tmp_path / "zoo", [f"{name}/{i}.png" for name in UNSORTED_CLASSES for i in (1, 0)])
+    source = FolderSource(tmp_path / "zoo")
+
+    assert source.classes == ["10", "7", "Zebu", "cat", "zebra", "émeu", "狗"]
+    assert source.class_to_idx == {name: i for i, name in enumerate(source.classes)}
+    assert source.metadata_schema == {
+        "path": str,
+        "size_bytes": int,
+        "label": int,
+        "label_name": str,
+    }
+    samples = read_back(runtime, source, tmp_path / "caches")
+    assert [(m["label"], m["label_name"], m["path"]) for _, m in samples] == [
+        (index, name, f"{name}/{i}.png")
+        for index, name in enumerate(source.classes)
+        for i in (0, 1)
+    ]
+    # The payload, the path and the label all describe the same file.
+    assert all(data == str(metadata["path"]).encode() for data, metadata in samples)
+
+
+def test_folder_source_classes_follow_image_folders_rule_on_a_flat_tree(tmp_path: Path) -> None:
+    """torchvision's ImageFolder: classes = sorted names of root's sub-folders, index = position."""
+    make_tree(tmp_path / "zoo", [f"{name}/a.jpg" for name in UNSORTED_CLASSES])
+    image_folder_classes = sorted(e.name for e in os.scandir(tmp_path / "zoo") if e.is_dir())
+    source = FolderSource(tmp_path / "zoo")
+    assert source.classes == image_folder_classes
+    assert [sample.metadata["label"] for sample in source] == [
+        image_folder_classes.index(path.split("/")[0]) for path in source.relative_paths
+    ]
+
+
+def test_folder_source_labels_equal_hugging_face_imagefolder_labels(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    datasets = pytest.importorskip("datasets")
+    Image = pytest.importorskip("PIL.Image")
+    root = tmp_path / "zoo"
+    for name in UNSORTED_CLASSES:
+        for i in (1, 0):
+            (root / name).mkdir(parents=True, exist_ok=True)
+            Image.new("L", (2, 2), i).save(root / name / f"{i}.png")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf"))
+    hf = datasets.load_dataset(
+        "imagefolder", data_dir=str(root), split="train", cache_dir=str(tmp_path / "hf")
+    ).cast_column("image", datasets.Image(decode=False))
+    hf_labels = {
+        Path(row["image"]["path"]).relative_to(root).as_posix(): row["label"] for row in hf
+    }
+
+    source = FolderSource(root)
+    assert source.classes == hf.features["label"].names
+    assert {
+        str(sample.metadata["path"]): sample.metadata["label"] for sample in source
+    } == hf_labels
+
+
+def test_folder_source_label_kind_name_keeps_the_parent_folders_name(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    make_tree(tmp_path / "pets", ["dog/1.png", "cat/2.png", "wild/cat/3.png", "wild/lynx/4.png"])
+    source = FolderSource(tmp_path / "pets", label_kind="name")
+
+    assert source.metadata_schema == {"path": str, "size_bytes": int, "label": str}
+    assert source.classes == ["cat", "dog", "lynx"]  # the same classes as label_kind="index"
+    samples = read_back(runtime, source, tmp_path / "caches")
+    assert [metadata for _, metadata in samples] == [
+        {"label": "cat", "path": "cat/2.png", "size_bytes": 9},
+        {"label": "dog", "path": "dog/1.png", "size_bytes": 9},
+        {"label": "cat", "path": "wild/cat/3.png", "size_bytes": 14},
+        {"label": "lynx", "path": "wild/lynx/4.png", "size_bytes": 15},
+    ]
+
+
+def test_folder_source_class_of_a_nested_file_is_its_parent_folder(tmp_path: Path) -> None:
+    """As Hugging Face's imagefolder (torchvision's ImageFolder would say 'wild')."""
+    make_tree(tmp_path / "pets", ["dog/1.png", "cat/2.png", "wild/cat/3.png", "wild/lynx/4.png"])
+    source = FolderSource(tmp_path / "pets")
+    assert source.classes == ["cat", "dog", "lynx"]
+    assert [
+        (s.metadata["path"], s.metadata["label"], s.metadata["label_name"]) for s in source
+    ] == [
+        ("cat/2.png", 0, "cat"),
+        ("dog/1.png", 1, "dog"),
+        ("wild/cat/3.png", 0, "cat"),
+        ("wild/lynx/4.png", 2, "lynx"),
+    ]
+
+
+def test_folder_source_mapping_is_recovered_from_the_metadata_table(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    make_tree(tmp_path / "zoo", [f"{name}/{i}.bin" for name in UNSORTED_CLASSES for i in range(3)])
+    source = FolderSource(tmp_path / "zoo")
+    [result] = runtime.write_cache(source, tmp_path / "caches", writer_config=QUIET)
+    assert isinstance(result, CacheWriteSuccess), result
+    table = runtime.cached_dataset([result.path], reader_config=IN_ORDER).get_metadata()
+
+    mapping = table.select("label", "label_name").unique().sort("label")  # as docs/sources.md
+    assert mapping["label_name"].to_list() == source.classes
+    assert mapping["label"].to_list() == list(range(len(source.classes)))
+    assert dict(zip(mapping["label_name"], mapping["label"], strict=True)) == source.class_to_idx
+
+
+def test_folder_source_numbers_with_given_classes(runtime: DatasetRuntime, tmp_path: Path) -> None:
+    make_tree(tmp_path / "train", ["cat/1.png", "dog/2.png", "owl/3.png"])
+    make_tree(tmp_path / "val", ["dog/4.png", "owl/5.png"])  # no cat
+    train = FolderSource(tmp_path / "train")
+    alone = FolderSource(tmp_path / "val")
+    val = FolderSource(tmp_path / "val", classes=train.classes)
+
+    assert alone.class_to_idx == {"dog": 0, "owl": 1}  # numbered on its own: shifted
+    assert val.classes == ["cat", "dog", "owl"]
+    assert [(s.metadata["label"], s.metadata["label_name"]) for s in val] == [
+        (1, "dog"),
+        (2, "owl"),
+    ]
+    # The order given is the index order, sorted or not.
+    custom = FolderSource(tmp_path / "val", classes=("owl", "dog", "cat"), label_kind="name")
+    assert custom.class_to_idx == {"owl": 0, "dog": 1, "cat": 2}
+    assert [s.metadata["label"] for s in custom] == ["dog", "owl"]
+    samples = read_back(runtime, val, tmp_path / "caches")
+    assert [metadata["label"] for _, metadata in samples] == [1, 2]
 
 
 def test_from_cache_sources_reuses_a_folder_cache_without_reading_the_files(
@@ -209,6 +365,31 @@ def test_folder_source_does_not_enter_symlinked_folders(tmp_path: Path) -> None:
             ValueError,
             "label_from must be 'parent' or None, got 'grandparent'",
         ),
+        (
+            {"label_kind": "int"},
+            ValueError,
+            "label_kind must be 'index' or 'name', got 'int'",
+        ),
+        (
+            {"label_from": None, "label_kind": "name"},
+            ValueError,
+            "label_kind='name' needs label_from='parent'; with label_from=None there is no label",
+        ),
+        (
+            {"label_from": None, "classes": ["cat"]},
+            ValueError,
+            "classes needs label_from='parent'",
+        ),
+        ({"classes": "cat"}, TypeError, "classes must be a list of class names, got str 'cat'"),
+        ({"classes": {"cat"}}, TypeError, "classes must be a list of class names, got set"),
+        ({"classes": ["cat", 1]}, TypeError, "classes must hold str, got int 1"),
+        ({"classes": []}, ValueError, "classes is empty; pass None to use the folders' names"),
+        ({"classes": ["cat", "dog", "cat"]}, ValueError, "classes names 'cat' more than once"),
+        (
+            {"classes": ["dog", "Cat"]},
+            ValueError,
+            "'cat/0.png' is in folder 'cat', which is not in classes (2: 'dog', 'Cat')",
+        ),
         ({"extensions": [".jpg"]}, ValueError, "no files with extensions ['.jpg'] under"),
         ({"extensions": [""]}, ValueError, "extension '' is empty"),
         ({"extensions": []}, ValueError, "extensions is empty"),
@@ -244,6 +425,75 @@ def test_folder_source_refuses_a_file_with_no_folder_to_label_it(tmp_path: Path)
     with pytest.raises(ValueError, match="'stray.png' lies directly in the root folder"):
         FolderSource(tmp_path)
     assert FolderSource(tmp_path, label_from=None).relative_paths == ["cat/0.png", "stray.png"]
+
+
+def file_sizes(cache: Path) -> dict[str, int]:
+    """Each file's size, shards summed as "shards"."""
+    sizes: dict[str, int] = {"shards": 0}
+    for path in cache.rglob("*"):
+        if path.is_file():
+            name = path.relative_to(cache).as_posix()
+            key = "shards" if name.startswith("shards/") else name
+            sizes[key] = sizes.get(key, 0) + path.stat().st_size
+    return sizes
+
+
+class SmallSamples:
+    """docs/storage-format.md's overhead example: 100 random bytes, label and a 20-char path."""
+
+    def __init__(self, name: str, count: int) -> None:
+        self.name = name
+        self.count = count
+
+    def __iter__(self) -> Iterator[CacheInput]:
+        payloads = random.Random(0)
+        for i in range(self.count):
+            path = f"train/{i % 10}/{i:06d}.png__"
+            yield CacheInput(payloads.randbytes(100), {"label": i % 10, "path": path})
+
+
+@pytest.mark.parametrize(("compression", "stored_payload"), [("none", 100), ("lz4", 106)])
+def test_per_sample_overhead_is_the_documented_figure(
+    runtime: DatasetRuntime, tmp_path: Path, compression: str, stored_payload: int
+) -> None:
+    count = 2_000
+    config = WriterConfig(
+        show_progress=False, shard_compression=ShardCompression(algo=compression, ratio=1.0)
+    )
+    [result] = runtime.write_cache(SmallSamples("small", count), tmp_path, writer_config=config)
+    assert isinstance(result, CacheWriteSuccess), result
+    sizes = file_sizes(result.path)
+    # header 8 + JSON 41 + payload; index row 24; CRC 4; Arrow int64 8 + offset 4 + 20 bytes.
+    assert sizes["shards"] == count * (8 + 41 + stored_payload)
+    assert sizes["index.bin"] == count * 24
+    assert sizes["records.crc32c"] == count * 4
+    assert 0 < sizes["metadata.arrow"] - count * 32 < 1024
+    assert 0 < sizes["manifest.json"] < 1024
+
+
+@pytest.mark.parametrize(
+    ("arguments", "json_bytes", "arrow_bytes"),
+    [({}, 71, 41), ({"label_kind": "name"}, 56, 33), ({"label_from": None}, 42, 26)],
+)
+def test_folder_source_overhead_is_the_documented_figure(
+    runtime: DatasetRuntime,
+    tmp_path: Path,
+    arguments: dict[str, object],
+    json_bytes: int,
+    arrow_bytes: int,
+) -> None:
+    """docs/sources.md: a 100-byte file at cat/000123.png."""
+    make_tree(
+        tmp_path / "files", [f"{name}/{i:06d}.png" for name in ("cat", "dog") for i in range(50)]
+    )
+    for path in (tmp_path / "files").rglob("*.png"):
+        path.write_bytes(bytes(100))
+    source = FolderSource(tmp_path / "files", **arguments)  # type: ignore[arg-type]
+    [result] = runtime.write_cache(source, tmp_path / "caches", writer_config=QUIET)
+    assert isinstance(result, CacheWriteSuccess), result
+    sizes = file_sizes(result.path)
+    assert sizes["shards"] == 100 * (8 + json_bytes + 100)
+    assert 0 < sizes["metadata.arrow"] - 100 * arrow_bytes < 2048  # + schema and footer
 
 
 # ---- ParquetSource ---------------------------------------------------------------

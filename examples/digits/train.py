@@ -10,8 +10,10 @@ Needs torch, Pillow and scikit-learn (`pip install torch pillow scikit-learn`).
    folder per digit: `digits/train/3/0042.png`. Every fifth image goes to
    `digits/test/` instead.
 2. `dataset_rt.sources.FolderSource` writes each folder to a cache: the PNG
-   bytes as the payload, the relative path, size and label (the parent
-   folder's name) as metadata.
+   bytes as the payload, the relative path, size and label as metadata. The
+   label is the class index, the position of the parent folder's name among
+   the sorted class names (as torchvision's ImageFolder numbers them): folder
+   `3` is class 3.
 3. A small convolutional network trains on the train cache through
    `dataset_rt.torch.DataLoader` with two worker processes, which decode the
    PNGs; every epoch is a fresh permutation of the training images
@@ -61,7 +63,9 @@ def decode(sample: CachedSample) -> tuple[torch.Tensor, int]:
     """Runs in the DataLoader workers: PNG bytes to a 1x8x8 tensor in [0, 1]."""
     with Image.open(io.BytesIO(sample.data)) as image:
         pixels = np.asarray(image, dtype=np.float32) / 255.0
-    return torch.from_numpy(pixels).unsqueeze(0), int(sample.metadata["label"])
+    label = sample.metadata["label"]  # the class index, an int
+    assert isinstance(label, int)
+    return torch.from_numpy(pixels).unsqueeze(0), label
 
 
 def model() -> nn.Module:
@@ -110,10 +114,13 @@ def main(argv: list[str] | None = None) -> int:
         )
 
         runtime = DatasetRuntime(num_workers=2)
-        sources = [
-            FolderSource(work / "digits" / "train", name="digits-train", label_from="parent"),
-            FolderSource(work / "digits" / "test", name="digits-test", label_from="parent"),
-        ]
+        train_source = FolderSource(work / "digits" / "train", name="digits-train")
+        # The test images numbered with the training classes, whatever folders they have.
+        test_source = FolderSource(
+            work / "digits" / "test", name="digits-test", classes=train_source.classes
+        )
+        assert train_source.classes == [str(digit) for digit in range(10)]
+        sources = [train_source, test_source]
         for result in runtime.write_cache(sources, work / "caches"):
             if not hasattr(result, "path"):
                 print(f"error: {result.source_name}: {result.message}", file=sys.stderr)
