@@ -1047,7 +1047,11 @@ _SOURCE_WORDS = (
     ("FolderSource: ", ""),
     ("ParquetSource file ", "file "),
     ("ParquetSource: ", ""),
-    ("label_from='parent'", "a label from each file's folder"),
+    (
+        "so label_from='parent' has no folder to label it with",
+        "so it has no folder to be labelled by",
+    ),
+    ("label_from='parent'", "labels from folders"),
     ("label_from=None", "--labels none"),
     ("extensions=...", "-e/--extension"),
 )
