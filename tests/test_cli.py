@@ -608,7 +608,7 @@ def test_ls_tells_a_lock_held_by_a_running_writer(runtime: DatasetRuntime, tmp_p
         fcntl.flock(held, fcntl.LOCK_EX)
         [entry] = invoke_json("ls", tmp_path)["other"]
         assert (entry["path"], entry["held"]) == ("tmp/c.lock", True)
-        assert "held by a running writer" in entry["note"]
+        assert entry["note"] == "lock file of a running writer of 'c'"
 
 
 def test_ls_of_an_empty_folder_and_of_a_cache(runtime: DatasetRuntime, tmp_path: Path) -> None:

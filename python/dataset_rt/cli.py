@@ -318,37 +318,26 @@ def _staging_entry(entry: Path) -> dict[str, Any]:
     if entry.is_file() and entry.name.endswith(".lock"):
         name = entry.name.removesuffix(".lock")
         held = _lock_held(entry)
-        state = {
-            True: "held by a running writer",
-            False: "held by none: harmless, the next writer of that name reuses it",
-            None: "held or not (this system cannot tell)",
+        note = {
+            True: f"lock file of a running writer of {name!r}",
+            False: f"lock file of {name!r}, not held: harmless, the next writer of "
+            f"{name!r} reuses it",
+            None: f"lock file of {name!r} (whether a writer holds it cannot be told here)",
         }[held]
-        return {
-            "path": relative,
-            "kind": "lock",
-            "bytes": 0,
-            "held": held,
-            "note": f"lock file of a writer of {name!r}, {state}",
-        }
+        return {"path": relative, "kind": "lock", "bytes": 0, "held": held, "note": note}
     size = _directory_bytes(entry) if entry.is_dir() else entry.stat().st_size
     if entry.is_dir() and entry.name.endswith(".staging"):
         note = (
-            "staging directory of a writer: one running now, or one killed mid-write "
-            "(safe to delete when no writer is running)"
+            "staging directory of a writer that is running or was killed (delete it when none runs)"
         )
         return {"path": relative, "kind": "staging", "bytes": size, "note": note}
     if entry.is_dir() and entry.name.endswith(_OVERWRITE_SUFFIX):
         note = (
-            "work folder of `dataset-rt write --overwrite`: one running now, or one "
-            "killed mid-write (safe to delete when none is running)"
+            "work folder of a `write --overwrite` that is running or was killed "
+            "(delete it when none runs)"
         )
         return {"path": relative, "kind": "overwrite", "bytes": size, "note": note}
-    return {
-        "path": relative,
-        "kind": "other",
-        "bytes": size,
-        "note": "not made by a writer",
-    }
+    return {"path": relative, "kind": "other", "bytes": size, "note": "not made by a writer"}
 
 
 def _base_listing(base: Path) -> dict[str, Any]:
@@ -361,7 +350,9 @@ def _base_listing(base: Path) -> dict[str, Any]:
             continue
         if not entry.is_dir():
             size = entry.stat().st_size if entry.exists() else 0
-            other.append({"path": entry.name, "kind": "file", "bytes": size, "note": "a file"})
+            other.append(
+                {"path": entry.name, "kind": "file", "bytes": size, "note": "a file, not a cache"}
+            )
             continue
         if not _is_cache(entry):
             other.append(
@@ -1683,4 +1674,5 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     >>> main(["info", "caches/train"])  # doctest: +SKIP
     """
-    app(args=list(argv) if argv is not None else None)
+    # One name in usage lines, whether run as the console script or as python -m.
+    app(args=list(argv) if argv is not None else None, prog_name="dataset-rt")
