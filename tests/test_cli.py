@@ -752,3 +752,67 @@ def test_a_payload_preview_never_fails(prefix: bytes, rest: bytes) -> None:
     preview = _preview(prefix + rest)
     assert preview["preview_kind"] in ("png", "jpeg", "webp", "npy", "text", "hex")
     assert isinstance(preview["preview"], str)
+
+
+def test_binary_is_not_written_to_a_terminal(runtime: DatasetRuntime, tmp_path: Path) -> None:
+    import pty
+
+    cache = write(
+        runtime, tmp_path / "base", samples=[(b"\x00\x01binary", {"i": 0}), (b"text\n", {"i": 1})]
+    )
+    environment = {**os.environ, "PYTHONPATH": pythonpath_before_inherited(PACKAGE_ROOT)}
+
+    def on_a_terminal(*args: str) -> tuple[int, bytes, str]:
+        controller, terminal = pty.openpty()
+        completed = subprocess.run(
+            [sys.executable, "-m", "dataset_rt", *args],
+            stdout=terminal,
+            stderr=subprocess.PIPE,
+            env=environment,
+            timeout=120,
+        )
+        os.close(terminal)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(controller, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            shown += chunk
+        os.close(controller)
+        return completed.returncode, shown, completed.stderr.decode()
+
+    code, shown, stderr = on_a_terminal("get", str(cache), "0")
+    assert (code, shown) == (1, b""), stderr
+    assert "not writing them to a terminal" in stderr and "--out" in stderr
+    code, shown, _ = on_a_terminal("get", str(cache), "0", "--out", "-")
+    assert code == 0 and shown.startswith(b"\x00\x01binary")
+    code, shown, _ = on_a_terminal("get", str(cache), "1")
+    assert code == 0 and shown.replace(b"\r\n", b"\n") == b"text\n"
+
+
+def test_the_commands_own_messages_use_no_internal_words(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    from test_cli_write import no_internal_words
+
+    cache = write(runtime, tmp_path / "base")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    make_folder(tmp_path / "images")
+    failures = [
+        (["info", empty], 1),
+        (["ls", cache], 1),
+        (["get", cache, "99"], 1),
+        (["write", "folder", tmp_path / "images", "-o", tmp_path / "base", "--name", "c"], 1),
+        (["write", "folder", tmp_path / "images", "-o", tmp_path / "base", "--name", "tmp"], 2),
+        (["write", "folder", empty, "-o", tmp_path / "base"], 1),
+        (["write", "folder", tmp_path / "images", "-o", tmp_path / "base", "-e", ".jpg"], 1),
+        (["head", tmp_path / "nope"], 2),
+    ]
+    for args, code in failures:
+        result = invoke(*args, code=code)
+        assert result.stderr.strip(), args
+        no_internal_words(result.stderr)
