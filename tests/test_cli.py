@@ -4,6 +4,7 @@ codes (0 success, 1 a problem found, 2 a usage error) and its --json output."""
 from __future__ import annotations
 
 import importlib
+import io
 import json
 import os
 import subprocess
@@ -17,6 +18,8 @@ import pyarrow as pa
 import pyarrow.ipc
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 from typer.testing import CliRunner, Result
 
@@ -70,7 +73,9 @@ def write(
 
 COMMANDS = [
     [],
+    ["ls"],
     ["info"],
+    ["get"],
     ["head"],
     ["metadata"],
     ["verify"],
@@ -104,7 +109,7 @@ def test_python_m_dataset_rt_runs_the_command() -> None:
         timeout=120,
     )
     assert completed.returncode == 0, completed.stderr
-    for command in ("info", "head", "metadata", "verify", "write", "demo", "bench"):
+    for command in ("ls", "info", "head", "get", "metadata", "verify", "write", "demo", "bench"):
         assert command in completed.stdout
     version = subprocess.run(
         [sys.executable, "-m", "dataset_rt", "--version"],
@@ -178,16 +183,10 @@ def test_info_reports_a_bad_cache_in_one_line_and_exits_1(
     not_a_cache.mkdir()
     good_info, bad_info = invoke_json("info", good, not_a_cache, code=1)
     assert good_info["samples"] == len(SAMPLES)
-    assert bad_info == {
-        "path": str(not_a_cache),
-        "error": f"cache {not_a_cache}: missing manifest: cannot read manifest.json: "
-        "no such file or directory",
-    }
+    message = f"{not_a_cache} is not a cache: it has no manifest.json, and holds no cache"
+    assert bad_info == {"path": str(not_a_cache), "error": message}
     result = invoke("info", not_a_cache, code=1)
-    assert (
-        result.stderr == f"dataset-rt: cache {not_a_cache}: missing manifest: "
-        "cannot read manifest.json: no such file or directory\n"
-    )
+    assert result.stderr == f"dataset-rt: {message}\n"
     # A cache whose files disagree with its manifest does not open either.
     shard = good / "shards" / "000000.bin"
     size = shard.stat().st_size
@@ -196,10 +195,14 @@ def test_info_reports_a_bad_cache_in_one_line_and_exits_1(
     assert message in invoke("info", good, code=1).stderr
 
 
-def test_a_missing_path_is_a_usage_error(tmp_path: Path) -> None:
-    for command in ("info", "head", "verify"):
+def test_a_missing_path_or_a_file_is_a_usage_error(tmp_path: Path) -> None:
+    a_file = tmp_path / "file"
+    a_file.write_bytes(b"")
+    for command in ("ls", "info", "head", "verify"):
         result = invoke(command, tmp_path / "nope", code=2)
         assert "does not exist" in result.stderr
+        assert "is a file" in invoke(command, a_file, code=2).stderr
+    assert "does not exist" in invoke("get", tmp_path / "nope", "0", code=2).stderr
     assert (
         "does not exist"
         in invoke("metadata", tmp_path / "nope", "-o", tmp_path / "m.csv", code=2).stderr
@@ -399,8 +402,9 @@ def test_write_folder_writes_one_sample_per_file(
     base = tmp_path / "caches"
     flags = ["--lz4"] if lz4 else []
     written = invoke_json(
-        "write", "folder", tmp_path / "images", "--out", base, "--name", "pics", *flags
-    )
+        "write", "folder", tmp_path / "images", "--out", base, "--name", "pics",
+        "--labels", "name", *flags,
+    )  # fmt: skip
     cache = base / "pics"
     assert written["source_name"] == "pics" and written["path"] == str(cache)
     assert written["samples"] == len(files) and written["bytes_on_disk"] > 0
@@ -419,7 +423,7 @@ def test_write_folder_options_and_refusals(runtime: DatasetRuntime, tmp_path: Pa
     images = tmp_path / "images"
     result = invoke(
         "write", "folder", images, "-o", base, "--name", "png", "-e", ".png",
-        "--label-from", "none", "--no-progress", code=0,
+        "--labels", "none", "--no-progress", code=0,
     )  # fmt: skip
     assert result.stdout.startswith(f"wrote {base / 'png'}: 3 samples")
     assert [metadata for _, metadata in read_back(runtime, base / "png")][0] == {
@@ -428,15 +432,18 @@ def test_write_folder_options_and_refusals(runtime: DatasetRuntime, tmp_path: Pa
     }
     # The target exists: the write is refused, the cache kept.
     again = invoke("write", "folder", images, "-o", base, "--name", "png", code=1)
-    assert f"cache path already exists: {base / 'png'}" in again.stderr
+    assert (
+        again.stderr
+        == f"dataset-rt: {base / 'png'} already exists; pass --overwrite to replace it\n"
+    )
     # Nothing matches: the source refuses.
     none = invoke("write", "folder", images, "-o", base, "--name", "x", "-e", ".jpg", code=1)
     assert "no files with extensions ['.jpg']" in none.stderr
     # Usage errors: a missing folder, a file instead of a folder, a missing --name.
     invoke("write", "folder", tmp_path / "nope", "-o", base, "--name", "x", code=2)
     invoke("write", "folder", images / "cat" / "001.png", "-o", base, "--name", "x", code=2)
-    invoke("write", "folder", images, "-o", base, code=2)
-    invoke("write", "folder", images, "-o", base, "--name", "x", "--label-from", "child", code=2)
+    invoke("write", "folder", images, "--name", "x", code=2)  # no --out
+    invoke("write", "folder", images, "-o", base, "--name", "x", "--labels", "child", code=2)
     assert sorted(p.name for p in base.iterdir() if p.name != "tmp") == ["png"]
 
 
@@ -499,10 +506,6 @@ def test_write_parquet_refusals(tmp_path: Path) -> None:
         code=2,
     )
     invoke("write", "parquet", source, "-o", base, "--name", "x", code=2)  # no --data-column
-    bad_name = invoke(
-        "write", "parquet", source, "--data-column", "image", "-o", base, "--name", "a/b", code=1
-    )
-    assert "contains a path separator" in bad_name.stderr
     assert not (base / "x").exists()
 
 
@@ -548,3 +551,270 @@ def test_a_problem_line_says_where_unless_the_message_does() -> None:
     assert _problem_line({**where, "message": said}) == said
     whole = {"file": "", "sample_id": None, "offset": None, "message": "cannot open"}
     assert _problem_line(whole) == "cannot open"
+
+
+# --- ls and info on a base folder -----------------------------------------------------------
+
+
+def cache_row(cache: Path, samples: int, algo: str = "none") -> dict[str, object]:
+    return {
+        "name": cache.name,
+        "path": str(cache),
+        "samples": samples,
+        "bytes_on_disk": sum(p.stat().st_size for p in cache.rglob("*") if p.is_file()),
+        "compression": [{"algo": algo, "ratio": 1.0}],
+        "record_checksums": True,
+    }
+
+
+def test_ls_lists_the_caches_of_a_base_and_what_else_is_there(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    base = tmp_path / "caches"
+    first = write(runtime, base, "b-cache")
+    second = write(runtime, base, "a-cache", SAMPLES[:7], algo="lz4")
+    without_record_checksums(first)
+    (base / "tmp" / "4242.18c0a2f.0.staging" / "shards").mkdir(parents=True)
+    (base / "tmp" / "4242.18c0a2f.0.staging" / "index.bin").write_bytes(b"x" * 24)
+    (base / "tmp" / "a-cache.lock").write_bytes(b"")
+    (base / "notes.txt").write_text("hello")
+    (base / "half-copied").mkdir()
+    listing = invoke_json("ls", base)
+    assert listing["path"] == str(base)
+    assert listing["caches"] == [
+        cache_row(second, 7, "lz4"),
+        {**cache_row(first, len(SAMPLES)), "record_checksums": False},
+    ]
+    other = {entry["path"]: entry for entry in listing["other"]}
+    assert sorted(other) == [
+        "half-copied",
+        "notes.txt",
+        "tmp/4242.18c0a2f.0.staging",
+        "tmp/a-cache.lock",
+    ]
+    assert [other[path]["kind"] for path in sorted(other)] == ["folder", "file", "staging", "lock"]
+    assert other["tmp/4242.18c0a2f.0.staging"]["bytes"] == 24
+    assert other["tmp/a-cache.lock"]["held"] is False
+    assert "not a cache" in other["half-copied"]["note"]
+    text = invoke("ls", base, code=0).stdout
+    assert text.index("a-cache") < text.index("b-cache") < text.index("not caches:")
+    for path, entry in other.items():
+        assert f"  {path}" in text and entry["note"] in text
+
+
+def test_ls_tells_a_lock_held_by_a_running_writer(runtime: DatasetRuntime, tmp_path: Path) -> None:
+    fcntl = pytest.importorskip("fcntl")
+    write(runtime, tmp_path, "c")
+    lock = tmp_path / "tmp" / "c.lock"
+    with lock.open("wb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        [entry] = invoke_json("ls", tmp_path)["other"]
+        assert (entry["path"], entry["held"]) == ("tmp/c.lock", True)
+        assert entry["note"] == "lock file of a running writer of 'c'"
+
+
+def test_ls_of_an_empty_folder_and_of_a_cache(runtime: DatasetRuntime, tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert invoke_json("ls", empty) == {"path": str(empty), "caches": [], "other": []}
+    assert invoke("ls", empty, code=0).stdout == f"{empty}: no caches\n"
+    cache = write(runtime, tmp_path / "base")
+    result = invoke("ls", cache, code=1)
+    assert f"{cache} is a cache, not a base folder" in result.stderr
+    assert f"dataset-rt info {cache}" in result.stderr
+
+
+def test_info_of_a_base_folder_lists_its_caches(runtime: DatasetRuntime, tmp_path: Path) -> None:
+    base = tmp_path / "caches"
+    cache = write(runtime, base, "c")
+    [shown] = invoke_json("info", base)
+    assert shown == {"path": str(base), "base": True, "caches": [cache_row(cache, 40)], "other": []}
+    text = invoke("info", base, code=0).stdout
+    assert text.startswith(f"{base} is a base folder, not a cache; it holds 1 cache:\n")
+    assert "c " in text and "40" in text
+    # Only a staging area left: still a base, with no caches.
+    cache.rename(tmp_path / "elsewhere")
+    assert invoke_json("info", base) == [
+        {"path": str(base), "base": True, "caches": [], "other": []}
+    ]
+
+
+# --- get ------------------------------------------------------------------------------------
+
+
+def test_get_writes_one_raw_payload_to_stdout_or_a_file(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    cache = write(runtime, tmp_path / "base")
+    data, metadata = SAMPLES[3]
+    assert invoke("get", cache, "3", code=0).stdout_bytes == data
+    out = tmp_path / "payload.bin"
+    out.write_bytes(b"old")
+    assert invoke("get", cache, "3", "--out", out, code=0).stdout == ""
+    assert out.read_bytes() == data
+    assert [p.name for p in tmp_path.iterdir() if p.is_file()] == ["payload.bin"]  # no staging
+    assert invoke_json("get", cache, "3") == {
+        "path": str(cache),
+        "sample_id": 3,
+        "metadata": metadata,
+        "payload_bytes": len(data),
+        "out": None,
+    }
+    assert invoke_json("get", cache, "4", "-o", out)["out"] == str(out)
+    assert out.read_bytes() == SAMPLES[4][0]
+    assert invoke("get", cache, "5", "--out", "-", code=0).stdout_bytes == SAMPLES[5][0]
+
+
+def test_get_refusals(runtime: DatasetRuntime, tmp_path: Path) -> None:
+    cache = write(runtime, tmp_path / "base")
+    result = invoke("get", cache, "40", code=1)
+    assert (
+        result.stderr
+        == f"dataset-rt: {cache} has 40 samples (ids 0 to 39); there is no sample 40\n"
+    )
+    invoke("get", cache, "-1", code=2)
+    invoke("get", cache, "x", code=2)
+    assert "does not exist" in invoke("get", cache, "0", "-o", tmp_path / "no" / "f", code=2).stderr
+    flip_last_byte_of_record(cache, 2)
+    assert "record checksum mismatch" in invoke("get", cache, "2", code=1).stderr
+
+
+# --- head: kinds of payloads ----------------------------------------------------------------
+
+
+def image_bytes(
+    size: tuple[int, int], image_format: str, mode: str = "RGB", **options: Any
+) -> bytes:
+    image_module = pytest.importorskip("PIL.Image")
+    buffer = io.BytesIO()
+    image_module.new(mode, size).save(buffer, image_format, **options)
+    return buffer.getvalue()
+
+
+def npy_bytes(array: Any) -> bytes:
+    numpy = pytest.importorskip("numpy")
+    buffer = io.BytesIO()
+    numpy.save(buffer, numpy.asarray(array))
+    return buffer.getvalue()
+
+
+def test_head_tells_common_payload_kinds(runtime: DatasetRuntime, tmp_path: Path) -> None:
+    numpy = pytest.importorskip("numpy")
+    payloads = [
+        (image_bytes((32, 24), "PNG"), "png", "PNG image, 32 x 24, RGB"),
+        (image_bytes((7, 5), "PNG", "LA"), "png", "PNG image, 7 x 5, grayscale+alpha"),
+        (image_bytes((40, 30), "JPEG"), "jpeg", "JPEG image, 40 x 30"),
+        (image_bytes((50, 20), "WEBP"), "webp", "WebP image, 50 x 20"),  # VP8
+        (image_bytes((51, 21), "WEBP", lossless=True), "webp", "WebP image, 51 x 21"),  # VP8L
+        (image_bytes((52, 22), "WEBP", "RGBA"), "webp", "WebP image, 52 x 22"),  # VP8X
+        (
+            npy_bytes(numpy.zeros((3, 4), numpy.float32)),
+            "npy",
+            "NumPy array, float32, shape (3, 4)",
+        ),
+        (
+            npy_bytes(numpy.arange(5, dtype=">i8")),
+            "npy",
+            "NumPy array, int64 big-endian, shape (5,)",
+        ),
+        (npy_bytes(numpy.ones(2, bool)), "npy", "NumPy array, bool, shape (2,)"),
+        ("grüße, 世界".encode(), "text", "grüße, 世界"),
+        (b"\x89PNG but cut", "hex", "89 50 4e 47 20 62 75 74 20 63 75 74"),
+    ]
+    cache = write(
+        runtime, tmp_path, samples=[(data, {"i": i}) for i, (data, _, _) in enumerate(payloads)]
+    )
+    shown = invoke_json("head", cache, "-n", "20")["samples"]
+    assert [(s["preview_kind"], s["preview"]) for s in shown] == [
+        (kind, preview) for _, kind, preview in payloads
+    ]
+    assert (shown[0]["width"], shown[0]["height"]) == (32, 24)
+    assert (shown[6]["dtype"], shown[6]["shape"]) == ("float32", [3, 4])
+    assert [s["preview_bytes"] for s in shown[:9]] == [None] * 9
+    text = invoke("head", cache, "-n", "20", code=0).stdout
+    assert "PNG image, 32 x 24, RGB" in text and "'grüße, 世界'" in text
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    prefix=st.sampled_from(
+        [
+            b"",
+            b"\x89PNG\r\n\x1a\n",
+            b"\xff\xd8\xff",
+            b"RIFF\x00\x00\x00\x00WEBPVP8X",
+            b"\x93NUMPY\x01\x00",
+        ]
+    ),
+    rest=st.binary(max_size=64),
+)
+def test_a_payload_preview_never_fails(prefix: bytes, rest: bytes) -> None:
+    from dataset_rt.cli import _preview
+
+    preview = _preview(prefix + rest)
+    assert preview["preview_kind"] in ("png", "jpeg", "webp", "npy", "text", "hex")
+    assert isinstance(preview["preview"], str)
+
+
+def test_binary_is_not_written_to_a_terminal(runtime: DatasetRuntime, tmp_path: Path) -> None:
+    import pty
+
+    cache = write(
+        runtime, tmp_path / "base", samples=[(b"\x00\x01binary", {"i": 0}), (b"text\n", {"i": 1})]
+    )
+    environment = {**os.environ, "PYTHONPATH": pythonpath_before_inherited(PACKAGE_ROOT)}
+
+    def on_a_terminal(*args: str) -> tuple[int, bytes, str]:
+        controller, terminal = pty.openpty()
+        completed = subprocess.run(
+            [sys.executable, "-m", "dataset_rt", *args],
+            stdout=terminal,
+            stderr=subprocess.PIPE,
+            env=environment,
+            timeout=120,
+        )
+        os.close(terminal)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(controller, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            shown += chunk
+        os.close(controller)
+        return completed.returncode, shown, completed.stderr.decode()
+
+    code, shown, stderr = on_a_terminal("get", str(cache), "0")
+    assert (code, shown) == (1, b""), stderr
+    assert "not writing them to a terminal" in stderr and "--out" in stderr
+    code, shown, _ = on_a_terminal("get", str(cache), "0", "--out", "-")
+    assert code == 0 and shown.startswith(b"\x00\x01binary")
+    code, shown, _ = on_a_terminal("get", str(cache), "1")
+    assert code == 0 and shown.replace(b"\r\n", b"\n") == b"text\n"
+
+
+def test_the_commands_own_messages_use_no_internal_words(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    from test_cli_write import no_internal_words
+
+    cache = write(runtime, tmp_path / "base")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    make_folder(tmp_path / "images")
+    failures = [
+        (["info", empty], 1),
+        (["ls", cache], 1),
+        (["get", cache, "99"], 1),
+        (["write", "folder", tmp_path / "images", "-o", tmp_path / "base", "--name", "c"], 1),
+        (["write", "folder", tmp_path / "images", "-o", tmp_path / "base", "--name", "tmp"], 2),
+        (["write", "folder", empty, "-o", tmp_path / "base"], 1),
+        (["write", "folder", tmp_path / "images", "-o", tmp_path / "base", "-e", ".jpg"], 1),
+        (["head", tmp_path / "nope"], 2),
+    ]
+    for args, code in failures:
+        result = invoke(*args, code=code)
+        assert result.stderr.strip(), args
+        no_internal_words(result.stderr)

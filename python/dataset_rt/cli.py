@@ -1,26 +1,35 @@
 """The ``dataset-rt`` command: look inside caches, check them, export their metadata,
 write them from folders and Parquet files, and run the demo and a quick benchmark.
 
-    dataset-rt info CACHE...                  what a cache holds
-    dataset-rt head CACHE [-n N]              its first samples
+    dataset-rt ls BASE                        the caches in a base folder, and what else is there
+    dataset-rt info CACHE...                  what a cache holds (on a base: its caches)
+    dataset-rt head CACHE [-n N]              its first samples, with the kind of each payload
+    dataset-rt get CACHE SAMPLE_ID [--out FILE]   one payload, as raw bytes
     dataset-rt metadata CACHE... --out FILE   its metadata table (.parquet, .csv, .arrow)
     dataset-rt verify CACHE...                scrub every byte, list every problem
-    dataset-rt write folder DIR --out BASE --name NAME [--lz4]
-    dataset-rt write parquet FILE... --data-column COL --out BASE --name NAME [--lz4]
+    dataset-rt write folder DIR --out BASE [--name NAME] [--overwrite] [--lz4]
+    dataset-rt write parquet FILE... --data-column COL --out BASE [--name NAME] [--overwrite]
     dataset-rt demo                           the end-to-end demo
     dataset-rt bench                          a quick local benchmark
 
 Also ``python -m dataset_rt``. Exit codes: 0 success, 1 a problem found (a bad or
-corrupt cache, a failed write), 2 a usage error (a missing path, a bad option).
-Every command takes ``--help``; those that report take ``--json``. See docs/cli.md.
+corrupt cache, a failed write), 2 a usage error (a missing path, a bad option or
+name), reported before any work. Every command takes ``--help``; those that report
+take ``--json``. See docs/cli.md.
 """
 
 from __future__ import annotations
 
+import ast
+import contextlib
 import enum
+import inspect
 import json
 import os
 import random
+import shutil
+import struct
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -32,12 +41,17 @@ from rich.console import Console
 from rich.progress import (
     BarColumn,
     DownloadColumn,
+    MofNCompleteColumn,
     Progress,
+    ProgressColumn,
     SpinnerColumn,
+    Task,
+    TaskProgressColumn,
     TextColumn,
-    TimeElapsedColumn,
+    TimeRemainingColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 from dataset_rt import (
     CachedDataset,
@@ -49,6 +63,7 @@ from dataset_rt import (
     ReaderConfig,
     ShardCompression,
     WriterConfig,
+    _native,
     verify,
 )
 
@@ -61,6 +76,8 @@ _PREVIEW_TEXT_BYTES = 40
 _WORKERS_DEFAULT = min(os.cpu_count() or 1, 8)
 _WORKERS_MAX = 256
 _EXPORT_SUFFIXES = (".parquet", ".csv", ".arrow")
+_STAGING_AREA = "tmp"  # <base>/tmp: the writers' staging directories and lock files
+_OVERWRITE_SUFFIX = ".overwrite"  # <base>/tmp/<pid>.<random>.overwrite: `write --overwrite`
 
 app = typer.Typer(
     name="dataset-rt",
@@ -88,10 +105,11 @@ class _Compression(enum.StrEnum):
     lz4 = "lz4"
 
 
-class _LabelFrom(enum.StrEnum):
-    """Where `write folder` takes each file's label from."""
+class _Labels(enum.StrEnum):
+    """What `write folder` stores as each file's label."""
 
-    parent = "parent"
+    by_index = "index"
+    by_name = "name"
     none = "none"
 
 
@@ -102,6 +120,17 @@ _CacheArguments = Annotated[
         help="Cache directories (base/name, the folder holding manifest.json).",
         metavar="CACHE",
         exists=True,
+        file_okay=False,
+        show_default=False,
+    ),
+]
+_CacheArgument = Annotated[
+    Path,
+    typer.Argument(
+        help="A cache directory (base/name).",
+        metavar="CACHE",
+        exists=True,
+        file_okay=False,
         show_default=False,
     ),
 ]
@@ -119,7 +148,11 @@ _WorkersOption = Annotated[
     ),
 ]
 _ProgressOption = Annotated[
-    bool, typer.Option("--progress/--no-progress", help="Show progress on stderr.")
+    bool,
+    typer.Option(
+        "--progress/--no-progress",
+        help="Show progress on stderr (only ever when stderr is a terminal).",
+    ),
 ]
 
 
@@ -129,6 +162,16 @@ def _fail(message: str) -> NoReturn:
     raise typer.Exit(_EXIT_PROBLEM)
 
 
+def _note(message: str) -> None:
+    """Tell the user something on stderr that does not change the exit code."""
+    typer.echo(f"dataset-rt: {message}", err=True)
+
+
+def _usage_error(ctx: typer.Context, message: str, option: str) -> NoReturn:
+    """A usage error (exit 2) about `option`, reported as typer reports its own."""
+    raise typer.BadParameter(message, ctx=ctx, param_hint=f"'{option}'")
+
+
 def _print_json(payload: object) -> None:
     typer.echo(json.dumps(payload, indent=2))
 
@@ -136,6 +179,19 @@ def _print_json(payload: object) -> None:
 def _console() -> Console:
     # No markup: cache paths and metadata strings are printed as they are.
     return Console(markup=False, highlight=False)
+
+
+def _stderr_is_terminal() -> bool:
+    """Whether stderr is a terminal: progress is shown there only (a log or a pipe gets
+    no carriage returns or escape codes, whatever FORCE_COLOR and the like say)."""
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def _stderr_console() -> Console:
+    return Console(stderr=True, markup=False, highlight=False)
 
 
 def _error_message(error: BaseException) -> str:
@@ -159,9 +215,61 @@ def _open(runtime: DatasetRuntime, cache: Path, *, shuffle: bool = False) -> Cac
     return runtime.cached_dataset([cache], reader_config=ReaderConfig(seed=0, shuffle=shuffle))
 
 
-def _manifest(cache: Path) -> dict[str, Any]:
-    manifest: dict[str, Any] = json.loads((cache / "manifest.json").read_text(encoding="utf-8"))
-    return manifest
+def _is_cache(path: Path) -> bool:
+    """Whether `path` is a published cache (the core's rule: it holds its manifest)."""
+    try:
+        return _native.cache_published(path)
+    except _PROBLEMS:
+        return False
+
+
+def _manifest_summary(cache: Path) -> dict[str, Any]:
+    """What a cache's manifest.json says about it: the one place the command reads a
+    manifest itself (the library opens and checks caches; this only summarizes).
+
+    Raises OSError when the file cannot be read, ValueError (JSON), KeyError or
+    TypeError when it is not a manifest.
+    """
+    manifest = json.loads((cache / "manifest.json").read_text(encoding="utf-8"))
+    shards: list[dict[str, Any]] = manifest["shards"]
+    codecs = {(s["compression"]["algo"], s["compression"]["ratio"]) for s in shards}
+    return {
+        "source_name": manifest["source_name"],
+        "format_version": manifest["format_version"],
+        "samples": manifest["sample_count"],
+        "shards": len(shards),
+        "shard_bytes": sum(s["byte_len"] for s in shards),
+        "payload_bytes_uncompressed": sum(s["uncompressed_byte_len"] for s in shards),
+        "compression": [{"algo": algo, "ratio": ratio} for algo, ratio in sorted(codecs)],
+        "schema": [{"name": f["name"], "kind": f["kind"]} for f in manifest["metadata_schema"]],
+        "record_checksums": "record_checksums" in manifest,
+    }
+
+
+_MANIFEST_PROBLEMS = (OSError, ValueError, KeyError, TypeError)
+
+
+def _codecs_text(compression: list[dict[str, Any]]) -> str:
+    return ", ".join(
+        c["algo"] if c["algo"] == "none" else f"{c['algo']} (ratio {c['ratio']})"
+        for c in compression
+    )
+
+
+def _bytes_text(count: int) -> str:
+    if count < 1_000_000:
+        return f"{count:,} bytes"
+    return f"{count:,} bytes ({count / 1e6:,.1f} MB)"
+
+
+def _replace_file(out: Path, write: Callable[[Path], None]) -> None:
+    """Write next to `out`, then rename: a failed write leaves no half-written file."""
+    staging = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        write(staging)
+        os.replace(staging, out)
+    finally:
+        staging.unlink(missing_ok=True)
 
 
 @app.callback(invoke_without_command=True)
@@ -177,34 +285,215 @@ def _root(
         raise typer.Exit(0)
 
 
+# --- base folders: ls -----------------------------------------------------------------------
+
+
+def _lock_held(lock: Path) -> bool | None:
+    """Whether a running writer holds the lock file (None where this cannot be told)."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX
+        return None
+    try:
+        descriptor = os.open(lock, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        # A shared lock, dropped at once: it cannot be had while a writer holds its
+        # exclusive one, and it never stops a writer for longer than these two calls.
+        fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        fcntl.flock(descriptor, fcntl.LOCK_UN)
+        return False
+    except BlockingIOError:
+        return True
+    except OSError:
+        return None
+    finally:
+        os.close(descriptor)
+
+
+def _staging_entry(entry: Path) -> dict[str, Any]:
+    """What one entry of <base>/tmp is."""
+    relative = f"{_STAGING_AREA}/{entry.name}"
+    if entry.is_file() and entry.name.endswith(".lock"):
+        name = entry.name.removesuffix(".lock")
+        held = _lock_held(entry)
+        note = {
+            True: f"lock file of a running writer of {name!r}",
+            False: f"lock file of {name!r}, not held: harmless, the next writer of "
+            f"{name!r} reuses it",
+            None: f"lock file of {name!r} (whether a writer holds it cannot be told here)",
+        }[held]
+        return {"path": relative, "kind": "lock", "bytes": 0, "held": held, "note": note}
+    size = _directory_bytes(entry) if entry.is_dir() else entry.stat().st_size
+    if entry.is_dir() and entry.name.endswith(".staging"):
+        note = (
+            "staging directory of a writer that is running or was killed (delete it when none runs)"
+        )
+        return {"path": relative, "kind": "staging", "bytes": size, "note": note}
+    if entry.is_dir() and entry.name.endswith(_OVERWRITE_SUFFIX):
+        note = (
+            "work folder of a `write --overwrite` that is running or was killed "
+            "(delete it when none runs)"
+        )
+        return {"path": relative, "kind": "overwrite", "bytes": size, "note": note}
+    return {"path": relative, "kind": "other", "bytes": size, "note": "not made by a writer"}
+
+
+def _base_listing(base: Path) -> dict[str, Any]:
+    """The caches in `base`, from their manifests, and every other entry, said what it is."""
+    caches: list[dict[str, Any]] = []
+    other: list[dict[str, Any]] = []
+    for entry in sorted(base.iterdir(), key=lambda p: p.name):
+        if entry.name == _STAGING_AREA and entry.is_dir() and not entry.is_symlink():
+            other.extend(_staging_entry(e) for e in sorted(entry.iterdir(), key=lambda p: p.name))
+            continue
+        if not entry.is_dir():
+            size = entry.stat().st_size if entry.exists() else 0
+            other.append(
+                {"path": entry.name, "kind": "file", "bytes": size, "note": "a file, not a cache"}
+            )
+            continue
+        if not _is_cache(entry):
+            other.append(
+                {
+                    "path": entry.name,
+                    "kind": "folder",
+                    "bytes": _directory_bytes(entry),
+                    "note": "a folder without manifest.json, not a cache",
+                }
+            )
+            continue
+        try:
+            summary = _manifest_summary(entry)
+        except _MANIFEST_PROBLEMS as error:
+            other.append(
+                {
+                    "path": entry.name,
+                    "kind": "unreadable",
+                    "bytes": _directory_bytes(entry),
+                    "note": f"its manifest.json cannot be read ({_error_message(error)})",
+                }
+            )
+            continue
+        caches.append(
+            {
+                "name": entry.name,
+                "path": str(entry),
+                "samples": summary["samples"],
+                "bytes_on_disk": _directory_bytes(entry),
+                "compression": summary["compression"],
+                "record_checksums": summary["record_checksums"],
+            }
+        )
+    return {"path": str(base), "caches": caches, "other": other}
+
+
+def _is_base(path: Path) -> bool:
+    """A folder that is not a cache but holds one, or a writers' staging area."""
+    if _is_cache(path):
+        return False
+    try:
+        entries = list(path.iterdir())
+    except OSError:
+        return False
+    return any(
+        (entry.name == _STAGING_AREA and entry.is_dir()) or _is_cache(entry) for entry in entries
+    )
+
+
+def _show_listing(console: Console, listing: dict[str, Any], title: str) -> None:
+    if listing["caches"]:
+        table = Table(title=title, title_justify="left")
+        for column in ("name", "samples", "bytes on disk", "compression", "record checksums"):
+            table.add_column(
+                column, justify="right" if column in ("samples", "bytes on disk") else "left"
+            )
+        for cache in listing["caches"]:
+            table.add_row(
+                cache["name"],
+                f"{cache['samples']:,}",
+                f"{cache['bytes_on_disk']:,}",
+                _codecs_text(cache["compression"]),
+                "yes" if cache["record_checksums"] else "no",
+            )
+        console.print(table)
+    else:
+        typer.echo(f"{title}: no caches")
+    if listing["other"]:
+        typer.echo("not caches:")
+        width = max(len(entry["path"]) for entry in listing["other"])
+        for entry in listing["other"]:
+            typer.echo(f"  {entry['path']:<{width}}  {entry['note']}")
+
+
+@app.command("ls")
+def ls_command(
+    base: Annotated[
+        Path,
+        typer.Argument(
+            help="A base folder: the --out of the writes, holding caches side by side.",
+            metavar="BASE",
+            exists=True,
+            file_okay=False,
+            show_default=False,
+        ),
+    ],
+    json_output: _JsonOption = False,
+) -> None:
+    """List the caches in a base folder (name, samples, bytes on disk, compression,
+    record checksums, from each manifest.json; nothing is opened or checked), then
+    everything else there: writers' staging directories and lock files under tmp/,
+    and files and folders that are not caches."""
+    if _is_cache(base):
+        _fail(
+            f"{base} is a cache, not a base folder: `dataset-rt info {base}` shows it, "
+            f"`dataset-rt ls {base.parent}` lists its base"
+        )
+    try:
+        listing = _base_listing(base)
+    except OSError as error:
+        _fail(f"cannot list {base}: {_error_message(error)}")
+    if json_output:
+        _print_json(listing)
+    else:
+        _show_listing(_console(), listing, str(base))
+
+
 # --- info -----------------------------------------------------------------------------------
 
 
 def _cache_info(runtime: DatasetRuntime, cache: Path) -> dict[str, Any]:
+    if not _is_cache(cache):
+        if _is_base(cache):
+            return {"path": str(cache), "base": True, **_base_listing(cache)}
+        raise ValueError(f"{cache} is not a cache: it has no manifest.json, and holds no cache")
     _open(runtime, cache)
-    manifest = _manifest(cache)
-    shards: list[dict[str, Any]] = manifest["shards"]
-    codecs = {(s["compression"]["algo"], s["compression"]["ratio"]) for s in shards}
+    summary = _manifest_summary(cache)
     return {
         "path": str(cache),
-        "source_name": manifest["source_name"],
-        "format_version": manifest["format_version"],
-        "samples": manifest["sample_count"],
-        "shards": len(shards),
+        "source_name": summary["source_name"],
+        "format_version": summary["format_version"],
+        "samples": summary["samples"],
+        "shards": summary["shards"],
         "bytes_on_disk": _directory_bytes(cache),
-        "shard_bytes": sum(s["byte_len"] for s in shards),
-        "payload_bytes_uncompressed": sum(s["uncompressed_byte_len"] for s in shards),
-        "compression": [{"algo": algo, "ratio": ratio} for algo, ratio in sorted(codecs)],
-        "schema": [{"name": f["name"], "kind": f["kind"]} for f in manifest["metadata_schema"]],
-        "record_checksums": "record_checksums" in manifest,
+        "shard_bytes": summary["shard_bytes"],
+        "payload_bytes_uncompressed": summary["payload_bytes_uncompressed"],
+        "compression": summary["compression"],
+        "schema": summary["schema"],
+        "record_checksums": summary["record_checksums"],
     }
 
 
 def _show_info(console: Console, info: dict[str, Any]) -> None:
-    codecs = ", ".join(
-        c["algo"] if c["algo"] == "none" else f"{c['algo']} (ratio {c['ratio']})"
-        for c in info["compression"]
-    )
+    if info.get("base"):
+        count = len(info["caches"])
+        typer.echo(
+            f"{info['path']} is a base folder, not a cache; "
+            f"it holds {count} cache{'s' if count != 1 else ''}:"
+        )
+        _show_listing(console, info, info["path"])
+        return
     table = Table(title=info["path"], show_header=False, title_justify="left")
     table.add_column("field", style="bold")
     table.add_column("value")
@@ -214,16 +503,10 @@ def _show_info(console: Console, info: dict[str, Any]) -> None:
     table.add_row("shards", f"{info['shards']:,}")
     table.add_row("bytes on disk", _bytes_text(info["bytes_on_disk"]))
     table.add_row("payload bytes (uncompressed)", _bytes_text(info["payload_bytes_uncompressed"]))
-    table.add_row("compression", codecs)
+    table.add_row("compression", _codecs_text(info["compression"]))
     table.add_row("record checksums", "yes (records.crc32c)" if info["record_checksums"] else "no")
     table.add_row("schema", "\n".join(f"{f['name']}: {f['kind']}" for f in info["schema"]))
     console.print(table)
-
-
-def _bytes_text(count: int) -> str:
-    if count < 1_000_000:
-        return f"{count:,} bytes"
-    return f"{count:,} bytes ({count / 1e6:,.1f} MB)"
 
 
 @app.command()
@@ -232,7 +515,8 @@ def info(caches: _CacheArguments, json_output: _JsonOption = False) -> None:
     uncompressed, compression, metadata schema, format version, record checksums.
 
     Each cache is opened (and so checked, in milliseconds) by the library first; a
-    cache that does not open is reported and the command exits with 1.
+    cache that does not open is reported and the command exits with 1. A base folder
+    (one holding caches) is said to be one, and its caches are listed as `ls` does.
     """
     results: list[dict[str, Any]] = []
     with DatasetRuntime(num_workers=1) as runtime:
@@ -257,12 +541,134 @@ def info(caches: _CacheArguments, json_output: _JsonOption = False) -> None:
 
 # --- head -----------------------------------------------------------------------------------
 
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_PNG_COLOR_TYPES = {0: "grayscale", 2: "RGB", 3: "palette", 4: "grayscale+alpha", 6: "RGBA"}
+_NPY_MAGIC = b"\x93NUMPY"
+_NPY_HEADER_MAX = 65_536
+_NPY_KINDS = {"f": "float", "i": "int", "u": "uint", "c": "complex"}
 
-def _preview(payload: bytes | memoryview) -> tuple[str, str]:
-    """A short look at a payload: ("text", its start as text) when that is printable
-    UTF-8, else ("hex", its first bytes in hex)."""
-    data = bytes(payload[: max(_PREVIEW_HEX_BYTES, _PREVIEW_TEXT_BYTES)])
-    hex_preview = ("hex", data[:_PREVIEW_HEX_BYTES].hex(" "))
+
+def _png(data: bytes) -> dict[str, Any] | None:
+    if not data.startswith(_PNG_SIGNATURE):
+        return None
+    if len(data) < 26 or data[12:16] != b"IHDR":
+        return {"preview_kind": "png", "preview": "PNG image", "width": None, "height": None}
+    width, height = struct.unpack(">II", data[16:24])
+    color = _PNG_COLOR_TYPES.get(data[25], f"color type {data[25]}")
+    return {
+        "preview_kind": "png",
+        "preview": f"PNG image, {width} x {height}, {color}",
+        "width": width,
+        "height": height,
+    }
+
+
+def _jpeg_size(data: bytes) -> tuple[int, int] | None:
+    """(width, height) from a JPEG's first start-of-frame marker, if one is found."""
+    position = 2
+    while position + 9 <= len(data):
+        if data[position] != 0xFF:
+            return None
+        marker = data[position + 1]
+        if marker == 0xFF:  # fill byte
+            position += 1
+            continue
+        if marker in (0x01, *range(0xD0, 0xD8)):  # markers without a length
+            position += 2
+            continue
+        length = int.from_bytes(data[position + 2 : position + 4], "big")
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            height = int.from_bytes(data[position + 5 : position + 7], "big")
+            width = int.from_bytes(data[position + 7 : position + 9], "big")
+            return width, height
+        if marker == 0xDA or length < 2:  # image data: no frame header before it
+            return None
+        position += 2 + length
+    return None
+
+
+def _jpeg(data: bytes) -> dict[str, Any] | None:
+    if not data.startswith(b"\xff\xd8\xff"):
+        return None
+    size = _jpeg_size(data)
+    width, height = size if size is not None else (None, None)
+    preview = "JPEG image" if size is None else f"JPEG image, {width} x {height}"
+    return {"preview_kind": "jpeg", "preview": preview, "width": width, "height": height}
+
+
+def _webp_size(data: bytes) -> tuple[int, int] | None:
+    chunk = data[12:16]
+    if chunk == b"VP8X" and len(data) >= 30:
+        width = 1 + int.from_bytes(data[24:27], "little")
+        height = 1 + int.from_bytes(data[27:30], "little")
+        return width, height
+    if chunk == b"VP8 " and len(data) >= 30 and data[23:26] == b"\x9d\x01\x2a":
+        width = int.from_bytes(data[26:28], "little") & 0x3FFF
+        height = int.from_bytes(data[28:30], "little") & 0x3FFF
+        return width, height
+    if chunk == b"VP8L" and len(data) >= 25 and data[20] == 0x2F:
+        bits = int.from_bytes(data[21:25], "little")
+        return (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
+    return None
+
+
+def _webp(data: bytes) -> dict[str, Any] | None:
+    if len(data) < 16 or data[:4] != b"RIFF" or data[8:12] != b"WEBP":
+        return None
+    size = _webp_size(data)
+    width, height = size if size is not None else (None, None)
+    preview = "WebP image" if size is None else f"WebP image, {width} x {height}"
+    return {"preview_kind": "webp", "preview": preview, "width": width, "height": height}
+
+
+def _npy_dtype(descr: object) -> str:
+    """A NumPy dtype description ('<f4') in words ('float32'); others as they are."""
+    if not isinstance(descr, str):
+        return "structured"
+    order, code = (descr[0], descr[1:]) if descr[:1] in ("<", ">", "|", "=") else ("", descr)
+    kind, size = code[:1], code[1:]
+    if kind in _NPY_KINDS and size.isdigit():
+        name = f"{_NPY_KINDS[kind]}{int(size) * 8}"
+    elif code in ("b1", "?"):
+        name = "bool"
+    else:
+        return descr
+    return f"{name} big-endian" if order == ">" and size != "1" else name
+
+
+def _npy(data: bytes) -> dict[str, Any] | None:
+    if not data.startswith(_NPY_MAGIC) or len(data) < 10:
+        return None
+    unknown = {"preview_kind": "npy", "preview": "NumPy array", "dtype": None, "shape": None}
+    major = data[6]
+    if major == 1:
+        length, start = int.from_bytes(data[8:10], "little"), 10
+    else:
+        length, start = int.from_bytes(data[8:12], "little"), 12
+    if length > _NPY_HEADER_MAX or start + length > len(data):
+        return unknown
+    try:
+        header = ast.literal_eval(data[start : start + length].decode("latin-1"))
+        dtype, shape = _npy_dtype(header["descr"]), tuple(int(n) for n in header["shape"])
+    except (ValueError, TypeError, SyntaxError, KeyError, MemoryError, RecursionError):
+        return unknown
+    return {
+        "preview_kind": "npy",
+        "preview": f"NumPy array, {dtype}, shape {shape}",
+        "dtype": dtype,
+        "shape": list(shape),
+    }
+
+
+def _text_or_hex(payload: bytes) -> dict[str, Any]:
+    """Its start as text when that is printable UTF-8, else its first bytes in hex."""
+    data = payload[: max(_PREVIEW_HEX_BYTES, _PREVIEW_TEXT_BYTES)]
+    hex_bytes = data[:_PREVIEW_HEX_BYTES]
+    hex_preview = {
+        "preview_kind": "hex",
+        "preview": hex_bytes.hex(" "),
+        "preview_bytes": len(hex_bytes),
+    }
     start = data[:_PREVIEW_TEXT_BYTES]
     try:
         text = start.decode("utf-8")
@@ -273,24 +679,37 @@ def _preview(payload: bytes | memoryview) -> tuple[str, str]:
         text = start[: error.start].decode("utf-8")
     if not all(c.isprintable() or c in "\t\n\r" for c in text):
         return hex_preview
-    return "text", text
+    return {"preview_kind": "text", "preview": text, "preview_bytes": len(text.encode())}
+
+
+def _preview(payload: bytes | memoryview) -> dict[str, Any]:
+    """A short look at a payload: what kind of file it is where that can be told (PNG,
+    JPEG, WebP, NumPy .npy, with their size or shape), else its start as text or hex.
+
+    The keys: preview_kind, preview, preview_bytes (the payload bytes a text or hex
+    preview shows; None for a described kind) and, for images, width and height, for
+    .npy, dtype and shape.
+    """
+    data = bytes(payload)
+    for describe in (_png, _jpeg, _webp, _npy):
+        described = describe(data)
+        if described is not None:
+            return {**described, "preview_bytes": None}
+    return _text_or_hex(data)
 
 
 @app.command()
 def head(
-    cache: Annotated[
-        Path,
-        typer.Argument(
-            help="A cache directory (base/name).", metavar="CACHE", exists=True, show_default=False
-        ),
-    ],
+    cache: _CacheArgument,
     count: Annotated[
         int, typer.Option("-n", "--samples", min=0, help="How many samples to show.")
     ] = 10,
     json_output: _JsonOption = False,
 ) -> None:
-    """Show the first samples of a cache: identity, metadata, payload length and a short
-    text or hex preview of the payload. Each sample is read and checked as any read is."""
+    """Show the first samples of a cache: identity, metadata, payload length and a look
+    at the payload: the kind of file (PNG, JPEG, WebP with their size, NumPy .npy with
+    its dtype and shape), else its start as text or hex. Each sample is read and
+    checked as any read is."""
     try:
         with DatasetRuntime(num_workers=1) as runtime:
             dataset = _open(runtime, cache)
@@ -300,32 +719,128 @@ def head(
         _fail(_error_message(error))
     rows: list[dict[str, Any]] = []
     for sample in samples:
-        kind, preview = _preview(sample.data)
-        shown_bytes = len(preview.encode()) if kind == "text" else len(preview.split())
         rows.append(
             {
                 "cache_id": sample.cache_id,
                 "sample_id": sample.sample_id,
                 "metadata": dict(sample.metadata),
                 "payload_bytes": len(sample.data),
-                "preview_kind": kind,
-                "preview": preview,
-                "preview_bytes": shown_bytes,
+                **_preview(sample.data),
             }
         )
     if json_output:
         _print_json({"path": str(cache), "samples": rows})
         return
     table = Table(title=f"{cache}: first {shown} of {len(dataset):,} samples", title_justify="left")
-    for column in ("sample_id", "metadata", "bytes", "preview"):
+    for column in ("sample_id", "metadata", "bytes", "payload"):
         table.add_column(column, overflow="fold")
     for row in rows:
         metadata = json.dumps(row["metadata"], ensure_ascii=False, separators=(", ", ": "))
         preview = repr(row["preview"]) if row["preview_kind"] == "text" else row["preview"]
-        if row["preview_bytes"] < row["payload_bytes"]:
+        if row["preview_bytes"] is not None and row["preview_bytes"] < row["payload_bytes"]:
             preview += " ..."
         table.add_row(str(row["sample_id"]), metadata, f"{row['payload_bytes']:,}", preview)
     _console().print(table)
+
+
+# --- get ------------------------------------------------------------------------------------
+
+
+def _out_file(out: Path | None) -> Path | None:
+    if out is None or str(out) == "-":
+        return out
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        raise typer.BadParameter(f"directory {parent} does not exist")
+    if out.is_dir():
+        raise typer.BadParameter(f"{out} is a directory")
+    return out
+
+
+def _is_text(data: bytes) -> bool:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return all(c.isprintable() or c in "\t\n\r" for c in text)
+
+
+@app.command("get")
+def get_command(
+    cache: _CacheArgument,
+    sample_id: Annotated[
+        int,
+        typer.Argument(
+            help="The sample's id (0 for the first).",
+            metavar="SAMPLE_ID",
+            min=0,
+            show_default=False,
+        ),
+    ],
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Write the payload to this file (replaced if it exists); - for stdout.",
+            callback=_out_file,
+            show_default=False,
+        ),
+    ] = None,
+    json_output: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print the sample's metadata as JSON on stdout (the payload only goes to --out).",
+        ),
+    ] = False,
+) -> None:
+    """Write one sample's payload, its raw bytes, to stdout or to --out FILE. The sample
+    is read and checked as any read is. A binary payload is not written to a terminal:
+    redirect stdout or pass --out."""
+    try:
+        with DatasetRuntime(num_workers=1) as runtime:
+            dataset = _open(runtime, cache)
+            samples = len(dataset)
+            sample = dataset.get(0, sample_id) if sample_id < samples else None
+    except _PROBLEMS as error:
+        _fail(_error_message(error))
+    if sample is None:
+        _fail(
+            f"{cache} has {samples:,} samples (ids 0 to {samples - 1:,}); "
+            f"there is no sample {sample_id:,}"
+        )
+    data = bytes(sample.data)
+    to_file = out is not None and str(out) != "-"
+    if to_file:
+        assert out is not None
+
+        def write_payload(staging: Path) -> None:
+            staging.write_bytes(data)
+
+        try:
+            _replace_file(out, write_payload)
+        except OSError as error:
+            _fail(f"cannot write {out}: {_error_message(error)}")
+    elif not json_output:
+        stdout = typer.get_binary_stream("stdout")
+        if out is None and sys.stdout.isatty() and not _is_text(data):
+            _fail(
+                f"sample {sample_id} is {len(data):,} bytes of binary data: not writing them "
+                "to a terminal; redirect stdout (> FILE) or pass --out FILE (--out - forces it)"
+            )
+        stdout.write(data)
+        stdout.flush()
+    if json_output:
+        _print_json(
+            {
+                "path": str(cache),
+                "sample_id": sample.sample_id,
+                "metadata": dict(sample.metadata),
+                "payload_bytes": len(data),
+                "out": str(out) if to_file else None,
+            }
+        )
 
 
 # --- metadata -------------------------------------------------------------------------------
@@ -368,7 +883,7 @@ def metadata(
         with DatasetRuntime(num_workers=1) as runtime:
             dataset = runtime.cached_dataset(caches, reader_config=ReaderConfig(seed=0))
             frame = dataset.get_metadata()
-        _write_frame_replacing(frame, out)
+        _replace_file(out, lambda staging: _write_frame(frame, staging, out.suffix.lower()))
     except _PROBLEMS as error:
         _fail(_error_message(error))
     if json_output:
@@ -385,20 +900,14 @@ def metadata(
         typer.echo(f"wrote {frame.height:,} rows x {frame.width} columns to {out}")
 
 
-def _write_frame_replacing(frame: Any, out: Path) -> None:
-    """Write next to `out`, then rename: a failed export leaves no half-written file."""
-    suffix = out.suffix.lower()
-    staging = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    try:
-        if suffix == ".parquet":
-            frame.write_parquet(staging)
-        elif suffix == ".csv":
-            frame.write_csv(staging)
-        else:
-            frame.write_ipc(staging)
-        os.replace(staging, out)
-    finally:
-        staging.unlink(missing_ok=True)
+def _write_frame(frame: Any, path: Path, suffix: str) -> None:
+    """Write a Polars frame to `path` in the format an export's `suffix` names."""
+    if suffix == ".parquet":
+        frame.write_parquet(path)
+    elif suffix == ".csv":
+        frame.write_csv(path)
+    else:
+        frame.write_ipc(path)
 
 
 # --- verify ---------------------------------------------------------------------------------
@@ -422,13 +931,14 @@ def verify_command(
         SpinnerColumn(),
         TextColumn("{task.description}"),
         BarColumn(),
+        TaskProgressColumn(),
         DownloadColumn(),
-        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
     )
-    stderr = Console(stderr=True, markup=False, highlight=False)
     # A bar only on a terminal: in a pipe or a log it would be noise.
-    shown = progress and stderr.is_terminal
-    with Progress(*columns, console=stderr, disable=not shown, transient=True) as bar:
+    shown = progress and _stderr_is_terminal()
+    with Progress(*columns, console=_stderr_console(), disable=not shown, transient=True) as bar:
         task = bar.add_task("verifying", total=sum(sizes))
         before = 0
         for cache, size in zip(caches, sizes, strict=True):
@@ -498,13 +1008,21 @@ def _problem_line(problem: dict[str, Any]) -> str:
 _OutOption = Annotated[
     Path,
     typer.Option(
-        "--out", "-o", help="Base directory; the cache goes to BASE/NAME.", show_default=False
+        "--out",
+        "-o",
+        help="Base directory, created if missing; the cache goes to BASE/NAME.",
+        file_okay=False,
+        show_default=False,
     ),
 ]
-_NameOption = Annotated[
-    str,
+_OverwriteOption = Annotated[
+    bool,
     typer.Option(
-        "--name", help="The cache's (source's) name: one plain path segment.", show_default=False
+        "--overwrite",
+        help=(
+            "Replace an existing cache BASE/NAME: the new cache is written first and "
+            "swapped in, the old one removed only then; a failed write keeps the old one."
+        ),
     ),
 ]
 _Lz4Option = Annotated[bool, typer.Option("--lz4", help="Compress payloads with LZ4.")]
@@ -513,6 +1031,63 @@ _MaxShardBytesOption = Annotated[
     typer.Option("--max-shard-bytes", min=1, help="Start a new shard past this many bytes."),
 ]
 _MAX_SHARD_BYTES_DEFAULT = WriterConfig().max_shard_bytes
+_PROGRESS_EVERY = 64  # samples between two progress updates
+
+# The sources' words for their Python arguments, in the command's words.
+_SOURCE_WORDS = (
+    ("FolderSource: ", ""),
+    ("ParquetSource file ", "file "),
+    ("ParquetSource: ", ""),
+    (
+        "so label_from='parent' has no folder to label it with",
+        "so it has no folder to be labelled by",
+    ),
+    ("label_from='parent'", "labels from folders"),
+    ("label_from=None", "--labels none"),
+    ("extensions=...", "-e/--extension"),
+)
+
+
+class _WriteFailed(Exception):
+    """A write that failed; its message is for the user as it is."""
+
+
+class _OldCacheAside(_WriteFailed):
+    """An --overwrite whose swap failed halfway: the old cache is kept where it was moved."""
+
+
+def _in_command_words(message: str) -> str:
+    for python_words, command_words in _SOURCE_WORDS:
+        message = message.replace(python_words, command_words)
+    return message
+
+
+def _cache_name(ctx: typer.Context, name: str | None, default: str, default_from: str) -> str:
+    """The cache's name, checked with the core's rule before any work (a bad one is a
+    usage error): `name` when given, else `default`, taken from `default_from`."""
+    chosen = name if name is not None else default
+    try:
+        _native.check_source_name(chosen.encode("utf-8", "surrogatepass"))
+    except ValueError as error:
+        reason = _error_message(error).removeprefix("source name ")
+        if name is not None:
+            _usage_error(ctx, reason, "--name")
+        _usage_error(
+            ctx,
+            f"the cache would be named after {default_from}, but {reason}; pass --name NAME",
+            "--name",
+        )
+    return chosen
+
+
+def _check_target(target: Path, overwrite: bool) -> None:
+    """Refuse, before reading any input, a target that the write could not replace."""
+    if not os.path.lexists(target):
+        return
+    if not _is_cache(target):
+        _fail(f"{target} exists and is not a cache; not replacing it")
+    if not overwrite:
+        _fail(f"{target} already exists; pass --overwrite to replace it")
 
 
 def _make_source(build: Callable[[], CacheSource]) -> CacheSource:
@@ -521,39 +1096,236 @@ def _make_source(build: Callable[[], CacheSource]) -> CacheSource:
     try:
         return build()
     except (*_PROBLEMS, TypeError, KeyError) as error:
-        _fail(f"cannot read the input: {_error_message(error)}")
+        _fail(f"cannot read the input: {_in_command_words(_error_message(error))}")
+
+
+class _RateColumn(ProgressColumn):
+    """Samples per second, once there is a measure."""
+
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text(f"{speed:,.0f} samples/s" if speed else "")
+
+
+class _CountedSource:
+    """A source that tells `advance` how many samples the writer has taken from it."""
+
+    def __init__(self, source: CacheSource, advance: Callable[[int], None]) -> None:
+        self.name = source.name
+        self._source = source
+        self._advance = advance
+
+    def __iter__(self) -> Iterator[CacheInput]:
+        taken = 0
+        for item in self._source:
+            yield item
+            taken += 1
+            if taken % _PROGRESS_EVERY == 0:
+                self._advance(taken)
+        self._advance(taken)
+
+
+def _write_cache(source: CacheSource, base: Path, config: WriterConfig, workers: int) -> Path:
+    """Write `source` to base/<its name> with the library; its failure as `_WriteFailed`."""
+    with DatasetRuntime(num_workers=workers) as runtime:
+        [result] = runtime.write_cache(source, base, writer_config=config)
+    if isinstance(result, CacheWriteError):
+        raise _WriteFailed(
+            f"cannot write {result.source_name}: {_in_command_words(result.message)}"
+        )
+    return result.path
+
+
+@contextlib.contextmanager
+def _writer_lock(base: Path, name: str) -> Iterator[None]:
+    """Hold <base>/tmp/<name>.lock as the library's writers do (docs/storage-format.md,
+    "Publication protocol"): while it is held, no writer of that name publishes."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: the swap goes unguarded
+        yield
+        return
+    lock = base / _STAGING_AREA / f"{name}.lock"
+    while True:
+        descriptor = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+            try:
+                now = os.stat(lock)
+            except FileNotFoundError:
+                current = False
+            else:
+                held = os.fstat(descriptor)
+                current = (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino)
+        except BaseException:
+            os.close(descriptor)
+            raise
+        if current:
+            break
+        os.close(descriptor)  # deleted by its last holder meanwhile: lock the new one
+    try:
+        yield
+    finally:
+        lock.unlink(missing_ok=True)
+        os.close(descriptor)
+
+
+def _fsync_directory(path: Path) -> None:
+    """Make a rename in `path` durable, where directories can be flushed."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)
+
+
+def _swap_in(fresh: Path, target: Path) -> bool:
+    """Move the cache `fresh` to `target`, moving an old cache there out of the way
+    first; True when one was replaced. The old cache ends up beside `fresh` (in the
+    same work folder), or, when the swap fails, back at `target`."""
+    if not os.path.lexists(target):
+        os.rename(fresh, target)
+        return False
+    if not _is_cache(target):
+        raise _WriteFailed(f"{target} exists and is not a cache; not replacing it")
+    aside = Path(tempfile.mkdtemp(dir=fresh.parent)) / "replaced"
+    os.rename(target, aside)
+    try:
+        os.rename(fresh, target)
+    except BaseException as error:
+        try:
+            os.rename(aside, target)
+        except OSError:
+            raise _OldCacheAside(
+                f"cannot replace {target} ({_error_message(error)}), nor put the old cache "
+                f"back ({aside}): move it back to {target} by hand"
+            ) from error
+        raise
+    return True
+
+
+def _write_replacing(
+    source: CacheSource, base: Path, config: WriterConfig, workers: int
+) -> tuple[Path, bool]:
+    """Write `source` as base/<its name>, replacing a cache there: the new cache is
+    written whole in a work folder of <base>/tmp (same file system), then swapped in
+    with two renames under the name's writer lock, and only then is the old cache
+    removed. A failure at any step leaves the old cache where it was and removes the
+    work folder. Returns the cache's path and whether an old cache was replaced."""
+    staging_area = base / _STAGING_AREA
+    staging_area.mkdir(parents=True, exist_ok=True)
+    work = Path(
+        tempfile.mkdtemp(prefix=f"{os.getpid()}.", suffix=_OVERWRITE_SUFFIX, dir=staging_area)
+    )
+    target = base / source.name
+    keep_work = False
+    try:
+        fresh = _write_cache(source, work, config, workers)
+        with _writer_lock(base, source.name):
+            replaced = _swap_in(fresh, target)
+        _fsync_directory(base)
+    except _OldCacheAside:
+        keep_work = True
+        raise
+    finally:
+        if not keep_work:
+            shutil.rmtree(work, ignore_errors=True)
+    return target, replaced
+
+
+def _left_out_columns(
+    first_file: Path, source: Any, data_column: str, chosen: list[str] | None
+) -> list[dict[str, str]]:
+    """The columns of `first_file` that `source` does not store, and why."""
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+    kept = {data_column, *source.metadata_schema}
+    left_out: list[dict[str, str]] = []
+    for field in pq.read_schema(first_file):
+        if field.name in kept:
+            continue
+        if chosen is not None:
+            reason = "not named with -m/--metadata-column"
+        else:
+            reason = f"type {field.type} is not bool/int/float/string"
+        left_out.append({"column": field.name, "type": str(field.type), "reason": reason})
+    return left_out
+
+
+def _parquet_rows(files: Sequence[Path]) -> int | None:
+    """The rows of the files, from their footers (None when one cannot be read)."""
+    import pyarrow.parquet as pq
+
+    try:
+        return sum(int(pq.read_metadata(path).num_rows) for path in files)
+    except Exception:  # the source has read them already; a count is only for progress
+        return None
 
 
 def _write(
     source: CacheSource,
     out: Path,
     *,
+    total: int | None,
+    overwrite: bool,
     lz4: bool,
     max_shard_bytes: int,
     workers: int,
     progress: bool,
     json_output: bool,
+    extra: dict[str, Any] | None = None,
 ) -> None:
     compression = ShardCompression(algo="lz4", ratio=1.0) if lz4 else ShardCompression()
+    # The library's own progress line is not used: the command shows its own, with a
+    # total, and only on a terminal.
     config = WriterConfig(
-        shard_compression=compression, show_progress=progress, max_shard_bytes=max_shard_bytes
+        shard_compression=compression, show_progress=False, max_shard_bytes=max_shard_bytes
     )
+    shown = progress and _stderr_is_terminal()
+    columns = (
+        TextColumn("writing {task.description}"),
+        BarColumn(),
+        TaskProgressColumn(),
+        MofNCompleteColumn(),
+        _RateColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
+    failure: str | None = None
     started = time.perf_counter()
-    try:
-        with DatasetRuntime(num_workers=workers) as runtime:
-            [result] = runtime.write_cache(source, out, writer_config=config)
-    except _PROBLEMS as error:
-        _fail(_error_message(error))
+    with Progress(*columns, console=_stderr_console(), disable=not shown) as bar:
+        task = bar.add_task(source.name, total=total)
+        if shown:
+            source = _CountedSource(source, lambda taken: bar.update(task, completed=taken))
+        try:
+            if overwrite:
+                path, replaced = _write_replacing(source, out, config, workers)
+            else:
+                path, replaced = _write_cache(source, out, config, workers), False
+        except _WriteFailed as error:
+            failure = str(error)
+        except _PROBLEMS as error:
+            failure = _error_message(error)
+    if failure is not None:
+        _fail(failure)
     seconds = time.perf_counter() - started
-    if isinstance(result, CacheWriteError):
-        _fail(f"cannot write {result.source_name}: {result.message}")
-    samples = _manifest(result.path)["sample_count"]
+    try:
+        samples = _manifest_summary(path)["samples"]
+    except _MANIFEST_PROBLEMS as error:
+        _fail(f"wrote {path}, but cannot read its manifest.json: {_error_message(error)}")
     written = {
-        "source_name": result.source_name,
-        "path": str(result.path),
+        "source_name": source.name,
+        "path": str(path),
         "samples": samples,
-        "bytes_on_disk": _directory_bytes(result.path),
+        "bytes_on_disk": _directory_bytes(path),
         "seconds": round(seconds, 6),
+        "replaced": replaced,
+        **(extra or {}),
     }
     if json_output:
         _print_json(written)
@@ -561,30 +1333,60 @@ def _write(
         typer.echo(
             f"wrote {written['path']}: {samples:,} samples, "
             f"{_bytes_text(written['bytes_on_disk'])} on disk, in {seconds:.3f}s"
+            + (" (replaced the old cache)" if replaced else "")
         )
+
+
+def _folder_source(
+    directory: Path, name: str, labels: _Labels, extensions: list[str] | None
+) -> CacheSource:
+    from dataset_rt.sources import FolderSource
+
+    if labels is _Labels.none:
+        return FolderSource(directory, name=name, label_from=None, extensions=extensions)
+    options: dict[str, Any] = {}
+    # FolderSource's label_kind ("index" or "name"); a FolderSource without it stores
+    # folder names, whichever was asked for.
+    if "label_kind" in inspect.signature(FolderSource).parameters:
+        options["label_kind"] = labels.value
+    return FolderSource(directory, name=name, label_from="parent", extensions=extensions, **options)
 
 
 @_write_app.command("folder")
 def write_folder(
+    ctx: typer.Context,
     directory: Annotated[
         Path,
         typer.Argument(
             help="The folder; every file under it becomes one sample (sorted by path).",
+            metavar="DIR",
             exists=True,
             file_okay=False,
             show_default=False,
         ),
     ],
     out: _OutOption,
-    name: _NameOption,
-    lz4: _Lz4Option = False,
-    label_from: Annotated[
-        _LabelFrom,
+    name: Annotated[
+        str | None,
         typer.Option(
-            "--label-from",
-            help="parent: a 'label' field with each file's folder name; none: no label.",
+            "--name",
+            help="The cache's name, one plain path segment (default: the folder's name).",
+            show_default=False,
         ),
-    ] = _LabelFrom.parent,
+    ] = None,
+    overwrite: _OverwriteOption = False,
+    lz4: _Lz4Option = False,
+    labels: Annotated[
+        _Labels,
+        typer.Option(
+            "--labels",
+            help=(
+                "index: 'label', the class index of each file's folder (folder names "
+                "sorted) and 'label_name', the folder's name; name: 'label', the folder's "
+                "name; none: no label."
+            ),
+        ),
+    ] = _Labels.by_index,
     extensions: Annotated[
         list[str] | None,
         typer.Option(
@@ -602,15 +1404,15 @@ def write_folder(
     """Write a cache from a folder with dataset_rt.sources.FolderSource: one sample per
     file, the file's bytes as payload, its relative path, size and (by default) label as
     metadata."""
-    from dataset_rt.sources import FolderSource
-
-    label: Literal["parent"] | None = None if label_from is _LabelFrom.none else "parent"
-    source = _make_source(
-        lambda: FolderSource(directory, name=name, label_from=label, extensions=extensions)
-    )
+    cache_name = _cache_name(ctx, name, Path(os.path.abspath(directory)).name, "the folder")
+    _check_target(out / cache_name, overwrite)
+    source = _make_source(lambda: _folder_source(directory, cache_name, labels, extensions))
+    total = len(getattr(source, "relative_paths", ())) or None
     _write(
         source,
         out,
+        total=total,
+        overwrite=overwrite,
         lz4=lz4,
         max_shard_bytes=max_shard_bytes,
         workers=workers,
@@ -621,10 +1423,15 @@ def write_folder(
 
 @_write_app.command("parquet")
 def write_parquet(
+    ctx: typer.Context,
     files: Annotated[
         list[Path],
         typer.Argument(
-            help="Parquet files, read in the order given.", exists=True, show_default=False
+            help="Parquet files, read in the order given.",
+            metavar="FILE",
+            exists=True,
+            dir_okay=False,
+            show_default=False,
         ),
     ],
     data_column: Annotated[
@@ -634,15 +1441,23 @@ def write_parquet(
         ),
     ],
     out: _OutOption,
-    name: _NameOption,
+    name: Annotated[
+        str | None,
+        typer.Option(
+            "--name",
+            help="The cache's name, one plain path segment (default: the first file's stem).",
+            show_default=False,
+        ),
+    ] = None,
+    overwrite: _OverwriteOption = False,
     metadata_columns: Annotated[
         list[str] | None,
         typer.Option(
             "--metadata-column",
             "-m",
             help=(
-                "A column to keep as metadata (repeat for several; "
-                "default: every column but the data column)."
+                "A column to keep as metadata (repeat for several; default: every "
+                "bool, integer, float or string column but the data column)."
             ),
             show_default=False,
         ),
@@ -654,22 +1469,34 @@ def write_parquet(
     json_output: _JsonOption = False,
 ) -> None:
     """Write a cache from Parquet files with dataset_rt.sources.ParquetSource: one sample
-    per row, the data column as payload, the metadata columns as metadata."""
+    per row, the data column as payload, the metadata columns as metadata. Each column
+    left out is named on stderr, with the reason."""
     from dataset_rt.sources import ParquetSource
 
+    cache_name = _cache_name(ctx, name, files[0].stem, "the first file")
+    _check_target(out / cache_name, overwrite)
     source = _make_source(
         lambda: ParquetSource(
-            files, data_column=data_column, metadata_columns=metadata_columns, name=name
+            files, data_column=data_column, metadata_columns=metadata_columns, name=cache_name
         )
     )
+    try:
+        left_out = _left_out_columns(files[0], source, data_column, metadata_columns)
+    except _PROBLEMS as error:
+        _fail(f"cannot read the input: {_error_message(error)}")
+    for column in left_out:
+        _note(f"left out column {column['column']!r}: {column['reason']}")
     _write(
         source,
         out,
+        total=_parquet_rows(files),
+        overwrite=overwrite,
         lz4=lz4,
         max_shard_bytes=max_shard_bytes,
         workers=workers,
         progress=progress,
         json_output=json_output,
+        extra={"left_out": left_out},
     )
 
 
@@ -847,4 +1674,5 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     >>> main(["info", "caches/train"])  # doctest: +SKIP
     """
-    app(args=list(argv) if argv is not None else None)
+    # One name in usage lines, whether run as the console script or as python -m.
+    app(args=list(argv) if argv is not None else None, prog_name="dataset-rt")

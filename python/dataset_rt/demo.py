@@ -67,7 +67,11 @@ def run(
     source = GeneratedSource("demo", samples, payload_bytes)
     runtime = DatasetRuntime(num_workers=workers)
     ratio = 2.0 if compression == "lz4" else 1.0
-    config = WriterConfig(shard_compression=ShardCompression(algo=compression, ratio=ratio))
+    # The writer's progress line only on a terminal: a log gets no carriage returns.
+    config = WriterConfig(
+        shard_compression=ShardCompression(algo=compression, ratio=ratio),
+        show_progress=sys.stderr.isatty(),
+    )
     total_mb = samples * payload_bytes / 1e6
     print(
         f"writing {samples:,} samples x {payload_bytes:,} bytes "
