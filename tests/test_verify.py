@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import random
 import struct
+import sys
 import threading
 import time
 from pathlib import Path
@@ -142,11 +144,23 @@ def test_num_workers_is_checked(tmp_path: Path) -> None:
         dataset_rt.verify(tmp_path, num_workers=0)
 
 
-def test_progress_shows_the_share_read_and_the_rate(capsys: pytest.CaptureFixture[str]) -> None:
+class TerminalStream(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "log"])
+def test_progress_shows_the_share_read_and_the_rate(
+    monkeypatch: pytest.MonkeyPatch, terminal: bool
+) -> None:
     class HalfWay:
         def progress(self) -> tuple[int, int]:
             return 1_000_000, 2_000_000
 
+    stderr = TerminalStream() if terminal else io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stderr)
+    # Into a log a line is written every _LOG_REFRESH_SECONDS: one refresh here.
+    monkeypatch.setattr(_verify, "_LOG_REFRESH_SECONDS", _verify._REFRESH_SECONDS)
     done = threading.Event()
     calls: list[tuple[int, int]] = []
     reporter = threading.Thread(
@@ -157,8 +171,10 @@ def test_progress_shows_the_share_read_and_the_rate(capsys: pytest.CaptureFixtur
     time.sleep(0.7)  # one refresh
     done.set()
     reporter.join()
-    err = capsys.readouterr().err
+    err = stderr.getvalue()
     assert "dataset_rt: verifying c: 50% of 2.0 MB" in err and err.endswith("\n"), err
+    assert ("\r" in err and "\x1b[K" in err) == terminal, repr(err)
+    assert ("\r" in err or "\x1b" in err) == terminal, repr(err)
     # The callback: once per refresh, and once more at the end.
     assert calls == [(1_000_000, 2_000_000)] * 2, calls
 

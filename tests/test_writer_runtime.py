@@ -137,25 +137,50 @@ def test_a_stderr_that_cannot_be_written_does_not_fail_the_write(
     assert results == [CacheWriteSuccess(f"s{i}", tmp_path / f"s{i}") for i in range(2)], results
 
 
+class TerminalStream(io.StringIO):
+    """A stderr that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
 def test_a_failed_or_interrupted_source_ends_its_progress_line(
-    runtime: DatasetRuntime, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    runtime: DatasetRuntime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Otherwise the next line (another source's, a warning, a traceback) is glued on.
     # (2,500 samples: a batch of 1,024 or more is pushed, so each shows progress.)
+    stderr = TerminalStream()
+    monkeypatch.setattr(sys, "stderr", stderr)
     broken = InterruptingSource("broken", 2500, RuntimeError("the source broke"))
     sources = [broken, ListSource("fine", simple_samples(600))]
     results = runtime.write_cache(sources, tmp_path / "a", writer_config=WriterConfig())  # type: ignore[list-item]
     assert results[1] == CacheWriteSuccess("fine", tmp_path / "a" / "fine"), results
-    err = capsys.readouterr().err
+    err = stderr.getvalue()
     assert re.search(r"writing broken: [^\r\n]*\x1b\[K\n", err), repr(err)
+    stderr.seek(0)
+    stderr.truncate()
     with pytest.raises(KeyboardInterrupt):
         runtime.write_cache(
             InterruptingSource("cut", 2500),  # type: ignore[arg-type]
             tmp_path / "b",
             writer_config=WriterConfig(),
         )
-    err = capsys.readouterr().err
+    err = stderr.getvalue()
     assert "writing cut" in err and err.endswith("\x1b[K\n"), repr(err)
+
+
+def test_progress_into_a_log_is_whole_lines_without_control_codes(
+    runtime: DatasetRuntime, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # stderr captured by pytest is not a terminal, as a log file or CI's pipe is not.
+    sources = [ListSource(f"s{i}", simple_samples(600)) for i in range(2)]
+    results = runtime.write_cache(sources, tmp_path, writer_config=WriterConfig())
+    assert all(isinstance(r, CacheWriteSuccess) for r in results), results
+    err = capsys.readouterr().err
+    assert "\r" not in err and "\x1b" not in err, repr(err)
+    lines = err.splitlines()
+    assert err.endswith("\n") and [line for line in lines if "writing s1: 600 samples" in line]
+    assert all(line.startswith("dataset_rt: writing ") for line in lines), lines
 
 
 def test_no_progress_output_when_disabled(

@@ -7,10 +7,21 @@ import time
 from typing import TextIO
 
 _REFRESH_SECONDS = 0.5
+# Where stderr is a file or a pipe (a log, CI), whole lines this far apart instead.
+_LOG_REFRESH_SECONDS = 10.0
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, OSError, ValueError):
+        return False
 
 
 class WriteProgress:
-    """One status line rewritten in place; silent when disabled."""
+    """On a terminal, one status line rewritten in place; elsewhere (a log), a plain line
+    every 10 seconds and one per finished source, with no carriage return or escape code;
+    silent when disabled."""
 
     def __init__(self, enabled: bool, source_total: int, stream: TextIO | None = None) -> None:
         self._enabled = enabled
@@ -22,6 +33,8 @@ class WriteProgress:
         self._source_name = ""
         self._last_shown = 0.0
         self._line_open = False
+        self._terminal = _is_terminal(self._stream)
+        self._refresh_seconds = _REFRESH_SECONDS if self._terminal else _LOG_REFRESH_SECONDS
 
     def start_source(self, name: str) -> None:
         self._source_name = name
@@ -32,7 +45,7 @@ class WriteProgress:
         if not self._enabled:
             return
         now = time.perf_counter()
-        if not force and now - self._last_shown < _REFRESH_SECONDS:
+        if not force and now - self._last_shown < self._refresh_seconds:
             return
         self._last_shown = now
         elapsed = max(now - self._source_started, 1e-9)
@@ -42,8 +55,11 @@ class WriteProgress:
         )
         if self._source_total > 1:
             line += f" | sources {self._sources_done}/{self._source_total}{self._eta(now)}"
-        self._write("\r" + line + "\x1b[K")
-        self._line_open = True
+        if self._terminal:
+            self._write("\r" + line + "\x1b[K")
+            self._line_open = True
+        else:
+            self._write(line + "\n")
 
     def _write(self, text: str) -> None:
         # Progress is best effort: a closed, full or broken stderr (or none,

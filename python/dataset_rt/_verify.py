@@ -15,6 +15,7 @@ from dataset_rt import _native, errors
 from dataset_rt._reader import NativeVerifier
 
 _REFRESH_SECONDS = 0.5
+_LOG_REFRESH_SECONDS = 10.0
 
 
 class VerifyProblem(NamedTuple):
@@ -132,24 +133,38 @@ def _report_progress(
     show: bool,
     callback: Callable[[int, int], None] | None,
 ) -> None:
+    # On a terminal one line rewritten in place; into a log (a file, a pipe) a plain
+    # line every 10 seconds, with no carriage return or escape code.
+    terminal = show and _stderr_is_terminal()
+    log_every = 1 if terminal else round(_LOG_REFRESH_SECONDS / _REFRESH_SECONDS)
     started = time.perf_counter()
     shown = False
+    ticks = 0
     while not done.wait(_REFRESH_SECONDS):
         read, total = verifier.progress()
         if callback is not None:
             callback(read, total)
-        if show:
+        ticks += 1
+        if show and ticks % log_every == 0:
             elapsed = time.perf_counter() - started
             percent = 100 * read / total if total else 0
-            _write(
-                f"\rdataset_rt: verifying {cache}: {percent:.0f}% of {total / 1e6:,.1f} MB, "
-                f"{read / elapsed / 1e6:,.0f} MB/s\x1b[K"
+            line = (
+                f"dataset_rt: verifying {cache}: {percent:.0f}% of {total / 1e6:,.1f} MB, "
+                f"{read / elapsed / 1e6:,.0f} MB/s"
             )
-            shown = True
+            _write(f"\r{line}\x1b[K" if terminal else f"{line}\n")
+            shown = terminal
     if callback is not None:
         callback(*verifier.progress())
     if shown:
         _write("\n")
+
+
+def _stderr_is_terminal() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, OSError, ValueError):
+        return False
 
 
 def _write(text: str) -> None:
