@@ -1298,7 +1298,9 @@ def _write(
     )
     failure: str | None = None
     started = time.perf_counter()
-    with Progress(*columns, console=_stderr_console(), disable=not shown) as bar:
+    bar = Progress(*columns, console=_stderr_console(), disable=not shown)
+    # Not started when not shown: rich before 14.3 writes a newline on stopping a disabled bar.
+    with bar if shown else contextlib.nullcontext(bar):
         task = bar.add_task(source.name, total=total)
         if shown:
             source = _CountedSource(source, lambda taken: bar.update(task, completed=taken))
