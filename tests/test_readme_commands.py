@@ -101,3 +101,12 @@ def test_every_runtime_dependency_has_a_floor_that_ci_pins() -> None:
     requirements = dependency_floors.floor_requirements(PROJECT)
     assert not [r for r in requirements if dependency_floors.requirement_name(r) == "datasets"]
     assert [r for r in requirements if r.startswith("torch==")]
+
+
+def test_the_distribution_has_a_name_of_its_own_and_the_readme_says_why() -> None:
+    # `dataset-rt` on PyPI is dataset-rt 0.2.4's Rust package: the same import name, so
+    # this project can never be published under it, and the two cannot coexist.
+    assert PROJECT["name"] == "dataset-rt-zig"
+    assert PROJECT["scripts"]["dataset-rt"] == "dataset_rt.cli:main"
+    assert "pip install dataset-rt-zig" in README
+    assert "cannot be installed side by side" in README
