@@ -500,9 +500,11 @@ class DataLoader(torch_data.DataLoader):  # type: ignore[type-arg]
 
     Takes the same arguments as torch's, with a `CachedDataset` (the adapter
     is made with this loader's ``batch_size`` and ``drop_last``) or a
-    `TorchIterableDataset` built with the same ``batch_size`` and ``drop_last``.
-    Every iteration reads the dataset's next epoch, with any number of
-    workers. It counts the batches it has handed out: `state_dict` is the
+    `TorchIterableDataset` built with the same ``batch_size`` and ``drop_last``
+    (``in_order=False`` with several workers is refused). Every iteration
+    tells the adapter that it batches at its batch size (the handshake its
+    workers and ranks need) and reads the dataset's next epoch, with any number
+    of workers. It counts the batches it has handed out: `state_dict` is the
     stream position of the next unconsumed sample with the fingerprint of the
     data, the same on every rank, and `load_state_dict` continues from it with
     any number of workers or ranks.
