@@ -1,4 +1,11 @@
-"""The glibc malloc settings of `dataset_rt._malloc_tuning`, measured on and off.
+"""Fixed glibc malloc thresholds for large payloads, measured on and off.
+
+DatasetRT leaves the process's allocator settings alone. This measures what
+fixing glibc's thresholds would change when reading large payloads: "on" calls
+``mallopt(M_MMAP_THRESHOLD, 32 MiB)`` and ``mallopt(M_TRIM_THRESHOLD, 64 MiB)``
+in the reading process before it opens the cache (blocks up to 32 MiB from
+the heap, and up to 64 MiB of freed heap kept), "off" keeps glibc's adaptive
+defaults.
 
 Usage (the project venv's interpreter, ``PYTHONPATH=python``):
 
@@ -10,17 +17,15 @@ What it measures, in a fresh process per read (this script's ``child``: it
 warms the page cache with `benchmarks/workload.py`'s helpers, opens the cache
 with ``DatasetRuntime(num_workers=2)``, reads one untimed pass, then times
 passes and reports their median samples/s, the minor page faults of the median
-pass and the process's peak RSS, ``VmHWM``), with ``DATASET_RT_MALLOC_TUNING=1``
-(the default: the settings are made on the first batch of payloads of 64 KiB
-or more) and ``=0`` (glibc's defaults):
+pass and the process's peak RSS, ``VmHWM``), with the settings on and off:
 
 - W2: 512 samples x 1 MiB (random), 11 timed passes a process: ordered and
   shuffled with workload.py's loop (``for s in ds: len(s.data)``: each sample
   dropped at once), and ordered holding batches: the loop keeps 16 samples in
   a list and drops them together, as a training loop drops a collated batch;
-- W1: 200,000 samples x 1 KiB (mixed), ordered, 3 timed passes. Its payloads
-  are small, so the settings are never made: the two columns differ by the
-  machine's noise only.
+- W1: 200,000 samples x 1 KiB (mixed), ordered, 3 timed passes, with glibc's
+  defaults on both sides (an A/A row): the two columns differ by the machine's
+  noise only.
 
 The caches are written once (``workload.py write``). Every repeat runs each
 read with the settings on and off, in fresh processes, the order swapped from
@@ -33,6 +38,7 @@ the caller's environment is removed from the children's.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import resource
@@ -50,8 +56,12 @@ from workload import spread
 
 HERE = Path(__file__).resolve().parent
 WORKLOAD = HERE / "workload.py"
-SWITCH = "DATASET_RT_MALLOC_TUNING"
-SETTINGS = {"on": "1", "off": "0"}
+SETTINGS = ("on", "off")
+# mallopt parameters (malloc.h) and the values "on" sets.
+M_TRIM_THRESHOLD = -1
+M_MMAP_THRESHOLD = -3
+MMAP_THRESHOLD_BYTES = 32 << 20
+TRIM_THRESHOLD_BYTES = 64 << 20
 RUNTIME_THREADS = 2
 CHILD_TIMEOUT = 600
 
@@ -72,9 +82,8 @@ def log(message: str) -> None:
     print(f"[malloc {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def environment(setting: str) -> dict[str, str]:
-    """The children's environment: the caller's without its own malloc
-    settings (they would switch the tuning off), with the switch set."""
+def environment() -> dict[str, str]:
+    """The children's environment: the caller's without its own malloc settings."""
     env = {
         name: value
         for name, value in os.environ.items()
@@ -84,8 +93,21 @@ def environment(setting: str) -> dict[str, str]:
         entries = env["PYTHONPATH"].split(os.pathsep)
         env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(e) if e else e for e in entries)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env[SWITCH] = setting
     return env
+
+
+def fix_thresholds() -> bool:
+    """The "on" settings, for this whole process; True when glibc took both."""
+    libc = ctypes.CDLL(None)
+    if not hasattr(libc, "gnu_get_libc_version"):
+        raise SystemExit("not glibc: nothing to measure")
+    mallopt = libc.mallopt
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    # The mmap threshold first: setting either stops glibc adapting both.
+    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and bool(
+        mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES)
+    )
 
 
 def minor_faults() -> int:
@@ -110,10 +132,11 @@ def held_pass(dataset: Any, expected: int) -> dict[str, Any]:
     return {"seconds": seconds, "cpu_seconds": cpu, "samples": samples}
 
 
-def child_read(cache: str, mode: str, passes: int) -> dict[str, Any]:
+def child_read(cache: str, mode: str, passes: int, fixed: bool) -> dict[str, Any]:
     """A fresh process's reads of `cache` (see the module docstring)."""
     import dataset_rt
 
+    tuned = fix_thresholds() if fixed else False
     workload.warm_page_cache(Path(cache))
     _runtime, dataset, _open = workload.open_dataset(
         dataset_rt, cache, RUNTIME_THREADS, mode == "shuffled"
@@ -128,26 +151,24 @@ def child_read(cache: str, mode: str, passes: int) -> dict[str, Any]:
             result = workload.read_pass(dataset, mode, expected)
         return {**result, "minor_faults": minor_faults() - before}
 
-    one_pass()  # the settings are made in the first pass
+    one_pass()  # untimed: the first pass grows the heap
     median = workload.median_pass([one_pass() for _ in range(passes)])
-    from dataset_rt import _malloc_tuning
-
     return {
         **median,
         "samples_per_second": expected / median["seconds"],
-        "tuned": _malloc_tuning._applied is True,  # None: never asked (small payloads)
+        "tuned": tuned,
         "peak_rss_kib": workload.peak_rss_kib(),
     }
 
 
-def child(setting: str, phase: str, *arguments: str) -> dict[str, Any]:
+def child(phase: str, *arguments: str) -> dict[str, Any]:
     if phase == "read":
         command = [sys.executable, str(Path(__file__).resolve()), "child", *arguments]
     else:
         command = [sys.executable, str(WORKLOAD), phase, "--workers", str(RUNTIME_THREADS)]
         command += [*arguments, "--expect", "ours"]
     try:
-        return children.run_json(command, environment(setting), HERE, CHILD_TIMEOUT)
+        return children.run_json(command, environment(), HERE, CHILD_TIMEOUT)
     except children.ChildFailed as failed:
         raise SystemExit(f"{phase} failed ({failed.returncode}):\n{failed.tail(30)}") from None
 
@@ -155,7 +176,6 @@ def child(setting: str, phase: str, *arguments: str) -> dict[str, Any]:
 def write(name: str, spec: tuple[Any, ...], base: Path) -> str:
     count, size, kind, _modes, _passes = spec
     result = child(
-        SETTINGS["on"],
         "write",
         "--count", str(count),
         "--size", str(size),
@@ -177,10 +197,9 @@ def measure(sizes: dict[str, tuple[Any, ...]], repeats: int, base: Path) -> dict
             for mode in modes:
                 row = rows.setdefault(f"{name} {mode}", {"on": [], "off": []})
                 for side in order:
-                    result = child(SETTINGS[side], "read", caches[name], mode, str(passes))
-                    if result["samples"] != count or result["tuned"] != (
-                        side == "on" and name == "W2"
-                    ):
+                    fixed = side == "on" and name == "W2"
+                    result = child("read", caches[name], mode, str(passes), str(fixed))
+                    if result["samples"] != count or result["tuned"] != fixed:
                         raise SystemExit(f"{name} {mode} {side}: unexpected {result}")
                     row[side].append(result)
                     log(
@@ -246,7 +265,7 @@ def main() -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "child":
-        cache, mode, passes = sys.argv[2:]
-        print(json.dumps(child_read(cache, mode, int(passes))))
+        cache, mode, passes, fixed = sys.argv[2:]
+        print(json.dumps(child_read(cache, mode, int(passes), fixed == "True")))
     else:
         main()
