@@ -6,6 +6,10 @@ venv_bin := justfile_directory() / ".venv" / "bin"
 export PATH := if path_exists(venv_bin) == "true" { venv_bin + ":" + env("PATH") } else { env("PATH") }
 python_paths := "python tests benchmarks scripts examples fuzz setup.py"
 
+# Use the git hooks of scripts/git-hooks (commit-msg: subjects of at most 72 characters) in this clone and all its worktrees
+setup:
+    git config core.hooksPath scripts/git-hooks
+
 # Rebuild the library (ReleaseFast) into python/dataset_rt/_lib/
 build:
     python scripts/build_library.py

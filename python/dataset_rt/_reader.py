@@ -15,7 +15,7 @@ from itertools import repeat
 from pathlib import Path
 from typing import Any, cast
 
-from dataset_rt import _malloc_tuning, _native, _stream_state, errors
+from dataset_rt import _native, _stream_state, errors
 from dataset_rt._config import ReaderConfig
 from dataset_rt._fork_safe_lock import ForkSafeLock
 from dataset_rt._metadata_row import MetadataRow
@@ -476,7 +476,6 @@ def _read_payloads(handle: ctypes.c_void_p, batch: Any) -> list[bytes]:
     those is read by the core straight into a new bytes object (all of the
     batch's at once, by the calling thread and the pool together), the others
     are copied out of the batch."""
-    _malloc_tuning.tune_once()
     deferred = ctypes.POINTER(ctypes.c_uint64)()
     _native.check(_native.lib.drt_batch_deferred(batch, ctypes.byref(deferred)))
     contents = batch.contents
@@ -541,7 +540,6 @@ def _mapped_payloads(dataset: DatasetHandle, batch: Any) -> list[bytes | memoryv
 def _copy_each_payload(base: int, lengths: memoryview) -> list[bytes]:
     """The batch's payloads (`lengths` of them, joined at `base`), each copied
     straight out of it."""
-    _malloc_tuning.tune_once()
     starts = itertools.accumulate(lengths, initial=base)
     return list(map(ctypes.string_at, starts, lengths))
 

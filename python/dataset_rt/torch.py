@@ -12,6 +12,14 @@ Importing this module imports torch (never a dependency of the package).
   has handed out, so `state_dict()` is one global stream position: resuming it
   with any number of workers or ranks continues the same stream.
 
+Several workers or ranks give the single-process stream only when the loader
+batches at the adapter's batch size. torch does not tell a dataset its loader's
+batch size, so the loader tells the adapter: `DataLoader` does at every
+iteration, and `TorchIterableDataset.attach_loader` does it for another loader
+(through its ``worker_init_fn``). Without it, an adapter built with a batch
+size refuses to be read in the worker processes of a loader with several
+workers or under several ranks.
+
 docs/training.md describes the layout, padding, resume and the threads that run.
 """
 
@@ -20,10 +28,8 @@ from __future__ import annotations
 import inspect
 import operator
 import os
-import sys
 from array import array
 from collections.abc import Callable, Iterator, Mapping
-from types import FrameType
 from typing import Any, Protocol, runtime_checkable
 
 import torch.utils.data as torch_data
@@ -62,9 +68,11 @@ class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg
     Made by `CachedDataset.to_torch_iterable_dataset`. Each iteration reads the
     dataset's next epoch (or the rest of the epoch a loaded state stopped in):
 
-    - One rank, ``DataLoader(adapter, batch_size=B, num_workers=W)`` with the
-      adapter's own ``batch_size=B`` (or ``None`` for both): the loader yields
-      the epoch's samples in order, batch k from worker ``k % W``.
+    - One rank, ``dataset_rt.torch.DataLoader(adapter, batch_size=B,
+      num_workers=W)`` with the adapter's own ``batch_size=B`` (or ``None`` for
+      both): the loader yields the epoch's samples in order, batch k from
+      worker ``k % W``. Another loader reads it with several workers or ranks
+      once `attach_loader` has checked its batch size.
     - Several ranks (`rank`/`world_size`, or ``torch.distributed`` once it is
       initialized): global step g gives rank r the epoch's positions
       ``g*R*B + r*B .. + B``. Every rank yields the same number of batches:
@@ -135,6 +143,10 @@ class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg
         self._resume: dict[str, Any] | None = None
         # This process's current iteration: its iterator, shard and skipped samples.
         self._current: tuple[SampleIterator, _native.Shard, int] | None = None
+        # The handshake: a loader that batches at `batch_size` told this copy so
+        # (`DataLoader` while it starts an iteration, which its workers' copies
+        # keep; `attach_loader`'s worker_init_fn in a worker process).
+        self._told_by_loader = False
 
     @property
     def dataset(self) -> CachedDataset:
@@ -216,8 +228,52 @@ class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg
         shard.worker, shard.num_workers = worker, num_workers
         return shard
 
+    def attach_loader(self, loader: torch_data.DataLoader) -> None:  # type: ignore[type-arg]
+        """Let `loader`, a DataLoader other than `dataset_rt.torch.DataLoader`
+        (a plain ``torch.utils.data.DataLoader``, torchdata's
+        ``StatefulDataLoader``), read this adapter with several workers or ranks.
+
+        Checks that the loader reads this adapter with its ``batch_size`` and
+        ``drop_last``, in order (``ValueError`` saying what to set otherwise), and
+        tells the adapter so in each of the loader's worker processes, through
+        the loader's ``worker_init_fn`` (which then runs the loader's own
+        function, if any). `dataset_rt.torch.DataLoader` does this by itself at
+        every iteration.
+
+        Examples:
+            >>> import torch.utils.data
+            >>> adapter = dataset.to_torch_iterable_dataset(batch_size=10)
+            >>> loader = torch.utils.data.DataLoader(adapter, batch_size=10, num_workers=2)
+            >>> adapter.attach_loader(loader)
+            >>> len(loader)
+            10
+            >>> other = torch.utils.data.DataLoader(adapter, batch_size=8)
+            >>> adapter.attach_loader(other)
+            Traceback (most recent call last):
+            ...
+            ValueError: the DataLoader has batch_size=8 and the adapter batch_size=10: ...
+        """
+        if not isinstance(loader, torch_data.DataLoader):
+            raise TypeError(f"loader must be a torch DataLoader, got {type(loader).__name__}")
+        if loader.dataset is not self:
+            raise errors.InvalidArgumentError(
+                "the loader reads another dataset: attach it to its own adapter"
+            )
+        _check_loader_settings(
+            self,
+            loader.batch_size,
+            loader.drop_last,
+            loader.num_workers,
+            getattr(loader, "in_order", True),  # torch 2.6 and later
+        )
+        if isinstance(loader, DataLoader):
+            return  # it tells the adapter at every iteration
+        if not isinstance(loader.worker_init_fn, _TellWorkers):
+            loader.worker_init_fn = _TellWorkers(loader.worker_init_fn)
+
     def __iter__(self) -> Iterator[Any]:
         info = torch_data.get_worker_info()
+        self._check_told(info)
         if info is None:
             worker, num_workers = 0, 1
         else:
@@ -253,8 +309,30 @@ class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg
             self._dataset.load_state_dict(claim)
         return 0
 
+    def _check_told(self, info: Any) -> None:
+        """In a DataLoader worker process, refuse to read a batched share under
+        several workers or ranks unless the loader said it batches at
+        `batch_size`: another batch size would interleave the workers' and ranks'
+        batches out of stream order. One worker of one rank yields the stream in
+        order whatever batches it; the main process cannot tell a loader
+        (``num_workers=0``) from a loop, and reads."""
+        if info is None or self._batch_size is None or self._told_by_loader:
+            return
+        readers = info.num_workers
+        _, ranks = self.rank_and_world_size()
+        if readers == 1 and ranks == 1:
+            return
+        parts = [f"{readers} DataLoader workers"] if readers > 1 else []
+        parts += [f"{ranks} ranks"] if ranks > 1 else []
+        raise errors.InvalidArgumentError(
+            f"the adapter (batch_size={self._batch_size}) is read by {' and '.join(parts)}, "
+            f"which give the stream in order only with a loader of batch_size="
+            f"{self._batch_size}, and no loader said so: use dataset_rt.torch.DataLoader("
+            f"adapter, batch_size={self._batch_size}), or call adapter.attach_loader(loader) "
+            "before iterating another loader"
+        )
+
     def _samples(self, iterator: SampleIterator) -> Iterator[Any]:
-        _check_loader_batch_size(sys._getframe(1), self._batch_size)
         if self._transform is None:
             yield from iterator
         else:
@@ -430,9 +508,11 @@ class DataLoader(torch_data.DataLoader):  # type: ignore[type-arg]
 
     Takes the same arguments as torch's, with a `CachedDataset` (the adapter
     is made with this loader's ``batch_size`` and ``drop_last``) or a
-    `TorchIterableDataset` built with the same ``batch_size`` and ``drop_last``.
-    Every iteration reads the dataset's next epoch, with any number of
-    workers. It counts the batches it has handed out: `state_dict` is the
+    `TorchIterableDataset` built with the same ``batch_size`` and ``drop_last``
+    (``in_order=False`` with several workers is refused). Every iteration
+    tells the adapter that it batches at its batch size (the handshake its
+    workers and ranks need) and reads the dataset's next epoch, with any number
+    of workers. It counts the batches it has handed out: `state_dict` is the
     stream position of the next unconsumed sample with the fingerprint of the
     data, the same on every rank, and `load_state_dict` continues from it with
     any number of workers or ranks.
@@ -457,28 +537,26 @@ class DataLoader(torch_data.DataLoader):  # type: ignore[type-arg]
                 "dataset_rt.torch.DataLoader reads a CachedDataset or its "
                 f"to_torch_iterable_dataset() adapter, got {type(dataset).__name__}"
             )
-        elif (dataset.batch_size or 1) != (batch_size or 1):
-            raise errors.InvalidArgumentError(
-                f"the adapter was built with batch_size={dataset.batch_size} and the loader has "
-                f"batch_size={batch_size}: pass DataLoader(batch_size={dataset.batch_size}) or "
-                f"build the adapter with to_torch_iterable_dataset(batch_size={batch_size})"
-            )
-        elif dataset.drop_last != drop_last:
-            raise errors.InvalidArgumentError(
-                f"the adapter was built with drop_last={dataset.drop_last} and the loader has "
-                f"drop_last={drop_last}: set both the same"
-            )
+        arguments = bound.arguments
+        _check_loader_settings(
+            dataset,
+            batch_size,
+            drop_last,
+            arguments["num_workers"],
+            arguments.get("in_order", True),
+        )
         bound.arguments["dataset"] = dataset
         super().__init__(*bound.args[1:], **bound.kwargs)
         self._span: dict[str, Any] | None = None
         self._steps = 0
         self._expected_next: dict[str, Any] | None = None
         self._counting: _CountingIterator | None = None
+        self._workers_kept = False  # persistent workers have started
 
     def __iter__(self) -> _CountingIterator:  # type: ignore[override]
         adapter: TorchIterableDataset = self.dataset  # type: ignore[assignment]
         span = adapter._claim_epoch()
-        if self.persistent_workers and self._iterator is not None and span != self._expected_next:
+        if self._workers_kept and span != self._expected_next:
             raise errors.StateError(
                 "persistent DataLoader workers continue the epochs they started with and "
                 "cannot follow set_epoch, load_state_dict or update_metadata; create a new "
@@ -491,7 +569,15 @@ class DataLoader(torch_data.DataLoader):  # type: ignore[type-arg]
             "epoch_start": span["epoch_start"] + span["epoch_len"],
             "position": span["epoch_start"] + span["epoch_len"],
         }
-        iterator = super().__iter__()
+        # The handshake: the readers this starts (the main process's iterator,
+        # the workers' copies of the adapter) see that this loader batches at the
+        # adapter's batch size; readers started later by another loader do not.
+        adapter._told_by_loader = True
+        try:
+            iterator = super().__iter__()
+        finally:
+            adapter._told_by_loader = False
+        self._workers_kept = self.persistent_workers and self.num_workers > 0
         adapter._claim_handed_out()
         self._counting = _CountingIterator(self, iterator)
         return self._counting
@@ -639,22 +725,48 @@ def _check_int(name: str, value: object, low: int, high: int) -> None:
         raise errors.InvalidArgumentError(f"{name} must be between {low} and {high}, got {value}")
 
 
-def _check_loader_batch_size(caller: FrameType | None, batch_size: int | None) -> None:
-    """Refuse a DataLoader whose batch size differs from the adapter's: its
-    workers' batches would interleave at the wrong size and reorder the
-    stream. Seen from the first sample's request, made by torch's fetcher for
-    a whole batch; any other caller (a loop, another loader) is not checked."""
-    if caller is None or caller.f_code.co_name != "fetch":
-        return
-    fetcher = caller.f_locals.get("self")
-    if type(fetcher).__name__ != "_IterableDatasetFetcher":
-        return
-    index = caller.f_locals.get("possibly_batched_index")
-    collated = getattr(fetcher, "auto_collation", False)
-    loader_batch_size = len(index) if collated and index is not None else None
-    if (loader_batch_size or 1) != (batch_size or 1):
+def _check_loader_settings(
+    adapter: TorchIterableDataset,
+    batch_size: int | None,
+    drop_last: bool,
+    num_workers: int,
+    in_order: bool,
+) -> None:
+    """Refuse a loader that would not hand out the adapter's batches in stream
+    order: another batch size or ``drop_last``, or workers' batches taken as
+    they finish."""
+    if (adapter.batch_size or 1) != (batch_size or 1):
         raise errors.InvalidArgumentError(
-            f"the DataLoader has batch_size={loader_batch_size} and the adapter "
-            f"batch_size={batch_size}: pass DataLoader(batch_size={batch_size}) or build the "
-            f"adapter with to_torch_iterable_dataset(batch_size={loader_batch_size})"
+            f"the DataLoader has batch_size={batch_size} and the adapter "
+            f"batch_size={adapter.batch_size}: pass DataLoader(batch_size={adapter.batch_size}) "
+            f"or build the adapter with to_torch_iterable_dataset(batch_size={batch_size})"
         )
+    if adapter.drop_last != drop_last:
+        raise errors.InvalidArgumentError(
+            f"the adapter was built with drop_last={adapter.drop_last} and the loader has "
+            f"drop_last={drop_last}: set both the same"
+        )
+    if num_workers > 1 and not in_order:
+        raise errors.InvalidArgumentError(
+            "the DataLoader has in_order=False, which hands out its workers' batches as "
+            "they finish, out of stream order: keep in_order=True"
+        )
+
+
+class _TellWorkers:
+    """A DataLoader's ``worker_init_fn`` that tells the worker's copy of the
+    adapter that its loader was checked (`TorchIterableDataset.attach_loader`),
+    then runs the loader's own function. Picklable for spawned workers when that
+    function is."""
+
+    __slots__ = ("_then",)
+
+    def __init__(self, then: Callable[[int], None] | None) -> None:
+        self._then = then
+
+    def __call__(self, worker_id: int) -> None:
+        info = torch_data.get_worker_info()
+        if info is not None and isinstance(info.dataset, TorchIterableDataset):
+            info.dataset._told_by_loader = True
+        if self._then is not None:
+            self._then(worker_id)
