@@ -1,6 +1,6 @@
 # Developer commands (`just --list`). Recipes run `python` from PATH, with the project venv
 # .venv/ first when it exists (make it as .ci/run does: python3 -m venv .venv &&
-# .venv/bin/pip install -e '.[dev]').
+# .venv/bin/pip install -e '.[dev,test]').
 
 venv_bin := justfile_directory() / ".venv" / "bin"
 export PATH := if path_exists(venv_bin) == "true" { venv_bin + ":" + env("PATH") } else { env("PATH") }
