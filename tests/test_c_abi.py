@@ -37,6 +37,7 @@ def test_c_program_writes_and_reads_back_a_cache(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, f"C round trip failed:\n{result.stdout}\n{result.stderr}"
     assert "read back 1000 samples of c_source, 0 payloads deferred" in result.stdout
+    assert "described c_source from its manifest" in result.stdout
     # Sizes are i * 37 % 3000: 648 of the 1000 payloads have at least 1000 bytes.
     assert "read back 1000 samples of c_raw, 648 payloads deferred" in result.stdout
     assert "read 648 payloads of c_raw in place" in result.stdout

@@ -14,6 +14,7 @@ const ShardMapping = @import("read/shard_mapping.zig").ShardMapping;
 const sample_batch = @import("read/sample_batch.zig");
 const metadata_table = @import("table/metadata_table.zig");
 const arrow_c_export = @import("table/arrow_c_export.zig");
+const cache_info = @import("table/cache_info.zig");
 const active_table = @import("stream/active_table.zig");
 const read_pipeline = @import("read/read_pipeline.zig");
 const cache_layout = @import("format/cache_layout.zig");
@@ -139,6 +140,16 @@ export fn drt_cache_published(path: ?[*]const u8, path_len: u64, out: ?*u32) i32
     const out_ptr = out orelse return nullArgument("out pointer");
     out_ptr.* = @intFromBool(cache_layout.isPublished(path_bytes));
     return status_ok;
+}
+
+/// Core-owned JSON describing the cache at `path`, from its manifest alone.
+export fn drt_cache_info(path: ?[*]const u8, path_len: u64, out: ?*?*Buffer) i32 {
+    const path_bytes = byteString(path, path_len) orelse return nullArgument("path");
+    const out_ptr = out orelse return nullArgument("out pointer");
+    var diagnostic: Diagnostic = .{};
+    const text = cache_info.describe(allocator, path_bytes, &diagnostic) catch |err|
+        return failError(err, &diagnostic);
+    return handOut(text, out_ptr);
 }
 
 export fn drt_check_source_name(source_name: ?[*]const u8, source_name_len: u64) i32 {

@@ -60,6 +60,7 @@ test {
     _ = @import("stream/stream_shard.zig");
     _ = @import("stream/stream_state.zig");
     _ = @import("table/arrow_c_export.zig");
+    _ = @import("table/cache_info.zig");
     _ = @import("table/metadata_table.zig");
     _ = @import("write/batch_encoding.zig");
     _ = @import("write/cache_writer.zig");

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import json
 import os
 import platform
 import sys
@@ -23,6 +24,7 @@ from ctypes import (
     c_uint64,
     c_void_p,
 )
+from dataclasses import dataclass
 from pathlib import Path
 
 from dataset_rt import errors
@@ -387,6 +389,7 @@ def _declare(library: ctypes.CDLL) -> None:
         ),
         "drt_lz4_decompress": ([c_char_p, c_uint64, POINTER(c_uint8), c_uint64], c_int32),
         "drt_cache_published": ([c_char_p, c_uint64, POINTER(c_uint32)], c_int32),
+        "drt_cache_info": ([c_char_p, c_uint64, POINTER(POINTER(Buffer))], c_int32),
         "drt_check_compression": ([c_uint32, c_double], c_int32),
         "drt_permutation_rows": (
             [c_uint64, c_uint64, c_uint64, c_uint64, POINTER(c_uint64)],
@@ -496,10 +499,49 @@ def cache_published(path: os.PathLike[str] | str) -> bool:
     return bool(published.value)
 
 
-def take_buffer(function: object, handle: object) -> bytes:
-    """Call a ``drt_*(handle, drt_buffer **out)`` function and return a copy of the bytes."""
+@dataclass(frozen=True)
+class CacheInfo:
+    """A cache described by the core from its manifest alone (``drt_cache_info``)."""
+
+    format_version: int
+    source_name: str
+    samples: int
+    shards: int
+    shard_bytes: int
+    """The shard files' total size."""
+    payload_bytes_uncompressed: int
+    compression: tuple[tuple[str, float], ...]
+    """Each (algo, ratio) of the shards once, by algo, then ratio."""
+    record_checksums: bool
+    """Whether the cache lists records.crc32c."""
+    schema: tuple[tuple[str, str], ...]
+    """(name, kind) of each stored metadata column, in name order."""
+
+
+def cache_info(path: os.PathLike[str] | str) -> CacheInfo:
+    """The core's description of the cache at `path`, from its manifest.json
+    (checked as opening checks it; no other file is read). A folder without a
+    manifest, or an invalid one, raises `errors.InvalidCacheError`."""
+    encoded = os.fsencode(path)
+    text = take_buffer(lib.drt_cache_info, encoded, len(encoded))
+    info = json.loads(text.decode("utf-8", "surrogatepass"))
+    return CacheInfo(
+        format_version=info["format_version"],
+        source_name=info["source_name"],
+        samples=info["sample_count"],
+        shards=info["shard_count"],
+        shard_bytes=info["shard_bytes"],
+        payload_bytes_uncompressed=info["payload_bytes_uncompressed"],
+        compression=tuple((c["algo"], c["ratio"]) for c in info["compression"]),
+        record_checksums=info["record_checksums"],
+        schema=tuple((f["name"], f["kind"]) for f in info["metadata_schema"]),
+    )
+
+
+def take_buffer(function: object, *arguments: object) -> bytes:
+    """Call a ``drt_*(arguments..., drt_buffer **out)`` function and return a copy of the bytes."""
     pointer = POINTER(Buffer)()
-    check(function(handle, ctypes.byref(pointer)))  # type: ignore[operator]
+    check(function(*arguments, ctypes.byref(pointer)))  # type: ignore[operator]
     try:
         buffer = pointer.contents
         return ctypes.string_at(buffer.data, buffer.len) if buffer.len else b""

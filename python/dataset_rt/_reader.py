@@ -72,7 +72,8 @@ class DatasetHandle:
         text = _native.take_buffer(_native.lib.drt_dataset_schema_json, handle)
         schema = json.loads(text)
         self._stored_names: list[str] = [field["name"] for field in schema]
-        self.stored_kinds: dict[str, str] = {field["name"]: field["kind"] for field in schema}
+        # Each stored column's Arrow type in the metadata table, as the core names it.
+        self.stored_arrow_types: dict[str, str] = {f["name"]: f["arrow_type"] for f in schema}
         digests = (ctypes.c_uint8 * (32 * len(paths)))()
         _native.check(_native.lib.drt_dataset_cache_sha256s(handle, digests, len(paths)))
         joined = bytes(digests)

@@ -223,30 +223,9 @@ def _is_cache(path: Path) -> bool:
         return False
 
 
-def _manifest_summary(cache: Path) -> dict[str, Any]:
-    """What a cache's manifest.json says about it: the one place the command reads a
-    manifest itself (the library opens and checks caches; this only summarizes).
-
-    Raises OSError when the file cannot be read, ValueError (JSON), KeyError or
-    TypeError when it is not a manifest.
-    """
-    manifest = json.loads((cache / "manifest.json").read_text(encoding="utf-8"))
-    shards: list[dict[str, Any]] = manifest["shards"]
-    codecs = {(s["compression"]["algo"], s["compression"]["ratio"]) for s in shards}
-    return {
-        "source_name": manifest["source_name"],
-        "format_version": manifest["format_version"],
-        "samples": manifest["sample_count"],
-        "shards": len(shards),
-        "shard_bytes": sum(s["byte_len"] for s in shards),
-        "payload_bytes_uncompressed": sum(s["uncompressed_byte_len"] for s in shards),
-        "compression": [{"algo": algo, "ratio": ratio} for algo, ratio in sorted(codecs)],
-        "schema": [{"name": f["name"], "kind": f["kind"]} for f in manifest["metadata_schema"]],
-        "record_checksums": "record_checksums" in manifest,
-    }
-
-
-_MANIFEST_PROBLEMS = (OSError, ValueError, KeyError, TypeError)
+def _compression(info: _native.CacheInfo) -> list[dict[str, Any]]:
+    """The shards' compression settings, each once, as the JSON output lists them."""
+    return [{"algo": algo, "ratio": ratio} for algo, ratio in info.compression]
 
 
 def _codecs_text(compression: list[dict[str, Any]]) -> str:
@@ -365,8 +344,8 @@ def _base_listing(base: Path) -> dict[str, Any]:
             )
             continue
         try:
-            summary = _manifest_summary(entry)
-        except _MANIFEST_PROBLEMS as error:
+            summary = _native.cache_info(entry)
+        except _PROBLEMS as error:
             other.append(
                 {
                     "path": entry.name,
@@ -380,10 +359,10 @@ def _base_listing(base: Path) -> dict[str, Any]:
             {
                 "name": entry.name,
                 "path": str(entry),
-                "samples": summary["samples"],
+                "samples": summary.samples,
                 "bytes_on_disk": _directory_bytes(entry),
-                "compression": summary["compression"],
-                "record_checksums": summary["record_checksums"],
+                "compression": _compression(summary),
+                "record_checksums": summary.record_checksums,
             }
         )
     return {"path": str(base), "caches": caches, "other": other}
@@ -442,7 +421,8 @@ def ls_command(
     json_output: _JsonOption = False,
 ) -> None:
     """List the caches in a base folder (name, samples, bytes on disk, compression,
-    record checksums, from each manifest.json; nothing is opened or checked), then
+    record checksums, from each manifest.json as the core reads it; no other file is
+    opened or checked), then
     everything else there: writers' staging directories and lock files under tmp/,
     and files and folders that are not caches."""
     if _is_cache(base):
@@ -469,19 +449,19 @@ def _cache_info(runtime: DatasetRuntime, cache: Path) -> dict[str, Any]:
             return {"path": str(cache), "base": True, **_base_listing(cache)}
         raise ValueError(f"{cache} is not a cache: it has no manifest.json, and holds no cache")
     _open(runtime, cache)
-    summary = _manifest_summary(cache)
+    summary = _native.cache_info(cache)
     return {
         "path": str(cache),
-        "source_name": summary["source_name"],
-        "format_version": summary["format_version"],
-        "samples": summary["samples"],
-        "shards": summary["shards"],
+        "source_name": summary.source_name,
+        "format_version": summary.format_version,
+        "samples": summary.samples,
+        "shards": summary.shards,
         "bytes_on_disk": _directory_bytes(cache),
-        "shard_bytes": summary["shard_bytes"],
-        "payload_bytes_uncompressed": summary["payload_bytes_uncompressed"],
-        "compression": summary["compression"],
-        "schema": summary["schema"],
-        "record_checksums": summary["record_checksums"],
+        "shard_bytes": summary.shard_bytes,
+        "payload_bytes_uncompressed": summary.payload_bytes_uncompressed,
+        "compression": _compression(summary),
+        "schema": [{"name": name, "kind": kind} for name, kind in summary.schema],
+        "record_checksums": summary.record_checksums,
     }
 
 
@@ -1317,8 +1297,8 @@ def _write(
         _fail(failure)
     seconds = time.perf_counter() - started
     try:
-        samples = _manifest_summary(path)["samples"]
-    except _MANIFEST_PROBLEMS as error:
+        samples = _native.cache_info(path).samples
+    except _PROBLEMS as error:
         _fail(f"wrote {path}, but cannot read its manifest.json: {_error_message(error)}")
     written = {
         "source_name": source.name,

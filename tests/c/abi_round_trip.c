@@ -3,8 +3,8 @@
  * with borrowed payloads; the same by metadata columns) and reads every record
  * back (the second with deferred payloads), with each one's metadata table
  * through the Arrow C stream, and checks that a second writer of a published
- * name is refused, using only
- * dataset_rt.h and the shared library. Usage: abi_round_trip <base_dir> [read]
+ * name is refused and that the first cache is described from its manifest,
+ * using only dataset_rt.h and the shared library. Usage: abi_round_trip <base_dir> [read]
  * With `read` it only reads the caches a previous run left in <base_dir> (how
  * scripts/test.sh has the Windows build read caches written on Linux).
  * Exits 0 when every payload and metadata row matches what was written.
@@ -705,6 +705,37 @@ static int check_verify(drt_runtime *runtime, const char *base_dir, const char *
     return 0;
 }
 
+/* Describes c_source from its manifest alone (drt_cache_info): the JSON names
+ * what was written; the base folder, which holds no manifest, is refused. */
+static int check_cache_info(const char *base_dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/c_source", base_dir);
+    drt_buffer *info = NULL;
+    if (drt_cache_info(path, strlen(path), &info) != DRT_OK) return fail("cache_info");
+    char text[4096];
+    snprintf(text, sizeof text, "%.*s", (int)info->len, (const char *)info->data);
+    drt_buffer_release(info);
+    const char *expected[] = {
+        "\"format_version\":2,\"source_name\":\"c_source\",\"sample_count\":1000,",
+        "\"compression\":[{\"algo\":\"lz4\",\"ratio\":2.0}],\"record_checksums\":true,",
+        "{\"name\":\"label\",\"kind\":\"string\",\"arrow_type\":\"utf8\"}",
+    };
+    for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++) {
+        if (strstr(text, expected[i]) == NULL) {
+            fprintf(stderr, "cache_info lacks %s: %s\n", expected[i], text);
+            return 1;
+        }
+    }
+    info = NULL;
+    if (drt_cache_info(base_dir, strlen(base_dir), &info) != DRT_ERR_INVALID_CACHE || info != NULL ||
+        strstr(drt_last_error(), "missing manifest: cannot read manifest.json") == NULL) {
+        fprintf(stderr, "the base folder was described: %s\n", drt_last_error());
+        return 1;
+    }
+    printf("described c_source from its manifest\n");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc != 2 && !(argc == 3 && strcmp(argv[2], "read") == 0)) {
         fprintf(stderr, "usage: %s <base_dir> [read]\n", argv[0]);
@@ -723,6 +754,7 @@ int main(int argc, char **argv) {
     if (drt_runtime_create(2, &runtime) != DRT_OK) return fail("runtime_create");
     int rc = writing ? write_cache(runtime, argv[1], "c_source", DRT_COMPRESSION_LZ4, PUSH_COPIED) : 0;
     if (rc == 0) rc = read_cache(runtime, argv[1], "c_source", 0);
+    if (rc == 0) rc = check_cache_info(argv[1]);
     if (rc == 0 && writing) rc = write_cache(runtime, argv[1], "c_raw", DRT_COMPRESSION_NONE, PUSH_BORROWED);
     if (rc == 0) rc = read_cache(runtime, argv[1], "c_raw", 1000);
     if (rc == 0) rc = read_mapped(runtime, argv[1], "c_raw", 1000);

@@ -222,7 +222,10 @@ typedef struct drt_buffer {
 } drt_buffer;
 void drt_buffer_release(drt_buffer *buffer);
 
-/* The stored metadata schema as JSON: [{"name": ..., "kind": "bool"|"int"|"float"|"string"}, ...]. */
+/* The stored metadata schema as JSON, in name order:
+ * [{"name": ..., "kind": "bool"|"int"|"float"|"string",
+ *   "arrow_type": "bool"|"int64"|"float64"|"utf8"}, ...]
+ * (arrow_type: the column's type in the metadata table, as drt_dataset_set_table names it). */
 int32_t drt_dataset_schema_json(drt_dataset *dataset, drt_buffer **out);
 
 /* The active table as an Arrow IPC file:
@@ -547,6 +550,16 @@ int32_t drt_check_compression(uint32_t compression, double ratio);
  * which the writer puts in place last), else 0; the cache's validity is checked
  * when it is opened. (ABI 2) */
 int32_t drt_cache_published(const char *path, uint64_t path_len, uint32_t *out);
+/* The cache at `path` described from its manifest.json alone (checked as
+ * drt_dataset_open checks it; no other file is opened), as a JSON object in a
+ * core-owned buffer released with drt_buffer_release: format_version,
+ * source_name, sample_count, shard_count, shard_bytes (the shard files' total),
+ * payload_bytes_uncompressed, compression ([{"algo", "ratio"}, ...]: each
+ * setting of the shards once), record_checksums (true when records.crc32c is
+ * listed) and metadata_schema (as drt_dataset_schema_json gives it). A folder
+ * without a manifest, or a manifest that is not valid, is DRT_ERR_INVALID_CACHE
+ * with the reader's message. (Added within ABI 3.) */
+int32_t drt_cache_info(const char *path, uint64_t path_len, drt_buffer **out);
 /* Rows at stream positions start .. start+count-1 of a shuffled table of n rows read
  * without replacement (each epoch of n positions a permutation; docs/determinism.md). */
 int32_t drt_permutation_rows(uint64_t n, uint64_t seed, uint64_t start, uint64_t count,
