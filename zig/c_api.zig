@@ -8,6 +8,7 @@ const sha256 = @import("codec/sha256.zig");
 const shard_record = @import("format/shard_record.zig");
 const thread_pool = @import("base/thread_pool.zig");
 const cache_writer = @import("write/cache_writer.zig");
+const cache_replace = @import("write/cache_replace.zig");
 const metadata_columns = @import("format/metadata_columns.zig");
 const dataset_module = @import("read/dataset.zig");
 const ShardMapping = @import("read/shard_mapping.zig").ShardMapping;
@@ -156,6 +157,28 @@ export fn drt_check_source_name(source_name: ?[*]const u8, source_name_len: u64)
     const name = byteString(source_name, source_name_len) orelse return nullArgument("source_name");
     var diagnostic: Diagnostic = .{};
     cache_writer.CacheWriter.checkSourceName(name, &diagnostic) catch |err| return failError(err, &diagnostic);
+    return status_ok;
+}
+
+export fn drt_cache_replace(
+    base_dir: ?[*]const u8,
+    base_dir_len: u64,
+    source_name: ?[*]const u8,
+    source_name_len: u64,
+    fresh_name: ?[*]const u8,
+    fresh_name_len: u64,
+    replaced: ?*u32,
+) i32 {
+    const base = byteString(base_dir, base_dir_len) orelse return nullArgument("base_dir");
+    const name = byteString(source_name, source_name_len) orelse return nullArgument("source_name");
+    const fresh = byteString(fresh_name, fresh_name_len) orelse return nullArgument("fresh_name");
+    const replaced_ptr = replaced orelse return nullArgument("replaced pointer");
+    var diagnostic: Diagnostic = .{};
+    cache_writer.CacheWriter.checkSourceName(name, &diagnostic) catch |err|
+        return failError(err, &diagnostic);
+    const outcome = cache_replace.replace(allocator, base, name, fresh, &diagnostic) catch |err|
+        return failError(err, &diagnostic);
+    replaced_ptr.* = @backingInt(outcome);
     return status_ok;
 }
 

@@ -69,5 +69,6 @@ test {
     _ = @import("write/shard_files.zig");
     _ = @import("write/shard_hasher.zig");
     _ = @import("write/staging.zig");
+    _ = @import("write/cache_replace.zig");
     _ = @import("write/writer_stats.zig");
 }

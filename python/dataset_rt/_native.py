@@ -298,6 +298,10 @@ def _declare(library: ctypes.CDLL) -> None:
             c_int32,
         ),
         "drt_check_source_name": ([c_char_p, c_uint64], c_int32),
+        "drt_cache_replace": (
+            [c_char_p, c_uint64, c_char_p, c_uint64, c_char_p, c_uint64, POINTER(c_uint32)],
+            c_int32,
+        ),
         "drt_writer_push": (
             [handle, c_char_p, c_uint64, POINTER(c_uint64), c_uint64, c_char_p, c_uint64],
             c_int32,
@@ -484,6 +488,28 @@ def stream_after_steps(span: StreamPosition, shard: Shard, steps: int) -> Stream
 def check_source_name(encoded_name: bytes) -> None:
     """Raise `ValueError` unless the core accepts the source name (UTF-8 bytes)."""
     check(lib.drt_check_source_name(encoded_name, len(encoded_name)))
+
+
+def replace_cache(base: str | os.PathLike[str], name: str, fresh: str) -> bool:
+    """Publish the complete cache at `base`/`fresh` (inside `base`/tmp) as `base`/`name`,
+    replacing the cache there under the name's writer lock (the core's `drt_cache_replace`:
+    old aside, new in, fsync, old removed). True when a cache was replaced."""
+    base_bytes = os.fsencode(base)
+    name_bytes = name.encode("utf-8")
+    fresh_bytes = fresh.encode("utf-8")
+    replaced = c_uint32(0)
+    check(
+        lib.drt_cache_replace(
+            base_bytes,
+            len(base_bytes),
+            name_bytes,
+            len(name_bytes),
+            fresh_bytes,
+            len(fresh_bytes),
+            ctypes.byref(replaced),
+        )
+    )
+    return bool(replaced.value)
 
 
 def check_compression(algo: str, ratio: float) -> None:

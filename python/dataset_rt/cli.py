@@ -1032,10 +1032,6 @@ class _WriteFailed(Exception):
     """A write that failed; its message is for the user as it is."""
 
 
-class _OldCacheAside(_WriteFailed):
-    """An --overwrite whose swap failed halfway: the old cache is kept where it was moved."""
-
-
 def _in_command_words(message: str) -> str:
     for python_words, command_words in _SOURCE_WORDS:
         message = message.replace(python_words, command_words)
@@ -1116,106 +1112,30 @@ def _write_cache(source: CacheSource, base: Path, config: WriterConfig, workers:
     return result.path
 
 
-@contextlib.contextmanager
-def _writer_lock(base: Path, name: str) -> Iterator[None]:
-    """Hold <base>/tmp/<name>.lock as the library's writers do (docs/storage-format.md,
-    "Publication protocol"): while it is held, no writer of that name publishes."""
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: the swap goes unguarded
-        yield
-        return
-    lock = base / _STAGING_AREA / f"{name}.lock"
-    while True:
-        descriptor = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX)
-            try:
-                now = os.stat(lock)
-            except FileNotFoundError:
-                current = False
-            else:
-                held = os.fstat(descriptor)
-                current = (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino)
-        except BaseException:
-            os.close(descriptor)
-            raise
-        if current:
-            break
-        os.close(descriptor)  # deleted by its last holder meanwhile: lock the new one
-    try:
-        yield
-    finally:
-        lock.unlink(missing_ok=True)
-        os.close(descriptor)
-
-
-def _fsync_directory(path: Path) -> None:
-    """Make a rename in `path` durable, where directories can be flushed."""
-    try:
-        descriptor = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(descriptor)
-    except OSError:
-        pass
-    finally:
-        os.close(descriptor)
-
-
-def _swap_in(fresh: Path, target: Path) -> bool:
-    """Move the cache `fresh` to `target`, moving an old cache there out of the way
-    first; True when one was replaced. The old cache ends up beside `fresh` (in the
-    same work folder), or, when the swap fails, back at `target`."""
-    if not os.path.lexists(target):
-        os.rename(fresh, target)
-        return False
-    if not _is_cache(target):
-        raise _WriteFailed(f"{target} exists and is not a cache; not replacing it")
-    aside = Path(tempfile.mkdtemp(dir=fresh.parent)) / "replaced"
-    os.rename(target, aside)
-    try:
-        os.rename(fresh, target)
-    except BaseException as error:
-        try:
-            os.rename(aside, target)
-        except OSError:
-            raise _OldCacheAside(
-                f"cannot replace {target} ({_error_message(error)}), nor put the old cache "
-                f"back ({aside}): move it back to {target} by hand"
-            ) from error
-        raise
-    return True
-
-
 def _write_replacing(
     source: CacheSource, base: Path, config: WriterConfig, workers: int
 ) -> tuple[Path, bool]:
     """Write `source` as base/<its name>, replacing a cache there: the new cache is
-    written whole in a work folder of <base>/tmp (same file system), then swapped in
-    with two renames under the name's writer lock, and only then is the old cache
-    removed. A failure at any step leaves the old cache where it was and removes the
-    work folder. Returns the cache's path and whether an old cache was replaced."""
+    written whole in a work folder of <base>/tmp (same file system), then the core
+    swaps it in under the name's writer lock and only then removes the old cache
+    (`drt_cache_replace`). A failure at any step leaves the old cache where it was
+    and removes the work folder. Returns the cache's path and whether an old cache
+    was replaced."""
     staging_area = base / _STAGING_AREA
     staging_area.mkdir(parents=True, exist_ok=True)
     work = Path(
         tempfile.mkdtemp(prefix=f"{os.getpid()}.", suffix=_OVERWRITE_SUFFIX, dir=staging_area)
     )
-    target = base / source.name
-    keep_work = False
     try:
         fresh = _write_cache(source, work, config, workers)
-        with _writer_lock(base, source.name):
-            replaced = _swap_in(fresh, target)
-        _fsync_directory(base)
-    except _OldCacheAside:
-        keep_work = True
-        raise
+        fresh_name = f"{_STAGING_AREA}/{work.name}/{fresh.name}"
+        try:
+            replaced = _native.replace_cache(base, source.name, fresh_name)
+        except _PROBLEMS as error:
+            raise _WriteFailed(_error_message(error)) from error
     finally:
-        if not keep_work:
-            shutil.rmtree(work, ignore_errors=True)
-    return target, replaced
+        shutil.rmtree(work, ignore_errors=True)
+    return base / source.name, replaced
 
 
 def _left_out_columns(

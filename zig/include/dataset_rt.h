@@ -106,6 +106,22 @@ int32_t drt_writer_create(drt_runtime *runtime, const char *base_dir, uint64_t b
 int32_t drt_check_source_name(const char *source_name, uint64_t source_name_len);
 
 /*
+ * Publishes the complete cache at base_dir/fresh_name (a folder inside base_dir/tmp,
+ * e.g. a cache written by a writer whose base_dir was such a folder) as
+ * base_dir/source_name, replacing the cache published there. Under the name's
+ * writer lock (as drt_writer_create takes it), the old cache is renamed aside into
+ * base_dir/tmp, the fresh one renamed in, base_dir fsynced, and only then the old
+ * one removed; a failure before the fresh cache is in puts the old one back.
+ * *replaced is 1 when a cache was replaced, 0 when none was there. A target that
+ * exists but is not a cache (no manifest.json) is DRT_ERR_INVALID_CACHE and is
+ * left alone, as is a fresh folder without manifest.json; a fresh_name outside
+ * base_dir/tmp is DRT_ERR_INVALID_ARGUMENT.
+ */
+int32_t drt_cache_replace(const char *base_dir, uint64_t base_dir_len, const char *source_name,
+                          uint64_t source_name_len, const char *fresh_name,
+                          uint64_t fresh_name_len, uint32_t *replaced);
+
+/*
  * Hands `count` samples to the core. Payload i is
  * payloads[sum(payload_lens[0..i]) .. +payload_lens[i]]; metadata_json is a JSON
  * array of `count` flat objects (bool, integer, float or string values). The
