@@ -527,6 +527,37 @@ def test_torchdata_stateful_dataloader_resumes_exactly(
         assert seen + torch_jobs.flatten(resumed) == uninterrupted
 
 
+def test_a_reader_state_names_its_share_and_one_saved_as_shard_still_resumes(
+    runtime: DatasetRuntime, caches: list[Path]
+) -> None:
+    """The state of one reader (what StatefulDataLoader keeps per worker) holds
+    its share under "share"; a state saved under the former key "shard"
+    resumes that reader exactly, with a DeprecationWarning."""
+    expected = ids(load(runtime, caches))
+    adapter = load(runtime, caches).to_torch_iterable_dataset(batch_size=3)
+    samples = iter(adapter)
+    seen = ids(next(samples) for _ in range(7))
+    state = adapter.state_dict()
+    assert state["share"] == {
+        "batch_size": 3,
+        "rank": 0,
+        "world_size": 1,
+        "worker": 0,
+        "num_workers": 1,
+        "drop_last": 0,
+    }
+    assert "shard" not in state and state["consumed"] == 7
+    saved_as_shard = {("shard" if key == "share" else key): value for key, value in state.items()}
+    for saved in (state, saved_as_shard):
+        resumed = load(runtime, caches).to_torch_iterable_dataset(batch_size=3)
+        if "shard" in saved:
+            with pytest.warns(DeprecationWarning, match="'shard', the former name of 'share'"):
+                resumed.load_state_dict(saved)
+        else:
+            resumed.load_state_dict(saved)
+        assert seen + ids(resumed) == expected
+
+
 def test_persistent_workers_follow_the_epochs_and_refuse_a_jump(
     runtime: DatasetRuntime, caches: list[Path]
 ) -> None:

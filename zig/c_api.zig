@@ -21,7 +21,7 @@ const read_pipeline = @import("read/read_pipeline.zig");
 const cache_layout = @import("format/cache_layout.zig");
 const sampler = @import("stream/sampler.zig");
 const permutation = @import("stream/permutation.zig");
-const stream_shard = @import("stream/stream_shard.zig");
+const stream_share = @import("stream/stream_share.zig");
 const stream_state = @import("stream/stream_state.zig");
 const error_words = @import("base/error_words.zig");
 const Diagnostic = @import("base/diagnostic.zig").Diagnostic;
@@ -33,12 +33,12 @@ const WriterStats = c_types.WriterStats;
 const ReaderOptions = c_types.ReaderOptions;
 const StreamPosition = c_types.StreamPosition;
 const StreamState = c_types.StreamState;
-const ShardSpec = c_types.ShardSpec;
-const ShardCounts = c_types.ShardCounts;
+const ShareSpec = c_types.ShareSpec;
+const ShareCounts = c_types.ShareCounts;
 const Buffer = c_types.Buffer;
 const IntegerColumn = c_types.IntegerColumn;
 const FloatColumn = c_types.FloatColumn;
-const shardOf = c_types.shardOf;
+const shareOf = c_types.shareOf;
 const algorithm_bytes = c_types.algorithm_bytes;
 
 const c_status = @import("c_status.zig");
@@ -468,25 +468,30 @@ export fn drt_dataset_set_epoch(dataset: ?*dataset_module.Dataset, epoch: u64) i
     return status_ok;
 }
 
-export fn drt_shard_count(span_len: u64, shard: ?*const ShardSpec, out: ?*ShardCounts) i32 {
-    const spec = shard orelse return nullArgument("shard");
+export fn drt_share_count(span_len: u64, share: ?*const ShareSpec, out: ?*ShareCounts) i32 {
+    const spec = share orelse return nullArgument("share");
     const out_ptr = out orelse return nullArgument("out pointer");
     var diagnostic: Diagnostic = .{};
-    const the_shard = shardOf(spec);
-    the_shard.validate(&diagnostic) catch |err| return failError(err, &diagnostic);
-    const counts = stream_shard.counts(span_len, the_shard);
+    const the_share = shareOf(spec);
+    the_share.validate(&diagnostic) catch |err| return failError(err, &diagnostic);
+    const counts = stream_share.counts(span_len, the_share);
     out_ptr.* = .{ .steps = counts.steps, .rank_samples = counts.rank_samples, .worker_batches = counts.worker_batches, .worker_samples = counts.worker_samples };
     return status_ok;
 }
 
-export fn drt_stream_after_steps(span: ?*const StreamPosition, shard: ?*const ShardSpec, steps: u64, out: ?*StreamPosition) i32 {
+/// Deprecated alias of `drt_share_count`, kept until ABI 4.
+export fn drt_shard_count(span_len: u64, share: ?*const ShareSpec, out: ?*ShareCounts) i32 {
+    return drt_share_count(span_len, share, out);
+}
+
+export fn drt_stream_after_steps(span: ?*const StreamPosition, share: ?*const ShareSpec, steps: u64, out: ?*StreamPosition) i32 {
     const span_ptr = span orelse return nullArgument("span");
-    const spec = shard orelse return nullArgument("shard");
+    const spec = share orelse return nullArgument("share");
     const out_ptr = out orelse return nullArgument("out pointer");
     var diagnostic: Diagnostic = .{};
     const at = span_ptr.toPosition();
     at.validate(false, &diagnostic) catch |err| return failError(err, &diagnostic);
-    const after = stream_shard.afterSteps(at, shardOf(spec), steps, &diagnostic) catch |err| return failError(err, &diagnostic);
+    const after = stream_share.afterSteps(at, shareOf(spec), steps, &diagnostic) catch |err| return failError(err, &diagnostic);
     out_ptr.* = .of(after);
     return status_ok;
 }
@@ -578,15 +583,26 @@ export fn drt_iterator_create_deferring(dataset: ?*dataset_module.Dataset, defer
     return createIterator(dataset, .whole, 0, defer_payload_bytes, out);
 }
 
-export fn drt_iterator_create_shard(
+export fn drt_iterator_create_share(
     dataset: ?*dataset_module.Dataset,
-    shard: ?*const ShardSpec,
+    share: ?*const ShareSpec,
     skip: u64,
     defer_payload_bytes: u64,
     out: ?*?*dataset_module.Iterator,
 ) i32 {
-    const spec = shard orelse return nullArgument("shard");
-    return createIterator(dataset, shardOf(spec), skip, defer_payload_bytes, out);
+    const spec = share orelse return nullArgument("share");
+    return createIterator(dataset, shareOf(spec), skip, defer_payload_bytes, out);
+}
+
+/// Deprecated alias of `drt_iterator_create_share`, kept until ABI 4.
+export fn drt_iterator_create_shard(
+    dataset: ?*dataset_module.Dataset,
+    share: ?*const ShareSpec,
+    skip: u64,
+    defer_payload_bytes: u64,
+    out: ?*?*dataset_module.Iterator,
+) i32 {
+    return drt_iterator_create_share(dataset, share, skip, defer_payload_bytes, out);
 }
 
 export fn drt_iterator_create_reads(
@@ -609,7 +625,7 @@ export fn drt_iterator_create_reads(
 
 fn createIterator(
     dataset: ?*dataset_module.Dataset,
-    shard: stream_shard.Shard,
+    share: stream_share.Share,
     skip: u64,
     defer_payload_bytes: u64,
     out: ?*?*dataset_module.Iterator,
@@ -618,7 +634,7 @@ fn createIterator(
     if (!checkProcess(d.pool)) return status_wrong_process;
     const out_ptr = out orelse return nullArgument("out pointer");
     var diagnostic: Diagnostic = .{};
-    out_ptr.* = dataset_module.Iterator.create(d, shard, skip, defer_payload_bytes, &diagnostic) catch |err| return failError(err, &diagnostic);
+    out_ptr.* = dataset_module.Iterator.create(d, share, skip, defer_payload_bytes, &diagnostic) catch |err| return failError(err, &diagnostic);
     return status_ok;
 }
 

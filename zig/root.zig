@@ -57,7 +57,7 @@ test {
     _ = @import("stream/active_table.zig");
     _ = @import("stream/permutation.zig");
     _ = @import("stream/sampler.zig");
-    _ = @import("stream/stream_shard.zig");
+    _ = @import("stream/stream_share.zig");
     _ = @import("stream/stream_state.zig");
     _ = @import("table/arrow_c_export.zig");
     _ = @import("table/cache_info.zig");

@@ -197,8 +197,8 @@ class StreamState(Structure):
     ]
 
 
-class Shard(Structure):
-    """``drt_shard``: one reader's share of an epoch among ranks and workers."""
+class Share(Structure):
+    """``drt_share``: one reader's share of an epoch among ranks and workers."""
 
     _fields_ = [
         ("batch_size", c_uint64),
@@ -211,7 +211,7 @@ class Shard(Structure):
     ]
 
 
-class ShardCounts(Structure):
+class ShareCounts(Structure):
     _fields_ = [
         ("steps", c_uint64),
         ("rank_samples", c_uint64),
@@ -362,15 +362,15 @@ def _declare(library: ctypes.CDLL) -> None:
             c_int32,
         ),
         "drt_dataset_set_epoch": ([handle, c_uint64], c_int32),
-        "drt_iterator_create_shard": (
-            [handle, POINTER(Shard), c_uint64, c_uint64, POINTER(handle)],
+        "drt_iterator_create_share": (
+            [handle, POINTER(Share), c_uint64, c_uint64, POINTER(handle)],
             c_int32,
         ),
         "drt_iterator_state": ([handle, c_uint64, POINTER(StreamState)], c_int32),
         "drt_iterator_span": ([handle, POINTER(StreamState)], c_int32),
-        "drt_shard_count": ([c_uint64, POINTER(Shard), POINTER(ShardCounts)], c_int32),
+        "drt_share_count": ([c_uint64, POINTER(Share), POINTER(ShareCounts)], c_int32),
         "drt_stream_after_steps": (
-            [POINTER(StreamPosition), POINTER(Shard), c_uint64, POINTER(StreamPosition)],
+            [POINTER(StreamPosition), POINTER(Share), c_uint64, POINTER(StreamPosition)],
             c_int32,
         ),
         "drt_iterator_create": ([handle, POINTER(handle)], c_int32),
@@ -467,19 +467,19 @@ def check(status: int) -> None:
     raise _ERROR_TYPES.get(status, errors.StateError)(message or f"status {status}", status)
 
 
-def shard_counts(span_len: int, shard: Shard) -> ShardCounts:
-    """How `span_len` positions divide among `shard`'s ranks and workers."""
-    counts = ShardCounts()
-    check(lib.drt_shard_count(span_len, ctypes.byref(shard), ctypes.byref(counts)))
+def share_counts(span_len: int, share: Share) -> ShareCounts:
+    """How `span_len` positions divide among `share`'s ranks and workers."""
+    counts = ShareCounts()
+    check(lib.drt_share_count(span_len, ctypes.byref(share), ctypes.byref(counts)))
     return counts
 
 
-def stream_after_steps(span: StreamPosition, shard: Shard, steps: int) -> StreamPosition:
-    """The position after `steps` global steps of `shard`'s layout from `span`."""
+def stream_after_steps(span: StreamPosition, share: Share, steps: int) -> StreamPosition:
+    """The position after `steps` global steps of `share`'s layout from `span`."""
     after = StreamPosition()
     check(
         lib.drt_stream_after_steps(
-            ctypes.byref(span), ctypes.byref(shard), steps, ctypes.byref(after)
+            ctypes.byref(span), ctypes.byref(share), steps, ctypes.byref(after)
         )
     )
     return after

@@ -192,7 +192,7 @@ class NativeIterator:
     def __init__(
         self,
         dataset: DatasetHandle,
-        shard: _native.Shard | None = None,
+        share: _native.Share | None = None,
         skip: int = 0,
         identities: tuple[Any, Any] | None = None,
     ) -> None:
@@ -221,14 +221,14 @@ class NativeIterator:
                 _native.DEFER_DEFAULT,
                 ctypes.byref(handle),
             )
-        elif shard is None:
+        elif share is None:
             status = _native.lib.drt_iterator_create_deferring(
                 dataset.value, _native.DEFER_DEFAULT, ctypes.byref(handle)
             )
         else:
-            status = _native.lib.drt_iterator_create_shard(
+            status = _native.lib.drt_iterator_create_share(
                 dataset.value,
-                ctypes.byref(shard),
+                ctypes.byref(share),
                 skip,
                 _native.DEFER_DEFAULT,
                 ctypes.byref(handle),
@@ -418,9 +418,9 @@ class SampleIterator(itertools.chain[CachedSample]):
 
     @classmethod
     def _start(
-        cls, dataset: DatasetHandle, shard: _native.Shard | None = None, skip: int = 0
+        cls, dataset: DatasetHandle, share: _native.Share | None = None, skip: int = 0
     ) -> SampleIterator:
-        native = NativeIterator(dataset, shard, skip)
+        native = NativeIterator(dataset, share, skip)
         iterator = cast(SampleIterator, cls.from_iterable(_batches(native)))
         iterator._iterator = native
         return iterator

@@ -28,6 +28,7 @@ from __future__ import annotations
 import inspect
 import operator
 import os
+import warnings
 from array import array
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol, runtime_checkable
@@ -48,7 +49,7 @@ class CachedDataset(Protocol):
     module when asked for an adapter, so this module does not import it)."""
 
     def __len__(self) -> int: ...
-    def _iterate(self, shard: _native.Shard, skip: int) -> SampleIterator: ...
+    def _iterate(self, share: _native.Share, skip: int) -> SampleIterator: ...
     def _open_here(self, threads: int) -> None: ...
     def _read(self, cache_ids: Any, sample_ids: Any) -> list[CachedSample]: ...
     def state_dict(self) -> dict[str, Any]: ...
@@ -124,7 +125,7 @@ class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg
         _check_int("worker_threads", worker_threads, 1, MAX_WORKERS)
         # The core checks the ranges (batch size, ranks, rank below world_size).
         topology = (0, 1) if rank is None or world_size is None else (rank, world_size)
-        _shard_counts(0, _shard_of(batch_size, *topology, drop_last))
+        _share_counts(0, _share_of(batch_size, *topology, drop_last))
         self._dataset = dataset
         self._transform = transform
         self._batch_size = batch_size
@@ -141,8 +142,8 @@ class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg
         self._claim_read_by: int | None = None
         # A state given to `load_state_dict`, read by the next iteration.
         self._resume: dict[str, Any] | None = None
-        # This process's current iteration: its iterator, shard and skipped samples.
-        self._current: tuple[SampleIterator, _native.Shard, int] | None = None
+        # This process's current iteration: its iterator, share and skipped samples.
+        self._current: tuple[SampleIterator, _native.Share, int] | None = None
         # The handshake: a loader that batches at `batch_size` told this copy so
         # (`DataLoader` while it starts an iteration, which its workers' copies
         # keep; `attach_loader`'s worker_init_fn in a worker process).
@@ -220,13 +221,13 @@ class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg
 
     def __len__(self) -> int:
         """Samples this rank yields in the next iteration, padding included."""
-        return int(_shard_counts(len(self._dataset), self._shard(0, 1)).rank_samples)
+        return int(_share_counts(len(self._dataset), self._share(0, 1)).rank_samples)
 
-    def _shard(self, worker: int, num_workers: int) -> _native.Shard:
+    def _share(self, worker: int, num_workers: int) -> _native.Share:
         rank, world_size = self.rank_and_world_size()
-        shard = _shard_of(self._batch_size, rank, world_size, self._drop_last)
-        shard.worker, shard.num_workers = worker, num_workers
-        return shard
+        share = _share_of(self._batch_size, rank, world_size, self._drop_last)
+        share.worker, share.num_workers = worker, num_workers
+        return share
 
     def attach_loader(self, loader: torch_data.DataLoader) -> None:  # type: ignore[type-arg]
         """Let `loader`, a DataLoader other than `dataset_rt.torch.DataLoader`
@@ -279,15 +280,15 @@ class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg
         else:
             worker, num_workers = info.id, info.num_workers
             self._dataset._open_here(self._worker_threads)
-        shard = self._shard(worker, num_workers)
-        skip = self._start_position(shard)
-        iterator = self._dataset._iterate(shard, skip)
-        self._current = (iterator, shard, skip)
+        share = self._share(worker, num_workers)
+        skip = self._start_position(share)
+        iterator = self._dataset._iterate(share, skip)
+        self._current = (iterator, share, skip)
         return self._samples(iterator)
 
-    def _start_position(self, shard: _native.Shard) -> int:
+    def _start_position(self, share: _native.Share) -> int:
         """Move the dataset to where this iteration starts; returns how many
-        samples of the shard's share to skip."""
+        samples of the share to skip."""
         resume, self._resume = self._resume, None
         claim = self._claim
         if claim is not None and self._claim_read_by != os.getpid():
@@ -296,12 +297,12 @@ class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg
             claim = None
         if resume is not None:
             self._dataset.load_state_dict(resume["span"])
-            if resume["shard"] is None:
+            if resume["share"] is None:
                 return 0
-            if resume["shard"] != _shard_fields(shard):
+            if resume["share"] != _share_fields(share):
                 raise errors.InvalidArgumentError(
-                    f"this state is the share of one DataLoader reader ({resume['shard']}); "
-                    f"it resumes only the same reader ({_shard_fields(shard)}): keep the number of "
+                    f"this state is the share of one DataLoader reader ({resume['share']}); "
+                    f"it resumes only the same reader ({_share_fields(share)}): keep the number of "
                     "workers and ranks, or resume from dataset_rt.torch.DataLoader's global state"
                 )
             return int(resume["consumed"])
@@ -341,20 +342,21 @@ class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg
     def state_dict(self) -> dict[str, Any]:
         """This reader's resume state, in the form torchdata's
         ``StatefulDataLoader`` asks each worker for: the state its share was cut
-        from, its shard, and the samples it has yielded. Between iterations, the
+        from (``span``), the share (``share``: its batch size, rank and worker),
+        and the samples it has yielded (``consumed``). Between iterations, the
         dataset's state.
 
         Examples:
             >>> adapter = dataset.to_torch_iterable_dataset()
             >>> sorted(adapter.state_dict())
-            ['consumed', 'shard', 'span']
+            ['consumed', 'share', 'span']
         """
         if self._current is None:
-            return {"span": self._dataset.state_dict(), "shard": None, "consumed": 0}
-        iterator, shard, skip = self._current
+            return {"span": self._dataset.state_dict(), "share": None, "consumed": 0}
+        iterator, share, skip = self._current
         return {
             "span": iterator._span(),
-            "shard": _shard_fields(shard),
+            "share": _share_fields(share),
             "consumed": skip + iterator.consumed(),
         }
 
@@ -362,6 +364,9 @@ class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg
         """Make the next iteration continue from `state`: this adapter's
         `state_dict` (the same reader resumes), or a global state from
         `DataLoader.state_dict` or `CachedDataset.state_dict` (any reader).
+        A reader state whose share is under the former key ``"shard"`` is read
+        with a `DeprecationWarning`; that key is read until the next major
+        version.
 
         Examples:
             >>> adapter = dataset.to_torch_iterable_dataset(transform=lambda s: s.sample_id)
@@ -381,11 +386,11 @@ class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg
                 )
             self._resume = {
                 "span": state["span"],
-                "shard": state.get("shard"),
+                "share": _state_share(state),
                 "consumed": consumed,
             }
         else:
-            self._resume = {"span": state, "shard": None, "consumed": 0}
+            self._resume = {"span": state, "share": None, "consumed": 0}
         self._claim = None
 
     def _claim_epoch(self) -> dict[str, Any]:
@@ -393,7 +398,7 @@ class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg
         wherever its readers run; returns its state."""
         resume, self._resume = self._resume, None
         if resume is not None:
-            if resume["shard"] is not None:
+            if resume["share"] is not None:
                 raise errors.InvalidArgumentError(
                     "a DataLoader reader's own state resumes through torchdata's "
                     "StatefulDataLoader; dataset_rt.torch.DataLoader resumes from its state_dict()"
@@ -606,7 +611,7 @@ class DataLoader(torch_data.DataLoader):  # type: ignore[type-arg]
             epoch_len=span["epoch_len"],
             position=span["position"],
         )
-        after = _native.stream_after_steps(start, adapter._shard(0, 1), self._steps)
+        after = _native.stream_after_steps(start, adapter._share(0, 1), self._steps)
         return {
             **span,
             "epoch": after.epoch,
@@ -673,16 +678,30 @@ class _CountingIterator:
 _DATALOADER_SIGNATURE = inspect.signature(torch_data.DataLoader.__init__)
 
 
-def _shard_fields(shard: _native.Shard) -> dict[str, int]:
+def _share_fields(share: _native.Share) -> dict[str, int]:
     return {
-        name: int(getattr(shard, name))
-        for name in (field[0] for field in _native.Shard._fields_)
+        name: int(getattr(share, name))
+        for name in (field[0] for field in _native.Share._fields_)
         if name != "reserved"
     }
 
 
-def _shard_of(batch_size: int | None, rank: int, world_size: int, drop_last: bool) -> _native.Shard:
-    return _native.Shard(
+def _state_share(state: Mapping[str, Any]) -> Any:
+    """A reader state's share: its ``share`` entry, or the ``shard`` entry that
+    holds it in states saved under the former name (deprecated)."""
+    if "share" in state or "shard" not in state:
+        return state.get("share")
+    warnings.warn(
+        "this reader state names its share 'shard', the former name of 'share', which is "
+        "read until the next major version: save the state again with state_dict()",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return state["shard"]
+
+
+def _share_of(batch_size: int | None, rank: int, world_size: int, drop_last: bool) -> _native.Share:
+    return _native.Share(
         batch_size=1 if batch_size is None else batch_size,
         rank=rank,
         world_size=world_size,
@@ -692,10 +711,10 @@ def _shard_of(batch_size: int | None, rank: int, world_size: int, drop_last: boo
     )
 
 
-def _shard_counts(span_len: int, shard: _native.Shard) -> _native.ShardCounts:
-    """How `span_len` positions divide among `shard`'s ranks and workers; the
-    core refuses a shard out of range (`ValueError` naming the value)."""
-    return _native.shard_counts(span_len, shard)
+def _share_counts(span_len: int, share: _native.Share) -> _native.ShareCounts:
+    """How `span_len` positions divide among `share`'s ranks and workers; the
+    core refuses a share out of range (`ValueError` naming the value)."""
+    return _native.share_counts(span_len, share)
 
 
 def _initialized_distributed() -> Any:
