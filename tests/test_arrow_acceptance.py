@@ -273,9 +273,7 @@ REJECTED: dict[str, tuple[Callable[[Path], None], list[str]]] = {
     "float16 instead of float64": (
         lambda p: write_file(
             p,
-            table_of(
-                arrays={"score": pa.array(np.full(len(ROWS), 1.0, np.float16), pa.float16())}
-            ),
+            table_of(arrays={"score": pa.array(np.full(len(ROWS), 1.0, np.float16), pa.float16())}),
         ),
         ["score", "type"],
     ),
