@@ -85,9 +85,9 @@ class Finding:
         return f"{self.path}:{self.line}: {self.rule}: {self.detail}"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Entry:
-    """One entry of the exception list, and the findings it has covered so far."""
+    """One entry of the exception list."""
 
     rule: str
     path: str
@@ -96,7 +96,6 @@ class Entry:
     name: str = ""
     code: str = ""
     count: int | None = None
-    covered: list[Finding] = field(default_factory=list)
 
     def matches(self, finding: Finding) -> bool:
         inside = finding.path == self.path or finding.path.startswith(self.path.rstrip("/") + "/")
@@ -165,9 +164,8 @@ def parse_exception(rule: str, raw: dict[str, object], line: int) -> tuple[Entry
     missing = sorted(required - raw.keys())
     unknown = sorted(raw.keys() - required)
     if missing or unknown:
-        return None, f"[{rule}] entry needs exactly {sorted(required)}: missing {missing}, " + (
-            f"unknown {unknown}"
-        )
+        wrong = f"missing {missing}" if missing else f"unknown {unknown}"
+        return None, f"[{rule}] entry: {wrong}; it takes exactly {sorted(required)}"
     strings = {key: value for key, value in raw.items() if key != "count"}
     if not all(isinstance(value, str) and value.strip() for value in strings.values()):
         return None, f"[{rule}] entry: {', '.join(sorted(strings))} must be non-empty strings"
@@ -188,20 +186,21 @@ def parse_exception(rule: str, raw: dict[str, object], line: int) -> tuple[Entry
 
 def apply_exceptions(
     findings: Iterable[Finding], entries: Sequence[Entry], checked_rules: set[str], shown: str
-) -> list[Finding]:
+) -> tuple[list[Finding], int]:
     """The findings no entry excepts, then one finding per entry that is no longer needed
-    (only for rules whose check ran)."""
+    (only for rules whose check ran); and how many findings the entries excepted."""
     left: list[Finding] = []
+    covered: list[list[Finding]] = [[] for _ in entries]
     for finding in findings:
-        entry = next((entry for entry in entries if entry.matches(finding)), None)
-        if entry is None:
+        index = next((i for i, entry in enumerate(entries) if entry.matches(finding)), None)
+        if index is None:
             left.append(finding)
         else:
-            entry.covered.append(finding)
-    for entry in entries:
+            covered[index].append(finding)
+    for entry, excepted in zip(entries, covered, strict=True):
         if entry.rule not in checked_rules:
             continue
-        found = len(entry.covered)
+        found = len(excepted)
         if entry.count is None:
             if found == 0:
                 detail = f"{entry.describe()}: nothing to except any more; remove the entry"
@@ -209,14 +208,13 @@ def apply_exceptions(
         elif found > entry.count:
             note = f" (the exception list allows {entry.count} here, found {found})"
             left.extend(
-                Finding(f.path, f.line, f.rule, f.detail + note, f.name, f.code)
-                for f in entry.covered
+                Finding(f.path, f.line, f.rule, f.detail + note, f.name, f.code) for f in excepted
             )
         elif found < entry.count:
             action = f"lower count to {found}" if found else "remove the entry"
             detail = f"{entry.describe()}: {found} left of the {entry.count} allowed; {action}"
             left.append(Finding(shown, entry.line, "stale-exception", detail))
-    return left
+    return left, sum(map(len, covered))
 
 
 # --- Files ----------------------------------------------------------------------------------
@@ -259,10 +257,11 @@ def run_tool(arguments: Sequence[str]) -> subprocess.CompletedProcess[str]:
 
 
 def tool_failure(rule: str, result: subprocess.CompletedProcess[str]) -> Finding:
-    output = (result.stderr or result.stdout).strip().splitlines()
-    last = output[-1] if output else "no output"
+    """A tool that could not check: its first error line (or last line) as a finding."""
+    output = (result.stderr or result.stdout).strip().splitlines() or ["no output"]
+    shown = next((line for line in output if "error" in line.lower()), output[-1])
     command = " ".join(str(part) for part in result.args[2:4])
-    return Finding(".", 0, rule, f"`{command}` failed (exit {result.returncode}): {last}")
+    return Finding(".", 0, rule, f"`{command}` failed (exit {result.returncode}): {shown}")
 
 
 def ruff_findings() -> list[Finding]:
@@ -310,11 +309,13 @@ def mypy_findings() -> list[Finding]:
 
 
 def zig_fmt_findings() -> list[Finding]:
+    """The files `zig fmt --check` would change; a file it cannot parse fails it too."""
     result = run_tool(["ziglang", "fmt", "--check", *ZIG_PATHS])
-    if result.returncode not in (0, 1):
-        return [tool_failure("zig-fmt", result)]
     detail = "not formatted; run `python -m ziglang fmt` on it"
-    return [Finding(name, 1, "zig-fmt", detail) for name in result.stdout.split()]
+    findings = [Finding(name, 1, "zig-fmt", detail) for name in result.stdout.split()]
+    if result.returncode != 0 and (result.stderr.strip() or not findings):
+        findings.append(tool_failure("zig-fmt", result))
+    return findings
 
 
 # --- Zig: a scanner that knows strings, characters and comments -----------------------------
@@ -729,10 +730,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         elapsed = time.monotonic() - started
         print(f"tidy: {step}: {len(step_findings)} raw findings, {elapsed:.1f} s", flush=True)
     shown = display_path(arguments.exceptions)
-    findings += apply_exceptions(raw, entries, checked_rules, shown)
+    left, excepted = apply_exceptions(raw, entries, checked_rules, shown)
+    findings += left
     for finding in sorted(findings, key=lambda f: (f.path, f.line, f.rule, f.detail)):
         print(finding)
-    excepted = sum(len(entry.covered) for entry in entries)
     if findings:
         counts = Counter(finding.rule for finding in findings)
         summary = ", ".join(f"{count} {rule}" for rule, count in sorted(counts.items()))
