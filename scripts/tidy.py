@@ -707,7 +707,9 @@ def limit_findings() -> list[Finding]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--skip", action="append", choices=STEPS, default=[], help="a step")
+    parser.add_argument(
+        "--skip", action="append", choices=STEPS, default=[], help="skip a step (repeatable)"
+    )
     parser.add_argument("--exceptions", type=Path, default=EXCEPTIONS, help=argparse.SUPPRESS)
     arguments = parser.parse_args(argv)
     entries, findings = load_exceptions(arguments.exceptions)
