@@ -170,8 +170,10 @@ export fn drt_cache_replace(
     replaced: ?*u32,
 ) i32 {
     const base = byteString(base_dir, base_dir_len) orelse return nullArgument("base_dir");
-    const name = byteString(source_name, source_name_len) orelse return nullArgument("source_name");
-    const fresh = byteString(fresh_name, fresh_name_len) orelse return nullArgument("fresh_name");
+    const name = byteString(source_name, source_name_len) orelse
+        return nullArgument("source_name");
+    const fresh = byteString(fresh_name, fresh_name_len) orelse
+        return nullArgument("fresh_name");
     const replaced_ptr = replaced orelse return nullArgument("replaced pointer");
     var diagnostic: Diagnostic = .{};
     cache_writer.CacheWriter.checkSourceName(name, &diagnostic) catch |err|
