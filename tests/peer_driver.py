@@ -4,7 +4,7 @@ Used by tests/test_interop_peer.py against BOTH implementations: run with the
 peer's virtual environment (dataset-rt==0.2.4, the Rust/PyO3 package) it drives
 the peer; run with this project's interpreter it drives DatasetRT. It only uses
 the public API the two share, so it is also a check that code written for
-dataset-rt runs unchanged here.
+dataset-rt 0.2.4 runs unchanged here.
 
     python peer_driver.py PLAN.json OUT.json
 
