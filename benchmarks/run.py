@@ -867,7 +867,7 @@ def main() -> None:
 
 
 def run_peers(
-    peers_run,  # noqa: ANN001 (peers.PeersRun, imported only with --peers)
+    peers_run,
     args: argparse.Namespace,
     sizes: dict,
     selected: list[str],

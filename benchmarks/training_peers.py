@@ -88,7 +88,7 @@ def hide_torchvision() -> None:
     """
     try:
         import torchvision  # noqa: F401
-    except Exception:
+    except Exception:  # noqa: BLE001 - a broken torchvision fails in many ways; drop it
         for name in [name for name in sys.modules if name.split(".")[0] == "torchvision"]:
             del sys.modules[name]
         sys.modules["torchvision"] = None  # type: ignore[assignment]
@@ -125,7 +125,7 @@ def write_mosaic(args: argparse.Namespace, out: Path) -> dict:
     return {}
 
 
-def hf_samples(count: int, size: int, kind: str):  # noqa: ANN201
+def hf_samples(count: int, size: int, kind: str):
     for index in range(count):
         yield make_sample(index, size, kind)
 
@@ -201,14 +201,14 @@ def phase_write(args: argparse.Namespace) -> dict:
 # --------------------------------------------------------------------------- read
 
 
-def open_litdata(path: Path, shuffle: bool):  # noqa: ANN201
+def open_litdata(path: Path, shuffle: bool):
     from litdata import StreamingDataset
 
     dataset = StreamingDataset(input_dir=str(path), shuffle=shuffle, seed=0)
     return dataset, len(dataset)
 
 
-def open_mosaic(path: Path, shuffle: bool, batch_size: int):  # noqa: ANN201
+def open_mosaic(path: Path, shuffle: bool, batch_size: int):
     hide_torchvision()
     from streaming import StreamingDataset
     from streaming.base.util import clean_stale_shared_memory
@@ -220,7 +220,7 @@ def open_mosaic(path: Path, shuffle: bool, batch_size: int):  # noqa: ANN201
     return dataset, len(dataset)
 
 
-def open_hf(path: Path, shuffle: bool):  # noqa: ANN201
+def open_hf(path: Path, shuffle: bool):
     """The Arrow-backed dataset; shuffled: `.shuffle(seed=0)`, a global permutation
     kept as an indices mapping (in memory, so reads never write beside the data;
     not flattened: `flatten_indices` would rewrite the table in the new order)."""
@@ -236,7 +236,7 @@ def wds_shards(path: Path) -> list[str]:
     return sorted(str(shard) for shard in path.glob("shard-*.tar"))
 
 
-def open_wds(path: Path, shuffle: bool, count: int):  # noqa: ANN201
+def open_wds(path: Path, shuffle: bool, count: int):
     """Shards in order, or shard order shuffled (all shards) and the samples
     through a 256-sample shuffle buffer, seed 0."""
     import webdataset as wds
@@ -250,7 +250,7 @@ def open_wds(path: Path, shuffle: bool, count: int):  # noqa: ANN201
     return dataset.shuffle(WDS_SHUFFLE_BUFFER, seed=0), count
 
 
-def open_dataset(args: argparse.Namespace, shuffle: bool):  # noqa: ANN201
+def open_dataset(args: argparse.Namespace, shuffle: bool):
     """(dataset, samples in one epoch) for one pass in this process."""
     path = Path(args.dir)
     if args.system == "litdata":
@@ -264,12 +264,12 @@ def open_dataset(args: argparse.Namespace, shuffle: bool):  # noqa: ANN201
     return open_wds(path, shuffle, args.count)
 
 
-def payload_of(sample: dict):  # noqa: ANN201
+def payload_of(sample: dict):
     """The payload of one sample as the peer hands it out (wds: its `.bin` member)."""
     return sample["data"] if "data" in sample else sample["bin"]
 
 
-def read_pass(dataset, expected: int) -> dict:  # noqa: ANN001
+def read_pass(dataset, expected: int) -> dict:
     """One timed pass from iter() to the last sample, touching each payload as
     `workload.read_pass` does for DatasetRT (its length)."""
     cpu_start = workload.cpu_seconds()
@@ -313,7 +313,7 @@ def phase_pass(args: argparse.Namespace) -> dict:
     }
 
 
-def loader_litdata(args: argparse.Namespace):  # noqa: ANN201
+def loader_litdata(args: argparse.Namespace):
     from litdata import StreamingDataLoader
 
     dataset, expected = open_litdata(Path(args.dir), shuffle=True)
@@ -323,7 +323,7 @@ def loader_litdata(args: argparse.Namespace):  # noqa: ANN201
     return loader, expected
 
 
-def loader_mosaic(args: argparse.Namespace):  # noqa: ANN201
+def loader_mosaic(args: argparse.Namespace):
     import torch.utils.data
 
     dataset, expected = open_mosaic(Path(args.dir), shuffle=True, batch_size=args.batch_size)
@@ -333,7 +333,7 @@ def loader_mosaic(args: argparse.Namespace):  # noqa: ANN201
     return loader, expected
 
 
-def loader_hf(args: argparse.Namespace):  # noqa: ANN201
+def loader_hf(args: argparse.Namespace):
     """A map-style dataset: torch's sampler draws the global permutation (seed 0)
     and each worker fetches a batch with one `__getitems__` call."""
     import datasets
@@ -351,7 +351,7 @@ def loader_hf(args: argparse.Namespace):  # noqa: ANN201
     return loader, len(dataset)
 
 
-def loader_wds(args: argparse.Namespace):  # noqa: ANN201
+def loader_wds(args: argparse.Namespace):
     """Shards split among the workers, batches made in the workers (WebLoader)."""
     import webdataset as wds
 

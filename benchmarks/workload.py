@@ -148,7 +148,7 @@ class SyntheticSource:
         count: int,
         payloads: list[bytes],
         cache_input: type,
-        metadata=metadata_for,  # noqa: ANN001
+        metadata=metadata_for,
     ) -> None:
         self.name = name
         self.count = count
@@ -299,7 +299,7 @@ def machine_info() -> dict:
 # --------------------------------------------------------------------------- phases
 
 
-def phase_write(args: argparse.Namespace, dataset_rt) -> dict:  # noqa: ANN001
+def phase_write(args: argparse.Namespace, dataset_rt) -> dict:
     payloads = make_payloads(args.size, args.payload_kind)
     source = SyntheticSource(
         args.name, args.count, payloads, dataset_rt.CacheInput, METADATA[args.metadata]
@@ -344,7 +344,7 @@ def phase_write(args: argparse.Namespace, dataset_rt) -> dict:  # noqa: ANN001
     }
 
 
-def open_dataset(dataset_rt, path: str, workers: int, shuffle: bool):  # noqa: ANN001
+def open_dataset(dataset_rt, path: str, workers: int, shuffle: bool):
     runtime = dataset_rt.DatasetRuntime(num_workers=workers)
     config = dataset_rt.ReaderConfig(seed=0, shuffle=shuffle)
     start = time.perf_counter()
@@ -352,7 +352,7 @@ def open_dataset(dataset_rt, path: str, workers: int, shuffle: bool):  # noqa: A
     return runtime, dataset, time.perf_counter() - start
 
 
-def phase_read(args: argparse.Namespace, dataset_rt) -> dict:  # noqa: ANN001
+def phase_read(args: argparse.Namespace, dataset_rt) -> dict:
     # --as-written: the page cache as the write left it (the first epoch of a job
     # that writes its caches, then trains).
     warm_seconds = 0.0 if args.as_written else warm_page_cache(Path(args.cache))
@@ -391,7 +391,7 @@ def median_pass(passes: list[dict]) -> dict:
     }
 
 
-def read_pass(dataset, mode: str, expected: int) -> dict:  # noqa: ANN001
+def read_pass(dataset, mode: str, expected: int) -> dict:
     """One timed epoch: from iter() to the last sample."""
     cats = 0
     ticks = machine_ticks()
@@ -429,7 +429,7 @@ def read_pass(dataset, mode: str, expected: int) -> dict:  # noqa: ANN001
     }
 
 
-def phase_scale(args: argparse.Namespace, dataset_rt) -> dict:  # noqa: ANN001
+def phase_scale(args: argparse.Namespace, dataset_rt) -> dict:
     import polars as pl
 
     warm_seconds = warm_page_cache(Path(args.cache))
@@ -484,7 +484,7 @@ def phase_scale(args: argparse.Namespace, dataset_rt) -> dict:  # noqa: ANN001
     }
 
 
-def phase_open(args: argparse.Namespace, dataset_rt) -> dict:  # noqa: ANN001
+def phase_open(args: argparse.Namespace, dataset_rt) -> dict:
     """Open an existing cache after taking a baseline, then fresh datasets' first samples.
 
     The baseline is this process's RSS with the interpreter, dataset_rt and
@@ -555,7 +555,7 @@ def phase_open(args: argparse.Namespace, dataset_rt) -> dict:  # noqa: ANN001
     }
 
 
-def phase_floor(args: argparse.Namespace, dataset_rt) -> dict:  # noqa: ANN001, ARG001
+def phase_floor(args: argparse.Namespace, dataset_rt) -> dict:
     """The per-sample Python floor of a data-only read (`floor.FloorDataset`):
     --count samples through `read_pass`, median of --passes passes."""
     import floor  # this directory's; it imports this project's dataset_rt internals
@@ -620,7 +620,7 @@ def phase_disk_ceiling(args: argparse.Namespace) -> dict:
             os.fsync(fd)
             if hasattr(os, "posix_fadvise"):  # as the writer drops a written shard
                 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        except BaseException as error:  # reported by the main thread
+        except BaseException as error:  # noqa: BLE001 - reported by the main thread
             failures.append(error)
         finally:
             os.close(fd)
@@ -661,7 +661,7 @@ def phase_disk_ceiling(args: argparse.Namespace) -> dict:
     }
 
 
-def sync_file_range_write():  # noqa: ANN201
+def sync_file_range_write():
     """`sync_file_range(fd, offset, length, SYNC_FILE_RANGE_WRITE)` from libc, or
     None where there is none (then only the fsyncs write back)."""
     if not sys.platform.startswith("linux"):

@@ -2,7 +2,6 @@
 //! converts C types to Zig types, maps Zig errors to status codes and stores
 //! messages in the calling thread's last-error buffer. No logic lives here.
 const std = @import("std");
-const system = @import("base/system.zig");
 const lz4 = @import("codec/lz4.zig");
 const sha256 = @import("codec/sha256.zig");
 const shard_record = @import("format/shard_record.zig");

@@ -355,7 +355,7 @@ def _write_one(
         return CacheWriteSuccess(name, path)
     except (KeyboardInterrupt, SystemExit):
         raise
-    except Exception as error:  # a failing source must not stop the others
+    except Exception as error:  # noqa: BLE001 - a failing source must not stop the others
         return CacheWriteError(name, _describe_failure(error))
     finally:
         try:
