@@ -145,6 +145,7 @@ def main() -> None:
     shutil.rmtree(work, ignore_errors=True)
     started = time.perf_counter()
     started_at = dt.datetime.now().astimezone()
+    machine = workload.machine_info()  # the checkout as measured, before anything else runs
     rows: dict[str, dict[str, list[dict]]] = {}
     try:
         for name in args.only.split(","):
@@ -183,7 +184,7 @@ def main() -> None:
             "workloads": {
                 name: {"samples": sizes[name][0], "payload_bytes": sizes[name][1]} for name in rows
             },
-            "machine": workload.machine_info(),
+            "machine": machine,
             "steal": {
                 "passes": len(steals),
                 "median": statistics.median(steals) if steals else None,

@@ -107,6 +107,12 @@ def run_header(meta: dict, workloads: dict, ranges: bool = False) -> list[str]:
         f"- Load average (1 min) {load.get('min', 0):.1f}-{load.get('max', 0):.1f} over the "
         f"measurements; {steal_line(meta.get('steal'))}.",
     ]
+    nproc = meta["machine"].get("nproc") or 0
+    if load.get("max", 0) > nproc:
+        lines.append(
+            f"- Other jobs shared the machine (a load above its {nproc} CPUs): figures are "
+            "lower, and ratios noisier, than on an otherwise idle machine."
+        )
     if meta.get("command"):
         lines.append(f"- Command: `{meta['command']}`.")
     return lines

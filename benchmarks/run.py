@@ -733,6 +733,7 @@ def run_main(
     work = Path(args.work_dir)
     work.mkdir(parents=True, exist_ok=True)
     started = dt.datetime.now().astimezone()
+    machine = workload.machine_info()  # the checkout as measured, before anything else runs
     load_start = os.getloadavg()[0]
     wall_start = time.perf_counter()
     log(f"workloads {selected}, {repeats} repeat(s), load {load_start:.2f}, ours={sys.executable}")
@@ -760,7 +761,7 @@ def run_main(
             "repeats": repeats,
             "workers": args.workers,
             "workloads": {name: spec_dict(sizes[name]) for name in selected},
-            "machine": workload.machine_info(),
+            "machine": machine,
             "load": {
                 "start": load_start,
                 "end": os.getloadavg()[0],
@@ -834,6 +835,7 @@ def run_peers(
     work = Path(args.work_dir)
     work.mkdir(parents=True, exist_ok=True)
     started = dt.datetime.now().astimezone()
+    machine = workload.machine_info()  # the checkout as measured, before anything else runs
     wall_start = time.perf_counter()
     results = {}
     try:
@@ -851,7 +853,7 @@ def run_peers(
             "scale": args.scale,
             "repeats": repeats,
             "workloads": {name: spec_dict(sizes[name]) for name in names},
-            "machine": workload.machine_info(),
+            "machine": machine,
             "versions": peers_run.versions(),
             "torch": peers.peer_venvs.TORCH.split("==")[1],
             "load": {"min": min(peers_run.loads), "max": max(peers_run.loads)},
