@@ -95,7 +95,7 @@ def write_chart(report_path: Path, out_path: Path) -> None:
     axis.set_title(
         f"DatasetRT vs dataset-rt 0.2.4 ({run_kind(meta)}, "
         f"{meta['started'][:10]}, "
-        f"medians of {meta['repeats']}); green PASS, red FAIL, grey no target",
+        f"medians of {meta['repeats']})\ngreen PASS, red FAIL, grey no target",
         fontsize=9,
     )
     low = min(min(values), 0.5)

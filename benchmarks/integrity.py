@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -98,6 +99,7 @@ def child_main(checked: str, unchecked: str, mode: str, rounds: int) -> None:
 
 
 def run_child(checked: Path, unchecked: Path, mode: str, rounds: int) -> dict:
+    load = os.getloadavg()[0]
     done = subprocess.run(
         [sys.executable, __file__, "child", str(checked), str(unchecked), mode, str(rounds)],
         check=True,
@@ -105,7 +107,8 @@ def run_child(checked: Path, unchecked: Path, mode: str, rounds: int) -> dict:
         text=True,
         timeout=900,
     )
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return {**result, "load_at_start": load}
 
 
 def write_caches(work: Path, name: str, samples: int, size: int) -> tuple[Path, Path]:
@@ -174,6 +177,9 @@ def main() -> None:
         for run in runs
         if run["steal_fraction"] is not None
     ]
+    loads = [
+        run["load_at_start"] for modes in rows.values() for runs in modes.values() for run in runs
+    ]
     results = {
         "meta": {
             "started": started_at.isoformat(timespec="seconds"),
@@ -185,6 +191,7 @@ def main() -> None:
                 name: {"samples": sizes[name][0], "payload_bytes": sizes[name][1]} for name in rows
             },
             "machine": machine,
+            "load": {"min": min(loads), "max": max(loads)},
             "steal": {
                 "passes": len(steals),
                 "median": statistics.median(steals) if steals else None,

@@ -31,6 +31,10 @@ import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+# A results file, as json.loads gives it.
+Json = dict[str, Any]
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -67,7 +71,7 @@ def plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
-def machine_line(machine: dict) -> str:
+def machine_line(machine: Json) -> str:
     """The machine a results file was measured on, in one sentence."""
     return (
         f"{machine.get('nproc', '?')} CPUs ({machine.get('cpu', '?')}), "
@@ -76,7 +80,7 @@ def machine_line(machine: dict) -> str:
     )
 
 
-def steal_line(steal: dict | None, over: str = "timed passes") -> str:
+def steal_line(steal: Json | None, over: str = "timed passes") -> str:
     """The hypervisor's steal (the share of the machine's CPU time it gave other
     guests, from /proc/stat) over a run's measurements, in one clause."""
     if not steal or not steal.get("passes"):
@@ -87,7 +91,7 @@ def steal_line(steal: dict | None, over: str = "timed passes") -> str:
     )
 
 
-def sizes_line(workloads: dict) -> str:
+def sizes_line(workloads: Json) -> str:
     """ "W1: 50,000 x 1,024 B; W2: ..." from a results file's workload specs."""
     parts = []
     for name, spec in workloads.items():
@@ -95,17 +99,20 @@ def sizes_line(workloads: dict) -> str:
     return "; ".join(parts)
 
 
-def run_header(meta: dict, workloads: dict, ranges: bool = False) -> list[str]:
+def run_header(
+    meta: Json, workloads: Json, ranges: bool = False, steal_over: str = "timed passes"
+) -> list[str]:
     """The lines above a table: when, where, what size, how loaded, how to repeat it."""
     load = meta.get("load", {})
     scale = meta.get("scale", 1.0)
     size_note = "" if scale == 1.0 else f" ({scale:g} of the full run's samples)"
+    each = " (a process each)" if steal_over == "processes" else ""
     lines = [
         f"- Measured {meta['started']} on {machine_line(meta['machine'])}.",
-        f"- {sizes_line(workloads)}{size_note}; {plural(meta['repeats'], 'repeat')}, medians"
-        f"{' (min-max over the repeats)' if ranges else ''}.",
+        f"- {sizes_line(workloads)}{size_note}; {plural(meta['repeats'], 'repeat')}{each}, "
+        f"medians{' (min-max over the repeats)' if ranges else ''}.",
         f"- Load average (1 min) {load.get('min', 0):.1f}-{load.get('max', 0):.1f} over the "
-        f"measurements; {steal_line(meta.get('steal'))}.",
+        f"measurements; {steal_line(meta.get('steal'), steal_over)}.",
     ]
     nproc = meta["machine"].get("nproc") or 0
     if load.get("max", 0) > nproc:
@@ -134,7 +141,7 @@ def fmt_value(value: float, unit: str) -> str:
     return f"{value:,.0f} {unit}" if value >= 100 else f"{value:,.1f} {unit}"
 
 
-def render_run(report: dict) -> str:
+def render_run(report: Json) -> str:
     """run.py's table: ours against dataset-rt 0.2.4, with the targets."""
     meta = report["meta"]
     ours, peer = meta.get("ours", {}), meta.get("peer", {})
@@ -176,7 +183,7 @@ def peer_cell(values: list[float] | None, unit: str) -> str:
     return spread(values, digits)
 
 
-def render_peers(report: dict) -> str:
+def render_peers(report: Json) -> str:
     """`run.py --peers`' table: every system on W1 and W2, and how each was driven."""
     meta = report["meta"]
     labels: dict[str, str] = meta["labels"]
@@ -219,15 +226,11 @@ def render_peers(report: dict) -> str:
 # --------------------------------------------------------------------------- integrity
 
 
-def render_integrity(report: dict) -> str:
+def render_integrity(report: Json) -> str:
     """integrity.py's table: reads with the per-record check against without it."""
     meta = report["meta"]
     lines = [
-        f"- Measured {meta['started']} on {machine_line(meta['machine'])}.",
-        f"- {sizes_line(meta['workloads'])}; {plural(meta['repeats'], 'repeat')} (a process "
-        "each), medians (min-max over the repeats).",
-        f"- {steal_line(meta.get('steal'), 'processes').capitalize()}.",
-        f"- Command: `{meta['command']}`.",
+        *run_header(meta, meta["workloads"], ranges=True, steal_over="processes"),
         "",
         "| workload | pass | checked (MB/s) | unchecked (MB/s) | checked / unchecked "
         "| steal, worst repeat |",
@@ -248,7 +251,7 @@ def render_integrity(report: dict) -> str:
 
 # --------------------------------------------------------------------------- docs
 
-RENDERERS: dict[str, Callable[[dict], str]] = {
+RENDERERS: dict[str, Callable[[Json], str]] = {
     "run": render_run,
     "peers": render_peers,
     "integrity": render_integrity,
