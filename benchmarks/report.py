@@ -92,11 +92,11 @@ def steal_line(steal: Json | None, over: str = "timed passes") -> str:
 
 
 def sizes_line(workloads: Json) -> str:
-    """ "W1: 50,000 x 1,024 B; W2: ..." from a results file's workload specs."""
+    """ "W1 50,000 samples x 1,024 B, W2 ..." from a results file's workload specs."""
     parts = []
     for name, spec in workloads.items():
-        parts.append(f"{name}: {spec['samples']:,} samples x {spec['payload_bytes']:,} B")
-    return "; ".join(parts)
+        parts.append(f"{name} {spec['samples']:,} samples x {spec['payload_bytes']:,} B")
+    return ", ".join(parts)
 
 
 def run_header(
@@ -105,11 +105,11 @@ def run_header(
     """The lines above a table: when, where, what size, how loaded, how to repeat it."""
     load = meta.get("load", {})
     scale = meta.get("scale", 1.0)
-    size_note = "" if scale == 1.0 else f" ({scale:g} of the full run's samples)"
+    sizes = "Sizes" if scale == 1.0 else f"Sizes ({scale:g} of the full run's samples)"
     each = " (a process each)" if steal_over == "processes" else ""
     lines = [
         f"- Measured {meta['started']} on {machine_line(meta['machine'])}.",
-        f"- {sizes_line(workloads)}{size_note}; {plural(meta['repeats'], 'repeat')}{each}, "
+        f"- {sizes}: {sizes_line(workloads)}; {plural(meta['repeats'], 'repeat')}{each}, "
         f"medians{' (min-max over the repeats)' if ranges else ''}.",
         f"- Load average (1 min) {load.get('min', 0):.1f}-{load.get('max', 0):.1f} over the "
         f"measurements; {steal_line(meta.get('steal'), steal_over)}.",
