@@ -381,11 +381,17 @@ def phase_read(args: argparse.Namespace, dataset_rt) -> dict:
 
 
 def median_pass(passes: list[dict]) -> dict:
-    """The figures of the median of several timed passes in one process, with
-    every pass's seconds and steal (None where a pass did not measure it)."""
-    middle = sorted(passes, key=lambda one: one["seconds"])[len(passes) // 2]
+    """The figures of several timed passes in one process: `seconds` and
+    `cpu_seconds` are their true medians (the mean of the two middle passes for
+    an even count), the other fields those of the faster middle pass; with every
+    pass's seconds and steal (None where a pass did not measure it)."""
+    ordered = sorted(passes, key=lambda one: one["seconds"])
+    middle = ordered[(len(ordered) - 1) // 2]
+    result = {**middle, "seconds": statistics.median(one["seconds"] for one in passes)}
+    if all("cpu_seconds" in one for one in passes):
+        result["cpu_seconds"] = statistics.median(one["cpu_seconds"] for one in passes)
     return {
-        **middle,
+        **result,
         "pass_seconds": [one["seconds"] for one in passes],
         "pass_steal_fractions": [one.get("steal_fraction") for one in passes],
     }
@@ -582,7 +588,7 @@ def phase_ceiling(args: argparse.Namespace) -> dict:
             total += len(copy)
         pass_seconds.append(time.perf_counter() - start)
     return {
-        "seconds": sorted(pass_seconds)[len(pass_seconds) // 2],
+        "seconds": statistics.median(pass_seconds),
         "pass_seconds": pass_seconds,
         "samples": args.count,
         "payload_bytes": total,
