@@ -405,8 +405,11 @@ def make_loader(dataset: Any, mode: str, workers: int) -> Any:
         )
     import torch.utils.data
 
+    # A plain torch DataLoader: told the adapter's batch size through attach_loader.
     adapter = dataset.to_torch_iterable_dataset(transform=decode_png, batch_size=BATCH_SIZE)
-    return torch.utils.data.DataLoader(adapter, batch_size=BATCH_SIZE, num_workers=workers)
+    loader = torch.utils.data.DataLoader(adapter, batch_size=BATCH_SIZE, num_workers=workers)
+    adapter.attach_loader(loader)
+    return loader
 
 
 def child_decode_cost(args: argparse.Namespace) -> dict:
