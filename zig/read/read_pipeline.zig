@@ -20,6 +20,7 @@ const thread_pool = @import("../base/thread_pool.zig");
 const active_table = @import("../stream/active_table.zig");
 const ActiveTable = active_table.ActiveTable;
 const Cache = @import("cache_reader.zig").Cache;
+const record_read = @import("record_read.zig");
 const sample_batch = @import("sample_batch.zig");
 const SampleBatch = sample_batch.SampleBatch;
 const deferred_reads = @import("deferred_reads.zig");
@@ -313,23 +314,66 @@ pub const Pipeline = struct {
         // Room for the payloads and the packed part after them: neither the
         // appends nor `pack` then move the payloads.
         const packed_reserve = 512 + chunk.count * 8 * (3 + 3 * batch.columns.len);
-        try batch.payloads.ensureTotalCapacity(allocator, @intCast(chunk.count * pipeline.payload_reserve + packed_reserve));
-        var scratch: Cache.SampleScratch = .{};
-        defer scratch.deinit(allocator);
+        const payload_reserve = chunk.count * pipeline.payload_reserve + packed_reserve;
+        try batch.payloads.ensureTotalCapacity(allocator, @intCast(payload_reserve));
         const locations = try allocator.alloc(active_table.Location, chunk.count);
         defer allocator.free(locations);
+        pipeline.locateChunk(chunk, locations);
+        try pipeline.readLocations(chunk, batch, locations);
+        try batch.finishDeferred(allocator);
+        try batch.codeStrings(allocator);
+        try batch.pack(allocator);
+        batch.owner = pipeline;
+        chunk.batch = batch;
+        _ = pipeline.bytes_held.fetchAdd(batch.byteLen(), .monotonic);
+    }
+
+    /// The samples of `chunk`, in stream order, into `locations`; asks the CPU
+    /// to load what reading each takes from memory.
+    fn locateChunk(pipeline: *Pipeline, chunk: *const Chunk, locations: []active_table.Location) void {
+        const plan = &pipeline.plan;
+        std.debug.assert(locations.len == chunk.count);
         var planner: active_table.RowPlanner = .init(plan.table, plan.sampling, plan.key);
         for (locations, 0..) |*location, offset| {
             const index = plan.walk.position(chunk.first + offset);
-            location.* = if (plan.identities) |identities| identities[@intCast(index)] else plan.table.location(planner.row(index));
+            location.* = if (plan.identities) |identities|
+                identities[@intCast(index)]
+            else
+                plan.table.location(planner.row(index));
             plan.caches[location.cache_id].prefetchSample(location.sample_id);
         }
-        for (locations) |location| plan.caches[location.cache_id].prefetchSampleStrings(location.sample_id);
+        for (locations) |location| {
+            plan.caches[location.cache_id].prefetchSampleStrings(location.sample_id);
+        }
+    }
+
+    /// Reads the samples at `locations` into `batch`, in order; with
+    /// `skip_corrupt`, a corrupt one is listed as skipped instead.
+    fn readLocations(
+        pipeline: *Pipeline,
+        chunk: *Chunk,
+        batch: *SampleBatch,
+        locations: []const active_table.Location,
+    ) Error!void {
+        const allocator = pipeline.allocator;
+        const plan = &pipeline.plan;
+        var scratch: record_read.Scratch = .{};
+        defer scratch.deinit(allocator);
+        const output: record_read.Output = .{
+            .allocator = allocator,
+            .payload = &batch.payloads,
+            .metadata_json = &batch.metadata_json,
+            .columns = batch.columns,
+        };
         for (locations, 0..) |location, offset| {
             if (pipeline.cancelled.load(.monotonic)) break;
             const cache = plan.caches[location.cache_id];
-            const run_samples = consecutiveRun(locations[offset..]);
-            const deferred = cache.readSample(location.sample_id, run_samples, &scratch, &batch.payloads, &batch.metadata_json, batch.columns, plan.defer_payload_bytes, &chunk.diagnostic) catch |err| {
+            const request: record_read.Request = .{
+                .sample_id = location.sample_id,
+                .run_samples = consecutiveRun(locations[offset..]),
+                .defer_payload_bytes = plan.defer_payload_bytes,
+            };
+            const deferred = cache.readSample(request, &scratch, output, &chunk.diagnostic) catch |err| {
                 if (err != error.InvalidCache or !plan.skip_corrupt) return err;
                 // readSample left the batch as it was; the sample's position is
                 // still consumed, so the stream and its states stay the same.
@@ -337,26 +381,31 @@ pub const Pipeline = struct {
                 try batch.skipSample(allocator, location.cache_id, location.sample_id);
                 continue;
             };
-            if (deferred) |payload| {
-                if (plan.map_deferred) {
-                    // Checked here, ahead of the consumer, and handed out in place.
-                    const mapped = try cache.mappedPayload(payload, &chunk.diagnostic);
-                    try batch.deferPayload(allocator, location.cache_id, payload, mapped);
-                } else {
-                    try batch.deferPayload(allocator, location.cache_id, payload, null);
-                    // The copy happens later on the consumer's thread; the disk read
-                    // can start now, so the prefetch still hides storage latency.
-                    cache.prefetchPayload(payload);
-                }
-            }
+            if (deferred) |payload| try pipeline.deferPayload(chunk, batch, location.cache_id, payload);
             try batch.closeSample(allocator, location.cache_id, location.sample_id);
         }
-        try batch.finishDeferred(allocator);
-        try batch.codeStrings(allocator);
-        try batch.pack(allocator);
-        batch.owner = pipeline;
-        chunk.batch = batch;
-        _ = pipeline.bytes_held.fetchAdd(batch.byteLen(), .monotonic);
+    }
+
+    /// Lists a payload `readSample` left in its shard in `batch`: checked in
+    /// its shard's mapping now (`map_deferred`), or for the consumer to read.
+    fn deferPayload(
+        pipeline: *Pipeline,
+        chunk: *Chunk,
+        batch: *SampleBatch,
+        cache_id: u32,
+        payload: record_read.PayloadLocation,
+    ) Error!void {
+        const cache = pipeline.plan.caches[cache_id];
+        if (pipeline.plan.map_deferred) {
+            // Checked here, ahead of the consumer, and handed out in place.
+            const mapped = try cache.mappedPayload(payload, &chunk.diagnostic);
+            try batch.deferPayload(pipeline.allocator, cache_id, payload, mapped);
+        } else {
+            try batch.deferPayload(pipeline.allocator, cache_id, payload, null);
+            // The copy happens later on the consumer's thread; the disk read
+            // can start now, so the prefetch still hides storage latency.
+            cache.prefetchPayload(payload);
+        }
     }
 
     /// Payload bytes to reserve per sample: the largest mean record length of

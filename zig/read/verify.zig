@@ -26,6 +26,7 @@ const manifest = @import("../format/manifest.zig");
 const column_builder = @import("../format/column_builder.zig");
 const cache_reader = @import("cache_reader.zig");
 const Cache = cache_reader.Cache;
+const record_read = @import("record_read.zig");
 
 pub const Error = error{ OutOfMemory, Io };
 
@@ -288,7 +289,7 @@ const RecordJob = struct {
     fn check(job: *RecordJob) error{OutOfMemory}!void {
         const allocator = job.verifier.allocator;
         const cache = job.cache;
-        var scratch: Cache.SampleScratch = .{};
+        var scratch: record_read.Scratch = .{};
         defer scratch.deinit(allocator);
         var payload: std.ArrayList(u8) = .empty;
         defer payload.deinit(allocator);
@@ -299,6 +300,12 @@ const RecordJob = struct {
             column_builder.deinitAll(allocator, columns);
             allocator.free(columns);
         }
+        const output: record_read.Output = .{
+            .allocator = allocator,
+            .payload = &payload,
+            .metadata_json = &metadata,
+            .columns = columns,
+        };
         var sample_id = job.first;
         while (sample_id < job.end) : (sample_id += 1) {
             payload.clearRetainingCapacity();
@@ -306,9 +313,10 @@ const RecordJob = struct {
             for (columns) |*column| column.clear();
             var diagnostic: Diagnostic = .{};
             const location = cache.locate(sample_id);
-            const shard_len = if (location.shard_name != null) cache.shard_byte_lens[@intCast(location.shard_id)] else 0;
+            const shard_len = if (location.shard_name != null) cache.shards.byteLen(location.shard_id) else 0;
             _ = job.verifier.bytes_done.fetchAdd(@min(location.record_len, shard_len), .monotonic);
-            const deferred = cache.readSample(sample_id, job.end - sample_id, &scratch, &payload, &metadata, columns, 0, &diagnostic) catch |err| {
+            const request: record_read.Request = .{ .sample_id = sample_id, .run_samples = job.end - sample_id };
+            const deferred = cache.readSample(request, &scratch, output, &diagnostic) catch |err| {
                 if (err == error.OutOfMemory) return error.OutOfMemory;
                 var name: [64]u8 = undefined;
                 const file = if (location.shard_name) |shard|
