@@ -77,7 +77,9 @@ test "a file that cannot be read is an I/O error" {
     var diagnostic: Diagnostic = .{};
     const result = checkFileHash(file, "index.bin", sha256.hash("bytes"), &diagnostic);
     try std.testing.expectError(error.Io, result);
-    try std.testing.expect(std.mem.startsWith(u8, diagnostic.message(), "I/O error: cannot read index.bin"));
+    try std.testing.expect(
+        std.mem.startsWith(u8, diagnostic.message(), "I/O error: cannot read index.bin"),
+    );
 }
 
 test "a missing file makes the cache invalid, other failures are I/O errors" {

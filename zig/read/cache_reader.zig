@@ -127,7 +127,13 @@ pub const Cache = struct {
         try cache.mapListedFiles(dir, validate_hashes, diagnostic);
         errdefer cache.unmapListedFiles();
 
-        cache.table = try readMetadataTable(allocator, dir, the_manifest, validate_hashes, diagnostic);
+        cache.table = try readMetadataTable(
+            allocator,
+            dir,
+            the_manifest,
+            validate_hashes,
+            diagnostic,
+        );
         errdefer cache.table.deinit();
         cache.columns = try orderColumns(allocator, &cache.table, the_manifest, diagnostic);
         errdefer allocator.free(cache.columns);
@@ -151,7 +157,12 @@ pub const Cache = struct {
     }
 
     /// Maps index.bin and, when the manifest lists it, records.crc32c.
-    fn mapListedFiles(cache: *Cache, dir: std.Io.Dir, validate_hashes: bool, diagnostic: *Diagnostic) Error!void {
+    fn mapListedFiles(
+        cache: *Cache,
+        dir: std.Io.Dir,
+        validate_hashes: bool,
+        diagnostic: *Diagnostic,
+    ) Error!void {
         const the_manifest = cache.parsed.manifest;
         const index_len = try index_file.expectedBytes(the_manifest.sample_count, diagnostic);
         cache.index_map = try mapListedFile(cache.allocator, dir, .{
@@ -283,12 +294,18 @@ pub const Cache = struct {
     ) Error!?FileView {
         const io = system.io();
         const file = dir.openFile(io, listed.name, .{}) catch |err| {
-            diagnostic.set("I/O error: cannot open {s}: {f}", .{ listed.name, error_words.of(err) });
+            diagnostic.set(
+                "I/O error: cannot open {s}: {f}",
+                .{ listed.name, error_words.of(err) },
+            );
             return cache_files.fileFailure(err);
         };
         defer file.close(io);
         const actual = file_status.length(file) catch |err| {
-            diagnostic.set("I/O error: cannot stat {s}: {f}", .{ listed.name, error_words.of(err) });
+            diagnostic.set(
+                "I/O error: cannot stat {s}: {f}",
+                .{ listed.name, error_words.of(err) },
+            );
             return error.Io;
         };
         if (actual != listed.byte_len) {
@@ -302,10 +319,18 @@ pub const Cache = struct {
             );
             return error.InvalidCache;
         }
-        if (validate_hashes) try cache_files.checkFileHash(file, listed.name, listed.sha256, diagnostic);
+        if (validate_hashes) {
+            try cache_files.checkFileHash(file, listed.name, listed.sha256, diagnostic);
+        }
         if (listed.byte_len == 0) return null;
         const len: usize = @intCast(listed.byte_len);
-        return FileView.open(allocator, file, len, listed.name, diagnostic) catch |err| switch (err) {
+        return FileView.open(
+            allocator,
+            file,
+            len,
+            listed.name,
+            diagnostic,
+        ) catch |err| switch (err) {
             error.OutOfMemory => error.OutOfMemory,
             error.Io => error.Io,
             error.ShortFile => error.InvalidCache, // shrank since its length was checked
@@ -320,13 +345,25 @@ pub const Cache = struct {
         diagnostic: *Diagnostic,
     ) Error!arrow_ipc_read.Table {
         const name = cache_layout.metadata_file;
-        const bytes = file_status.readAlloc(allocator, dir, name, std.math.maxInt(u64)) catch |err| {
+        const bytes = file_status.readAlloc(
+            allocator,
+            dir,
+            name,
+            std.math.maxInt(u64),
+        ) catch |err| {
             diagnostic.set("I/O error: cannot read metadata.arrow: {f}", .{error_words.of(err)});
             return cache_files.fileFailure(err);
         };
         defer allocator.free(bytes);
-        if (validate_hashes and !std.mem.eql(u8, &sha256.hash(bytes), &the_manifest.metadata_sha256)) {
-            diagnostic.set("checksum mismatch: metadata.arrow: SHA-256 does not match the manifest", .{});
+        if (validate_hashes and !std.mem.eql(
+            u8,
+            &sha256.hash(bytes),
+            &the_manifest.metadata_sha256,
+        )) {
+            diagnostic.set(
+                "checksum mismatch: metadata.arrow: SHA-256 does not match the manifest",
+                .{},
+            );
             return error.InvalidCache;
         }
         var table = arrow_ipc_read.readFile(allocator, bytes, diagnostic) catch |err| {
@@ -438,21 +475,29 @@ pub const Cache = struct {
         assert(request.sample_id < cache.sampleCount());
         errdefer cache.prefixSampleDiagnostic(request.sample_id, diagnostic);
         const deferred = try record_read.read(&cache.records, request, scratch, output, diagnostic);
-        if (deferred) |location| assert(location.offset + location.len <= cache.shards.byteLen(location.shard_id));
+        if (deferred) |location| {
+            assert(location.offset + location.len <= cache.shards.byteLen(location.shard_id));
+        }
         return deferred;
     }
 
     /// Where sample `sample_id`'s index row says its record is, for reports:
     /// the shard's file name, or null if the row names no listed shard.
-    pub const Located = struct { shard_id: u64, shard_name: ?[]const u8, offset: u64, record_len: u64 };
+    pub const Located = struct {
+        shard_id: u64,
+        shard_name: ?[]const u8,
+        offset: u64,
+        record_len: u64,
+    };
 
     pub fn locate(cache: *const Cache, sample_id: u64) Located {
         assert(sample_id < cache.sampleCount());
         const row = index_file.decodeRow(cache.indexBytes(), sample_id);
         const listed = cache.parsed.manifest.shards;
+        const listed_shard = row.shard_id < listed.len;
         return .{
             .shard_id = row.shard_id,
-            .shard_name = if (row.shard_id < listed.len) listed[@intCast(row.shard_id)].name else null,
+            .shard_name = if (listed_shard) listed[@intCast(row.shard_id)].name else null,
             .offset = row.offset,
             .record_len = row.record_len,
         };
@@ -525,7 +570,11 @@ pub const Cache = struct {
     /// Checks a deferred payload where it lies, in a read-only mapping of its
     /// shard (made on first use and kept while the cache is open), against its
     /// record's checksum; no copy is made.
-    pub fn mappedPayload(cache: *Cache, location: PayloadLocation, diagnostic: *Diagnostic) Error!MappedPayload {
+    pub fn mappedPayload(
+        cache: *Cache,
+        location: PayloadLocation,
+        diagnostic: *Diagnostic,
+    ) Error!MappedPayload {
         assert(location.offset + location.len <= cache.shards.byteLen(location.shard_id));
         errdefer cache.prefixSampleDiagnostic(location.sample_id, diagnostic);
         const mapping = try cache.shardMapping(location.shard_id, diagnostic);
@@ -549,7 +598,13 @@ pub const Cache = struct {
         const what = std.fmt.bufPrint(&name_buffer, "shards/{s}", .{name}) catch "a shard";
         const file = cache.shards.fileOf(shard_id);
         const len = cache.shards.byteLen(shard_id);
-        const mapping = ShardMapping.create(cache.allocator, file, len, what, diagnostic) catch |err| {
+        const mapping = ShardMapping.create(
+            cache.allocator,
+            file,
+            len,
+            what,
+            diagnostic,
+        ) catch |err| {
             if (err == error.OutOfMemory and diagnostic.len == 0) {
                 diagnostic.set("out of memory while mapping shards/{s}", .{name});
             }

@@ -20,7 +20,15 @@ const thread_pool = @import("../base/thread_pool.zig");
 const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
 const Excerpt = @import("../base/diagnostic.zig").Excerpt;
 
-pub const Error = error{ InvalidArgument, InvalidInput, InvalidCache, Io, OutOfMemory, State, OutOfRange };
+pub const Error = error{
+    InvalidArgument,
+    InvalidInput,
+    InvalidCache,
+    Io,
+    OutOfMemory,
+    State,
+    OutOfRange,
+};
 
 pub const Options = struct {
     seed: u64,
@@ -102,7 +110,11 @@ pub const Dataset = struct {
         errdefer for (dataset.caches) |cache| cache.close();
         for (dataset.caches, dataset.cache_starts) |cache, *start| {
             start.* = dataset.sample_count;
-            dataset.sample_count = std.math.add(u64, dataset.sample_count, cache.sampleCount()) catch {
+            dataset.sample_count = std.math.add(
+                u64,
+                dataset.sample_count,
+                cache.sampleCount(),
+            ) catch {
                 diagnostic.set("the caches hold more than 2^64 samples", .{});
                 return error.InvalidCache;
             };
@@ -112,7 +124,11 @@ pub const Dataset = struct {
             diagnostic.set("the caches hold no samples", .{});
             return error.InvalidCache;
         }
-        dataset.table = try ActiveTable.createDefault(allocator, dataset.cache_starts, dataset.sample_count);
+        dataset.table = try ActiveTable.createDefault(
+            allocator,
+            dataset.cache_starts,
+            dataset.sample_count,
+        );
         _ = pool.acquire(); // released with the dataset's last reference
         return dataset;
     }
@@ -130,7 +146,11 @@ pub const Dataset = struct {
     ) Error!void {
         const jobs = try allocator.alloc(OpenJob, paths.len);
         defer allocator.free(jobs);
-        for (jobs, paths) |*job, path| job.* = .{ .path = path, .validate_hashes = validate_hashes, .allocator = allocator };
+        for (jobs, paths) |*job, path| job.* = .{
+            .path = path,
+            .validate_hashes = validate_hashes,
+            .allocator = allocator,
+        };
         var wave_start: usize = 0;
         while (wave_start < jobs.len) {
             const wave = jobs[wave_start..@min(jobs.len, wave_start + pool.workerCount())];
@@ -165,7 +185,12 @@ pub const Dataset = struct {
 
         fn run(job: *thread_pool.Job) void {
             const open_job: *OpenJob = @fieldParentPtr("job", job);
-            open_job.cache = Cache.open(open_job.allocator, open_job.path, open_job.validate_hashes, &open_job.diagnostic) catch |err| blk: {
+            open_job.cache = Cache.open(
+                open_job.allocator,
+                open_job.path,
+                open_job.validate_hashes,
+                &open_job.diagnostic,
+            ) catch |err| blk: {
                 open_job.failure = err;
                 break :blk null;
             };
@@ -173,19 +198,29 @@ pub const Dataset = struct {
         }
     };
 
-    fn validateOptions(paths: []const []const u8, options: Options, diagnostic: *Diagnostic) Error!void {
+    fn validateOptions(
+        paths: []const []const u8,
+        options: Options,
+        diagnostic: *Diagnostic,
+    ) Error!void {
         const path_count = paths.len;
         if (path_count == 0) {
             diagnostic.set("at least one cache path is required", .{});
             return error.InvalidArgument;
         }
         if (path_count > caches_max) {
-            diagnostic.set("{d} caches given; at most {d} are supported", .{ path_count, caches_max });
+            diagnostic.set(
+                "{d} caches given; at most {d} are supported",
+                .{ path_count, caches_max },
+            );
             return error.InvalidArgument;
         }
         for (paths) |path| {
             if (path.len == 0 or std.mem.indexOfScalar(u8, path, 0) != null) {
-                diagnostic.set("cache path '{s}' must be a non-empty path without NUL bytes", .{path});
+                diagnostic.set(
+                    "cache path '{s}' must be a non-empty path without NUL bytes",
+                    .{path},
+                );
                 return error.InvalidArgument;
             }
         }
@@ -196,31 +231,62 @@ pub const Dataset = struct {
     }
 
     /// Names the column where `other`'s schema parts from `first`'s, and how.
-    fn checkSameSchema(first: *const Cache, other: *const Cache, diagnostic: *Diagnostic) Error!void {
+    fn checkSameSchema(
+        first: *const Cache,
+        other: *const Cache,
+        diagnostic: *Diagnostic,
+    ) Error!void {
         const difference = types.schemaDifference(first.schema(), other.schema()) orelse return;
         const phrase = "all caches must share the same metadata schema: column";
         const column = Excerpt.ofName(difference.name);
         if (difference.first) |first_kind| {
             if (difference.second) |other_kind| {
-                diagnostic.set("{s} '{f}' is {s} in {s} but {s} in {s}", .{ phrase, column, first_kind.name(), first.path, other_kind.name(), other.path });
+                diagnostic.set(
+                    "{s} '{f}' is {s} in {s} but {s} in {s}",
+                    .{
+                        phrase,
+                        column,
+                        first_kind.name(),
+                        first.path,
+                        other_kind.name(),
+                        other.path,
+                    },
+                );
             } else {
-                diagnostic.set("{s} '{f}' is in {s} but not in {s}", .{ phrase, column, first.path, other.path });
+                diagnostic.set(
+                    "{s} '{f}' is in {s} but not in {s}",
+                    .{ phrase, column, first.path, other.path },
+                );
             }
         } else {
-            diagnostic.set("{s} '{f}' is in {s} but not in {s}", .{ phrase, column, other.path, first.path });
+            diagnostic.set(
+                "{s} '{f}' is in {s} but not in {s}",
+                .{ phrase, column, other.path, first.path },
+            );
         }
         return error.InvalidCache;
     }
 
     /// Refuses an identity that names no sample; `index` is its place in the request.
-    fn checkIdentity(dataset: *const Dataset, identity: active_table.Location, index: usize, diagnostic: *Diagnostic) Error!void {
+    fn checkIdentity(
+        dataset: *const Dataset,
+        identity: active_table.Location,
+        index: usize,
+        diagnostic: *Diagnostic,
+    ) Error!void {
         if (identity.cache_id >= dataset.caches.len) {
-            diagnostic.set("no sample (cache_id={d}, sample_id={d}) (request {d}): the dataset has {d} caches", .{ identity.cache_id, identity.sample_id, index, dataset.caches.len });
+            diagnostic.set(
+                "no sample (cache_id={d}, sample_id={d}) (request {d}): the dataset has {d} caches",
+                .{ identity.cache_id, identity.sample_id, index, dataset.caches.len },
+            );
             return error.OutOfRange;
         }
         const sample_count = dataset.caches[identity.cache_id].sampleCount();
         if (identity.sample_id >= sample_count) {
-            diagnostic.set("no sample (cache_id={d}, sample_id={d}) (request {d}): cache {d} has {d} samples", .{ identity.cache_id, identity.sample_id, index, identity.cache_id, sample_count });
+            diagnostic.set(
+                "no sample (cache_id={d}, sample_id={d}) (request {d}): cache {d} has {d} samples",
+                .{ identity.cache_id, identity.sample_id, index, identity.cache_id, sample_count },
+            );
             return error.OutOfRange;
         }
     }
@@ -263,7 +329,11 @@ pub const Dataset = struct {
         dataset.mutex.lockUncancelable(io);
         defer dataset.mutex.unlock(io);
         if (dataset.consumed > 0 and epoch_len != dataset.epochLenLocked()) {
-            diagnostic.set("epoch_len cannot change while a loaded state stops in the middle of epoch {d}; set it before loading the state", .{dataset.epoch});
+            diagnostic.set(
+                "epoch_len cannot change while a loaded state stops in the middle of epoch {d}; " ++
+                    "set it before loading the state",
+                .{dataset.epoch},
+            );
             return error.State;
         }
         dataset.epoch_len = epoch_len;
@@ -356,7 +426,11 @@ pub const Dataset = struct {
 
     /// The fingerprint of the data the stream is a function of, with `table`'s
     /// digest (O(rows) the first time a table is asked).
-    pub fn fingerprint(dataset: *const Dataset, table: *ActiveTable, cache_sha256s: []stream_state.Digest) stream_state.Fingerprint {
+    pub fn fingerprint(
+        dataset: *const Dataset,
+        table: *ActiveTable,
+        cache_sha256s: []stream_state.Digest,
+    ) stream_state.Fingerprint {
         std.debug.assert(cache_sha256s.len == dataset.caches.len);
         for (cache_sha256s, dataset.caches) |*digest, cache| digest.* = cache.manifest_sha256;
         return .{
@@ -391,7 +465,12 @@ pub const Dataset = struct {
 
     /// Continues the stream from a saved state after checking that it belongs to
     /// this data (`stream_state.check`); on any mismatch nothing changes.
-    pub fn loadState(dataset: *Dataset, found: stream_state.Fingerprint, at: stream_state.Position, diagnostic: *Diagnostic) Error!void {
+    pub fn loadState(
+        dataset: *Dataset,
+        found: stream_state.Fingerprint,
+        at: stream_state.Position,
+        diagnostic: *Diagnostic,
+    ) Error!void {
         const allocator = dataset.allocator;
         const table = dataset.acquireTable();
         defer table.release();
@@ -415,7 +494,12 @@ pub const Dataset = struct {
 
     /// Takes the next epoch (or its rest) of the stream: the snapshot an
     /// iterator reads, cut to `shard`'s share without its first `skip` samples.
-    pub fn takeEpoch(dataset: *Dataset, shard: stream_shard.Shard, skip: u64, diagnostic: *Diagnostic) Error!read_pipeline.Plan {
+    pub fn takeEpoch(
+        dataset: *Dataset,
+        shard: stream_shard.Shard,
+        skip: u64,
+        diagnostic: *Diagnostic,
+    ) Error!read_pipeline.Plan {
         try shard.validate(diagnostic);
         const io = system.io();
         dataset.mutex.lockUncancelable(io);
@@ -423,7 +507,10 @@ pub const Dataset = struct {
         const at = dataset.nextLocked();
         const worker_samples = stream_shard.counts(at.remaining(), shard).worker_samples;
         if (skip > worker_samples) {
-            diagnostic.set("cannot skip {d} samples: this reader's share of the epoch has {d}", .{ skip, worker_samples });
+            diagnostic.set(
+                "cannot skip {d} samples: this reader's share of the epoch has {d}",
+                .{ skip, worker_samples },
+            );
             return error.InvalidArgument;
         }
         dataset.setNextLocked(at.nextEpoch());
@@ -448,18 +535,32 @@ pub const Iterator = struct {
     /// `defer_payload_bytes`: see `read_pipeline.Plan` (0 reads every payload into
     /// the batches; `read_pipeline.defer_default` the core's threshold).
     /// `shard` and `skip`: see `Dataset.takeEpoch`.
-    pub fn create(dataset: *Dataset, shard: stream_shard.Shard, skip: u64, defer_payload_bytes: u64, diagnostic: *Diagnostic) Error!*Iterator {
+    pub fn create(
+        dataset: *Dataset,
+        shard: stream_shard.Shard,
+        skip: u64,
+        defer_payload_bytes: u64,
+        diagnostic: *Diagnostic,
+    ) Error!*Iterator {
         const allocator = dataset.allocator;
         const iterator = try allocator.create(Iterator);
         errdefer allocator.destroy(iterator);
         var plan = try dataset.takeEpoch(shard, skip, diagnostic);
         // A skipped sample leaves its batch before the batch is handed out, so
         // every payload is read (and checked) with its batch.
-        plan.defer_payload_bytes = if (plan.skip_corrupt) 0 else read_pipeline.deferThreshold(defer_payload_bytes);
+        plan.defer_payload_bytes = if (plan.skip_corrupt)
+            0
+        else
+            read_pipeline.deferThreshold(defer_payload_bytes);
         errdefer plan.table.release();
         iterator.* = .{
             .dataset = dataset,
-            .pipeline = try read_pipeline.Pipeline.create(allocator, dataset.pool, plan, dataset.options.prefetch_size),
+            .pipeline = try read_pipeline.Pipeline.create(
+                allocator,
+                dataset.pool,
+                plan,
+                dataset.options.prefetch_size,
+            ),
         };
         _ = dataset.acquire();
         return iterator;
@@ -469,7 +570,13 @@ pub const Iterator = struct {
     /// read and checked like the stream's; the stream itself does not move.
     /// Any identity, in the active table or not; an unknown one is refused
     /// (error.OutOfRange) before anything is read.
-    pub fn createReads(dataset: *Dataset, cache_ids: []const u32, sample_ids: []const u64, defer_payload_bytes: u64, diagnostic: *Diagnostic) Error!*Iterator {
+    pub fn createReads(
+        dataset: *Dataset,
+        cache_ids: []const u32,
+        sample_ids: []const u64,
+        defer_payload_bytes: u64,
+        diagnostic: *Diagnostic,
+    ) Error!*Iterator {
         std.debug.assert(cache_ids.len == sample_ids.len);
         const allocator = dataset.allocator;
         const identities = try allocator.alloc(active_table.Location, cache_ids.len);
@@ -495,7 +602,12 @@ pub const Iterator = struct {
         };
         iterator.* = .{
             .dataset = dataset,
-            .pipeline = try read_pipeline.Pipeline.create(allocator, dataset.pool, plan, dataset.options.prefetch_size),
+            .pipeline = try read_pipeline.Pipeline.create(
+                allocator,
+                dataset.pool,
+                plan,
+                dataset.options.prefetch_size,
+            ),
         };
         _ = dataset.acquire();
         return iterator;
@@ -508,7 +620,10 @@ pub const Iterator = struct {
         dataset.release();
     }
 
-    pub fn next(iterator: *Iterator, diagnostic: *Diagnostic) Error!?*@import("sample_batch.zig").SampleBatch {
+    pub fn next(
+        iterator: *Iterator,
+        diagnostic: *Diagnostic,
+    ) Error!?*@import("sample_batch.zig").SampleBatch {
         return iterator.pipeline.next(diagnostic);
     }
 
@@ -519,18 +634,33 @@ pub const Iterator = struct {
     /// The stream position after this iterator's first `consumed` samples, for
     /// an iterator that reads its epoch's positions in order (one rank, one
     /// worker): the rest of the epoch, or the next epoch once it is all read.
-    pub fn position(iterator: *const Iterator, consumed: u64, diagnostic: *Diagnostic) Error!stream_state.Position {
+    pub fn position(
+        iterator: *const Iterator,
+        consumed: u64,
+        diagnostic: *Diagnostic,
+    ) Error!stream_state.Position {
         const plan = &iterator.pipeline.plan;
         if (iterator.readsByIdentity()) {
-            diagnostic.set("this iterator reads samples by identity; it has no stream position", .{});
+            diagnostic.set(
+                "this iterator reads samples by identity; it has no stream position",
+                .{},
+            );
             return error.State;
         }
         if (!plan.walk.isContiguous()) {
-            diagnostic.set("this iterator reads one rank's or worker's share of the epoch, which has no single stream position; take the state from the loader that combines the shares", .{});
+            diagnostic.set(
+                "this iterator reads one rank's or worker's share of the epoch, which has no " ++
+                    "single stream position; take the state from the loader that combines the " ++
+                    "shares",
+                .{},
+            );
             return error.State;
         }
         if (consumed > plan.walk.count) {
-            diagnostic.set("consumed {d} samples of an iterator that yields {d}", .{ consumed, plan.walk.count });
+            diagnostic.set(
+                "consumed {d} samples of an iterator that yields {d}",
+                .{ consumed, plan.walk.count },
+            );
             return error.InvalidArgument;
         }
         if (consumed == plan.walk.count) return plan.span.nextEpoch();

@@ -55,7 +55,11 @@ pub fn readAll(
         for (reads) |read| {
             const cache = caches[read.entry.cache_id];
             if (read.entry.location.checksum != null) {
-                const checksum = try cache.readPayloadChecksummed(read.entry.location, read.destination, diagnostic);
+                const checksum = try cache.readPayloadChecksummed(
+                    read.entry.location,
+                    read.destination,
+                    diagnostic,
+                );
                 try cache.checkPayload(read.entry.location, checksum, diagnostic);
             } else {
                 try cache.readPayload(read.entry.location, read.destination, diagnostic);
@@ -67,7 +71,12 @@ pub fn readAll(
     defer allocator.free(checksums);
     @memset(checksums, .init(0));
     const shared = try allocator.create(Shared);
-    shared.* = .{ .allocator = allocator, .caches = caches, .reads = reads, .checksums = checksums };
+    shared.* = .{
+        .allocator = allocator,
+        .caches = caches,
+        .reads = reads,
+        .checksums = checksums,
+    };
     shared.references.store(@intCast(1 + helpers), .monotonic);
     for (shared.helpers[0..helpers]) |*helper| {
         helper.* = .{ .shared = shared };
@@ -80,7 +89,11 @@ pub fn readAll(
     if (outcome) |failure| return failure;
     // Every piece is in (the wait above synchronizes with each piece's thread).
     for (reads, checksums) |read, *checksum| {
-        try caches[read.entry.cache_id].checkPayload(read.entry.location, checksum.load(.monotonic), diagnostic);
+        try caches[read.entry.cache_id].checkPayload(
+            read.entry.location,
+            checksum.load(.monotonic),
+            diagnostic,
+        );
     }
 }
 
@@ -154,8 +167,14 @@ const Shared = struct {
     /// Reads a piece and adds its checksum to its payload's.
     fn readPiece(shared: *Shared, piece: Piece, diagnostic: *Diagnostic) Error!void {
         const cache = shared.caches[piece.entry.cache_id];
-        if (piece.entry.location.checksum == null) return cache.readPayload(piece.entry.location, piece.destination, diagnostic);
-        const checksum = try cache.readPayloadChecksummed(piece.entry.location, piece.destination, diagnostic);
+        if (piece.entry.location.checksum == null) {
+            return cache.readPayload(piece.entry.location, piece.destination, diagnostic);
+        }
+        const checksum = try cache.readPayloadChecksummed(
+            piece.entry.location,
+            piece.destination,
+            diagnostic,
+        );
         const contribution = record_checksums.pieceContribution(checksum, piece.bytes_after);
         _ = shared.checksums[piece.read_index].fetchXor(contribution, .monotonic);
     }
@@ -200,17 +219,27 @@ test "pieces cover each payload once, in order, none over piece_bytes" {
     for (&memory, &reads, lens, 0..) |*buffer, *read, len, i| {
         buffer.* = try std.testing.allocator.alloc(u8, @intCast(len));
         read.* = .{
-            .entry = .{ .cache_id = 0, .location = .{ .sample_id = i, .shard_id = 0, .offset = 1000 * i, .len = len } },
+            .entry = .{
+                .cache_id = 0,
+                .location = .{ .sample_id = i, .shard_id = 0, .offset = 1000 * i, .len = len },
+            },
             .destination = buffer.*,
         };
     }
     defer for (memory) |buffer| std.testing.allocator.free(buffer);
-    var shared: Shared = .{ .allocator = std.testing.allocator, .caches = &.{}, .reads = &reads, .checksums = &.{} };
+    var shared: Shared = .{
+        .allocator = std.testing.allocator,
+        .caches = &.{},
+        .reads = &reads,
+        .checksums = &.{},
+    };
     var covered: [lens.len]u64 = @splat(0);
     var pieces: usize = 0;
     while (shared.take()) |piece| : (pieces += 1) {
         const i: usize = @intCast(piece.entry.location.sample_id);
-        try std.testing.expect(piece.entry.location.len <= piece_bytes and piece.entry.location.len > 0);
+        try std.testing.expect(
+            piece.entry.location.len <= piece_bytes and piece.entry.location.len > 0,
+        );
         try std.testing.expectEqual(1000 * i + covered[i], piece.entry.location.offset);
         try std.testing.expectEqual(memory[i].ptr + covered[i], piece.destination.ptr);
         try std.testing.expectEqual(piece.entry.location.len, piece.destination.len);

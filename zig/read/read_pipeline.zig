@@ -55,13 +55,24 @@ fn chunkSamplesFor(caches: []const *Cache) u32 {
 
 fn chunkSamplesForRecordLen(record_len: u64) u32 {
     std.debug.assert(record_len >= 1);
-    return @intCast(@min(chunk_samples_max, std.math.divCeil(u64, chunk_bytes_max, record_len) catch unreachable));
+    return @intCast(
+        @min(
+            chunk_samples_max,
+            std.math.divCeil(u64, chunk_bytes_max, record_len) catch unreachable,
+        ),
+    );
 }
 
 test "chunks hold about chunk_bytes_max of records, 1 to chunk_samples_max samples" {
     try std.testing.expectEqual(chunk_samples_max, chunkSamplesForRecordLen(1));
-    try std.testing.expectEqual(chunk_samples_max, chunkSamplesForRecordLen(1100)); // W1's 1 KiB samples
-    try std.testing.expectEqual(@as(u32, 4), chunkSamplesForRecordLen((1 << 20) + 100)); // W2's 1 MiB samples
+    try std.testing.expectEqual(
+        chunk_samples_max,
+        chunkSamplesForRecordLen(1100),
+    ); // W1's 1 KiB samples
+    try std.testing.expectEqual(
+        @as(u32, 4),
+        chunkSamplesForRecordLen((1 << 20) + 100),
+    ); // W2's 1 MiB samples
     try std.testing.expectEqual(@as(u32, 4), chunkSamplesForRecordLen(1 << 20));
     try std.testing.expectEqual(@as(u32, 1), chunkSamplesForRecordLen(chunk_bytes_max));
     try std.testing.expectEqual(@as(u32, 1), chunkSamplesForRecordLen(std.math.maxInt(u64)));
@@ -205,7 +216,11 @@ pub const Pipeline = struct {
         // A chunk no worker has started yet (asleep, or busy elsewhere) is read
         // here: waking a worker and then being woken by it costs more than the
         // read of a short chunk, the first above all.
-        if (@atomicLoad(ChunkState, &chunk.state, .acquire) == .running and pipeline.pool.takeBack(&chunk.job)) {
+        if (@atomicLoad(
+            ChunkState,
+            &chunk.state,
+            .acquire,
+        ) == .running and pipeline.pool.takeBack(&chunk.job)) {
             runChunk(&chunk.job);
         }
         // About to wait for a worker: free released batches here, in time that
@@ -241,8 +256,18 @@ pub const Pipeline = struct {
     /// Reads payloads this pipeline's batches deferred into the caller's
     /// memory, one copy from the file, shared between the calling thread and
     /// the pool (see `deferred_reads`).
-    pub fn readDeferred(pipeline: *const Pipeline, reads: []const DeferredRead, diagnostic: *Diagnostic) Error!void {
-        return deferred_reads.readAll(pipeline.allocator, pipeline.pool, pipeline.plan.caches, reads, diagnostic);
+    pub fn readDeferred(
+        pipeline: *const Pipeline,
+        reads: []const DeferredRead,
+        diagnostic: *Diagnostic,
+    ) Error!void {
+        return deferred_reads.readAll(
+            pipeline.allocator,
+            pipeline.pool,
+            pipeline.plan.caches,
+            reads,
+            diagnostic,
+        );
     }
 
     pub fn releaseBatch(allocator: std.mem.Allocator, batch: *SampleBatch) void {
@@ -265,10 +290,19 @@ pub const Pipeline = struct {
     fn submitAvailable(pipeline: *Pipeline) void {
         // A slot is free once the chunk that used it before has been handed out;
         // decided from the consumer's own counters, never from a worker's state.
-        while (pipeline.next_submit < pipeline.plan.walk.count and pipeline.chunks_submitted < pipeline.chunks_delivered + pipeline.chunks.len) {
+        while (pipeline.next_submit < pipeline.plan.walk.count and
+            pipeline.chunks_submitted < pipeline.chunks_delivered + pipeline.chunks.len)
+        {
             const ahead = pipeline.next_submit - pipeline.next_deliver;
-            const size = chunkSize(pipeline.chunks_submitted, pipeline.chunk_samples, ahead, pipeline.prefetch_size);
-            const count: u32 = @intCast(@min(size, pipeline.plan.walk.count - pipeline.next_submit));
+            const size = chunkSize(
+                pipeline.chunks_submitted,
+                pipeline.chunk_samples,
+                ahead,
+                pipeline.prefetch_size,
+            );
+            const count: u32 = @intCast(
+                @min(size, pipeline.plan.walk.count - pipeline.next_submit),
+            );
             if (ahead + count > pipeline.prefetch_size) break; // (never when nothing is ahead)
             const chunk = pipeline.slot(pipeline.chunks_submitted);
             std.debug.assert(chunk.state == .idle);
@@ -282,7 +316,9 @@ pub const Pipeline = struct {
             pipeline.pool.submit(&chunk.job);
         }
         // Read ahead: within the window of chunks and within prefetch_size samples.
-        std.debug.assert(pipeline.chunks_submitted - pipeline.chunks_delivered <= pipeline.chunks.len);
+        std.debug.assert(
+            pipeline.chunks_submitted - pipeline.chunks_delivered <= pipeline.chunks.len,
+        );
         std.debug.assert(pipeline.next_submit - pipeline.next_deliver <= pipeline.prefetch_size);
         std.debug.assert(pipeline.next_submit <= pipeline.plan.walk.count);
     }
@@ -293,7 +329,9 @@ pub const Pipeline = struct {
         if (!pipeline.cancelled.load(.acquire)) {
             pipeline.readChunk(chunk) catch |err| {
                 chunk.failure = err;
-                if (err == error.OutOfMemory and chunk.diagnostic.len == 0) chunk.diagnostic.set("out of memory while reading samples", .{});
+                if (err == error.OutOfMemory and chunk.diagnostic.len == 0) {
+                    chunk.diagnostic.set("out of memory while reading samples", .{});
+                }
             };
         }
         const io = system.io();
@@ -330,7 +368,11 @@ pub const Pipeline = struct {
 
     /// The samples of `chunk`, in stream order, into `locations`; asks the CPU
     /// to load what reading each takes from memory.
-    fn locateChunk(pipeline: *Pipeline, chunk: *const Chunk, locations: []active_table.Location) void {
+    fn locateChunk(
+        pipeline: *Pipeline,
+        chunk: *const Chunk,
+        locations: []active_table.Location,
+    ) void {
         const plan = &pipeline.plan;
         std.debug.assert(locations.len == chunk.count);
         var planner: active_table.RowPlanner = .init(plan.table, plan.sampling, plan.key);
@@ -373,7 +415,12 @@ pub const Pipeline = struct {
                 .run_samples = consecutiveRun(locations[offset..]),
                 .defer_payload_bytes = plan.defer_payload_bytes,
             };
-            const deferred = cache.readSample(request, &scratch, output, &chunk.diagnostic) catch |err| {
+            const deferred = cache.readSample(
+                request,
+                &scratch,
+                output,
+                &chunk.diagnostic,
+            ) catch |err| {
                 if (err != error.InvalidCache or !plan.skip_corrupt) return err;
                 // readSample left the batch as it was; the sample's position is
                 // still consumed, so the stream and its states stay the same.
@@ -381,7 +428,9 @@ pub const Pipeline = struct {
                 try batch.skipSample(allocator, location.cache_id, location.sample_id);
                 continue;
             };
-            if (deferred) |payload| try pipeline.deferPayload(chunk, batch, location.cache_id, payload);
+            if (deferred) |payload| {
+                try pipeline.deferPayload(chunk, batch, location.cache_id, payload);
+            }
             try batch.closeSample(allocator, location.cache_id, location.sample_id);
         }
     }
@@ -423,7 +472,8 @@ pub const Pipeline = struct {
         var count: u64 = 1;
         while (count < locations.len) : (count += 1) {
             const location = locations[@intCast(count)];
-            if (location.cache_id != first.cache_id or location.sample_id != first.sample_id + count) break;
+            if (location.cache_id != first.cache_id) break;
+            if (location.sample_id != first.sample_id + count) break;
         }
         return count;
     }
@@ -448,10 +498,19 @@ fn chunkSize(number: u64, chunk_samples: u32, ahead: u64, prefetch_size: u64) u6
 
 test "chunkSize: a short first chunk, a second that fills the window, then full chunks" {
     try std.testing.expectEqual(@as(u64, first_chunk_samples_max), chunkSize(0, 64, 0, 64));
-    try std.testing.expectEqual(@as(u64, 64 - first_chunk_samples_max), chunkSize(1, 64, first_chunk_samples_max, 64));
-    try std.testing.expectEqual(@as(u64, 4), chunkSize(1, 4, first_chunk_samples_max, 64)); // W2: 4 per chunk
+    try std.testing.expectEqual(
+        @as(u64, 64 - first_chunk_samples_max),
+        chunkSize(1, 64, first_chunk_samples_max, 64),
+    );
+    try std.testing.expectEqual(
+        @as(u64, 4),
+        chunkSize(1, 4, first_chunk_samples_max, 64),
+    ); // W2: 4 per chunk
     try std.testing.expectEqual(@as(u64, 64), chunkSize(2, 64, 0, 64));
-    try std.testing.expectEqual(@as(u64, 64), chunkSize(1, 64, 64, 64)); // no room: the caller waits
+    try std.testing.expectEqual(
+        @as(u64, 64),
+        chunkSize(1, 64, 64, 64),
+    ); // no room: the caller waits
 }
 
 test "deferThreshold: the sentinel stands for the core's threshold, other values for themselves" {

@@ -83,7 +83,11 @@ pub const Records = struct {
     /// The decoded length of the payload of `row`'s record (a `checkedRow`),
     /// from the record's header (and with lz4 its length prefix) alone: a
     /// cache's full validation reads this much of every record.
-    pub fn payloadLen(records: *const Records, row: index_file.Row, diagnostic: *Diagnostic) Error!u64 {
+    pub fn payloadLen(
+        records: *const Records,
+        row: index_file.Row,
+        diagnostic: *Diagnostic,
+    ) Error!u64 {
         assert(row.offset + row.record_len <= records.shards.byteLen(row.shard_id));
         var head: [shard_record.header_bytes]u8 = undefined;
         if (row.record_len < head.len) {
@@ -203,7 +207,11 @@ pub const Scratch = struct {
     }
 
     /// Record `row`'s bytes if the last run read holds them whole.
-    fn recordInRun(scratch: *const Scratch, records: *const Records, row: index_file.Row) ?[]const u8 {
+    fn recordInRun(
+        scratch: *const Scratch,
+        records: *const Records,
+        row: index_file.Row,
+    ) ?[]const u8 {
         if (scratch.run_records != records or scratch.run_shard != row.shard_id) return null;
         if (row.offset < scratch.run_offset) return null;
         const start: usize = @intCast(row.offset - scratch.run_offset);
@@ -232,7 +240,15 @@ pub fn read(
     errdefer before.restore(output);
     if (readsDirect(records, row, request)) {
         if (try readHead(records, row, scratch, output.allocator, diagnostic)) |head| {
-            const deferred = try readDirect(records, request, row, head, scratch, output, diagnostic);
+            const deferred = try readDirect(
+                records,
+                request,
+                row,
+                head,
+                scratch,
+                output,
+                diagnostic,
+            );
             before.assertAppended(output, if (deferred) |location| location.len else 0);
             return deferred;
         }
@@ -358,7 +374,14 @@ fn readWhole(
     // Header, JSON and stored payload lie inside the record.
     assert(shard_record.header_bytes + parts.metadata_json.len + parts.stored_payload.len <=
         record.len);
-    try appendMetadata(records, request.sample_id, parts.metadata_json, scratch, output, diagnostic);
+    try appendMetadata(
+        records,
+        request.sample_id,
+        parts.metadata_json,
+        scratch,
+        output,
+        diagnostic,
+    );
     const payload_len: usize = @intCast(parts.payload_len);
     try output.payload.ensureUnusedCapacity(output.allocator, payload_len);
     const destination = output.payload.unusedCapacitySlice()[0..payload_len];

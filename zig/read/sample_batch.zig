@@ -19,7 +19,10 @@ pub const DeferredPayload = struct {
     mapped: ?Cache.MappedPayload = null,
 };
 
-const not_deferred: DeferredPayload = .{ .cache_id = 0, .location = .{ .sample_id = 0, .shard_id = 0, .offset = 0, .len = 0 } };
+const not_deferred: DeferredPayload = .{
+    .cache_id = 0,
+    .location = .{ .sample_id = 0, .shard_id = 0, .offset = 0, .len = 0 },
+};
 
 /// Mirrors `drt_batch_column`: one metadata column of the batch's samples.
 pub const ColumnView = extern struct {
@@ -123,7 +126,11 @@ pub const SampleBatch = struct {
     /// or after the payloads' end (so the two are taken in one copy).
     packed_bytes: []u8 = &.{},
 
-    pub fn init(allocator: std.mem.Allocator, capacity: usize, schema: []const types.Field) !SampleBatch {
+    pub fn init(
+        allocator: std.mem.Allocator,
+        capacity: usize,
+        schema: []const types.Field,
+    ) !SampleBatch {
         var batch: SampleBatch = .{};
         errdefer batch.deinit(allocator);
         batch.columns = try column_builder.initAll(allocator, schema);
@@ -173,7 +180,12 @@ pub const SampleBatch = struct {
     }
 
     /// Records a sample whose payload and metadata were just appended to the lists.
-    pub fn closeSample(batch: *SampleBatch, allocator: std.mem.Allocator, cache_id: u32, sample_id: u64) !void {
+    pub fn closeSample(
+        batch: *SampleBatch,
+        allocator: std.mem.Allocator,
+        cache_id: u32,
+        sample_id: u64,
+    ) !void {
         try batch.payload_offsets.append(allocator, batch.payloads.items.len);
         try batch.metadata_offsets.append(allocator, batch.metadata_json.items.len);
         try batch.cache_ids.append(allocator, cache_id);
@@ -181,22 +193,43 @@ pub const SampleBatch = struct {
     }
 
     /// Records that a sample of the stream is left out here: its record is corrupt.
-    pub fn skipSample(batch: *SampleBatch, allocator: std.mem.Allocator, cache_id: u32, sample_id: u64) !void {
-        try batch.skipped.append(allocator, .{ .at = batch.count(), .sample_id = sample_id, .cache_id = cache_id });
+    pub fn skipSample(
+        batch: *SampleBatch,
+        allocator: std.mem.Allocator,
+        cache_id: u32,
+        sample_id: u64,
+    ) !void {
+        try batch.skipped.append(
+            allocator,
+            .{ .at = batch.count(), .sample_id = sample_id, .cache_id = cache_id },
+        );
     }
 
     /// Records that the sample about to be closed left its payload in the file.
     /// `mapped`: its bytes, checked in place in its shard's mapping, or null
     /// when the consumer reads them (`drt_iterator_read_deferred`).
-    pub fn deferPayload(batch: *SampleBatch, allocator: std.mem.Allocator, cache_id: u32, location: PayloadLocation, mapped: ?Cache.MappedPayload) !void {
+    pub fn deferPayload(
+        batch: *SampleBatch,
+        allocator: std.mem.Allocator,
+        cache_id: u32,
+        location: PayloadLocation,
+        mapped: ?Cache.MappedPayload,
+    ) !void {
         std.debug.assert(location.len > 0);
         try batch.padDeferred(allocator);
-        try batch.deferred.append(allocator, .{ .cache_id = cache_id, .location = location, .mapped = mapped });
+        try batch.deferred.append(
+            allocator,
+            .{ .cache_id = cache_id, .location = location, .mapped = mapped },
+        );
     }
 
     /// Marks the samples added since the last deferred one as not deferred.
     fn padDeferred(batch: *SampleBatch, allocator: std.mem.Allocator) !void {
-        try batch.deferred.appendNTimes(allocator, not_deferred, batch.count() - batch.deferred.items.len);
+        try batch.deferred.appendNTimes(
+            allocator,
+            not_deferred,
+            batch.count() - batch.deferred.items.len,
+        );
     }
 
     /// The deferred payload of sample `sample`, if it has one.
@@ -217,7 +250,8 @@ pub const SampleBatch = struct {
         } else return;
         batch.mapped_addresses = try allocator.alloc(?[*]const u8, batch.deferred.items.len);
         batch.mapped_mappings = try allocator.alloc(?*ShardMapping, batch.deferred.items.len);
-        for (batch.deferred.items, batch.mapped_addresses, batch.mapped_mappings) |entry, *address, *mapping| {
+        const deferred = batch.deferred.items;
+        for (deferred, batch.mapped_addresses, batch.mapped_mappings) |entry, *address, *mapping| {
             address.* = if (entry.mapped) |m| m.bytes.ptr else null;
             mapping.* = if (entry.mapped) |m| m.mapping else null;
         }
@@ -230,14 +264,22 @@ pub const SampleBatch = struct {
         batch.string_codes = try allocator.alloc(StringCodes, batch.columns.len);
         @memset(batch.string_codes, .{});
         for (batch.columns, batch.string_codes) |*column, *codes| switch (column.*) {
-            .string => |strings| codes.* = try dictionaryCodes(allocator, strings.offsets.items, strings.bytes.items),
+            .string => |strings| codes.* = try dictionaryCodes(
+                allocator,
+                strings.offsets.items,
+                strings.bytes.items,
+            ),
             else => {},
         };
     }
 
     /// One code per string (numbered by first occurrence), or none when more
     /// than a quarter of them are distinct.
-    fn dictionaryCodes(allocator: std.mem.Allocator, offsets: []const u64, bytes: []const u8) !StringCodes {
+    fn dictionaryCodes(
+        allocator: std.mem.Allocator,
+        offsets: []const u64,
+        bytes: []const u8,
+    ) !StringCodes {
         const rows = offsets.len - 1;
         const distinct_max: u32 = @intCast(@min(rows / 4, std.math.maxInt(u32)));
         if (distinct_max == 0) return .{};
@@ -269,11 +311,13 @@ pub const SampleBatch = struct {
     /// or after their end: nothing may be added to `payloads` afterwards.
     pub fn pack(batch: *SampleBatch, allocator: std.mem.Allocator) !void {
         const n = batch.count();
-        var len = (packed_head_words + packed_column_words * batch.columns.len + 2 * n) * 8 + padded8(4 * n);
+        const head_words = packed_head_words + packed_column_words * batch.columns.len + 2 * n;
+        var len = head_words * 8 + padded8(4 * n);
         len += batch.skipped.items.len * @sizeOf(Skipped);
         for (0..batch.columns.len) |index| {
             const parts = batch.columnParts(index);
-            len += padded8(parts.values.len) + padded8(parts.offsets.len) + padded8(parts.bytes.len);
+            len += padded8(parts.values.len) + padded8(parts.offsets.len);
+            len += padded8(parts.bytes.len);
         }
         // In the payloads' buffer, after them: a binding takes both in one copy.
         const payload_len = batch.payloads.items.len;
@@ -285,11 +329,23 @@ pub const SampleBatch = struct {
         const out = after_payloads[packed_at - payload_len ..];
         batch.packed_bytes = out;
         var at: usize = 0;
-        const head = [packed_head_words]u64{ n, batch.columns.len, batch.payloads.items.len, @intFromBool(batch.deferred_lengths.len > 0), batch.skipped.items.len };
+        const head = [packed_head_words]u64{
+            n,
+            batch.columns.len,
+            batch.payloads.items.len,
+            @intFromBool(batch.deferred_lengths.len > 0),
+            batch.skipped.items.len,
+        };
         at = putPadded(out, at, std.mem.sliceAsBytes(&head));
         for (0..batch.columns.len) |index| {
             const parts = batch.columnParts(index);
-            const words = [packed_column_words]u64{ @backingInt(parts.kind), parts.distinct, parts.values.len, parts.offsets.len, parts.bytes.len };
+            const words = [packed_column_words]u64{
+                @backingInt(parts.kind),
+                parts.distinct,
+                parts.values.len,
+                parts.offsets.len,
+                parts.bytes.len,
+            };
             at = putPadded(out, at, std.mem.sliceAsBytes(&words));
         }
         for (batch.payload_offsets.items[0..n], batch.payload_offsets.items[1..]) |start, end| {
@@ -316,12 +372,37 @@ pub const SampleBatch = struct {
 
     fn columnParts(batch: *const SampleBatch, index: usize) ColumnParts {
         return switch (batch.columns[index]) {
-            .bool => |list| .{ .kind = .bool, .distinct = 0, .values = list.items, .offsets = &.{}, .bytes = &.{} },
-            .int => |list| .{ .kind = .int, .distinct = 0, .values = std.mem.sliceAsBytes(list.items), .offsets = &.{}, .bytes = &.{} },
-            .float => |list| .{ .kind = .float, .distinct = 0, .values = std.mem.sliceAsBytes(list.items), .offsets = &.{}, .bytes = &.{} },
+            .bool => |list| .{
+                .kind = .bool,
+                .distinct = 0,
+                .values = list.items,
+                .offsets = &.{},
+                .bytes = &.{},
+            },
+            .int => |list| .{
+                .kind = .int,
+                .distinct = 0,
+                .values = std.mem.sliceAsBytes(list.items),
+                .offsets = &.{},
+                .bytes = &.{},
+            },
+            .float => |list| .{
+                .kind = .float,
+                .distinct = 0,
+                .values = std.mem.sliceAsBytes(list.items),
+                .offsets = &.{},
+                .bytes = &.{},
+            },
             .string => |strings| blk: {
-                const coded: StringCodes = if (index < batch.string_codes.len) batch.string_codes[index] else .{};
-                break :blk .{ .kind = .string, .distinct = coded.distinct, .values = std.mem.sliceAsBytes(coded.codes), .offsets = std.mem.sliceAsBytes(strings.offsets.items), .bytes = strings.bytes.items };
+                const codes = batch.string_codes;
+                const coded: StringCodes = if (index < codes.len) codes[index] else .{};
+                break :blk .{
+                    .kind = .string,
+                    .distinct = coded.distinct,
+                    .values = std.mem.sliceAsBytes(coded.codes),
+                    .offsets = std.mem.sliceAsBytes(strings.offsets.items),
+                    .bytes = strings.bytes.items,
+                };
             },
         };
     }
@@ -366,11 +447,17 @@ pub const SampleBatch = struct {
 
 test "string columns with few distinct values are coded by first occurrence" {
     const allocator = std.testing.allocator;
-    const schema = [_]types.Field{ .{ .name = "label", .kind = .string }, .{ .name = "n", .kind = .int } };
+    const schema = [_]types.Field{ .{
+        .name = "label",
+        .kind = .string,
+    }, .{ .name = "n", .kind = .int } };
     var batch = try SampleBatch.init(allocator, 12, &schema);
     defer batch.deinit(allocator);
     // 3 distinct strings among 12 samples: at most a quarter.
-    const labels = [_][]const u8{ "dog", "cat", "dog", "dog", "", "cat", "cat", "dog", "", "", "cat", "dog" };
+    const labels = [_][]const u8{
+        "dog", "cat", "dog", "dog", "",    "cat",
+        "cat", "dog", "",    "",    "cat", "dog",
+    };
     for (labels, 0..) |label, i| {
         try batch.columns[0].append(allocator, .{ .string = label });
         try batch.columns[1].append(allocator, .{ .int = @intCast(i) });
@@ -403,7 +490,10 @@ test "string columns with many distinct values are not coded" {
 
 test "pack lays out the batch's arrays and columns in one buffer" {
     const allocator = std.testing.allocator;
-    const schema = [_]types.Field{ .{ .name = "ok", .kind = .bool }, .{ .name = "label", .kind = .string }, .{ .name = "n", .kind = .int } };
+    const schema = [_]types.Field{ .{
+        .name = "ok",
+        .kind = .bool,
+    }, .{ .name = "label", .kind = .string }, .{ .name = "n", .kind = .int } };
     var batch = try SampleBatch.init(allocator, 5, &schema);
     defer batch.deinit(allocator);
     const payloads = [_][]const u8{ "a", "bcd", "", "ef", "g" };
@@ -433,12 +523,24 @@ test "pack lays out the batch's arrays and columns in one buffer" {
     // Payload lengths, sample ids, cache ids (five u32 in three words).
     try std.testing.expectEqualSlices(u64, &.{ 1, 3, 0, 2, 1 }, words[20..25]);
     try std.testing.expectEqualSlices(u64, &.{ 100, 101, 102, 103, 104 }, words[25..30]);
-    try std.testing.expectEqualSlices(u32, &.{ 0, 1, 0, 1, 0, 0 }, std.mem.bytesAsSlice(u32, std.mem.sliceAsBytes(words[30..33])));
+    try std.testing.expectEqualSlices(
+        u32,
+        &.{ 0, 1, 0, 1, 0, 0 },
+        std.mem.bytesAsSlice(u32, std.mem.sliceAsBytes(words[30..33])),
+    );
     // Columns: bools padded to a word, string offsets and bytes, ints.
-    try std.testing.expectEqualSlices(u8, &.{ 1, 0, 1, 0, 1, 0, 0, 0 }, std.mem.sliceAsBytes(words[33..34]));
+    try std.testing.expectEqualSlices(
+        u8,
+        &.{ 1, 0, 1, 0, 1, 0, 0, 0 },
+        std.mem.sliceAsBytes(words[33..34]),
+    );
     try std.testing.expectEqualSlices(u64, &.{ 0, 3, 6, 9, 12, 15 }, words[34..40]);
     try std.testing.expectEqualStrings("catdogcatcatcat\x00", std.mem.sliceAsBytes(words[40..42]));
-    try std.testing.expectEqualSlices(i64, &.{ 0, -1, -2, -3, -4 }, std.mem.bytesAsSlice(i64, std.mem.sliceAsBytes(words[42..47])));
+    try std.testing.expectEqualSlices(
+        i64,
+        &.{ 0, -1, -2, -3, -4 },
+        std.mem.bytesAsSlice(i64, std.mem.sliceAsBytes(words[42..47])),
+    );
     // The skipped sample: at, sample id, cache id (and the reserved half word).
     try std.testing.expectEqualSlices(u64, &.{ 2, 999, 1 }, words[47..50]);
     try std.testing.expectEqual(@as(usize, 50 * 8), bytes.len);

@@ -24,7 +24,13 @@ pub const ShardMapping = struct {
 
     /// Maps the first `len` bytes of `file` (the shard's length from its
     /// manifest); the caller holds the one reference. `name` for messages.
-    pub fn create(allocator: std.mem.Allocator, file: std.Io.File, len: u64, name: []const u8, diagnostic: *Diagnostic) Error!*ShardMapping {
+    pub fn create(
+        allocator: std.mem.Allocator,
+        file: std.Io.File,
+        len: u64,
+        name: []const u8,
+        diagnostic: *Diagnostic,
+    ) Error!*ShardMapping {
         std.debug.assert(len > 0);
         // Reading a mapping past the end of its file ends the process (SIGBUS),
         // so a shard shortened since the cache was opened is refused here. One
@@ -35,12 +41,21 @@ pub const ShardMapping = struct {
             return error.Io;
         };
         if (actual < len) {
-            diagnostic.set("shard length mismatch: {s} has {d} bytes but the manifest says {d}", .{ name, actual, len });
+            diagnostic.set(
+                "shard length mismatch: {s} has {d} bytes but the manifest says {d}",
+                .{ name, actual, len },
+            );
             return error.InvalidCache;
         }
         const mapping = try allocator.create(ShardMapping);
         errdefer allocator.destroy(mapping);
-        const view = FileView.open(allocator, file, @intCast(len), name, diagnostic) catch |err| switch (err) {
+        const view = FileView.open(
+            allocator,
+            file,
+            @intCast(len),
+            name,
+            diagnostic,
+        ) catch |err| switch (err) {
             error.OutOfMemory => return error.OutOfMemory,
             error.Io => return error.Io,
             error.ShortFile => return error.InvalidCache,
@@ -87,5 +102,8 @@ test "a mapping holds the shard's bytes until its last reference is released" {
 
     const again = try tmp.dir.openFile(io, "000000.bin", .{});
     defer again.close(io);
-    try std.testing.expectError(error.InvalidCache, ShardMapping.create(allocator, again, bytes.len + 1, "000000.bin", &diagnostic));
+    try std.testing.expectError(
+        error.InvalidCache,
+        ShardMapping.create(allocator, again, bytes.len + 1, "000000.bin", &diagnostic),
+    );
 }

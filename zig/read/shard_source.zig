@@ -108,7 +108,11 @@ pub const ShardSource = struct {
         }
         if (validate_hashes) {
             var name_buffer: [64]u8 = undefined;
-            const what = std.fmt.bufPrint(&name_buffer, "shards/{s}", .{entry.name}) catch "a shard";
+            const what = std.fmt.bufPrint(
+                &name_buffer,
+                "shards/{s}",
+                .{entry.name},
+            ) catch "a shard";
             try cache_files.checkFileHash(shard_file, what, entry.sha256, diagnostic);
         }
         return shard_file;

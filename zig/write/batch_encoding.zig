@@ -65,7 +65,10 @@ pub const Encoder = struct {
                 batch.diagnostic.prefix("sample {d}: ", .{sample});
                 return error.InvalidInput;
             }) orelse {
-                batch.diagnostic.set("metadata array holds {d} objects but {d} payloads were given", .{ i, batch.count });
+                batch.diagnostic.set(
+                    "metadata array holds {d} objects but {d} payloads were given",
+                    .{ i, batch.count },
+                );
                 return error.InvalidInput;
             };
             metadata_json.matchSchema(schema, entries, values, &batch.diagnostic) catch {
@@ -84,7 +87,10 @@ pub const Encoder = struct {
             return error.InvalidInput;
         };
         if (extra != null) {
-            batch.diagnostic.set("metadata array holds more objects than the {d} payloads given", .{batch.count});
+            batch.diagnostic.set(
+                "metadata array holds more objects than the {d} payloads given",
+                .{batch.count},
+            );
             return error.InvalidInput;
         }
         parser.finish(&batch.diagnostic) catch return error.InvalidInput;
@@ -113,22 +119,52 @@ pub const Encoder = struct {
 
     /// Frames sample `i` of the batch after its canonical metadata and
     /// checksums the record; returns the nanoseconds spent compressing.
-    fn appendRecord(encoder: *const Encoder, batch: *Batch, i: usize, canonical: []const u8, lz4_table: *lz4.Table) !u64 {
+    fn appendRecord(
+        encoder: *const Encoder,
+        batch: *Batch,
+        i: usize,
+        canonical: []const u8,
+        lz4_table: *lz4.Table,
+    ) !u64 {
         const payload_len: usize = @intCast(batch.payload_lens[i]);
         const payload = batch.payload_parts[i][0..payload_len];
         const start = batch.encoded.items.len;
         if (encoder.isExternal(payload_len)) {
             // Only the head is framed; the committer writes the payload from where it is.
-            try batch.encoded.ensureUnusedCapacity(encoder.allocator, shard_record.header_bytes + canonical.len);
-            const head_len = shard_record.appendAssumeCapacity(&batch.encoded, canonical, "", .none, lz4_table);
+            try batch.encoded.ensureUnusedCapacity(
+                encoder.allocator,
+                shard_record.header_bytes + canonical.len,
+            );
+            const head_len = shard_record.appendAssumeCapacity(
+                &batch.encoded,
+                canonical,
+                "",
+                .none,
+                lz4_table,
+            );
             batch.record_lens[i] = head_len + payload_len;
-            batch.record_checksums[i] = record_checksums.ofParts(batch.encoded.items[start..], payload);
+            batch.record_checksums[i] = record_checksums.ofParts(
+                batch.encoded.items[start..],
+                payload,
+            );
             return 0;
         }
-        try batch.encoded.ensureUnusedCapacity(encoder.allocator, shard_record.encodedBytesMax(canonical.len, payload_len, encoder.compression));
+        try batch.encoded.ensureUnusedCapacity(
+            encoder.allocator,
+            shard_record.encodedBytesMax(canonical.len, payload_len, encoder.compression),
+        );
         const compress_started = system.monotonicNanoseconds();
-        batch.record_lens[i] = shard_record.appendAssumeCapacity(&batch.encoded, canonical, payload, encoder.compression, lz4_table);
-        const compression_ns = if (encoder.compression == .lz4) system.monotonicNanoseconds() - compress_started else 0;
+        batch.record_lens[i] = shard_record.appendAssumeCapacity(
+            &batch.encoded,
+            canonical,
+            payload,
+            encoder.compression,
+            lz4_table,
+        );
+        const compression_ns = if (encoder.compression == .lz4)
+            system.monotonicNanoseconds() - compress_started
+        else
+            0;
         assert(batch.encoded.items.len - start == batch.record_lens[i]);
         batch.record_checksums[i] = record_checksums.ofRecord(batch.encoded.items[start..]);
         return compression_ns;
@@ -216,7 +252,9 @@ pub const Batch = struct {
         const started = system.monotonicNanoseconds();
         encoder.encode(batch) catch |err| {
             batch.failed = true;
-            if (err == error.OutOfMemory) batch.diagnostic.set("out of memory while encoding samples", .{});
+            if (err == error.OutOfMemory) {
+                batch.diagnostic.set("out of memory while encoding samples", .{});
+            }
         };
         encoder.stats.encode.add(started, batch.payload_bytes);
         encoder.encoded(encoder, batch);
@@ -225,7 +263,11 @@ pub const Batch = struct {
 
 /// Where each payload starts in `payloads`, whose length the lengths add up
 /// to (checked at push).
-pub fn joinedParts(allocator: std.mem.Allocator, payloads: []const u8, payload_lens: []const u64) error{OutOfMemory}![]const [*]const u8 {
+pub fn joinedParts(
+    allocator: std.mem.Allocator,
+    payloads: []const u8,
+    payload_lens: []const u64,
+) error{OutOfMemory}![]const [*]const u8 {
     const parts = try allocator.alloc([*]const u8, payload_lens.len);
     var offset: usize = 0;
     for (parts, payload_lens) |*part, len| {
@@ -238,9 +280,13 @@ pub fn joinedParts(allocator: std.mem.Allocator, payloads: []const u8, payload_l
 
 /// The caller's payload pointers; a NULL one (allowed for an empty payload,
 /// checked at push) points at no bytes.
-pub fn borrowedParts(allocator: std.mem.Allocator, payloads: []const ?[*]const u8) error{OutOfMemory}![]const [*]const u8 {
+pub fn borrowedParts(
+    allocator: std.mem.Allocator,
+    payloads: []const ?[*]const u8,
+) error{OutOfMemory}![]const [*]const u8 {
     const parts = try allocator.alloc([*]const u8, payloads.len);
-    for (parts, payloads) |*part, payload| part.* = payload orelse &no_bytes; // only for empty payloads
+    // `no_bytes` only for empty payloads.
+    for (parts, payloads) |*part, payload| part.* = payload orelse &no_bytes;
     return parts;
 }
 

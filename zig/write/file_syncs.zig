@@ -91,8 +91,14 @@ pub const FileSyncs = struct {
         } else |err| {
             var diagnostic: Diagnostic = .{};
             switch (what) {
-                .shard => |shard| diagnostic.set("cannot fsync shard {s}: {f}", .{ ShardName.of(shard.index).slice(), error_words.of(err) }),
-                .staging => |name| diagnostic.set("cannot fsync {s}: {f}", .{ name, error_words.of(err) }),
+                .shard => |shard| diagnostic.set(
+                    "cannot fsync shard {s}: {f}",
+                    .{ ShardName.of(shard.index).slice(), error_words.of(err) },
+                ),
+                .staging => |name| diagnostic.set(
+                    "cannot fsync {s}: {f}",
+                    .{ name, error_words.of(err) },
+                ),
             }
             syncs.failed(syncs, &diagnostic);
         }

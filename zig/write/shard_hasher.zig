@@ -64,7 +64,14 @@ pub const ShardHasher = struct {
     ) error{OutOfMemory}!*ShardHasher {
         const hasher = try allocator.create(ShardHasher);
         errdefer allocator.destroy(hasher);
-        hasher.* = .{ .allocator = allocator, .pool = pool, .group = group, .file = file, .name = name, .hasher = sha256.Hasher.init() };
+        hasher.* = .{
+            .allocator = allocator,
+            .pool = pool,
+            .group = group,
+            .file = file,
+            .name = name,
+            .hasher = sha256.Hasher.init(),
+        };
         return hasher;
     }
 
@@ -161,7 +168,12 @@ pub const ShardHasher = struct {
         }
     }
 
-    fn hashUpTo(hasher: *ShardHasher, target: u64, buffer: *[]u8, diagnostic: *Diagnostic) Error!void {
+    fn hashUpTo(
+        hasher: *ShardHasher,
+        target: u64,
+        buffer: *[]u8,
+        diagnostic: *Diagnostic,
+    ) Error!void {
         // Mapped only when the file holds every byte up to `target`: a mapping
         // reads zeros past the file's end up to the page's, where reading back
         // names the shortfall. One length check covers every piece of the call.
@@ -169,18 +181,31 @@ pub const ShardHasher = struct {
         while (hasher.hashed < target) {
             if (mappable and hasher.map_pieces and hasher.hashMappedPiece(target)) continue;
             if (buffer.len == 0) {
-                buffer.* = hasher.allocator.alloc(u8, @intCast(@min(piece_bytes, target - hasher.hashed))) catch {
+                buffer.* = hasher.allocator.alloc(
+                    u8,
+                    @intCast(@min(piece_bytes, target - hasher.hashed)),
+                ) catch {
                     diagnostic.set("out of memory while hashing shard {s}", .{hasher.name.slice()});
                     return error.OutOfMemory;
                 };
             }
             const piece = buffer.*[0..@intCast(@min(buffer.len, target - hasher.hashed))];
-            const read = hasher.file.?.readPositionalAll(system.io(), piece, hasher.hashed) catch |err| {
-                diagnostic.set("cannot read shard {s} back to hash it: {f}", .{ hasher.name.slice(), error_words.of(err) });
+            const read = hasher.file.?.readPositionalAll(
+                system.io(),
+                piece,
+                hasher.hashed,
+            ) catch |err| {
+                diagnostic.set(
+                    "cannot read shard {s} back to hash it: {f}",
+                    .{ hasher.name.slice(), error_words.of(err) },
+                );
                 return error.Io;
             };
             if (read != piece.len) {
-                diagnostic.set("shard {s} holds {d} bytes, {d} were written", .{ hasher.name.slice(), hasher.hashed + read, target });
+                diagnostic.set(
+                    "shard {s} holds {d} bytes, {d} were written",
+                    .{ hasher.name.slice(), hasher.hashed + read, target },
+                );
                 return error.Io;
             }
             hasher.hasher.update(piece);
@@ -208,12 +233,22 @@ pub const ShardHasher = struct {
         const start = hasher.hashed / page_bytes * page_bytes;
         const end = @min(target, hasher.hashed + piece_bytes);
         const len: usize = @intCast(end - start);
-        const mapped = std.c.mmap(null, len, .{ .READ = true }, .{ .TYPE = .SHARED }, file.handle, @intCast(start));
+        const mapped = std.c.mmap(
+            null,
+            len,
+            .{ .READ = true },
+            .{ .TYPE = .SHARED },
+            file.handle,
+            @intCast(start),
+        );
         if (mapped == std.c.MAP_FAILED) {
             hasher.map_pieces = false;
             return false;
         }
-        const memory = @as([*]align(std.heap.page_size_min) u8, @ptrCast(@alignCast(mapped)))[0..len];
+        const memory = @as(
+            [*]align(std.heap.page_size_min) u8,
+            @ptrCast(@alignCast(mapped)),
+        )[0..len];
         defer _ = std.c.munmap(memory.ptr, memory.len);
         const populate_read = 22; // MADV_POPULATE_READ: fails instead of faulting past the end
         if (linux.errno(linux.madvise(memory.ptr, memory.len, populate_read)) != .SUCCESS) {
@@ -293,11 +328,20 @@ test "a shard shorter than was written fails its hash, naming it" {
     const writing = try tmp.dir.createFile(io, "000003.bin", .{});
     defer writing.close(io);
     try writing.writePositionalAll(io, "only ten b", 0);
-    const hasher = try ShardHasher.create(std.testing.allocator, pool, &group, try tmp.dir.openFile(io, "000003.bin", .{}), .of(3));
+    const hasher = try ShardHasher.create(
+        std.testing.allocator,
+        pool,
+        &group,
+        try tmp.dir.openFile(io, "000003.bin", .{}),
+        .of(3),
+    );
     defer hasher.destroy();
     hasher.advance(25, true);
     group.wait();
     var diagnostic: Diagnostic = .{};
     try std.testing.expectError(error.Io, hasher.result(&diagnostic));
-    try std.testing.expectEqualStrings("shard 000003.bin holds 10 bytes, 25 were written", diagnostic.message());
+    try std.testing.expectEqualStrings(
+        "shard 000003.bin holds 10 bytes, 25 were written",
+        diagnostic.message(),
+    );
 }

@@ -50,15 +50,25 @@ pub const Staging = struct {
             .source_name = source_name,
             .target_path = target_path,
             .base_dir = std.Io.Dir.cwd().openDir(io, base_dir_path, .{}) catch |err| {
-                diagnostic.set("cannot open cache directory {s}: {f}", .{ base_dir_path, error_words.of(err) });
+                diagnostic.set(
+                    "cannot open cache directory {s}: {f}",
+                    .{ base_dir_path, error_words.of(err) },
+                );
                 return error.Io;
             },
         };
         errdefer staging.base_dir.close(io);
-        staging.base_dir.createDir(io, cache_layout.staging_dir, .default_dir) catch |err| switch (err) {
+        staging.base_dir.createDir(
+            io,
+            cache_layout.staging_dir,
+            .default_dir,
+        ) catch |err| switch (err) {
             error.PathAlreadyExists => {},
             else => {
-                diagnostic.set("cannot create {s}/tmp: {f}", .{ base_dir_path, error_words.of(err) });
+                diagnostic.set(
+                    "cannot create {s}/tmp: {f}",
+                    .{ base_dir_path, error_words.of(err) },
+                );
                 return error.Io;
             },
         };
@@ -77,14 +87,21 @@ pub const Staging = struct {
     pub fn deinit(staging: *Staging, published: bool) void {
         const io = system.io();
         staging.closeDirs();
-        if (!published) directory_entries.deleteTree(io, staging.base_dir, staging.baseDirPath(), staging.name);
+        if (!published) {
+            directory_entries.deleteTree(io, staging.base_dir, staging.baseDirPath(), staging.name);
+        }
         staging.releaseLock();
         staging.base_dir.close(io);
         staging.allocator.free(staging.name);
     }
 
     /// Writes the file `name` of the staging directory; the caller fsyncs and closes it.
-    pub fn writeFile(staging: *const Staging, name: []const u8, bytes: []const u8, diagnostic: *Diagnostic) Error!std.Io.File {
+    pub fn writeFile(
+        staging: *const Staging,
+        name: []const u8,
+        bytes: []const u8,
+        diagnostic: *Diagnostic,
+    ) Error!std.Io.File {
         return durable_files.writeFile(staging.dir.?, name, bytes, diagnostic);
     }
 
@@ -104,8 +121,17 @@ pub const Staging = struct {
             diagnostic.set("cache path already exists: {s}", .{staging.target_path});
             return error.AlreadyExists;
         }
-        directory_entries.rename(io, staging.base_dir, staging.baseDirPath(), staging.name, staging.source_name) catch |err| {
-            diagnostic.set("cannot publish {s}: {f}", .{ staging.target_path, error_words.of(err) });
+        directory_entries.rename(
+            io,
+            staging.base_dir,
+            staging.baseDirPath(),
+            staging.name,
+            staging.source_name,
+        ) catch |err| {
+            diagnostic.set(
+                "cannot publish {s}: {f}",
+                .{ staging.target_path, error_words.of(err) },
+            );
             return error.Io;
         };
     }
@@ -116,21 +142,38 @@ pub const Staging = struct {
     /// file retries on the current one.
     fn lockTarget(staging: *Staging, diagnostic: *Diagnostic) Error!void {
         const io = system.io();
-        staging.lock_name = try std.fmt.allocPrint(staging.allocator, "{s}/{s}{s}", .{ cache_layout.staging_dir, staging.source_name, cache_layout.lock_suffix });
+        staging.lock_name = try std.fmt.allocPrint(
+            staging.allocator,
+            "{s}/{s}{s}",
+            .{ cache_layout.staging_dir, staging.source_name, cache_layout.lock_suffix },
+        );
         errdefer staging.allocator.free(staging.lock_name);
         for (0..lock_attempts_max) |_| {
-            const file = staging.base_dir.createFile(io, staging.lock_name, .{ .truncate = false }) catch |err| {
-                diagnostic.set("cannot create lock file {s}{s}: {f}", .{ staging.baseDirPath(), staging.lock_name, error_words.of(err) });
+            const file = staging.base_dir.createFile(
+                io,
+                staging.lock_name,
+                .{ .truncate = false },
+            ) catch |err| {
+                diagnostic.set(
+                    "cannot create lock file {s}{s}: {f}",
+                    .{ staging.baseDirPath(), staging.lock_name, error_words.of(err) },
+                );
                 return error.Io;
             };
             file_lock.lockExclusive(io, file) catch |err| {
                 file.close(io);
-                diagnostic.set("cannot lock {s}{s}: {f}", .{ staging.baseDirPath(), staging.lock_name, error_words.of(err) });
+                diagnostic.set(
+                    "cannot lock {s}{s}: {f}",
+                    .{ staging.baseDirPath(), staging.lock_name, error_words.of(err) },
+                );
                 return error.Io;
             };
             const current = staging.isCurrentLockFile(file) catch |err| {
                 file.close(io);
-                diagnostic.set("cannot check lock file {s}{s}: {f}", .{ staging.baseDirPath(), staging.lock_name, error_words.of(err) });
+                diagnostic.set(
+                    "cannot check lock file {s}{s}: {f}",
+                    .{ staging.baseDirPath(), staging.lock_name, error_words.of(err) },
+                );
                 return error.Io;
             };
             if (current) {
@@ -139,7 +182,10 @@ pub const Staging = struct {
             }
             file.close(io);
         }
-        diagnostic.set("could not take the lock {s} after {d} attempts", .{ staging.lock_name, lock_attempts_max });
+        diagnostic.set(
+            "could not take the lock {s} after {d} attempts",
+            .{ staging.lock_name, lock_attempts_max },
+        );
         return error.Io;
     }
 
@@ -149,7 +195,10 @@ pub const Staging = struct {
     /// created again) by the holder it waited for.
     fn isCurrentLockFile(staging: *const Staging, file: std.Io.File) file_status.Error!bool {
         const held = try file_status.inode(file);
-        const current = file_status.pathInode(staging.base_dir, staging.lock_name) catch |err| switch (err) {
+        const current = file_status.pathInode(
+            staging.base_dir,
+            staging.lock_name,
+        ) catch |err| switch (err) {
             error.FileNotFound => return false,
             else => |other| return other,
         };
@@ -158,14 +207,24 @@ pub const Staging = struct {
 
     fn releaseLock(staging: *Staging) void {
         const io = system.io();
-        directory_entries.deleteFile(io, staging.base_dir, staging.baseDirPath(), staging.lock_name) catch {};
+        directory_entries.deleteFile(
+            io,
+            staging.base_dir,
+            staging.baseDirPath(),
+            staging.lock_name,
+        ) catch {};
         file_lock.unlock(io, staging.lock_file);
         staging.lock_file.close(io);
         staging.allocator.free(staging.lock_name);
     }
 
     fn targetExists(staging: *const Staging) bool {
-        return directory_entries.exists(system.io(), staging.base_dir, staging.source_name, staging.target_path);
+        return directory_entries.exists(
+            system.io(),
+            staging.base_dir,
+            staging.source_name,
+            staging.target_path,
+        );
     }
 
     fn createStaging(staging: *Staging, diagnostic: *Diagnostic) Error!void {
@@ -181,22 +240,39 @@ pub const Staging = struct {
         });
         errdefer staging.allocator.free(staging.name);
         staging.base_dir.createDir(io, staging.name, .default_dir) catch |err| {
-            diagnostic.set("cannot create staging directory {s}{s}: {f}", .{ staging.baseDirPath(), staging.name, error_words.of(err) });
+            diagnostic.set(
+                "cannot create staging directory {s}{s}: {f}",
+                .{ staging.baseDirPath(), staging.name, error_words.of(err) },
+            );
             return error.Io;
         };
-        errdefer directory_entries.deleteTree(io, staging.base_dir, staging.baseDirPath(), staging.name);
+        errdefer directory_entries.deleteTree(
+            io,
+            staging.base_dir,
+            staging.baseDirPath(),
+            staging.name,
+        );
         const dir = staging.base_dir.openDir(io, staging.name, .{}) catch |err| {
-            diagnostic.set("cannot open staging directory {s}{s}: {f}", .{ staging.baseDirPath(), staging.name, error_words.of(err) });
+            diagnostic.set(
+                "cannot open staging directory {s}{s}: {f}",
+                .{ staging.baseDirPath(), staging.name, error_words.of(err) },
+            );
             return error.Io;
         };
         staging.dir = dir;
         errdefer staging.closeDirs();
         dir.createDir(io, cache_layout.shards_dir, .default_dir) catch |err| {
-            diagnostic.set("cannot create {s}{s}/shards: {f}", .{ staging.baseDirPath(), staging.name, error_words.of(err) });
+            diagnostic.set(
+                "cannot create {s}{s}/shards: {f}",
+                .{ staging.baseDirPath(), staging.name, error_words.of(err) },
+            );
             return error.Io;
         };
         staging.shards_dir = dir.openDir(io, cache_layout.shards_dir, .{}) catch |err| {
-            diagnostic.set("cannot open {s}{s}/shards: {f}", .{ staging.baseDirPath(), staging.name, error_words.of(err) });
+            diagnostic.set(
+                "cannot open {s}{s}/shards: {f}",
+                .{ staging.baseDirPath(), staging.name, error_words.of(err) },
+            );
             return error.Io;
         };
     }

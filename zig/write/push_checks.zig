@@ -1,0 +1,107 @@
+//! What a writer checks before it takes anything: its source name and
+//! compression setting, and each push's payload lengths and pointers.
+const std = @import("std");
+const assert = std.debug.assert;
+const cache_layout = @import("../format/cache_layout.zig");
+const manifest = @import("../format/manifest.zig");
+const shard_record = @import("../format/shard_record.zig");
+const durable_files = @import("../base/durable_files.zig");
+const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
+
+pub const Error = error{ InvalidArgument, InvalidInput };
+
+/// A source name must be one plain path segment other than the staging directory's.
+pub fn checkSourceName(source_name: []const u8, diagnostic: *Diagnostic) Error!void {
+    if (durable_files.plainSegmentProblem(source_name)) |problem| {
+        // Escaped: a NUL or control byte would cut or garble the C-string message.
+        diagnostic.set(
+            "source name \"{f}\" {s}; it must be one plain path segment",
+            .{ std.zig.fmtString(source_name), problem },
+        );
+        return error.InvalidArgument;
+    }
+    if (!std.unicode.utf8ValidateSlice(source_name)) {
+        // The manifest records the name as a JSON string: it must be text.
+        diagnostic.set(
+            "source name \"{f}\" is not valid UTF-8",
+            .{std.zig.fmtString(source_name)},
+        );
+        return error.InvalidArgument;
+    }
+    if (std.mem.eql(u8, source_name, cache_layout.staging_dir)) {
+        diagnostic.set("source name 'tmp' is reserved for the staging directory", .{});
+        return error.InvalidArgument;
+    }
+}
+
+/// Refuses a ratio that does not fit the codec (`manifest.compressionProblem`).
+pub fn checkCompression(
+    compression: shard_record.Compression,
+    ratio: f64,
+    diagnostic: *Diagnostic,
+) Error!void {
+    if (manifest.compressionProblem(manifestCompression(compression, ratio))) |problem| {
+        diagnostic.set("shard_compression.ratio {s}, got {d}", .{ problem, ratio });
+        return error.InvalidArgument;
+    }
+}
+
+/// The compression setting as the manifest records it for every shard.
+pub fn manifestCompression(compression: shard_record.Compression, ratio: f64) manifest.Compression {
+    return .{ .algo = switch (compression) {
+        .none => .none,
+        .lz4 => .lz4,
+    }, .ratio = ratio };
+}
+
+/// The payloads' total length; a NULL payload must be empty.
+pub fn borrowedBytes(
+    payloads: []const ?[*]const u8,
+    payload_lens: []const u64,
+    first_sample: u64,
+    diagnostic: *Diagnostic,
+) Error!u64 {
+    var total: u64 = 0;
+    for (payloads, payload_lens, 0..) |payload, len, i| {
+        if (payload == null and len != 0) {
+            diagnostic.set(
+                "sample {d}: payload pointer is NULL for {d} bytes",
+                .{ first_sample + i, len },
+            );
+            return error.InvalidArgument;
+        }
+        total +|= len;
+    }
+    return total;
+}
+
+/// The payloads' lengths add up to `payloads_len`, and each fits the codec.
+pub fn checkPayloadLens(
+    payloads_len: u64,
+    payload_lens: []const u64,
+    compression: shard_record.Compression,
+    first_sample: u64,
+    diagnostic: *Diagnostic,
+) Error!void {
+    var total: u64 = 0;
+    for (payload_lens, 0..) |len, i| {
+        if (compression == .lz4 and len > shard_record.lz4_payload_bytes_max) {
+            diagnostic.set(
+                "sample {d}: payload of {d} bytes is too large for lz4 records (at most {d})",
+                .{ first_sample + i, len, shard_record.lz4_payload_bytes_max },
+            );
+            return error.InvalidInput;
+        }
+        total = std.math.add(u64, total, len) catch {
+            diagnostic.set("payload lengths overflow", .{});
+            return error.InvalidArgument;
+        };
+    }
+    if (total != payloads_len) {
+        diagnostic.set(
+            "payload lengths add up to {d} bytes but {d} bytes were given",
+            .{ total, payloads_len },
+        );
+        return error.InvalidArgument;
+    }
+}
