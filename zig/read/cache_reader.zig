@@ -623,6 +623,8 @@ pub const Cache = struct {
 
 test {
     _ = @import("cache_files.zig");
+    _ = @import("test_cache.zig");
     _ = @import("record_read.zig");
+    _ = @import("record_read_test.zig");
     _ = @import("shard_source.zig");
 }
