@@ -623,6 +623,7 @@ pub const Cache = struct {
 
 test {
     _ = @import("cache_files.zig");
+    _ = @import("cache_reader_test.zig");
     _ = @import("test_cache.zig");
     _ = @import("record_read.zig");
     _ = @import("record_read_test.zig");

@@ -18,6 +18,7 @@ const shard_record = @import("../format/shard_record.zig");
 const record_checksums = @import("../format/record_checksums.zig");
 const metadata_canonical = @import("../format/metadata_canonical.zig");
 const arrow_ipc_write = @import("../format/arrow_ipc_write.zig");
+const file_status = @import("../base/file_status.zig");
 
 pub const Spec = struct {
     sample_count: u32 = 10,
@@ -46,7 +47,8 @@ pub const TestCache = struct {
     columns: []const types.Column,
     index_bytes: []u8,
     checksum_bytes: ?[]u8,
-    shards: []const manifest.Shard,
+    /// The manifest's shard entries; `writeManifest` writes them as they are.
+    shards: []manifest.Shard,
 
     /// Writes a published cache as `spec` says into a new temporary directory.
     pub fn write(spec: Spec) !TestCache {
@@ -249,7 +251,7 @@ pub const TestCache = struct {
                     .none => .none,
                     .lz4 => .lz4,
                 }, .ratio = if (spec.compression == .lz4) 0.5 else 1.0 },
-                .sha256 = sha256.hash(bytes.items),
+                .sha256 = undefined, // by writeManifest
             };
             var name_buffer: [64]u8 = undefined;
             const name = try std.fmt.bufPrint(&name_buffer, "shards/{s}", .{shard.name});
@@ -262,28 +264,65 @@ pub const TestCache = struct {
     /// index.bin, records.crc32c, metadata.arrow and, last, manifest.json.
     fn writeTables(cache: *TestCache, allocator: std.mem.Allocator) !void {
         try cache.writeFile(cache_layout.index_file, cache.index_bytes);
-        var listed_checksums: ?manifest.RecordChecksums = null;
-        if (cache.checksum_bytes) |bytes| {
-            try cache.writeFile(cache_layout.record_checksums_file, bytes);
-            listed_checksums = .{ .byte_len = bytes.len, .sha256 = sha256.hash(bytes) };
-        }
+        if (cache.checksum_bytes) |bytes| try cache.writeFile(
+            cache_layout.record_checksums_file,
+            bytes,
+        );
         const metadata = try arrow_ipc_write.writeFile(
             allocator,
             cache.columns,
             cache.spec.sample_count,
         );
         try cache.writeFile(cache_layout.metadata_file, metadata);
+        try cache.writeManifest();
+    }
+
+    /// Writes manifest.json from `shards` and the files' SHA-256s as they are
+    /// now: after damage, a cache whose hashes all match, that only the
+    /// record checks can refuse.
+    pub fn writeManifest(cache: *TestCache) !void {
+        const allocator = cache.arena.allocator();
+        for (cache.shards) |*shard| {
+            var name_buffer: [64]u8 = undefined;
+            const name = try std.fmt.bufPrint(&name_buffer, "shards/{s}", .{shard.name});
+            shard.sha256 = try cache.hashFile(name);
+        }
+        var listed_checksums: ?manifest.RecordChecksums = null;
+        if (cache.checksum_bytes) |bytes| listed_checksums = .{
+            .byte_len = bytes.len,
+            .sha256 = try cache.hashFile(cache_layout.record_checksums_file),
+        };
         const text = try manifest.write(allocator, .{
             .format_version = manifest.format_version_supported,
             .source_name = cache.spec.source_name,
             .sample_count = cache.spec.sample_count,
             .metadata_schema = cache.schema,
-            .metadata_sha256 = sha256.hash(metadata),
-            .index_sha256 = sha256.hash(cache.index_bytes),
+            .metadata_sha256 = try cache.hashFile(cache_layout.metadata_file),
+            .index_sha256 = try cache.hashFile(cache_layout.index_file),
             .shards = cache.shards,
             .record_checksums = listed_checksums,
         });
         try cache.writeFile(cache_layout.manifest_file, text);
+    }
+
+    fn hashFile(cache: *TestCache, name: []const u8) ![sha256.digest_length]u8 {
+        var dir = try cache.openDir();
+        defer dir.close(system.io());
+        const bytes = try file_status.readAlloc(std.testing.allocator, dir, name, 1 << 30);
+        defer std.testing.allocator.free(bytes);
+        return sha256.hash(bytes);
+    }
+
+    /// Replaces the file `name` (relative to the cache) with `bytes`.
+    pub fn replaceFile(cache: *TestCache, name: []const u8, bytes: []const u8) !void {
+        try cache.writeFile(name, bytes);
+    }
+
+    /// The bytes of the file `name` (relative to the cache); the caller frees them.
+    pub fn readFile(cache: *const TestCache, name: []const u8) ![]u8 {
+        var dir = try cache.openDir();
+        defer dir.close(system.io());
+        return file_status.readAlloc(std.testing.allocator, dir, name, 1 << 30);
     }
 
     fn writeFile(cache: *TestCache, name: []const u8, bytes: []const u8) !void {
