@@ -682,3 +682,7 @@ pub const Iterator = struct {
         return iterator.pipeline.plan.table;
     }
 };
+
+test {
+    _ = @import("dataset_test.zig");
+}

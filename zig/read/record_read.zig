@@ -491,3 +491,7 @@ const OutputLens = struct {
         for (output.columns) |*column| assert(column.rowCount() == before.rows + 1);
     }
 };
+
+test {
+    _ = @import("record_read_test.zig");
+}
