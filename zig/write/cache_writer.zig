@@ -775,3 +775,8 @@ test "inFlightLimit: the caller's cap, else enough for the floor or two per work
         inFlightLimit(std.math.maxInt(u32), std.math.maxInt(u32)),
     );
 }
+
+test {
+    _ = @import("cache_writer_test.zig");
+    _ = @import("push_checks.zig");
+}

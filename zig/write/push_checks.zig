@@ -105,3 +105,65 @@ pub fn checkPayloadLens(
         return error.InvalidArgument;
     }
 }
+
+test "a NULL payload pointer is refused unless its payload is empty" {
+    var diagnostic: Diagnostic = .{};
+    const bytes = "abc";
+    const payloads = [_]?[*]const u8{ bytes, null, null };
+    try std.testing.expectEqual(
+        @as(u64, 3),
+        try borrowedBytes(&payloads, &.{ 3, 0, 0 }, 7, &diagnostic),
+    );
+    const refused = borrowedBytes(&payloads, &.{ 3, 0, 2 }, 7, &diagnostic);
+    try std.testing.expectError(error.InvalidArgument, refused);
+    try std.testing.expectEqualStrings(
+        "sample 9: payload pointer is NULL for 2 bytes",
+        diagnostic.message(),
+    );
+}
+
+test "payload lengths must add up to the bytes given and fit the codec" {
+    var diagnostic: Diagnostic = .{};
+    try checkPayloadLens(5, &.{ 2, 3 }, .none, 0, &diagnostic);
+    try std.testing.expectError(
+        error.InvalidArgument,
+        checkPayloadLens(6, &.{ 2, 3 }, .none, 0, &diagnostic),
+    );
+    try std.testing.expectEqualStrings(
+        "payload lengths add up to 5 bytes but 6 bytes were given",
+        diagnostic.message(),
+    );
+    const overflow = checkPayloadLens(0, &.{ std.math.maxInt(u64), 1 }, .none, 0, &diagnostic);
+    try std.testing.expectError(error.InvalidArgument, overflow);
+    const too_large = shard_record.lz4_payload_bytes_max + 1;
+    try std.testing.expectError(
+        error.InvalidInput,
+        checkPayloadLens(too_large, &.{too_large}, .lz4, 4, &diagnostic),
+    );
+    try std.testing.expect(std.mem.startsWith(u8, diagnostic.message(), "sample 4: payload of "));
+}
+
+test "a source name is one plain segment of UTF-8 text, not the staging directory's" {
+    var diagnostic: Diagnostic = .{};
+    try checkSourceName("images-2024", &diagnostic);
+    for ([_][]const u8{ "", ".", "..", "a/b", "tmp", "bad\xff" }) |name| {
+        try std.testing.expectError(error.InvalidArgument, checkSourceName(name, &diagnostic));
+    }
+    try std.testing.expectEqualStrings(
+        "source name \"bad\\xff\" is not valid UTF-8",
+        diagnostic.message(),
+    );
+}
+
+test "the compression ratio must fit the codec" {
+    var diagnostic: Diagnostic = .{};
+    try checkCompression(.none, 1.0, &diagnostic);
+    try checkCompression(.lz4, 0.5, &diagnostic);
+    try std.testing.expectError(error.InvalidArgument, checkCompression(.none, 0.5, &diagnostic));
+    try std.testing.expect(
+        std.mem.startsWith(u8, diagnostic.message(), "shard_compression.ratio "),
+    );
+    const listed = manifestCompression(.lz4, 0.25);
+    try std.testing.expectEqual(manifest.Algo.lz4, listed.algo);
+    try std.testing.expectEqual(@as(f64, 0.25), listed.ratio);
+}
