@@ -152,6 +152,8 @@ pub const Cache = struct {
             .columns = cache.columns,
             .shards = &cache.shards,
         };
+        assert(cache.records.index_bytes.len == the_manifest.sample_count * index_file.row_bytes);
+        assert(cache.shards.count() == the_manifest.shards.len);
         if (validate_hashes) try cache.checkRecordLayout(diagnostic);
         return cache;
     }
@@ -173,6 +175,8 @@ pub const Cache = struct {
             .sha256 = the_manifest.index_sha256,
         }, the_manifest.sample_count, validate_hashes, diagnostic);
         errdefer if (cache.index_map) |*map| map.close(cache.allocator);
+        // Mapped whenever it has bytes: every sample has an index row.
+        assert((cache.index_map == null) == (the_manifest.sample_count == 0));
         cache.checksums_map = null;
         const listed = the_manifest.record_checksums orelse return;
         cache.checksums_map = try mapListedFile(cache.allocator, dir, .{
@@ -182,6 +186,7 @@ pub const Cache = struct {
             .bytes_per_sample = record_checksums.checksum_bytes,
             .sha256 = listed.sha256,
         }, the_manifest.sample_count, validate_hashes, diagnostic);
+        assert((cache.checksums_map == null) == (the_manifest.sample_count == 0));
     }
 
     fn unmapListedFiles(cache: *Cache) void {
@@ -195,6 +200,8 @@ pub const Cache = struct {
     /// header (O(samples) small reads), so only with validate_cache.
     fn checkRecordLayout(cache: *Cache, diagnostic: *Diagnostic) Error!void {
         const listed = cache.parsed.manifest.shards;
+        assert(cache.records.sample_count == cache.sampleCount());
+        assert(cache.shards.count() == listed.len);
         const payload_totals = try cache.allocator.alloc(u64, listed.len);
         defer cache.allocator.free(payload_totals);
         @memset(payload_totals, 0);
@@ -209,7 +216,8 @@ pub const Cache = struct {
                 );
                 return err;
             };
-            payload_totals[@intCast(row.shard_id)] += payload_len;
+            // Saturating: lz4 prefixes of a hostile cache may claim more than 2^64 bytes.
+            payload_totals[@intCast(row.shard_id)] +|= payload_len;
         }
         for (listed, payload_totals) |entry, total| {
             if (total != entry.uncompressed_byte_len) {
@@ -225,6 +233,8 @@ pub const Cache = struct {
 
     pub fn close(cache: *Cache) void {
         const allocator = cache.allocator;
+        assert(cache.mappings.len == cache.shards.count());
+        assert(cache.records.shards == &cache.shards);
         for (cache.mappings) |mapping| if (mapping) |m| m.release();
         allocator.free(cache.mappings);
         cache.shards.close();
@@ -257,7 +267,7 @@ pub const Cache = struct {
         };
         defer allocator.free(text);
         digest_out.* = sha256.hash(text);
-        return manifest.parse(allocator, text, diagnostic) catch |err| switch (err) {
+        const parsed = manifest.parse(allocator, text, diagnostic) catch |err| switch (err) {
             error.OutOfMemory => return error.OutOfMemory,
             error.UnsupportedFormatVersion => {
                 diagnostic.prefix("manifest.json: ", .{});
@@ -269,6 +279,9 @@ pub const Cache = struct {
                 return error.InvalidCache;
             },
         };
+        assert(parsed.manifest.format_version == manifest.format_version_supported);
+        assert(types.isSortedUnique(parsed.manifest.metadata_schema));
+        return parsed;
     }
 
     /// A file of `bytes_per_sample` bytes per sample that the manifest lists,
@@ -292,6 +305,9 @@ pub const Cache = struct {
         validate_hashes: bool,
         diagnostic: *Diagnostic,
     ) Error!?FileView {
+        // Both lengths come from a parsed manifest, whose sample count they fit.
+        assert(listed.byte_len == sample_count * listed.bytes_per_sample);
+        assert(listed.bytes_per_sample > 0);
         const io = system.io();
         const file = dir.openFile(io, listed.name, .{}) catch |err| {
             diagnostic.set(
@@ -380,6 +396,7 @@ pub const Cache = struct {
             table.deinit();
             return error.InvalidCache;
         }
+        assert(table.row_count == the_manifest.sample_count);
         return table;
     }
 
@@ -392,6 +409,7 @@ pub const Cache = struct {
         diagnostic: *Diagnostic,
     ) Error![]types.Column {
         const schema_fields = the_manifest.metadata_schema;
+        assert(types.isSortedUnique(schema_fields));
         const ordered = try allocator.alloc(types.Column, schema_fields.len);
         errdefer allocator.free(ordered);
         for (schema_fields, ordered) |field, *slot| {
@@ -427,6 +445,10 @@ pub const Cache = struct {
                 .{ table.columns.len, schema_fields.len },
             );
             return error.InvalidCache;
+        }
+        for (ordered, schema_fields) |column, field| {
+            assert(std.mem.eql(u8, column.name, field.name));
+            assert(column.values.rowCount() == table.row_count);
         }
         return ordered;
     }
@@ -504,6 +526,7 @@ pub const Cache = struct {
     }
 
     fn prefixSampleDiagnostic(cache: *const Cache, sample_id: u64, diagnostic: *Diagnostic) void {
+        assert(sample_id < cache.sampleCount());
         // Every failure but OutOfMemory has set its message.
         if (diagnostic.len == 0) diagnostic.set("out of memory while reading the sample", .{});
         const located = cache.locate(sample_id);
@@ -515,6 +538,7 @@ pub const Cache = struct {
         } else {
             diagnostic.prefix("cache {s}: index.bin: sample {d}: ", .{ cache.path, sample_id });
         }
+        assert(diagnostic.len > 0);
     }
 
     /// Reads the bytes of a deferred payload, or of a span of one (`location`
@@ -544,6 +568,7 @@ pub const Cache = struct {
         destination: []u8,
         diagnostic: *Diagnostic,
     ) Error!u32 {
+        assert(destination.len == location.len);
         try cache.readPayload(location, destination, diagnostic);
         return record_checksums.extend(0, destination);
     }
@@ -556,6 +581,8 @@ pub const Cache = struct {
         actual: u32,
         diagnostic: *Diagnostic,
     ) Error!void {
+        assert(location.sample_id < cache.sampleCount());
+        assert(location.offset + location.len <= cache.shards.byteLen(location.shard_id));
         const expected = location.checksum orelse return;
         if (actual == expected) return;
         errdefer cache.prefixSampleDiagnostic(location.sample_id, diagnostic);
@@ -587,6 +614,7 @@ pub const Cache = struct {
     }
 
     fn shardMapping(cache: *Cache, shard_id: u64, diagnostic: *Diagnostic) Error!*ShardMapping {
+        assert(shard_id < cache.shards.count());
         const index: usize = @intCast(shard_id);
         if (@atomicLoad(?*ShardMapping, &cache.mappings[index], .acquire)) |mapping| return mapping;
         const io = system.io();
@@ -610,6 +638,7 @@ pub const Cache = struct {
             }
             return err;
         };
+        assert(mapping.bytes().len == cache.shards.byteLen(shard_id));
         @atomicStore(?*ShardMapping, &cache.mappings[index], mapping, .release);
         return mapping;
     }

@@ -7,6 +7,7 @@
 //! of it (`stream_shard`); installing a new table resets the position to 0 and
 //! keeps an explicit epoch length.
 const std = @import("std");
+const assert = std.debug.assert;
 const system = @import("../base/system.zig");
 const types = @import("../format/metadata_types.zig");
 const sampler = @import("../stream/sampler.zig");
@@ -91,6 +92,7 @@ pub const Dataset = struct {
         diagnostic: *Diagnostic,
     ) Error!*Dataset {
         try validateOptions(paths, options, diagnostic);
+        assert(paths.len >= 1 and paths.len <= caches_max);
         const dataset = try allocator.create(Dataset);
         errdefer allocator.destroy(dataset);
         dataset.* = .{
@@ -108,29 +110,36 @@ pub const Dataset = struct {
         errdefer allocator.free(dataset.cache_starts);
         try openCaches(allocator, pool, paths, options.validate_cache, dataset.caches, diagnostic);
         errdefer for (dataset.caches) |cache| cache.close();
-        for (dataset.caches, dataset.cache_starts) |cache, *start| {
-            start.* = dataset.sample_count;
-            dataset.sample_count = std.math.add(
-                u64,
-                dataset.sample_count,
-                cache.sampleCount(),
-            ) catch {
-                diagnostic.set("the caches hold more than 2^64 samples", .{});
-                return error.InvalidCache;
-            };
-            try checkSameSchema(dataset.caches[0], cache, diagnostic);
-        }
-        if (dataset.sample_count == 0) {
-            diagnostic.set("the caches hold no samples", .{});
-            return error.InvalidCache;
-        }
+        dataset.sample_count = try countSamples(dataset.caches, dataset.cache_starts, diagnostic);
         dataset.table = try ActiveTable.createDefault(
             allocator,
             dataset.cache_starts,
             dataset.sample_count,
         );
+        assert(dataset.table.row_count == dataset.sample_count);
         _ = pool.acquire(); // released with the dataset's last reference
         return dataset;
+    }
+
+    /// The samples of all `caches`, with where each cache's start into
+    /// `starts`, once their schemas are checked to agree.
+    fn countSamples(caches: []const *Cache, starts: []u64, diagnostic: *Diagnostic) Error!u64 {
+        assert(caches.len == starts.len and caches.len > 0);
+        var total: u64 = 0;
+        for (caches, starts) |cache, *start| {
+            start.* = total;
+            total = std.math.add(u64, total, cache.sampleCount()) catch {
+                diagnostic.set("the caches hold more than 2^64 samples", .{});
+                return error.InvalidCache;
+            };
+            try checkSameSchema(caches[0], cache, diagnostic);
+        }
+        if (total == 0) {
+            diagnostic.set("the caches hold no samples", .{});
+            return error.InvalidCache;
+        }
+        assert(starts[0] == 0 and starts[starts.len - 1] <= total);
+        return total;
     }
 
     /// Opens every cache on the pool, at most `workerCount` at a time. On any
@@ -144,6 +153,8 @@ pub const Dataset = struct {
         caches_out: []*Cache,
         diagnostic: *Diagnostic,
     ) Error!void {
+        assert(paths.len == caches_out.len and paths.len > 0);
+        assert(pool.workerCount() > 0);
         const jobs = try allocator.alloc(OpenJob, paths.len);
         defer allocator.free(jobs);
         for (jobs, paths) |*job, path| job.* = .{
@@ -154,6 +165,7 @@ pub const Dataset = struct {
         var wave_start: usize = 0;
         while (wave_start < jobs.len) {
             const wave = jobs[wave_start..@min(jobs.len, wave_start + pool.workerCount())];
+            assert(wave.len > 0);
             var group: thread_pool.WaitGroup = .{};
             group.add(wave.len);
             for (wave) |*job| {
@@ -170,7 +182,10 @@ pub const Dataset = struct {
                 return failure;
             }
         }
-        for (jobs, caches_out) |job, *cache| cache.* = job.cache.?;
+        for (jobs, caches_out) |job, *cache| {
+            assert(job.failure == null);
+            cache.* = job.cache.?;
+        }
     }
 
     const OpenJob = struct {
@@ -194,6 +209,8 @@ pub const Dataset = struct {
                 open_job.failure = err;
                 break :blk null;
             };
+            // Either a cache or the reason there is none.
+            assert((open_job.cache == null) != (open_job.failure == null));
             open_job.group.finish();
         }
     };
@@ -228,6 +245,7 @@ pub const Dataset = struct {
             diagnostic.set("prefetch_size must be at least 1", .{});
             return error.InvalidArgument;
         }
+        assert(path_count >= 1 and path_count <= caches_max);
     }
 
     /// Names the column where `other`'s schema parts from `first`'s, and how.
@@ -236,7 +254,10 @@ pub const Dataset = struct {
         other: *const Cache,
         diagnostic: *Diagnostic,
     ) Error!void {
+        // Parsed manifests hold schemas sorted by name, names unique.
+        assert(types.isSortedUnique(first.schema()) and types.isSortedUnique(other.schema()));
         const difference = types.schemaDifference(first.schema(), other.schema()) orelse return;
+        assert(difference.first != null or difference.second != null);
         const phrase = "all caches must share the same metadata schema: column";
         const column = Excerpt.ofName(difference.name);
         if (difference.first) |first_kind| {
@@ -274,6 +295,7 @@ pub const Dataset = struct {
         index: usize,
         diagnostic: *Diagnostic,
     ) Error!void {
+        assert(dataset.caches.len > 0 and dataset.caches.len <= caches_max);
         if (identity.cache_id >= dataset.caches.len) {
             diagnostic.set(
                 "no sample (cache_id={d}, sample_id={d}) (request {d}): the dataset has {d} caches",
@@ -289,17 +311,23 @@ pub const Dataset = struct {
             );
             return error.OutOfRange;
         }
+        assert(identity.sample_id < dataset.caches[identity.cache_id].sampleCount());
     }
 
     pub fn acquire(dataset: *Dataset) *Dataset {
-        _ = dataset.references.fetchAdd(1, .monotonic);
+        // Only a holder of a reference takes another.
+        const before = dataset.references.fetchAdd(1, .monotonic);
+        assert(before > 0);
         return dataset;
     }
 
     /// Drops one reference; the last one closes the caches and frees the dataset.
     pub fn release(dataset: *Dataset) void {
-        if (dataset.references.fetchSub(1, .acq_rel) != 1) return;
+        const before = dataset.references.fetchSub(1, .acq_rel);
+        assert(before > 0);
+        if (before != 1) return;
         const pool = dataset.pool;
+        assert(dataset.caches.len == dataset.cache_starts.len);
         dataset.table.release();
         for (dataset.caches) |cache| cache.close();
         dataset.allocator.free(dataset.caches);
@@ -337,6 +365,7 @@ pub const Dataset = struct {
             return error.State;
         }
         dataset.epoch_len = epoch_len;
+        assert(dataset.epochLenLocked() == epoch_len);
     }
 
     pub fn setPayloads(dataset: *Dataset, payloads: Payloads) void {
@@ -367,6 +396,9 @@ pub const Dataset = struct {
         const io = system.io();
         dataset.mutex.lockUncancelable(io);
         const old = dataset.table;
+        // The caller's new reference: replacing the table with itself would drop it.
+        assert(old != table);
+        assert(table.cache_starts.len == dataset.caches.len);
         dataset.table = table;
         dataset.epoch = 0;
         dataset.epoch_start = 0;
@@ -389,6 +421,8 @@ pub const Dataset = struct {
 
     /// Where the next iterator starts.
     fn nextLocked(dataset: *const Dataset) stream_state.Position {
+        // A loaded state stops inside its epoch; otherwise the next epoch starts whole.
+        assert(dataset.consumed == 0 or dataset.consumed < dataset.epochLenLocked());
         return .{
             .epoch = dataset.epoch,
             .epoch_start = dataset.epoch_start,
@@ -398,7 +432,7 @@ pub const Dataset = struct {
     }
 
     fn setNextLocked(dataset: *Dataset, at: stream_state.Position) void {
-        std.debug.assert(at.offset() < at.epoch_len);
+        assert(at.offset() < at.epoch_len);
         dataset.epoch = at.epoch;
         dataset.epoch_start = at.epoch_start;
         dataset.consumed = at.offset();
@@ -422,6 +456,7 @@ pub const Dataset = struct {
         // Positions wrap after 2^64, like the stream's.
         dataset.epoch_start = epoch *% dataset.epochLenLocked();
         dataset.consumed = 0;
+        assert(dataset.nextLocked().offset() == 0);
     }
 
     /// The fingerprint of the data the stream is a function of, with `table`'s
@@ -431,7 +466,7 @@ pub const Dataset = struct {
         table: *ActiveTable,
         cache_sha256s: []stream_state.Digest,
     ) stream_state.Fingerprint {
-        std.debug.assert(cache_sha256s.len == dataset.caches.len);
+        assert(cache_sha256s.len == dataset.caches.len);
         for (cache_sha256s, dataset.caches) |*digest, cache| digest.* = cache.manifest_sha256;
         return .{
             .seed = dataset.options.seed,
@@ -460,6 +495,7 @@ pub const Dataset = struct {
         defer dataset.mutex.unlock(io);
         const at = dataset.nextLocked();
         dataset.setNextLocked(at.nextEpoch());
+        assert(dataset.consumed == 0 and dataset.epoch == at.epoch +% 1);
         return .{ .at = at, .table = dataset.table.acquire() };
     }
 
@@ -479,6 +515,7 @@ pub const Dataset = struct {
         const paths = try allocator.alloc([]const u8, dataset.caches.len);
         defer allocator.free(paths);
         for (paths, dataset.caches) |*path, cache| path.* = cache.path;
+        assert(paths.len == cache_sha256s.len);
         // The digest is computed outside the lock; the table is checked again under it.
         const expected = dataset.fingerprint(table, cache_sha256s);
         const io = system.io();
@@ -490,6 +527,7 @@ pub const Dataset = struct {
         }
         try stream_state.check(expected, found, dataset.epochLenLocked(), at, paths, diagnostic);
         dataset.setNextLocked(if (at.offset() == at.epoch_len) at.nextEpoch() else at);
+        assert(dataset.epochLenLocked() == at.epoch_len);
     }
 
     /// Takes the next epoch (or its rest) of the stream: the snapshot an
@@ -513,7 +551,9 @@ pub const Dataset = struct {
             );
             return error.InvalidArgument;
         }
+        assert(skip <= worker_samples);
         dataset.setNextLocked(at.nextEpoch());
+        assert(dataset.consumed == 0);
         return .{
             .caches = dataset.caches,
             .table = dataset.table.acquire(),
@@ -553,6 +593,8 @@ pub const Iterator = struct {
         else
             read_pipeline.deferThreshold(defer_payload_bytes);
         errdefer plan.table.release();
+        assert(plan.identities == null);
+        assert(!plan.skip_corrupt or plan.defer_payload_bytes == 0);
         iterator.* = .{
             .dataset = dataset,
             .pipeline = try read_pipeline.Pipeline.create(
@@ -577,7 +619,7 @@ pub const Iterator = struct {
         defer_payload_bytes: u64,
         diagnostic: *Diagnostic,
     ) Error!*Iterator {
-        std.debug.assert(cache_ids.len == sample_ids.len);
+        assert(cache_ids.len == sample_ids.len);
         const allocator = dataset.allocator;
         const identities = try allocator.alloc(active_table.Location, cache_ids.len);
         errdefer allocator.free(identities);
@@ -600,6 +642,7 @@ pub const Iterator = struct {
             .defer_payload_bytes = read_pipeline.deferThreshold(defer_payload_bytes),
             .map_deferred = dataset.payloadsMapped(),
         };
+        assert(plan.walk.count == identities.len);
         iterator.* = .{
             .dataset = dataset,
             .pipeline = try read_pipeline.Pipeline.create(
@@ -610,11 +653,13 @@ pub const Iterator = struct {
             ),
         };
         _ = dataset.acquire();
+        assert(iterator.readsByIdentity());
         return iterator;
     }
 
     pub fn destroy(iterator: *Iterator) void {
         const dataset = iterator.dataset;
+        assert(dataset.references.load(.monotonic) >= 1); // the iterator's own
         iterator.pipeline.destroy();
         dataset.allocator.destroy(iterator);
         dataset.release();
@@ -663,8 +708,12 @@ pub const Iterator = struct {
             );
             return error.InvalidArgument;
         }
+        // One rank, one worker: the walk is the rest of the epoch, in order.
+        assert(plan.walk.isContiguous() and consumed < plan.walk.count + 1);
         if (consumed == plan.walk.count) return plan.span.nextEpoch();
-        return plan.span.advanced(plan.walk.first + consumed);
+        const after = plan.span.advanced(plan.walk.first + consumed);
+        assert(after.epoch_len == plan.span.epoch_len);
+        return after;
     }
 
     /// The rest of the epoch this iterator's share was cut from, as it stood

@@ -13,6 +13,7 @@
 //! (`record_checksums.pieceContribution`), and a payload whose bytes do not
 //! have its record's checksum fails the call: its memory is never handed out.
 const std = @import("std");
+const assert = std.debug.assert;
 const system = @import("../base/system.zig");
 const thread_pool = @import("../base/thread_pool.zig");
 const Cache = @import("cache_reader.zig").Cache;
@@ -47,10 +48,12 @@ pub fn readAll(
 ) Error!void {
     var pieces: u64 = 0;
     for (reads) |read| {
-        std.debug.assert(read.destination.len == read.entry.location.len);
+        assert(read.entry.cache_id < caches.len);
+        assert(read.destination.len == read.entry.location.len);
         pieces += std.math.divCeil(u64, read.entry.location.len, piece_bytes) catch unreachable;
     }
     const helpers: usize = @intCast(@min(pool.workerCount(), helpers_max, pieces -| 1));
+    assert(helpers <= helpers_max);
     if (helpers == 0) {
         for (reads) |read| {
             const cache = caches[read.entry.cache_id];
@@ -145,6 +148,7 @@ const Shared = struct {
         if (shared.failure != null or shared.next_read == shared.reads.len) return null;
         const read = shared.reads[shared.next_read];
         const offset = shared.next_offset;
+        assert(offset < read.entry.location.len);
         const len = @min(piece_bytes, read.entry.location.len - offset);
         var entry = read.entry;
         entry.location.offset += offset;
@@ -161,11 +165,14 @@ const Shared = struct {
             shared.next_offset = 0;
         }
         shared.running += 1;
+        assert(piece.destination.len == len and len > 0 and len <= piece_bytes);
         return piece;
     }
 
     /// Reads a piece and adds its checksum to its payload's.
     fn readPiece(shared: *Shared, piece: Piece, diagnostic: *Diagnostic) Error!void {
+        assert(piece.destination.len == piece.entry.location.len);
+        assert(piece.read_index < shared.reads.len);
         const cache = shared.caches[piece.entry.cache_id];
         if (piece.entry.location.checksum == null) {
             return cache.readPayload(piece.entry.location, piece.destination, diagnostic);
@@ -188,6 +195,7 @@ const Shared = struct {
             shared.mutex.unlock(io);
             const result = shared.readPiece(piece, &diagnostic);
             shared.mutex.lockUncancelable(io);
+            assert(shared.running > 0);
             shared.running -= 1;
             if (result) |_| {} else |err| if (shared.failure == null) {
                 shared.failure = err;
@@ -204,11 +212,16 @@ const Shared = struct {
         shared.mutex.lockUncancelable(io);
         defer shared.mutex.unlock(io);
         while (shared.running > 0) shared.idle.waitUncancelable(io, &shared.mutex);
+        assert(shared.running == 0);
+        // Every piece taken, or a failure that stopped the taking.
+        assert(shared.failure != null or shared.next_read == shared.reads.len);
         return shared.failure;
     }
 
     fn release(shared: *Shared) void {
-        if (shared.references.fetchSub(1, .acq_rel) == 1) shared.allocator.destroy(shared);
+        const before = shared.references.fetchSub(1, .acq_rel);
+        assert(before > 0);
+        if (before == 1) shared.allocator.destroy(shared);
     }
 };
 

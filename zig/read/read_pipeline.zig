@@ -12,6 +12,7 @@
 //! more: a consumer that stops calling `next` stops all reading, so memory
 //! stays bounded by `prefetch_size` samples.
 const std = @import("std");
+const assert = std.debug.assert;
 const system = @import("../base/system.zig");
 const sampler = @import("../stream/sampler.zig");
 const stream_shard = @import("../stream/stream_shard.zig");
@@ -54,13 +55,11 @@ fn chunkSamplesFor(caches: []const *Cache) u32 {
 }
 
 fn chunkSamplesForRecordLen(record_len: u64) u32 {
-    std.debug.assert(record_len >= 1);
-    return @intCast(
-        @min(
-            chunk_samples_max,
-            std.math.divCeil(u64, chunk_bytes_max, record_len) catch unreachable,
-        ),
-    );
+    assert(record_len >= 1);
+    const chunk_records = std.math.divCeil(u64, chunk_bytes_max, record_len) catch unreachable;
+    const samples: u32 = @intCast(@min(chunk_samples_max, chunk_records));
+    assert(samples >= 1 and samples <= chunk_samples_max);
+    return samples;
 }
 
 test "chunks hold about chunk_bytes_max of records, 1 to chunk_samples_max samples" {
@@ -168,9 +167,9 @@ pub const Pipeline = struct {
         plan: Plan,
         prefetch_size: u32,
     ) Error!*Pipeline {
-        std.debug.assert(prefetch_size >= 1);
+        assert(prefetch_size >= 1);
         // A skipped sample must leave its batch before the batch is handed out.
-        std.debug.assert(!plan.skip_corrupt or plan.defer_payload_bytes == 0);
+        assert(!plan.skip_corrupt or plan.defer_payload_bytes == 0);
         const window: u32 = @max(1, @min(pool.workerCount(), prefetch_size));
         const chunk_samples: u32 = @min(prefetch_size, chunkSamplesFor(plan.caches));
         const pipeline = try allocator.create(Pipeline);
@@ -193,10 +192,12 @@ pub const Pipeline = struct {
     /// The plan's table reference is released too.
     pub fn destroy(pipeline: *Pipeline) void {
         const io = system.io();
+        assert(pipeline.chunks.len > 0);
         pipeline.cancelled.store(true, .release);
         pipeline.mutex.lockUncancelable(io);
         for (pipeline.chunks) |*chunk| {
             while (chunk.state == .running) pipeline.finished.waitUncancelable(io, &pipeline.mutex);
+            assert(chunk.state != .running);
         }
         pipeline.mutex.unlock(io);
         for (pipeline.chunks) |*chunk| pipeline.dropBatch(chunk);
@@ -216,13 +217,7 @@ pub const Pipeline = struct {
         // A chunk no worker has started yet (asleep, or busy elsewhere) is read
         // here: waking a worker and then being woken by it costs more than the
         // read of a short chunk, the first above all.
-        if (@atomicLoad(
-            ChunkState,
-            &chunk.state,
-            .acquire,
-        ) == .running and pipeline.pool.takeBack(&chunk.job)) {
-            runChunk(&chunk.job);
-        }
+        if (isRunning(chunk) and pipeline.pool.takeBack(&chunk.job)) runChunk(&chunk.job);
         // About to wait for a worker: free released batches here, in time that
         // would go to waiting, instead of adding them to a busy worker's chunk.
         if (isRunning(chunk) and released_batches.anyWaiting()) released_batches.freeAll();
@@ -230,7 +225,7 @@ pub const Pipeline = struct {
         pipeline.mutex.lockUncancelable(io);
         while (chunk.state == .running) pipeline.finished.waitUncancelable(io, &pipeline.mutex);
         pipeline.mutex.unlock(io);
-        std.debug.assert(chunk.state == .done and chunk.first == pipeline.next_deliver);
+        assert(chunk.state == .done and chunk.first == pipeline.next_deliver);
         if (chunk.failure) |failure| {
             diagnostic.* = chunk.diagnostic;
             return failure;
@@ -238,8 +233,8 @@ pub const Pipeline = struct {
         const batch = chunk.batch.?;
         // A chunk that did not fail holds every sample it was planned for,
         // read or (with skip_corrupt) listed as skipped.
-        std.debug.assert(batch.sample_ids.items.len + batch.skipped.items.len == chunk.count);
-        std.debug.assert(pipeline.plan.skip_corrupt or batch.skipped.items.len == 0);
+        assert(batch.sample_ids.items.len + batch.skipped.items.len == chunk.count);
+        assert(pipeline.plan.skip_corrupt or batch.skipped.items.len == 0);
         chunk.batch = null;
         chunk.state = .idle;
         _ = pipeline.bytes_held.fetchSub(batch.byteLen(), .monotonic);
@@ -261,6 +256,10 @@ pub const Pipeline = struct {
         reads: []const DeferredRead,
         diagnostic: *Diagnostic,
     ) Error!void {
+        for (reads) |read| {
+            assert(read.entry.cache_id < pipeline.plan.caches.len);
+            assert(read.destination.len == read.entry.location.len);
+        }
         return deferred_reads.readAll(
             pipeline.allocator,
             pipeline.pool,
@@ -305,7 +304,7 @@ pub const Pipeline = struct {
             );
             if (ahead + count > pipeline.prefetch_size) break; // (never when nothing is ahead)
             const chunk = pipeline.slot(pipeline.chunks_submitted);
-            std.debug.assert(chunk.state == .idle);
+            assert(chunk.state == .idle);
             chunk.first = pipeline.next_submit;
             chunk.count = count;
             pipeline.chunks_submitted += 1;
@@ -316,16 +315,17 @@ pub const Pipeline = struct {
             pipeline.pool.submit(&chunk.job);
         }
         // Read ahead: within the window of chunks and within prefetch_size samples.
-        std.debug.assert(
+        assert(
             pipeline.chunks_submitted - pipeline.chunks_delivered <= pipeline.chunks.len,
         );
-        std.debug.assert(pipeline.next_submit - pipeline.next_deliver <= pipeline.prefetch_size);
-        std.debug.assert(pipeline.next_submit <= pipeline.plan.walk.count);
+        assert(pipeline.next_submit - pipeline.next_deliver <= pipeline.prefetch_size);
+        assert(pipeline.next_submit <= pipeline.plan.walk.count);
     }
 
     fn runChunk(job: *thread_pool.Job) void {
         const chunk: *Chunk = @fieldParentPtr("job", job);
         const pipeline = chunk.pipeline;
+        assert(isRunning(chunk) and chunk.batch == null);
         if (!pipeline.cancelled.load(.acquire)) {
             pipeline.readChunk(chunk) catch |err| {
                 chunk.failure = err;
@@ -334,6 +334,8 @@ pub const Pipeline = struct {
                 }
             };
         }
+        // A batch, a failure, or a chunk cancelled before it was read.
+        assert(chunk.batch != null or chunk.failure != null or pipeline.cancelled.load(.acquire));
         const io = system.io();
         pipeline.mutex.lockUncancelable(io);
         @atomicStore(ChunkState, &chunk.state, .done, .release);
@@ -342,6 +344,7 @@ pub const Pipeline = struct {
     }
 
     fn readChunk(pipeline: *Pipeline, chunk: *Chunk) Error!void {
+        assert(chunk.count > 0 and chunk.batch == null);
         if (released_batches.anyWaiting()) released_batches.freeAll();
         const allocator = pipeline.allocator;
         const plan = &pipeline.plan;
@@ -361,6 +364,10 @@ pub const Pipeline = struct {
         try batch.finishDeferred(allocator);
         try batch.codeStrings(allocator);
         try batch.pack(allocator);
+        // Every sample planned for the chunk is in the batch or listed as
+        // skipped, unless the pipeline was cancelled on the way.
+        const accounted = batch.count() + batch.skipped.items.len;
+        assert(accounted == chunk.count or pipeline.cancelled.load(.monotonic));
         batch.owner = pipeline;
         chunk.batch = batch;
         _ = pipeline.bytes_held.fetchAdd(batch.byteLen(), .monotonic);
@@ -374,7 +381,7 @@ pub const Pipeline = struct {
         locations: []active_table.Location,
     ) void {
         const plan = &pipeline.plan;
-        std.debug.assert(locations.len == chunk.count);
+        assert(locations.len == chunk.count);
         var planner: active_table.RowPlanner = .init(plan.table, plan.sampling, plan.key);
         for (locations, 0..) |*location, offset| {
             const index = plan.walk.position(chunk.first + offset);
@@ -385,6 +392,7 @@ pub const Pipeline = struct {
             plan.caches[location.cache_id].prefetchSample(location.sample_id);
         }
         for (locations) |location| {
+            assert(location.cache_id < plan.caches.len);
             plan.caches[location.cache_id].prefetchSampleStrings(location.sample_id);
         }
     }
@@ -399,6 +407,8 @@ pub const Pipeline = struct {
     ) Error!void {
         const allocator = pipeline.allocator;
         const plan = &pipeline.plan;
+        assert(batch.columns.len == plan.caches[0].schema().len);
+        assert(batch.count() == 0 and batch.skipped.items.len == 0);
         var scratch: record_read.Scratch = .{};
         defer scratch.deinit(allocator);
         const output: record_read.Output = .{
@@ -444,6 +454,10 @@ pub const Pipeline = struct {
         cache_id: u32,
         payload: record_read.PayloadLocation,
     ) Error!void {
+        // Only payloads at the deferral size are left in their shards, and
+        // never where a corrupt sample may leave its batch.
+        assert(payload.len > 0 and payload.len >= pipeline.plan.defer_payload_bytes);
+        assert(!pipeline.plan.skip_corrupt);
         const cache = pipeline.plan.caches[cache_id];
         if (pipeline.plan.map_deferred) {
             // Checked here, ahead of the consumer, and handed out in place.
@@ -455,6 +469,8 @@ pub const Pipeline = struct {
             // can start now, so the prefetch still hides storage latency.
             cache.prefetchPayload(payload);
         }
+        // The sample about to be closed is the last deferred entry.
+        assert(batch.deferred.items.len == batch.count() + 1);
     }
 
     /// Payload bytes to reserve per sample: the largest mean record length of
@@ -468,6 +484,7 @@ pub const Pipeline = struct {
 
     /// How many locations from the first on are the same cache's consecutive samples.
     fn consecutiveRun(locations: []const active_table.Location) u64 {
+        assert(locations.len > 0);
         const first = locations[0];
         var count: u64 = 1;
         while (count < locations.len) : (count += 1) {
@@ -475,6 +492,7 @@ pub const Pipeline = struct {
             if (location.cache_id != first.cache_id) break;
             if (location.sample_id != first.sample_id + count) break;
         }
+        assert(count >= 1 and count <= locations.len);
         return count;
     }
 

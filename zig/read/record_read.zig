@@ -50,6 +50,7 @@ pub const Records = struct {
 
     /// The stored checksum of sample `sample_id`'s record, if the cache has them.
     pub fn recordChecksum(records: *const Records, sample_id: u64) ?u32 {
+        assert(sample_id < records.sample_count);
         const bytes = records.checksum_bytes orelse return null;
         return record_checksums.entry(bytes, sample_id);
     }
@@ -99,16 +100,20 @@ pub const Records = struct {
         }
         try records.shards.readExactly(row.shard_id, &head, row.offset, diagnostic);
         const layout = try shard_record.layoutOf(&head, row.record_len, diagnostic);
-        switch (records.shards.compression(row.shard_id)) {
-            .none => return layout.stored_len,
-            .lz4 => {
+        assert(layout.metadataEnd() + layout.stored_len == row.record_len);
+        const payload_len = switch (records.shards.compression(row.shard_id)) {
+            .none => layout.stored_len,
+            .lz4 => lz4: {
                 try shard_record.checkLz4Room(layout.stored_len, diagnostic);
                 var prefix: [shard_record.lz4_prefix_bytes]u8 = undefined;
                 const prefix_offset = row.offset + layout.metadataEnd();
                 try records.shards.readExactly(row.shard_id, &prefix, prefix_offset, diagnostic);
-                return shard_record.lz4PayloadLen(&prefix, layout.stored_len, diagnostic);
+                const len = try shard_record.lz4PayloadLen(&prefix, layout.stored_len, diagnostic);
+                assert(len <= shard_record.lz4_payload_bytes_max);
+                break :lz4 len;
             },
-        }
+        };
+        return payload_len;
     }
 
     /// Asks the CPU to start loading what `read` reads from memory for
@@ -216,6 +221,8 @@ pub const Scratch = struct {
         if (row.offset < scratch.run_offset) return null;
         const start: usize = @intCast(row.offset - scratch.run_offset);
         if (start + row.record_len > scratch.run.items.len) return null;
+        // A run is one read from its shard: it lies inside it.
+        assert(scratch.run_offset + scratch.run.items.len <= records.shards.byteLen(row.shard_id));
         return scratch.run.items[start..][0..@intCast(row.record_len)];
     }
 };
@@ -264,6 +271,7 @@ pub fn read(
 /// longer than its payload, so a payload to defer is in a record longer than
 /// the deferral size.)
 fn readsDirect(records: *const Records, row: index_file.Row, request: Request) bool {
+    assert(row.shard_id < records.shards.count());
     if (records.shards.compression(row.shard_id) != .none) return false;
     const defer_bytes = request.defer_payload_bytes;
     const may_defer = defer_bytes != 0 and row.record_len > defer_bytes;
@@ -291,6 +299,8 @@ fn readHead(
     allocator: std.mem.Allocator,
     diagnostic: *Diagnostic,
 ) Error!?Head {
+    assert(records.shards.compression(row.shard_id) == .none);
+    assert(row.offset + row.record_len <= records.shards.byteLen(row.shard_id));
     const len: usize = @intCast(@min(row.record_len, record_head_bytes));
     scratch.run_records = null; // the buffer no longer holds a run of whole records
     scratch.run.clearRetainingCapacity();
@@ -310,6 +320,8 @@ fn readHead(
         .checksum = if (has_checksums) record_checksums.ofRecord(head[0..metadata_end]) else 0,
     };
     assert(result.payload_offset + result.payload_len == row.offset + row.record_len);
+    assert(result.metadata_json.len == layout.metadata_len);
+    assert(scratch.run_records == null);
     return result;
 }
 
@@ -339,7 +351,10 @@ fn readDirect(
             null,
     };
     const defer_bytes = request.defer_payload_bytes;
-    if (defer_bytes != 0 and location.len >= defer_bytes) return location;
+    if (defer_bytes != 0 and location.len >= defer_bytes) {
+        assert(location.len > 0);
+        return location;
+    }
     const payload_len: usize = @intCast(location.len);
     try output.payload.ensureUnusedCapacity(output.allocator, payload_len);
     const destination = output.payload.unusedCapacitySlice()[0..payload_len];
@@ -387,6 +402,8 @@ fn readWhole(
     const destination = output.payload.unusedCapacitySlice()[0..payload_len];
     try shard_record.decodePayload(parts, compression, destination, diagnostic);
     output.payload.items.len += payload_len;
+    const items = output.payload.items;
+    assert(destination.ptr + destination.len == items.ptr + items.len);
 }
 
 /// Checks a record's embedded JSON against the sample's metadata.arrow row,
@@ -399,6 +416,8 @@ fn appendMetadata(
     output: Output,
     diagnostic: *Diagnostic,
 ) Error!void {
+    assert(sample_id < records.sample_count);
+    assert(output.columns.len == records.columns.len);
     try scratch.values.resize(output.allocator, records.columns.len);
     const values = scratch.values.items;
     for (records.columns, values) |column, *value| value.* = column.values.get(@intCast(sample_id));
@@ -446,6 +465,7 @@ fn recordBytes(
 /// samples the caller reads next that lie back to back with it in its shard,
 /// within `run_bytes_max`.
 fn runEnd(records: *const Records, request: Request, row: index_file.Row) u64 {
+    assert(request.run_samples >= 1);
     const shard_len = records.shards.byteLen(row.shard_id);
     var end = row.offset + row.record_len;
     var next = request.sample_id + 1;
@@ -457,7 +477,8 @@ fn runEnd(records: *const Records, request: Request, row: index_file.Row) u64 {
         if (following_end - row.offset > run_bytes_max or following_end > shard_len) break;
         end = following_end;
     }
-    assert(end >= row.offset + row.record_len);
+    assert(end >= row.offset + row.record_len and end <= shard_len);
+    assert(end - row.offset == row.record_len or end - row.offset <= run_bytes_max);
     return end;
 }
 
@@ -476,6 +497,8 @@ const OutputLens = struct {
     }
 
     fn restore(before: OutputLens, output: Output) void {
+        assert(output.payload.items.len >= before.payload);
+        assert(output.metadata_json.items.len >= before.metadata_json);
         output.payload.items.len = before.payload;
         output.metadata_json.items.len = before.metadata_json;
         for (output.columns) |*column| column.truncate(before.rows);

@@ -1,6 +1,7 @@
 //! A batch of materialized samples handed across the C ABI in one call.
 //! `view` is the `drt_batch` struct of the header; the lists own its memory.
 const std = @import("std");
+const assert = std.debug.assert;
 const types = @import("../format/metadata_types.zig");
 const column_builder = @import("../format/column_builder.zig");
 const ColumnBuilder = column_builder.ColumnBuilder;
@@ -141,10 +142,12 @@ pub const SampleBatch = struct {
         try batch.sample_ids.ensureTotalCapacity(allocator, capacity);
         batch.payload_offsets.appendAssumeCapacity(0);
         batch.metadata_offsets.appendAssumeCapacity(0);
+        assert(batch.count() == 0 and batch.columns.len == schema.len);
         return batch;
     }
 
     pub fn deinit(batch: *SampleBatch, allocator: std.mem.Allocator) void {
+        assert(batch.column_views.len == batch.columns.len);
         column_builder.deinitAll(allocator, batch.columns);
         allocator.free(batch.columns);
         allocator.free(batch.column_views);
@@ -186,10 +189,14 @@ pub const SampleBatch = struct {
         cache_id: u32,
         sample_id: u64,
     ) !void {
+        // One more row in each column than samples closed before it.
+        for (batch.columns) |*column| assert(column.rowCount() == batch.count() + 1);
+        assert(batch.payload_offsets.items.len == batch.count() + 1);
         try batch.payload_offsets.append(allocator, batch.payloads.items.len);
         try batch.metadata_offsets.append(allocator, batch.metadata_json.items.len);
         try batch.cache_ids.append(allocator, cache_id);
         try batch.sample_ids.append(allocator, sample_id);
+        assert(batch.cache_ids.items.len == batch.count());
     }
 
     /// Records that a sample of the stream is left out here: its record is corrupt.
@@ -199,6 +206,10 @@ pub const SampleBatch = struct {
         cache_id: u32,
         sample_id: u64,
     ) !void {
+        // Left out before it was closed: no row of it in the columns.
+        for (batch.columns) |*column| assert(column.rowCount() == batch.count());
+        const skipped = batch.skipped.items;
+        assert(skipped.len == 0 or skipped[skipped.len - 1].at <= batch.count());
         try batch.skipped.append(
             allocator,
             .{ .at = batch.count(), .sample_id = sample_id, .cache_id = cache_id },
@@ -215,16 +226,19 @@ pub const SampleBatch = struct {
         location: PayloadLocation,
         mapped: ?Cache.MappedPayload,
     ) !void {
-        std.debug.assert(location.len > 0);
+        assert(location.len > 0);
+        if (mapped) |in_place| assert(in_place.bytes.len == location.len);
         try batch.padDeferred(allocator);
         try batch.deferred.append(
             allocator,
             .{ .cache_id = cache_id, .location = location, .mapped = mapped },
         );
+        assert(batch.deferred.items.len == batch.count() + 1);
     }
 
     /// Marks the samples added since the last deferred one as not deferred.
     fn padDeferred(batch: *SampleBatch, allocator: std.mem.Allocator) !void {
+        assert(batch.deferred.items.len <= batch.count());
         try batch.deferred.appendNTimes(
             allocator,
             not_deferred,
@@ -243,6 +257,7 @@ pub const SampleBatch = struct {
     pub fn finishDeferred(batch: *SampleBatch, allocator: std.mem.Allocator) !void {
         if (batch.deferred.items.len == 0) return;
         try batch.padDeferred(allocator);
+        assert(batch.deferred.items.len == batch.count());
         batch.deferred_lengths = try allocator.alloc(u64, batch.deferred.items.len);
         for (batch.deferred.items, batch.deferred_lengths) |entry, *len| len.* = entry.location.len;
         for (batch.deferred.items) |entry| {
@@ -255,12 +270,14 @@ pub const SampleBatch = struct {
             address.* = if (entry.mapped) |m| m.bytes.ptr else null;
             mapping.* = if (entry.mapped) |m| m.mapping else null;
         }
+        assert(batch.mapped_addresses.len == batch.deferred_lengths.len);
     }
 
     /// Codes each string column whose samples hold at most a quarter as many
     /// distinct strings as samples (labels, splits, sources), so that a reader
     /// decodes each distinct string once per batch. Call after the last sample.
     pub fn codeStrings(batch: *SampleBatch, allocator: std.mem.Allocator) !void {
+        assert(batch.string_codes.len == 0);
         batch.string_codes = try allocator.alloc(StringCodes, batch.columns.len);
         @memset(batch.string_codes, .{});
         for (batch.columns, batch.string_codes) |*column, *codes| switch (column.*) {
@@ -271,6 +288,9 @@ pub const SampleBatch = struct {
             ),
             else => {},
         };
+        for (batch.string_codes) |coded| {
+            assert(coded.codes.len == 0 or coded.codes.len == batch.count());
+        }
     }
 
     /// One code per string (numbered by first occurrence), or none when more
@@ -280,6 +300,7 @@ pub const SampleBatch = struct {
         offsets: []const u64,
         bytes: []const u8,
     ) !StringCodes {
+        assert(offsets.len >= 1 and offsets[offsets.len - 1] == bytes.len);
         const rows = offsets.len - 1;
         const distinct_max: u32 = @intCast(@min(rows / 4, std.math.maxInt(u32)));
         if (distinct_max == 0) return .{};
@@ -298,6 +319,7 @@ pub const SampleBatch = struct {
             }
             code.* = entry.value_ptr.*;
         }
+        assert(seen.count() >= 1 and seen.count() <= distinct_max);
         return .{ .codes = codes, .distinct = seen.count() };
     }
 
@@ -311,6 +333,9 @@ pub const SampleBatch = struct {
     /// or after their end: nothing may be added to `payloads` afterwards.
     pub fn pack(batch: *SampleBatch, allocator: std.mem.Allocator) !void {
         const n = batch.count();
+        // After `finishDeferred` and `codeStrings`.
+        assert(batch.deferred_lengths.len == 0 or batch.deferred_lengths.len == n);
+        assert(batch.string_codes.len == batch.columns.len);
         const head_words = packed_head_words + packed_column_words * batch.columns.len + 2 * n;
         var len = head_words * 8 + padded8(4 * n);
         len += batch.skipped.items.len * @sizeOf(Skipped);
@@ -361,16 +386,19 @@ pub const SampleBatch = struct {
             at = putPadded(out, at, parts.bytes);
         }
         at = putPadded(out, at, std.mem.sliceAsBytes(batch.skipped.items));
-        std.debug.assert(at == len);
+        assert(at == len);
+        assert(batch.packed_bytes.ptr == batch.payloads.items.ptr + packed_at);
     }
 
     /// Copies `bytes` to `out[at..]`; returns the offset after it, padded to 8.
     fn putPadded(out: []u8, at: usize, bytes: []const u8) usize {
+        assert(at % 8 == 0 and at + padded8(bytes.len) <= out.len);
         @memcpy(out[at..][0..bytes.len], bytes);
         return at + padded8(bytes.len);
     }
 
     fn columnParts(batch: *const SampleBatch, index: usize) ColumnParts {
+        assert(index < batch.columns.len);
         return switch (batch.columns[index]) {
             .bool => |list| .{
                 .kind = .bool,
@@ -409,6 +437,8 @@ pub const SampleBatch = struct {
 
     /// Points `view` at the lists; call after the last sample is added.
     pub fn seal(batch: *SampleBatch) *View {
+        assert(batch.payload_offsets.items.len == batch.count() + 1);
+        assert(batch.metadata_offsets.items.len == batch.count() + 1);
         for (batch.column_views, 0..) |*view, index| {
             const parts = batch.columnParts(index);
             const string = parts.kind == .string;

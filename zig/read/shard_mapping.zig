@@ -9,6 +9,7 @@
 //! Where the system will not map the file, `FileView` reads it into memory
 //! instead: the views stay valid, at the cost of one copy of the shard.
 const std = @import("std");
+const assert = std.debug.assert;
 const FileView = @import("../base/file_view.zig").FileView;
 const error_words = @import("../base/error_words.zig");
 const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
@@ -31,7 +32,7 @@ pub const ShardMapping = struct {
         name: []const u8,
         diagnostic: *Diagnostic,
     ) Error!*ShardMapping {
-        std.debug.assert(len > 0);
+        assert(len > 0);
         // Reading a mapping past the end of its file ends the process (SIGBUS),
         // so a shard shortened since the cache was opened is refused here. One
         // shortened after this still ends the process when the missing bytes
@@ -61,6 +62,7 @@ pub const ShardMapping = struct {
             error.ShortFile => return error.InvalidCache,
         };
         mapping.* = .{ .allocator = allocator, .view = view, .references = .init(1) };
+        assert(mapping.bytes().len == len);
         return mapping;
     }
 
@@ -69,12 +71,16 @@ pub const ShardMapping = struct {
     }
 
     pub fn retain(mapping: *ShardMapping) void {
-        _ = mapping.references.fetchAdd(1, .monotonic);
+        // Only a holder of a reference takes another.
+        const before = mapping.references.fetchAdd(1, .monotonic);
+        assert(before > 0);
     }
 
     /// Drops one reference; the last unmaps and frees the mapping.
     pub fn release(mapping: *ShardMapping) void {
-        if (mapping.references.fetchSub(1, .acq_rel) != 1) return;
+        const before = mapping.references.fetchSub(1, .acq_rel);
+        assert(before > 0);
+        if (before != 1) return;
         const allocator = mapping.allocator;
         mapping.view.close(allocator);
         allocator.destroy(mapping);

@@ -40,6 +40,8 @@ pub const ShardSource = struct {
         validate_hashes: bool,
         diagnostic: *Diagnostic,
     ) Error!ShardSource {
+        // A parsed manifest caps the shards and names each by its position.
+        assert(listed.len <= manifest.shards_max);
         const io = system.io();
         const byte_lens = try allocator.alloc(u64, listed.len);
         errdefer allocator.free(byte_lens);
@@ -57,10 +59,11 @@ pub const ShardSource = struct {
         defer shards_dir.close(io);
         var opened: usize = 0;
         errdefer for (files[0..opened]) |opened_file| opened_file.close(io);
-        for (listed, byte_lens, compressions, files) |entry, *byte_len, *stored_as, *slot| {
-            slot.* = try openShard(shards_dir, entry, validate_hashes, diagnostic);
+        for (listed, byte_lens, compressions, files, 0..) |entry, *len, *stored_as, *file, index| {
+            assert(std.mem.eql(u8, entry.name, cache_layout.ShardName.of(index).slice()));
+            file.* = try openShard(shards_dir, entry, validate_hashes, diagnostic);
             opened += 1;
-            byte_len.* = entry.byte_len;
+            len.* = entry.byte_len;
             stored_as.* = switch (entry.compression.algo) {
                 .none => .none,
                 .lz4 => .lz4,
@@ -82,6 +85,7 @@ pub const ShardSource = struct {
         validate_hashes: bool,
         diagnostic: *Diagnostic,
     ) Error!std.Io.File {
+        assert(entry.name.len > 0 and entry.name.len <= cache_layout.shard_name_bytes_max);
         const io = system.io();
         const shard_file = shards_dir.openFile(io, entry.name, .{}) catch |err| {
             diagnostic.set(
@@ -106,6 +110,7 @@ pub const ShardSource = struct {
             );
             return error.InvalidCache;
         }
+        assert(actual == entry.byte_len);
         if (validate_hashes) {
             var name_buffer: [64]u8 = undefined;
             const what = std.fmt.bufPrint(
@@ -119,6 +124,8 @@ pub const ShardSource = struct {
     }
 
     pub fn close(source: *ShardSource) void {
+        assert(source.files.len == source.byte_lens.len);
+        assert(source.compressions.len == source.byte_lens.len);
         const io = system.io();
         for (source.files) |shard_file| shard_file.close(io);
         source.allocator.free(source.files);

@@ -74,11 +74,14 @@ pub const Verifier = struct {
             pool.release();
             return err;
         };
+        assert(verifier.problems.items.len == 0 and verifier.problems_total == 0);
         return verifier;
     }
 
     pub fn destroy(verifier: *Verifier) void {
         const allocator = verifier.allocator;
+        assert(verifier.problems.items.len <= problems_kept_max);
+        assert(verifier.problems.items.len <= verifier.problems_total);
         verifier.problems.deinit(allocator);
         verifier.arena.deinit();
         allocator.free(verifier.path);
@@ -103,6 +106,8 @@ pub const Verifier = struct {
         for (shard_names, 0..) |*name, index| name.* = .of(index);
         const files = try verifier.fileJobs(listed, shard_names);
         defer allocator.free(files);
+        const checksums_listed: usize = @intFromBool(listed.record_checksums != null);
+        assert(files.len == 2 + checksums_listed + listed.shards.len);
         // Pass 1, and what pass 2 will read (the shards again), counted up
         // front for progress.
         var total: u64 = 0;
@@ -116,7 +121,8 @@ pub const Verifier = struct {
             verifier.pool.submit(&job.job);
         }
         group.wait();
-        try verifier.checkRecords(listed);
+        assert(group.pendingCount() == 0);
+        try verifier.checkRecords();
     }
 
     /// Pass 1's jobs: index.bin, metadata.arrow, records.crc32c when the
@@ -174,7 +180,7 @@ pub const Verifier = struct {
         };
         defer dir.close(io);
         var digest: [sha256.digest_length]u8 = undefined;
-        return Cache.readManifest(verifier.allocator, dir, &digest, &diagnostic) catch {
+        const parsed = Cache.readManifest(verifier.allocator, dir, &digest, &diagnostic) catch {
             verifier.report(
                 .{ .file = cache_layout.manifest_file, .message = "" },
                 "{s}",
@@ -182,6 +188,8 @@ pub const Verifier = struct {
             );
             return null;
         };
+        assert(parsed.manifest.format_version == manifest.format_version_supported);
+        return parsed;
     }
 
     /// Records a problem; `where.message` is replaced by the formatted text.
@@ -195,6 +203,7 @@ pub const Verifier = struct {
         verifier.mutex.lockUncancelable(io);
         defer verifier.mutex.unlock(io);
         verifier.problems_total += 1;
+        assert(verifier.problems.items.len < verifier.problems_total);
         if (verifier.problems.items.len >= problems_kept_max) return;
         const arena = verifier.arena.allocator();
         var problem = where;
@@ -203,7 +212,9 @@ pub const Verifier = struct {
         verifier.problems.append(verifier.allocator, problem) catch return;
     }
 
-    fn checkRecords(verifier: *Verifier, listed: manifest.Manifest) Error!void {
+    /// Pass 2, on the cache as a reader opens it now (its manifest may
+    /// differ from the one pass 1 read, if the cache changed meanwhile).
+    fn checkRecords(verifier: *Verifier) Error!void {
         const allocator = verifier.allocator;
         var diagnostic: Diagnostic = .{};
         const cache = Cache.open(allocator, verifier.path, false, &diagnostic) catch |err| {
@@ -217,6 +228,7 @@ pub const Verifier = struct {
             return;
         };
         defer cache.close();
+        const listed = cache.parsed.manifest;
         const jobs_count: usize = @intCast(
             std.math.divCeil(u64, listed.sample_count, samples_per_job) catch unreachable,
         );
@@ -241,25 +253,38 @@ pub const Verifier = struct {
                 .shard_failed = shard_failed,
                 .group = &group,
             };
+            assert(job.first < job.end);
             verifier.pool.submit(&job.job);
         }
         group.wait();
+        verifier.checkPayloadTotals(listed, payload_totals, shard_failed);
+    }
+
+    /// Reports each shard whose records, all read, hold other than its
+    /// manifest's `uncompressed_byte_len` payload bytes.
+    fn checkPayloadTotals(
+        verifier: *Verifier,
+        listed: manifest.Manifest,
+        payload_totals: []const std.atomic.Value(u64),
+        shard_failed: []const std.atomic.Value(bool),
+    ) void {
+        assert(payload_totals.len == listed.shards.len);
+        assert(shard_failed.len == listed.shards.len);
         for (listed.shards, payload_totals, shard_failed) |shard, *total, *failed| {
             if (failed.load(.monotonic)) continue;
             const sum = total.load(.monotonic);
-            if (sum != shard.uncompressed_byte_len) {
-                var name: [64]u8 = undefined;
-                const file = std.fmt.bufPrint(
-                    &name,
-                    "{s}/{s}",
-                    .{ cache_layout.shards_dir, shard.name },
-                ) catch unreachable;
-                verifier.report(
-                    .{ .file = file, .message = "" },
-                    "payloads add up to {d} bytes but the manifest says uncompressed_byte_len {d}",
-                    .{ sum, shard.uncompressed_byte_len },
-                );
-            }
+            if (sum == shard.uncompressed_byte_len) continue;
+            var name: [64]u8 = undefined;
+            const file = std.fmt.bufPrint(
+                &name,
+                "{s}/{s}",
+                .{ cache_layout.shards_dir, shard.name },
+            ) catch unreachable;
+            verifier.report(
+                .{ .file = file, .message = "" },
+                "payloads add up to {d} bytes but the manifest says uncompressed_byte_len {d}",
+                .{ sum, shard.uncompressed_byte_len },
+            );
         }
     }
 };
@@ -282,6 +307,7 @@ const FileJob = struct {
     }
 
     fn check(job: *FileJob) void {
+        assert(job.name.len > 0);
         const io = system.io();
         const verifier = job.verifier;
         var path_buffer: [64]u8 = undefined;
@@ -324,6 +350,7 @@ const FileJob = struct {
     /// Reports a length other than the listed one, and counts the file's
     /// bytes as they are for progress.
     fn checkLength(job: *const FileJob, where: Problem, actual_len: u64) void {
+        assert(where.file.len > 0);
         const verifier = job.verifier;
         const counted = job.expected_len orelse 0;
         if (job.expected_len) |expected| {
@@ -339,12 +366,14 @@ const FileJob = struct {
         if (actual_len > counted) {
             _ = verifier.bytes_total.fetchAdd(actual_len - counted, .monotonic);
         } else {
-            _ = verifier.bytes_total.fetchSub(counted - actual_len, .monotonic);
+            const before = verifier.bytes_total.fetchSub(counted - actual_len, .monotonic);
+            assert(before >= counted - actual_len); // `counted` is in the total
         }
     }
 
     /// Hashes the whole file and reports a digest other than the listed one.
     fn checkHash(job: *const FileJob, where: Problem, file: std.Io.File) void {
+        assert(where.file.len > 0);
         const io = system.io();
         const verifier = job.verifier;
         const buffer = std.heap.c_allocator.alloc(u8, hash_chunk_bytes) catch {
