@@ -36,6 +36,7 @@ pub const Encoder = struct {
     /// Whether a record's payload is left out of `Batch.encoded`, which then
     /// holds only the record's head (`external_payload_bytes_min`).
     pub fn isExternal(encoder: *const Encoder, payload_len: u64) bool {
+        comptime assert(external_payload_bytes_min > 0);
         return encoder.compression == .none and payload_len >= external_payload_bytes_min;
     }
 
@@ -45,6 +46,8 @@ pub const Encoder = struct {
         if (batch.columnar) return encoder.encodeColumnar(batch, &lz4_table);
         const allocator = encoder.allocator;
         const schema = batch.schema;
+        assert(batch.count > 0 and batch.columns.len == 0);
+        assert(batch.encoded.items.len == 0);
         batch.record_lens = try allocator.alloc(u64, batch.count);
         batch.record_checksums = try allocator.alloc(u32, batch.count);
         batch.columns = try column_builder.initAll(allocator, schema);
@@ -94,6 +97,7 @@ pub const Encoder = struct {
             return error.InvalidInput;
         }
         parser.finish(&batch.diagnostic) catch return error.InvalidInput;
+        for (batch.columns) |*column| assert(column.rowCount() == batch.count);
         encoder.countCompression(batch, compression_ns);
     }
 
@@ -101,6 +105,7 @@ pub const Encoder = struct {
     fn encodeColumnar(encoder: *const Encoder, batch: *Batch, lz4_table: *lz4.Table) !void {
         const allocator = encoder.allocator;
         assert(batch.columns.len == batch.schema.len);
+        for (batch.columns) |*column| assert(column.rowCount() == batch.count);
         batch.record_lens = try allocator.alloc(u64, batch.count);
         batch.record_checksums = try allocator.alloc(u32, batch.count);
         var canonical: std.ArrayList(u8) = .empty;
@@ -114,6 +119,7 @@ pub const Encoder = struct {
             try metadata_canonical.writeCanonical(allocator, batch.schema, values, &canonical);
             compression_ns += try encoder.appendRecord(batch, i, canonical.items, lz4_table);
         }
+        assert(batch.record_lens.len == batch.count);
         encoder.countCompression(batch, compression_ns);
     }
 
@@ -126,6 +132,7 @@ pub const Encoder = struct {
         canonical: []const u8,
         lz4_table: *lz4.Table,
     ) !u64 {
+        assert(i < batch.count and batch.record_lens.len == batch.count);
         const payload_len: usize = @intCast(batch.payload_lens[i]);
         const payload = batch.payload_parts[i][0..payload_len];
         const start = batch.encoded.items.len;
@@ -143,6 +150,7 @@ pub const Encoder = struct {
                 lz4_table,
             );
             batch.record_lens[i] = head_len + payload_len;
+            assert(head_len == shard_record.header_bytes + canonical.len);
             batch.record_checksums[i] = record_checksums.ofParts(
                 batch.encoded.items[start..],
                 payload,
@@ -218,6 +226,7 @@ pub const Batch = struct {
         metadata_text: []const u8,
         payload_bytes: u64,
     ) error{OutOfMemory}!*Batch {
+        assert(payload_lens.len > 0);
         const allocator = encoder.allocator;
         const batch = try allocator.create(Batch);
         batch.* = .{
@@ -229,10 +238,13 @@ pub const Batch = struct {
         errdefer batch.destroy(allocator);
         batch.payload_lens = try allocator.dupe(u64, payload_lens);
         batch.metadata_text = try allocator.dupe(u8, metadata_text);
+        assert(batch.count == batch.payload_lens.len and !batch.columnar);
         return batch;
     }
 
     pub fn destroy(batch: *Batch, allocator: std.mem.Allocator) void {
+        assert(batch.payload_parts.len == 0 or batch.payload_parts.len == batch.count);
+        assert(batch.record_lens.len == 0 or batch.record_lens.len == batch.count);
         allocator.free(batch.payloads);
         allocator.free(batch.payload_parts);
         allocator.free(batch.payload_lens);
@@ -256,6 +268,9 @@ pub const Batch = struct {
                 batch.diagnostic.set("out of memory while encoding samples", .{});
             }
         };
+        // An encoded batch has every record framed; a failed one says why.
+        assert(batch.failed or batch.record_checksums.len == batch.count);
+        assert(!batch.failed or batch.diagnostic.len > 0);
         encoder.stats.encode.add(started, batch.payload_bytes);
         encoder.encoded(encoder, batch);
     }
@@ -268,6 +283,7 @@ pub fn joinedParts(
     payloads: []const u8,
     payload_lens: []const u64,
 ) error{OutOfMemory}![]const [*]const u8 {
+    assert(payload_lens.len > 0);
     const parts = try allocator.alloc([*]const u8, payload_lens.len);
     var offset: usize = 0;
     for (parts, payload_lens) |*part, len| {
@@ -284,9 +300,11 @@ pub fn borrowedParts(
     allocator: std.mem.Allocator,
     payloads: []const ?[*]const u8,
 ) error{OutOfMemory}![]const [*]const u8 {
+    assert(payloads.len > 0);
     const parts = try allocator.alloc([*]const u8, payloads.len);
     // `no_bytes` only for empty payloads.
     for (parts, payloads) |*part, payload| part.* = payload orelse &no_bytes;
+    assert(parts.len == payloads.len);
     return parts;
 }
 

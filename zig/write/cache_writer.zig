@@ -36,6 +36,7 @@ const Batch = batch_encoding.Batch;
 const Encoder = batch_encoding.Encoder;
 const shard_files = @import("shard_files.zig");
 const push_checks = @import("push_checks.zig");
+const FinishFiles = @import("finish_files.zig").FinishFiles;
 const page_cache_policy = @import("page_cache_policy.zig");
 pub const PageCacheMode = page_cache_policy.Mode;
 const ShardFiles = shard_files.ShardFiles;
@@ -116,13 +117,7 @@ pub const CacheWriter = struct {
         diagnostic: *Diagnostic,
     ) Error!*CacheWriter {
         try validateOptions(options, diagnostic);
-        if (base_dir_path.len == 0 or std.mem.indexOfScalar(u8, base_dir_path, 0) != null) {
-            diagnostic.set(
-                "base cache directory '{s}' must be a non-empty path without NUL bytes",
-                .{base_dir_path},
-            );
-            return error.InvalidArgument;
-        }
+        try push_checks.checkBaseDir(base_dir_path, diagnostic);
         try push_checks.checkSourceName(source_name, diagnostic);
         const writer = try allocator.create(CacheWriter);
         errdefer allocator.destroy(writer);
@@ -171,6 +166,9 @@ pub const CacheWriter = struct {
             diagnostic,
         );
         _ = pool.acquire(); // released by destroy
+        assert(writer.in_flight_limit >= 1);
+        assert(writer.in_flight_limit <= options.batches_in_flight_max);
+        assert(writer.phase == .open and writer.samples_pushed == 0);
         return writer;
     }
 
@@ -192,12 +190,15 @@ pub const CacheWriter = struct {
             options.compression_ratio,
             diagnostic,
         );
+        assert(options.max_shard_bytes >= 1 and options.batches_in_flight_max >= 1);
     }
 
     /// Releases everything; an unpublished cache's staging directory is removed.
     pub fn destroy(writer: *CacheWriter) void {
         const allocator = writer.allocator;
         writer.waitForInFlight();
+        // Every batch pushed was committed (or dropped after a failure).
+        assert(writer.encoded_waiting.items.len == 0);
         writer.file_syncs.deinit();
         writer.shard_files.deinit();
         for (writer.encoded_waiting.items) |batch| batch.destroy(allocator);
@@ -239,6 +240,7 @@ pub const CacheWriter = struct {
             batch.payloads,
             payload_lens,
         );
+        assert(batch.count == payload_lens.len and batch.payload_parts.len == batch.count);
         try writer.submitBatch(batch);
     }
 
@@ -252,6 +254,7 @@ pub const CacheWriter = struct {
         metadata_text: []const u8,
         diagnostic: *Diagnostic,
     ) Error!void {
+        assert(payloads.len == payload_lens.len);
         const first = writer.samples_pushed;
         const total = try push_checks.borrowedBytes(payloads, payload_lens, first, diagnostic);
         try writer.checkPushable(total, payload_lens, metadata_text, diagnostic);
@@ -265,6 +268,7 @@ pub const CacheWriter = struct {
         );
         errdefer batch.destroy(writer.allocator);
         batch.payload_parts = try batch_encoding.borrowedParts(writer.allocator, payloads);
+        assert(batch.count == payload_lens.len and batch.payload_parts.len == batch.count);
         try writer.submitBatch(batch);
     }
 
@@ -277,6 +281,7 @@ pub const CacheWriter = struct {
         pushed: []const metadata_columns.PushColumn,
         diagnostic: *Diagnostic,
     ) Error!void {
+        assert(payloads.len == payload_lens.len);
         const first = writer.samples_pushed;
         const total = try push_checks.borrowedBytes(payloads, payload_lens, first, diagnostic);
         try writer.pushColumnsOf(
@@ -297,6 +302,7 @@ pub const CacheWriter = struct {
         pushed: []const metadata_columns.PushColumn,
         diagnostic: *Diagnostic,
     ) Error!void {
+        assert(pushed.len <= std.math.maxInt(u32));
         try writer.pushColumnsOf(
             .{ .joined = payloads },
             payloads.len,
@@ -316,6 +322,7 @@ pub const CacheWriter = struct {
     ) Error!void {
         try writer.checkPushable(total, payload_lens, null, diagnostic);
         if (payload_lens.len == 0) return;
+        assert(writer.phase == .open);
         const allocator = writer.allocator;
         const columns = try allocator.alloc(types.Column, pushed.len);
         defer allocator.free(columns);
@@ -347,6 +354,7 @@ pub const CacheWriter = struct {
         errdefer batch.destroy(allocator);
         batch.columns = try column_builder.initAll(allocator, writer.schema);
         for (batch.columns, ordered) |*column, values| try column.appendValues(allocator, values);
+        for (batch.columns) |*column| assert(column.rowCount() == payload_lens.len);
         batch.columnar = true;
         batch.payload_parts = switch (payloads) {
             .separate => |separate| try batch_encoding.borrowedParts(allocator, separate),
@@ -389,10 +397,15 @@ pub const CacheWriter = struct {
                 try writer.inferSchema(text, diagnostic);
             }
         }
+        assert(writer.phase == .open);
+        assert(writer.columns.len == writer.schema.len);
     }
 
     /// Queues the batch's encoding; blocks while too many batches are in flight.
     fn submitBatch(writer: *CacheWriter, batch: *Batch) error{OutOfMemory}!void {
+        // Not encoded yet: its job encodes it once submitted.
+        assert(batch.count > 0 and batch.payload_parts.len == batch.count);
+        assert(batch.record_lens.len == 0 and !batch.failed);
         const io = system.io();
         const wait_started = system.monotonicNanoseconds();
         writer.mutex.lockUncancelable(io);
@@ -422,6 +435,7 @@ pub const CacheWriter = struct {
         metadata_text: []const u8,
         diagnostic: *Diagnostic,
     ) Error!void {
+        assert(writer.schema.len == 0 and writer.columns.len == 0);
         const allocator = writer.allocator;
         var scratch: metadata_json.Scratch = .empty;
         defer scratch.deinit(allocator);
@@ -445,6 +459,8 @@ pub const CacheWriter = struct {
     /// Makes `schema` (owned, freed here on failure) the cache's schema.
     fn adoptSchema(writer: *CacheWriter, schema: []types.Field) Error!void {
         errdefer metadata_json.freeSchema(writer.allocator, schema);
+        assert(writer.schema.len == 0 and writer.sample_count == 0);
+        assert(types.isSortedUnique(schema));
         writer.columns = try column_builder.initAll(writer.allocator, schema);
         writer.schema = schema;
     }
@@ -454,6 +470,7 @@ pub const CacheWriter = struct {
         writer.mutex.lockUncancelable(io);
         defer writer.mutex.unlock(io);
         if (writer.failed) {
+            assert(writer.failure.len > 0);
             diagnostic.* = writer.failure;
             return writer.failure_error;
         }
@@ -464,6 +481,8 @@ pub const CacheWriter = struct {
         const io = system.io();
         writer.mutex.lockUncancelable(io);
         defer writer.mutex.unlock(io);
+        // Every failure says why.
+        assert(diagnostic.len > 0);
         if (writer.failed) return;
         writer.failed = true;
         writer.failure = diagnostic.*;
@@ -481,6 +500,7 @@ pub const CacheWriter = struct {
         writer.mutex.lockUncancelable(io);
         defer writer.mutex.unlock(io);
         writer.waitUntilInFlightBelow(1);
+        assert(writer.batches_pushed == writer.batches_committed);
     }
 
     /// Waits until fewer than `limit` batches are in flight, doing waiting
@@ -488,6 +508,7 @@ pub const CacheWriter = struct {
     /// and hash instead of sleeping in an fsync. Mutex held (released while
     /// waiting or syncing).
     fn waitUntilInFlightBelow(writer: *CacheWriter, limit: u64) void {
+        assert(limit >= 1);
         const io = system.io();
         while (writer.batches_pushed - writer.batches_committed >= limit) {
             if (writer.file_syncs.takeLocked(null)) |work| {
@@ -498,6 +519,7 @@ pub const CacheWriter = struct {
                 writer.changed.waitUncancelable(io, &writer.mutex);
             }
         }
+        assert(writer.batches_pushed - writer.batches_committed < limit);
     }
 
     // ---- commit (one committer at a time, in push order) ----------------
@@ -530,7 +552,12 @@ pub const CacheWriter = struct {
                 writer.fail(error.InvalidInput, &next.diagnostic);
             } else if (!already_failed) {
                 var diagnostic: Diagnostic = .{};
-                writer.commitBatch(next, &diagnostic) catch |err| writer.fail(err, &diagnostic);
+                writer.commitBatch(next, &diagnostic) catch |err| {
+                    if (err == error.OutOfMemory and diagnostic.len == 0) {
+                        diagnostic.set("out of memory while committing samples", .{});
+                    }
+                    writer.fail(err, &diagnostic);
+                };
             }
             next.destroy(writer.allocator);
             writer.mutex.lockUncancelable(io);
@@ -626,6 +653,7 @@ pub const CacheWriter = struct {
             diagnostic.set("the page cache policy is set before the first push", .{});
             return error.State;
         }
+        assert(writer.shard_files.shards.items.len == 0 and writer.shard_files.shard == null);
         writer.shard_files.page_cache.mode = mode;
     }
 
@@ -651,13 +679,35 @@ pub const CacheWriter = struct {
         writer.phase = .finished;
         const started = system.monotonicNanoseconds();
         try writer.shard_files.closeLast();
-        const index_digest = try writer.writeIndex(diagnostic);
-        const checksums_digest = try writer.writeChecksums(diagnostic);
-        const metadata_digest = try writer.writeMetadata(diagnostic);
+        const files: FinishFiles = .{
+            .allocator = writer.allocator,
+            .staging = &writer.staging,
+            .syncs = &writer.file_syncs,
+        };
+        const index_sha256 = try files.writeIndex(writer.index_bytes.items, diagnostic);
+        const checksums_sha256 = try files.writeChecksums(writer.checksum_bytes.items, diagnostic);
+        const metadata_sha256 = try files.writeMetadata(
+            writer.schema,
+            writer.columns,
+            writer.sample_count,
+            diagnostic,
+        );
         writer.shard_files.waitForHashes();
         try writer.checkFailure(diagnostic);
         try writer.shard_files.collectDigests(diagnostic);
-        try writer.writeManifest(index_digest, checksums_digest, metadata_digest, diagnostic);
+        try files.writeManifest(.{
+            .format_version = manifest.format_version_supported,
+            .source_name = writer.source_name,
+            .sample_count = writer.sample_count,
+            .metadata_schema = writer.schema,
+            .metadata_sha256 = metadata_sha256,
+            .index_sha256 = index_sha256,
+            .shards = writer.shard_files.shards.items,
+            .record_checksums = .{
+                .byte_len = writer.checksum_bytes.items.len,
+                .sha256 = checksums_sha256,
+            },
+        }, diagnostic);
         const sync_started = system.monotonicNanoseconds();
         // The files' fsyncs run side by side, so the file system can serve
         // them with fewer journal commits than one after the other.
@@ -668,94 +718,11 @@ pub const CacheWriter = struct {
         try writer.staging.syncDirs(diagnostic);
         writer.stats.finish_manifest.add(started, writer.index_bytes.items.len);
         try writer.publish(diagnostic);
-    }
-
-    fn writeIndex(writer: *CacheWriter, diagnostic: *Diagnostic) Error![32]u8 {
-        writer.file_syncs.inBackground(
-            try writer.staging.writeFile(
-                cache_layout.index_file,
-                writer.index_bytes.items,
-                diagnostic,
-            ),
-            .{ .staging = cache_layout.index_file },
-        );
-        return sha256.hash(writer.index_bytes.items);
-    }
-
-    fn writeChecksums(writer: *CacheWriter, diagnostic: *Diagnostic) Error![32]u8 {
-        const name = cache_layout.record_checksums_file;
-        writer.file_syncs.inBackground(
-            try writer.staging.writeFile(name, writer.checksum_bytes.items, diagnostic),
-            .{ .staging = name },
-        );
-        return sha256.hash(writer.checksum_bytes.items);
-    }
-
-    fn writeMetadata(writer: *CacheWriter, diagnostic: *Diagnostic) Error![32]u8 {
-        const allocator = writer.allocator;
-        const columns = try allocator.alloc(types.Column, writer.schema.len);
-        defer allocator.free(columns);
-        for (columns, writer.schema, writer.columns) |*column, field, *builder| {
-            assert(builder.rowCount() == writer.sample_count);
-            column.* = .{ .name = field.name, .values = builder.view() };
-        }
-        const bytes = arrow_ipc_write.writeFile(
-            allocator,
-            columns,
-            writer.sample_count,
-        ) catch |err| switch (err) {
-            error.OutOfMemory => return error.OutOfMemory,
-            error.TooLarge => {
-                diagnostic.set("metadata table is too large for an Arrow IPC file", .{});
-                return error.InvalidInput;
-            },
-        };
-        defer allocator.free(bytes);
-        writer.file_syncs.inBackground(
-            try writer.staging.writeFile(cache_layout.metadata_file, bytes, diagnostic),
-            .{ .staging = cache_layout.metadata_file },
-        );
-        return sha256.hash(bytes);
-    }
-
-    fn writeManifest(
-        writer: *CacheWriter,
-        index_digest: [32]u8,
-        checksums_digest: [32]u8,
-        metadata_digest: [32]u8,
-        diagnostic: *Diagnostic,
-    ) Error!void {
-        const text = manifest.write(writer.allocator, .{
-            .format_version = manifest.format_version_supported,
-            .source_name = writer.source_name,
-            .sample_count = writer.sample_count,
-            .metadata_schema = writer.schema,
-            .metadata_sha256 = metadata_digest,
-            .index_sha256 = index_digest,
-            .shards = writer.shard_files.shards.items,
-            .record_checksums = .{
-                .byte_len = writer.checksum_bytes.items.len,
-                .sha256 = checksums_digest,
-            },
-        }) catch return error.OutOfMemory;
-        defer writer.allocator.free(text);
-        // Shards are capped (`manifest.shards_max`); only a schema of huge field
-        // names can still make a manifest no reader would open.
-        if (text.len > manifest.manifest_bytes_max) {
-            diagnostic.set(
-                "manifest.json would take {d} bytes, more than the {d} MiB a reader accepts; " ++
-                    "the metadata field names take too much of it",
-                .{ text.len, manifest.manifest_bytes_max >> 20 },
-            );
-            return error.InvalidInput;
-        }
-        writer.file_syncs.inBackground(
-            try writer.staging.writeFile(cache_layout.manifest_file, text, diagnostic),
-            .{ .staging = cache_layout.manifest_file },
-        );
+        assert(writer.phase == .published);
     }
 
     fn publish(writer: *CacheWriter, diagnostic: *Diagnostic) Error!void {
+        assert(writer.phase == .finished);
         const started = system.monotonicNanoseconds();
         try writer.staging.publish(diagnostic);
         writer.phase = .published;
@@ -764,19 +731,8 @@ pub const CacheWriter = struct {
     }
 };
 
-test "inFlightLimit: the caller's cap, else enough for the floor or two per worker" {
-    try std.testing.expectEqual(@as(u32, 8), inFlightLimit(64, 1));
-    try std.testing.expectEqual(@as(u32, 8), inFlightLimit(64, 4));
-    try std.testing.expectEqual(@as(u32, 12), inFlightLimit(64, 6));
-    try std.testing.expectEqual(@as(u32, 3), inFlightLimit(3, 6));
-    try std.testing.expectEqual(@as(u32, 1), inFlightLimit(1, 1));
-    try std.testing.expectEqual(
-        @as(u32, std.math.maxInt(u32)),
-        inFlightLimit(std.math.maxInt(u32), std.math.maxInt(u32)),
-    );
-}
-
 test {
     _ = @import("cache_writer_test.zig");
+    _ = @import("finish_files.zig");
     _ = @import("push_checks.zig");
 }

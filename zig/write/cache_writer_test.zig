@@ -377,3 +377,15 @@ test "options and source names are refused before anything is created" {
     }
     try testing.expect(!try base.stagingLeft());
 }
+
+test "inFlightLimit: the caller's cap, else enough for the floor or two per worker" {
+    try std.testing.expectEqual(@as(u32, 8), cache_writer.inFlightLimit(64, 1));
+    try std.testing.expectEqual(@as(u32, 8), cache_writer.inFlightLimit(64, 4));
+    try std.testing.expectEqual(@as(u32, 12), cache_writer.inFlightLimit(64, 6));
+    try std.testing.expectEqual(@as(u32, 3), cache_writer.inFlightLimit(3, 6));
+    try std.testing.expectEqual(@as(u32, 1), cache_writer.inFlightLimit(1, 1));
+    try std.testing.expectEqual(
+        @as(u32, std.math.maxInt(u32)),
+        cache_writer.inFlightLimit(std.math.maxInt(u32), std.math.maxInt(u32)),
+    );
+}

@@ -10,8 +10,22 @@ const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
 
 pub const Error = error{ InvalidArgument, InvalidInput };
 
+/// The directory caches are written under: any non-empty path without NUL bytes.
+pub fn checkBaseDir(base_dir_path: []const u8, diagnostic: *Diagnostic) Error!void {
+    if (base_dir_path.len == 0 or std.mem.indexOfScalar(u8, base_dir_path, 0) != null) {
+        diagnostic.set(
+            "base cache directory '{s}' must be a non-empty path without NUL bytes",
+            .{base_dir_path},
+        );
+        return error.InvalidArgument;
+    }
+    assert(base_dir_path.len > 0);
+}
+
 /// A source name must be one plain path segment other than the staging directory's.
 pub fn checkSourceName(source_name: []const u8, diagnostic: *Diagnostic) Error!void {
+    // The name is copied into messages, which hold up to their buffer's length.
+    comptime assert(Diagnostic.message_bytes_max >= 256);
     if (durable_files.plainSegmentProblem(source_name)) |problem| {
         // Escaped: a NUL or control byte would cut or garble the C-string message.
         diagnostic.set(
@@ -32,6 +46,7 @@ pub fn checkSourceName(source_name: []const u8, diagnostic: *Diagnostic) Error!v
         diagnostic.set("source name 'tmp' is reserved for the staging directory", .{});
         return error.InvalidArgument;
     }
+    assert(source_name.len > 0 and std.mem.indexOfScalar(u8, source_name, '/') == null);
 }
 
 /// Refuses a ratio that does not fit the codec (`manifest.compressionProblem`).
@@ -44,6 +59,7 @@ pub fn checkCompression(
         diagnostic.set("shard_compression.ratio {s}, got {d}", .{ problem, ratio });
         return error.InvalidArgument;
     }
+    assert(compression == .lz4 or ratio == 1.0);
 }
 
 /// The compression setting as the manifest records it for every shard.
@@ -61,6 +77,7 @@ pub fn borrowedBytes(
     first_sample: u64,
     diagnostic: *Diagnostic,
 ) Error!u64 {
+    assert(payloads.len == payload_lens.len);
     var total: u64 = 0;
     for (payloads, payload_lens, 0..) |payload, len, i| {
         if (payload == null and len != 0) {
@@ -72,6 +89,7 @@ pub fn borrowedBytes(
         }
         total +|= len;
     }
+    for (payload_lens) |len| assert(total >= len); // saturated, never wrapped
     return total;
 }
 
@@ -83,6 +101,8 @@ pub fn checkPayloadLens(
     first_sample: u64,
     diagnostic: *Diagnostic,
 ) Error!void {
+    // An lz4 record's payload length fits its u32 prefix.
+    comptime assert(shard_record.lz4_payload_bytes_max <= std.math.maxInt(u32));
     var total: u64 = 0;
     for (payload_lens, 0..) |len, i| {
         if (compression == .lz4 and len > shard_record.lz4_payload_bytes_max) {
@@ -104,6 +124,7 @@ pub fn checkPayloadLens(
         );
         return error.InvalidArgument;
     }
+    assert(total == payloads_len);
 }
 
 test "a NULL payload pointer is refused unless its payload is empty" {

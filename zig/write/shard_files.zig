@@ -71,6 +71,9 @@ pub const ShardFiles = struct {
     /// Once no fsync is pending: waits for the hash jobs and frees everything
     /// (an unfinished write's open shard is closed as it is).
     pub fn deinit(files: *ShardFiles) void {
+        // The open shard, if any, has the last hasher; every closed one its own.
+        const open_count: usize = @intFromBool(files.shard != null);
+        assert(files.hashers.items.len == files.shards.items.len + open_count);
         files.hashing.wait();
         for (files.hashers.items) |hasher| hasher.destroy();
         files.hashers.deinit(files.allocator);
@@ -92,6 +95,8 @@ pub const ShardFiles = struct {
         payload_len: u64,
         diagnostic: *Diagnostic,
     ) Error!Place {
+        // (An lz4 record may be shorter than its payload.)
+        assert(files.max_shard_bytes > 0 and record_len > 0);
         if (files.shard) |shard| {
             const would_be = shard.byte_len + run.bytes + record_len;
             if (shard.byte_len + run.bytes > 0 and would_be > files.max_shard_bytes) {
@@ -107,6 +112,8 @@ pub const ShardFiles = struct {
         assert(offset == shard.record_bytes);
         shard.record_bytes += record_len;
         shard.uncompressed_byte_len += payload_len;
+        // Within the bound, unless the record alone exceeds it (a shard of its own).
+        assert(shard.record_bytes <= files.max_shard_bytes or offset == 0);
         return .{ .shard_id = files.shards.items.len, .offset = offset };
     }
 
@@ -116,6 +123,7 @@ pub const ShardFiles = struct {
         if (bytes == 0) return;
         const pieces = run.list.items;
         const shard = &files.shard.?;
+        assert(pieces.len > 0 and shard.byte_len + bytes <= shard.record_bytes);
         const write_started = system.monotonicNanoseconds();
         writeAllAt(shard.file, pieces, shard.byte_len) catch |err| {
             diagnostic.set(
@@ -142,7 +150,9 @@ pub const ShardFiles = struct {
     /// Closes the last shard once every record is written; the manifest's
     /// shard entries then name their files.
     pub fn closeLast(files: *ShardFiles) Error!void {
+        assert(files.shard != null); // a finished write holds at least one sample
         try files.close();
+        assert(files.names.items.len == files.shards.items.len);
         for (files.shards.items, files.names.items) |*shard, *name| shard.name = name.slice();
     }
 
@@ -154,6 +164,7 @@ pub const ShardFiles = struct {
             work.perform(files.syncs);
         }
         files.hashing.wait();
+        assert(files.hashing.pendingCount() == 0);
     }
 
     /// Once every shard is closed and hashed: their digests into their
@@ -280,6 +291,7 @@ pub const Segments = struct {
     }
 
     pub fn append(segments: *Segments, piece: []const u8) error{OutOfMemory}!void {
+        assert(segments.bytes <= segments.total);
         if (piece.len == 0) return;
         segments.bytes += piece.len;
         segments.total += piece.len;
@@ -289,6 +301,7 @@ pub const Segments = struct {
             return;
         }
         try segments.list.append(segments.allocator, piece);
+        assert(segments.list.items.len > 0);
     }
 
     pub fn clear(segments: *Segments) void {
@@ -305,6 +318,7 @@ fn writeAllAt(file: std.Io.File, pieces: []const []const u8, offset: u64) !void 
     var next: usize = 0; // first piece not fully written
     var skip: usize = 0; // bytes of pieces[next] already written
     var vectors: [16][]const u8 = undefined;
+    for (pieces) |piece| assert(piece.len > 0); // `Segments` keeps no empty piece
     while (next < pieces.len) {
         const count = @min(vectors.len, pieces.len - next);
         @memcpy(vectors[0..count], pieces[next..][0..count]);
@@ -324,7 +338,9 @@ fn writeAllAt(file: std.Io.File, pieces: []const []const u8, offset: u64) !void 
             next += 1;
         }
         skip = written;
+        assert(next == pieces.len or skip < pieces[next].len);
     }
+    assert(skip == 0);
 }
 
 /// At most this many bytes per write call: the page cache sizes its folios

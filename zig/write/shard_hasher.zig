@@ -9,6 +9,7 @@
 //! shard is closed only its last few MiB are left to hash. `group` counts the
 //! running jobs: once it is done, every closed shard's digest is final.
 const std = @import("std");
+const assert = std.debug.assert;
 const builtin = @import("builtin");
 const system = @import("../base/system.zig");
 const file_status = @import("../base/file_status.zig");
@@ -62,6 +63,7 @@ pub const ShardHasher = struct {
         file: std.Io.File,
         name: ShardName,
     ) error{OutOfMemory}!*ShardHasher {
+        assert(name.len > 0);
         const hasher = try allocator.create(ShardHasher);
         errdefer allocator.destroy(hasher);
         hasher.* = .{
@@ -72,6 +74,7 @@ pub const ShardHasher = struct {
             .name = name,
             .hasher = sha256.Hasher.init(),
         };
+        assert(hasher.hashed == 0 and hasher.written == 0 and !hasher.closed);
         return hasher;
     }
 
@@ -85,7 +88,7 @@ pub const ShardHasher = struct {
     pub fn advanceAs(hasher: *ShardHasher, written: u64, closed: bool, here: bool) void {
         const io = system.io();
         hasher.mutex.lockUncancelable(io);
-        std.debug.assert(written >= hasher.written and !hasher.closed);
+        assert(written >= hasher.written and !hasher.closed);
         hasher.written = written;
         hasher.closed = closed;
         const start = !hasher.running and hasher.failure == null;
@@ -108,16 +111,20 @@ pub const ShardHasher = struct {
 
     /// The shard's digest, once it was closed and `group` is done.
     pub fn result(hasher: *const ShardHasher, diagnostic: *Diagnostic) Error![32]u8 {
+        assert(!hasher.running and hasher.closed);
         if (hasher.failure) |failure| {
             diagnostic.* = hasher.diagnostic;
             return failure;
         }
+        // Hashed to the end of what was written.
+        assert(hasher.hashed == hasher.written);
         return hasher.digest.?;
     }
 
     /// Once `group` is done: closes the file if the digest never became final
     /// (an unfinished write) and frees the hasher.
     pub fn destroy(hasher: *ShardHasher) void {
+        assert(!hasher.running);
         if (hasher.file) |file| file.close(system.io());
         hasher.allocator.destroy(hasher);
     }
@@ -128,6 +135,7 @@ pub const ShardHasher = struct {
         // buffer is freed after it.
         const allocator = hasher.allocator;
         const group = hasher.group;
+        assert(hasher.running and group.pendingCount() > 0);
         var buffer: []u8 = &.{};
         hasher.hashWhatIsWritten(&buffer);
         allocator.free(buffer);
@@ -141,6 +149,7 @@ pub const ShardHasher = struct {
         while (true) {
             hasher.mutex.lockUncancelable(io);
             const target = hasher.written;
+            assert(hasher.running and hasher.hashed <= target);
             if (hasher.hashed == target) {
                 const final = hasher.closed;
                 if (final) hasher.digest = hasher.hasher.final();
@@ -165,6 +174,7 @@ pub const ShardHasher = struct {
                 return;
             };
             hasher.nanoseconds += system.monotonicNanoseconds() -| started;
+            assert(hasher.hashed == target);
         }
     }
 
@@ -174,6 +184,7 @@ pub const ShardHasher = struct {
         buffer: *[]u8,
         diagnostic: *Diagnostic,
     ) Error!void {
+        assert(hasher.hashed < target and hasher.file != null);
         // Mapped only when the file holds every byte up to `target`: a mapping
         // reads zeros past the file's end up to the page's, where reading back
         // names the shortfall. One length check covers every piece of the call.
@@ -211,6 +222,7 @@ pub const ShardHasher = struct {
             hasher.hasher.update(piece);
             hasher.hashed += read;
         }
+        assert(hasher.hashed == target);
     }
 
     /// Hashes the next piece below `target` from a read-only mapping of the
@@ -227,6 +239,7 @@ pub const ShardHasher = struct {
     /// could fault (SIGBUS): the shard sits in the writer's own locked staging
     /// directory, as the reader's mapped index files sit in a published cache.
     fn hashMappedPiece(hasher: *ShardHasher, target: u64) bool {
+        assert(hasher.hashed < target and hasher.map_pieces);
         const linux = std.os.linux;
         const file = hasher.file.?;
         const page_bytes = std.heap.pageSize();
@@ -256,6 +269,7 @@ pub const ShardHasher = struct {
             return false;
         }
         hasher.hasher.update(memory[@intCast(hasher.hashed - start)..]);
+        assert(end > hasher.hashed and end <= target);
         hasher.hashed = end;
         return true;
     }

@@ -7,6 +7,7 @@
 //! writer that never publishes removes it, so nothing half-written is ever
 //! visible under the target path.
 const std = @import("std");
+const assert = std.debug.assert;
 const cache_layout = @import("../format/cache_layout.zig");
 const system = @import("../base/system.zig");
 const durable_files = @import("../base/durable_files.zig");
@@ -43,6 +44,9 @@ pub const Staging = struct {
         target_path: []const u8,
         diagnostic: *Diagnostic,
     ) Error!Staging {
+        // The target is the source name under the base directory (`baseDirPath`).
+        assert(std.mem.endsWith(u8, target_path, source_name));
+        assert(source_name.len > 0 and base_dir_path.len > 0);
         const io = system.io();
         try durable_files.createDirectories(base_dir_path, diagnostic);
         var staging: Staging = .{
@@ -79,12 +83,14 @@ pub const Staging = struct {
             return error.AlreadyExists;
         }
         try staging.createStaging(diagnostic);
+        assert(staging.dir != null and staging.shards_dir != null);
         return staging;
     }
 
     /// Releases the lock and the directories; an unpublished staging
     /// directory is removed with everything in it.
     pub fn deinit(staging: *Staging, published: bool) void {
+        assert(staging.name.len > 0 and staging.lock_name.len > 0);
         const io = system.io();
         staging.closeDirs();
         if (!published) {
@@ -102,11 +108,13 @@ pub const Staging = struct {
         bytes: []const u8,
         diagnostic: *Diagnostic,
     ) Error!std.Io.File {
+        assert(name.len > 0 and std.mem.indexOfScalar(u8, name, '/') == null);
         return durable_files.writeFile(staging.dir.?, name, bytes, diagnostic);
     }
 
     /// fsyncs the shards directory and the staging directory (their entries).
     pub fn syncDirs(staging: *const Staging, diagnostic: *Diagnostic) Error!void {
+        assert(staging.dir != null and staging.shards_dir != null);
         try durable_files.syncDir(staging.shards_dir.?, cache_layout.shards_dir, diagnostic);
         try durable_files.syncDir(staging.dir.?, staging.name, diagnostic);
     }
@@ -115,6 +123,7 @@ pub const Staging = struct {
     /// the base directory (`base_dir`).
     pub fn publish(staging: *Staging, diagnostic: *Diagnostic) Error!void {
         const io = system.io();
+        assert(staging.dir != null);
         staging.closeDirs();
         // The lock is held, so only a writer that ignores it could have created the target.
         if (staging.targetExists()) {
@@ -134,6 +143,7 @@ pub const Staging = struct {
             );
             return error.Io;
         };
+        assert(staging.dir == null and staging.shards_dir == null);
     }
 
     /// One writer per target across threads and processes: a second writer
@@ -141,6 +151,7 @@ pub const Staging = struct {
     /// the lock file before unlocking, so a waiter that wakes up on a deleted
     /// file retries on the current one.
     fn lockTarget(staging: *Staging, diagnostic: *Diagnostic) Error!void {
+        assert(staging.lock_name.len == 0);
         const io = system.io();
         staging.lock_name = try std.fmt.allocPrint(
             staging.allocator,
@@ -178,6 +189,7 @@ pub const Staging = struct {
             };
             if (current) {
                 staging.lock_file = file;
+                assert(staging.lock_name.len > 0);
                 return;
             }
             file.close(io);
@@ -194,6 +206,7 @@ pub const Staging = struct {
     /// Whether `file` is still the lock file at its path: not deleted (and perhaps
     /// created again) by the holder it waited for.
     fn isCurrentLockFile(staging: *const Staging, file: std.Io.File) file_status.Error!bool {
+        assert(staging.lock_name.len > 0);
         const held = try file_status.inode(file);
         const current = file_status.pathInode(
             staging.base_dir,
@@ -206,6 +219,8 @@ pub const Staging = struct {
     }
 
     fn releaseLock(staging: *Staging) void {
+        // Only once the staging directory is closed: nothing is written after.
+        assert(staging.dir == null and staging.shards_dir == null);
         const io = system.io();
         directory_entries.deleteFile(
             io,
@@ -228,6 +243,7 @@ pub const Staging = struct {
     }
 
     fn createStaging(staging: *Staging, diagnostic: *Diagnostic) Error!void {
+        assert(staging.name.len == 0 and staging.dir == null);
         const io = system.io();
         const Counter = struct {
             var next: std.atomic.Value(u64) = .init(0);
@@ -275,6 +291,7 @@ pub const Staging = struct {
             );
             return error.Io;
         };
+        assert(staging.dir != null and staging.shards_dir != null);
     }
 
     fn closeDirs(staging: *Staging) void {
@@ -287,6 +304,7 @@ pub const Staging = struct {
 
     /// The base directory's path as given, with a trailing separator.
     fn baseDirPath(staging: *const Staging) []const u8 {
+        assert(staging.target_path.len > staging.source_name.len);
         return staging.target_path[0 .. staging.target_path.len - staging.source_name.len];
     }
 };
