@@ -13,13 +13,11 @@
 //! on an unfinished writer removes the staging directory (`staging.zig`).
 const std = @import("std");
 const assert = std.debug.assert;
-const cache_layout = @import("../format/cache_layout.zig");
 const system = @import("../base/system.zig");
 const types = @import("../format/metadata_types.zig");
 const metadata_json = @import("../format/metadata_json.zig");
 const metadata_columns = @import("../format/metadata_columns.zig");
 const manifest = @import("../format/manifest.zig");
-const arrow_ipc_write = @import("../format/arrow_ipc_write.zig");
 const sha256 = @import("../codec/sha256.zig");
 const index_file = @import("../format/index_file.zig");
 const record_checksums = @import("../format/record_checksums.zig");
