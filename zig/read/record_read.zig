@@ -65,7 +65,7 @@ pub const Records = struct {
         assert(sample_id < records.sample_count);
         assert(records.index_bytes.len == records.sample_count * index_file.row_bytes);
         const row = index_file.decodeRow(records.index_bytes, sample_id);
-        const byte_lens = records.shards.byte_lens;
+        const byte_lens = records.shards.byteLens();
         try index_file.checkRow(row, sample_id, byte_lens, diagnostic);
         try index_file.checkContiguous(
             records.index_bytes,
