@@ -29,10 +29,10 @@ const ShardSource = @import("shard_source.zig").ShardSource;
 pub const Error = error{ InvalidCache, Io, OutOfMemory };
 
 /// Records larger than this with raw payloads are read direct.
-pub const direct_read_bytes_min = 64 << 10;
+const direct_read_bytes_min = 64 << 10;
 /// Enough for the header and the metadata JSON of nearly every record; a
 /// record whose JSON is longer is read whole instead.
-pub const record_head_bytes = 8 << 10;
+const record_head_bytes = 8 << 10;
 /// Bound of one read of back-to-back records for an ordered pass.
 pub const run_bytes_max = 1 << 20;
 
