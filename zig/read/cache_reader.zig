@@ -467,7 +467,7 @@ pub const Cache = struct {
     /// the manifest; at least 1): for sizing read-ahead only.
     pub fn meanRecordLen(cache: *const Cache) u64 {
         var total: u64 = 0;
-        for (cache.shards.byte_lens) |len| total +|= len;
+        for (cache.shards.byteLens()) |len| total +|= len;
         return @max(1, total / @max(1, cache.sampleCount()));
     }
 

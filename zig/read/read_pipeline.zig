@@ -256,10 +256,10 @@ pub const Pipeline = struct {
         reads: []const DeferredRead,
         diagnostic: *Diagnostic,
     ) Error!void {
-        for (reads) |read| {
+        if (std.debug.runtime_safety) for (reads) |read| {
             assert(read.entry.cache_id < pipeline.plan.caches.len);
             assert(read.destination.len == read.entry.location.len);
-        }
+        };
         return deferred_reads.readAll(
             pipeline.allocator,
             pipeline.pool,

@@ -190,7 +190,9 @@ pub const SampleBatch = struct {
         sample_id: u64,
     ) !void {
         // One more row in each column than samples closed before it.
-        for (batch.columns) |*column| assert(column.rowCount() == batch.count() + 1);
+        if (std.debug.runtime_safety) {
+            for (batch.columns) |*column| assert(column.rowCount() == batch.count() + 1);
+        }
         assert(batch.payload_offsets.items.len == batch.count() + 1);
         try batch.payload_offsets.append(allocator, batch.payloads.items.len);
         try batch.metadata_offsets.append(allocator, batch.metadata_json.items.len);
@@ -207,7 +209,9 @@ pub const SampleBatch = struct {
         sample_id: u64,
     ) !void {
         // Left out before it was closed: no row of it in the columns.
-        for (batch.columns) |*column| assert(column.rowCount() == batch.count());
+        if (std.debug.runtime_safety) {
+            for (batch.columns) |*column| assert(column.rowCount() == batch.count());
+        }
         const skipped = batch.skipped.items;
         assert(skipped.len == 0 or skipped[skipped.len - 1].at <= batch.count());
         try batch.skipped.append(

@@ -2,7 +2,9 @@
 //!
 //! A record read touches a shard's bytes only through `readExactly` (an exact
 //! positional read) and knows of a shard only its manifest entry's length and
-//! compression; how a shard id becomes bytes is this file's alone. Every shard is
+//! compression (`byteLen`, `byteLens`, `compression`); how a shard id becomes
+//! bytes is this file's alone, so opening shards on first use or reading them
+//! from remote storage changes this file, not the record read. Every shard is
 //! opened (and its length, and when asked its SHA-256, checked against the
 //! manifest) when the cache is, and closed with it.
 const std = @import("std");
@@ -138,6 +140,12 @@ pub const ShardSource = struct {
     pub fn count(source: *const ShardSource) u64 {
         assert(source.byte_lens.len == source.files.len);
         return source.byte_lens.len;
+    }
+
+    /// Every shard's listed length, by shard id: what index rows are checked against.
+    pub fn byteLens(source: *const ShardSource) []const u64 {
+        assert(source.byte_lens.len == source.files.len);
+        return source.byte_lens;
     }
 
     pub fn byteLen(source: *const ShardSource, shard_id: u64) u64 {
