@@ -102,10 +102,17 @@ for entry in distribution("dataset-rt-zig").entry_points.select(group="console_s
         in_venv "$venv/bin/python" -I -m dataset_rt.demo --samples 20000 --payload-bytes 512
     }
 
-    # The newest Python the package supports: on PATH, else one that pyenv installed.
-    newest_python=$(command -v python3.13 ||
-        ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.13*/bin/python3.13 2>/dev/null | sort -V | tail -n 1 ||
-        true)
+    # The newest Python the package supports: one that pyenv installed, else python3.13 on
+    # PATH; the first that runs (pyenv's python3.13 shim on PATH fails unless 3.13 is active).
+    newest_python=""
+    for candidate in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.13*/bin/python3.13 \
+        "$(command -v python3.13 || true)"; do
+        if [[ -x "$candidate" ]] &&
+            "$candidate" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))' 2>/dev/null; then
+            newest_python=$candidate
+            break
+        fi
+    done
 
     install_and_run python oldest-python
     if [[ -n "$newest_python" ]]; then
