@@ -164,7 +164,9 @@ if command -v qemu-aarch64 >/dev/null && [[ -e "$aarch64_libc/lib/ld-linux-aarch
         # (qemu-user 7.2 itself aborts there: "qemu_plugin_vcpu_init_hook: assertion
         # failed"; the other fork test runs), and the fuzz regressions (they run
         # natively in phases 2 and 3; emulated, their seeded run costs minutes).
-        DATASET_RT_LIBRARY="$aarch64_dir/build/lib/libdataset_rt.so" \
+        # DATASET_RT_EXTRAS: this Python has the runtime and dev requirements, not the test
+        # extra's (tests/test_readme_commands.py).
+        DATASET_RT_LIBRARY="$aarch64_dir/build/lib/libdataset_rt.so" DATASET_RT_EXTRAS=dev \
             PYTHONPATH="$PWD/python:$aarch64_python/site" \
             "$aarch64_python/bin/python3" -m pytest tests -q -p no:cacheprovider \
             --deselect tests/test_c_abi.py \
