@@ -1,6 +1,7 @@
 //! Tests of dataset.zig: several caches opened as one dataset, their schemas
 //! compared, their samples named by cache id, and what opening refuses.
 const std = @import("std");
+const builtin = @import("builtin");
 const testing = std.testing;
 const system = @import("../base/system.zig");
 const thread_pool = @import("../base/thread_pool.zig");
@@ -195,6 +196,8 @@ test "caches of different schemas are refused, naming the column and both caches
 }
 
 test "a cache that fails to open fails the dataset, named, and the others are closed" {
+    // The case is set up with std's file calls that wine 8 lacks (NOT_IMPLEMENTED).
+    if (builtin.os.tag == .windows) return error.SkipZigTest;
     var caches = try Caches.write(&.{ .{}, .{}, .{} });
     defer caches.deinit();
     const io = system.io();
