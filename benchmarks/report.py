@@ -72,11 +72,12 @@ def plural(count: int, noun: str) -> str:
 
 
 def machine_line(machine: Json) -> str:
-    """The machine a results file was measured on, in one sentence."""
+    """The machine a results file was measured on, in one sentence (the commit stays in the
+    results file: docs are reference, their history is git's)."""
     return (
         f"{machine.get('nproc', '?')} CPUs ({machine.get('cpu', '?')}), "
         f"{machine.get('ram_gib', '?')} GiB RAM, {machine.get('platform', '?')}, "
-        f"Python {machine.get('python', '?')}, at commit {machine.get('git', '?')}"
+        f"Python {machine.get('python', '?')}"
     )
 
 
