@@ -386,7 +386,7 @@ def test_read_time_record_errors_name_the_shard(
         assert "claims 4294967295 decoded bytes, impossible" in message, message
 
 
-@pytest.mark.parametrize("version", [3, 1, 0, "2", 2.5, None])
+@pytest.mark.parametrize("version", [4, 1, 0, "2", 2.5, None])
 def test_a_manifest_of_another_format_version_is_refused_naming_the_version(
     runtime: DatasetRuntime,
     pristine: dict[str, Path],
@@ -401,8 +401,8 @@ def test_a_manifest_of_another_format_version_is_refused_naming_the_version(
     assert "version" in message, (
         f"format_version {version!r}: message does not mention the version: {message!r}"
     )
-    if version == 3:
-        assert "3" in message, f"message does not say which version was found: {message!r}"
+    if version == 4:
+        assert "4" in message, f"message does not say which version was found: {message!r}"
 
 
 @pytest.mark.parametrize("algo", ALGOS)

@@ -32,6 +32,7 @@ test {
     _ = @import("format/arrow_ipc_read.zig");
     _ = @import("format/arrow_ipc_test.zig");
     _ = @import("format/arrow_ipc_write.zig");
+    _ = @import("format/cache_identity.zig");
     _ = @import("format/cache_layout.zig");
     _ = @import("format/column_builder.zig");
     _ = @import("format/index_file.zig");

@@ -669,7 +669,7 @@ pub const CacheWriter = struct {
 
     fn writeManifest(writer: *CacheWriter, index_digest: [32]u8, checksums_digest: [32]u8, metadata_digest: [32]u8, diagnostic: *Diagnostic) Error!void {
         const text = manifest.write(writer.allocator, .{
-            .format_version = manifest.format_version_supported,
+            .format_version = manifest.format_version_oldest,
             .source_name = writer.source_name,
             .sample_count = writer.sample_count,
             .metadata_schema = writer.schema,
