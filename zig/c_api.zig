@@ -61,7 +61,7 @@ const checkProcess = c_status.checkProcess;
 const byteString = c_status.byteString;
 const Runtime = c_status.Runtime;
 
-const abi_version: u32 = 3;
+const abi_version: u32 = 4;
 
 export fn drt_abi_version() u32 {
     return abi_version;
@@ -377,6 +377,19 @@ export fn drt_dataset_cache_sha256s(dataset: ?*dataset_module.Dataset, out: ?[*]
     return status_ok;
 }
 
+export fn drt_dataset_cache_ids(dataset: ?*dataset_module.Dataset, out: ?[*]u64, cache_count: u32) i32 {
+    const d = dataset orelse return nullArgument("dataset");
+    if (!checkProcess(d.pool)) return status_wrong_process;
+    const ids = d.cacheIds();
+    if (cache_count != ids.len) {
+        const phrase = "cache_count is {d}, the dataset has {d} caches";
+        return failMessage(status_invalid_argument, phrase, .{ cache_count, ids.len });
+    }
+    const out_ptr = out orelse return nullArgument("out pointer");
+    @memcpy(out_ptr[0..ids.len], ids);
+    return status_ok;
+}
+
 export fn drt_dataset_position(dataset: ?*dataset_module.Dataset, out: ?*StreamPosition) i32 {
     const d = dataset orelse return nullArgument("dataset");
     if (!checkProcess(d.pool)) return status_wrong_process;
@@ -557,7 +570,7 @@ export fn drt_iterator_create_shard(
 
 export fn drt_iterator_create_reads(
     dataset: ?*dataset_module.Dataset,
-    cache_ids: ?[*]const u32,
+    cache_ids: ?[*]const u64,
     sample_ids: ?[*]const u64,
     count: u64,
     defer_payload_bytes: u64,
@@ -566,7 +579,7 @@ export fn drt_iterator_create_reads(
     const d = dataset orelse return nullArgument("dataset");
     if (!checkProcess(d.pool)) return status_wrong_process;
     const out_ptr = out orelse return nullArgument("out pointer");
-    const caches: []const u32 = if (count == 0) &.{} else (cache_ids orelse return nullArgument("cache_ids"))[0..@intCast(count)];
+    const caches: []const u64 = if (count == 0) &.{} else (cache_ids orelse return nullArgument("cache_ids"))[0..@intCast(count)];
     const samples: []const u64 = if (count == 0) &.{} else (sample_ids orelse return nullArgument("sample_ids"))[0..@intCast(count)];
     var diagnostic: Diagnostic = .{};
     out_ptr.* = dataset_module.Iterator.createReads(d, caches, samples, defer_payload_bytes, &diagnostic) catch |err| return failError(err, &diagnostic);

@@ -20,7 +20,7 @@ const koffi = require('koffi');
 
 // ---- The header's declarations, in koffi's C-like syntax -------------------------
 
-const DRT_ABI_VERSION = 3;
+const DRT_ABI_VERSION = 4;
 const DRT_OK = 0;
 const DRT_ERR_INVALID_ARGUMENT = 1;
 const DRT_ERR_INVALID_CACHE = 3;
@@ -234,7 +234,7 @@ function checkBatch(batch, order) {
     const metadataOffsets = numbers(batch.metadata_offsets, 'uint64_t', n + 1);
     const payloads = bytes(batch.payloads, payloadOffsets[n]);
     const metadata = bytes(batch.metadata_json, metadataOffsets[n]);
-    const cacheIds = numbers(batch.cache_ids, 'uint32_t', n);
+    const cacheIds = numbers(batch.cache_ids, 'uint64_t', n);
     const sampleIds = numbers(batch.sample_ids, 'uint64_t', n);
     const columnCount = Number(batch.column_count);
     const columns = columnCount === 0 ? [] : koffi.decode(batch.columns, drt.batchColumn, columnCount);

@@ -24,7 +24,7 @@ use std::ptr;
 
 // ---- The header's declarations, by hand -------------------------------------
 
-const DRT_ABI_VERSION: u32 = 3;
+const DRT_ABI_VERSION: u32 = 4;
 const DRT_OK: i32 = 0;
 const DRT_ERR_INVALID_ARGUMENT: i32 = 1;
 const DRT_ERR_INVALID_CACHE: i32 = 3;
@@ -84,7 +84,7 @@ struct DrtBatch {
     payload_offsets: *const u64,
     metadata_json: *const u8,
     metadata_offsets: *const u64,
-    cache_ids: *const u32,
+    cache_ids: *const u64,
     sample_ids: *const u64,
     column_count: u64,
     columns: *const DrtBatchColumn,

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from dataset_rt import errors
 
-ABI_VERSION = 3
+ABI_VERSION = 4
 MAX_WORKERS = 256
 """The core's limit on native worker threads per runtime."""
 
@@ -141,7 +141,7 @@ class Batch(Structure):
         ("payload_offsets", POINTER(c_uint64)),
         ("metadata_json", c_void_p),
         ("metadata_offsets", POINTER(c_uint64)),
-        ("cache_ids", POINTER(c_uint32)),
+        ("cache_ids", POINTER(c_uint64)),
         ("sample_ids", POINTER(c_uint64)),
         ("column_count", c_uint64),
         ("columns", POINTER(BatchColumn)),
@@ -348,6 +348,7 @@ def _declare(library: ctypes.CDLL) -> None:
             c_int32,
         ),
         "drt_dataset_cache_sha256s": ([handle, c_void_p, c_uint32], c_int32),
+        "drt_dataset_cache_ids": ([handle, c_void_p, c_uint32], c_int32),
         "drt_dataset_position": ([handle, POINTER(StreamPosition)], c_int32),
         "drt_dataset_state": ([handle, POINTER(StreamState)], c_int32),
         "drt_dataset_take_state": ([handle, POINTER(StreamState)], c_int32),

@@ -874,7 +874,7 @@ def metadata(
     json_output: _JsonOption = False,
 ) -> None:
     """Export the metadata table of the caches, loaded together, to one file:
-    cache_id (the cache's position on the command line), sample_id, the stored
+    cache_id (a format 2 cache's position on the command line), sample_id, the stored
     metadata columns and weight, as DatasetRT's get_metadata() returns it.
 
     The caches must share one metadata schema. An existing file is replaced.

@@ -69,6 +69,8 @@ test "chunks hold about chunk_bytes_max of records, 1 to chunk_samples_max sampl
 /// What an iterator reads: fixed at creation (the snapshot).
 pub const Plan = struct {
     caches: []const *Cache,
+    /// The cache_id of each cache (`Dataset.cache_ids`): what a batch says of its samples.
+    cache_ids: []const u64,
     table: *ActiveTable,
     sampling: stream_state.Sampling,
     key: sampler.Key,
@@ -334,7 +336,7 @@ pub const Pipeline = struct {
                 // readSample left the batch as it was; the sample's position is
                 // still consumed, so the stream and its states stay the same.
                 chunk.diagnostic = .{};
-                try batch.skipSample(allocator, location.cache_id, location.sample_id);
+                try batch.skipSample(allocator, plan.cache_ids[location.cache_id], location.sample_id);
                 continue;
             };
             if (deferred) |payload| {
@@ -349,7 +351,7 @@ pub const Pipeline = struct {
                     cache.prefetchPayload(payload);
                 }
             }
-            try batch.closeSample(allocator, location.cache_id, location.sample_id);
+            try batch.closeSample(allocator, plan.cache_ids[location.cache_id], location.sample_id);
         }
         try batch.finishDeferred(allocator);
         try batch.codeStrings(allocator);

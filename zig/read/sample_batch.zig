@@ -43,7 +43,7 @@ pub const View = extern struct {
     payload_offsets: [*]const u64,
     metadata_json: [*]const u8,
     metadata_offsets: [*]const u64,
-    cache_ids: [*]const u32,
+    cache_ids: [*]const u64,
     sample_ids: [*]const u64,
     column_count: u64,
     columns: [*]const ColumnView,
@@ -62,8 +62,7 @@ pub const packed_head_words = 5;
 pub const Skipped = extern struct {
     at: u64,
     sample_id: u64,
-    cache_id: u32,
-    reserved: u32 = 0,
+    cache_id: u64,
 };
 /// 8-byte words of one packed column descriptor: kind, distinct, values_len,
 /// offsets_len, bytes_len.
@@ -96,7 +95,8 @@ pub const SampleBatch = struct {
     payload_offsets: std.ArrayList(u64) = .empty,
     metadata_json: std.ArrayList(u8) = .empty,
     metadata_offsets: std.ArrayList(u64) = .empty,
-    cache_ids: std.ArrayList(u32) = .empty,
+    /// Each sample's cache_id (`Dataset.cache_ids`), not its cache's position.
+    cache_ids: std.ArrayList(u64) = .empty,
     sample_ids: std.ArrayList(u64) = .empty,
     /// The samples' metadata rows by column, in schema order.
     columns: []ColumnBuilder = &.{},
@@ -173,7 +173,7 @@ pub const SampleBatch = struct {
     }
 
     /// Records a sample whose payload and metadata were just appended to the lists.
-    pub fn closeSample(batch: *SampleBatch, allocator: std.mem.Allocator, cache_id: u32, sample_id: u64) !void {
+    pub fn closeSample(batch: *SampleBatch, allocator: std.mem.Allocator, cache_id: u64, sample_id: u64) !void {
         try batch.payload_offsets.append(allocator, batch.payloads.items.len);
         try batch.metadata_offsets.append(allocator, batch.metadata_json.items.len);
         try batch.cache_ids.append(allocator, cache_id);
@@ -181,7 +181,7 @@ pub const SampleBatch = struct {
     }
 
     /// Records that a sample of the stream is left out here: its record is corrupt.
-    pub fn skipSample(batch: *SampleBatch, allocator: std.mem.Allocator, cache_id: u32, sample_id: u64) !void {
+    pub fn skipSample(batch: *SampleBatch, allocator: std.mem.Allocator, cache_id: u64, sample_id: u64) !void {
         try batch.skipped.append(allocator, .{ .at = batch.count(), .sample_id = sample_id, .cache_id = cache_id });
     }
 
@@ -269,7 +269,7 @@ pub const SampleBatch = struct {
     /// or after their end: nothing may be added to `payloads` afterwards.
     pub fn pack(batch: *SampleBatch, allocator: std.mem.Allocator) !void {
         const n = batch.count();
-        var len = (packed_head_words + packed_column_words * batch.columns.len + 2 * n) * 8 + padded8(4 * n);
+        var len = (packed_head_words + packed_column_words * batch.columns.len + 3 * n) * 8;
         len += batch.skipped.items.len * @sizeOf(Skipped);
         for (0..batch.columns.len) |index| {
             const parts = batch.columnParts(index);
@@ -430,16 +430,17 @@ test "pack lays out the batch's arrays and columns in one buffer" {
     try std.testing.expectEqualSlices(u64, &.{ 0, 0, 5, 0, 0 }, words[5..10]);
     try std.testing.expectEqualSlices(u64, &.{ 3, 0, 0, 6 * 8, 15 }, words[10..15]);
     try std.testing.expectEqualSlices(u64, &.{ 1, 0, 5 * 8, 0, 0 }, words[15..20]);
-    // Payload lengths, sample ids, cache ids (five u32 in three words).
+    // Payload lengths, sample ids, cache ids.
     try std.testing.expectEqualSlices(u64, &.{ 1, 3, 0, 2, 1 }, words[20..25]);
     try std.testing.expectEqualSlices(u64, &.{ 100, 101, 102, 103, 104 }, words[25..30]);
-    try std.testing.expectEqualSlices(u32, &.{ 0, 1, 0, 1, 0, 0 }, std.mem.bytesAsSlice(u32, std.mem.sliceAsBytes(words[30..33])));
+    try std.testing.expectEqualSlices(u64, &.{ 0, 1, 0, 1, 0 }, words[30..35]);
     // Columns: bools padded to a word, string offsets and bytes, ints.
-    try std.testing.expectEqualSlices(u8, &.{ 1, 0, 1, 0, 1, 0, 0, 0 }, std.mem.sliceAsBytes(words[33..34]));
-    try std.testing.expectEqualSlices(u64, &.{ 0, 3, 6, 9, 12, 15 }, words[34..40]);
-    try std.testing.expectEqualStrings("catdogcatcatcat\x00", std.mem.sliceAsBytes(words[40..42]));
-    try std.testing.expectEqualSlices(i64, &.{ 0, -1, -2, -3, -4 }, std.mem.bytesAsSlice(i64, std.mem.sliceAsBytes(words[42..47])));
-    // The skipped sample: at, sample id, cache id (and the reserved half word).
-    try std.testing.expectEqualSlices(u64, &.{ 2, 999, 1 }, words[47..50]);
-    try std.testing.expectEqual(@as(usize, 50 * 8), bytes.len);
+    try std.testing.expectEqualSlices(u8, &.{ 1, 0, 1, 0, 1, 0, 0, 0 }, std.mem.sliceAsBytes(words[35..36]));
+    try std.testing.expectEqualSlices(u64, &.{ 0, 3, 6, 9, 12, 15 }, words[36..42]);
+    try std.testing.expectEqualStrings("catdogcatcatcat\x00", std.mem.sliceAsBytes(words[42..44]));
+    const ints = std.mem.bytesAsSlice(i64, std.mem.sliceAsBytes(words[44..49]));
+    try std.testing.expectEqualSlices(i64, &.{ 0, -1, -2, -3, -4 }, ints);
+    // The skipped sample: at, sample id, cache id.
+    try std.testing.expectEqualSlices(u64, &.{ 2, 999, 1 }, words[49..52]);
+    try std.testing.expectEqual(@as(usize, 52 * 8), bytes.len);
 }
