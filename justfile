@@ -1,10 +1,14 @@
 # Developer commands (`just --list`). Recipes run `python` from PATH, with the project venv
 # .venv/ first when it exists (make it as .ci/run does: python3 -m venv .venv &&
-# .venv/bin/pip install -e '.[dev]').
+# .venv/bin/pip install -e '.[dev,test]').
 
 venv_bin := justfile_directory() / ".venv" / "bin"
 export PATH := if path_exists(venv_bin) == "true" { venv_bin + ":" + env("PATH") } else { env("PATH") }
 python_paths := "python tests benchmarks scripts examples fuzz setup.py"
+
+# Use the git hooks of scripts/git-hooks (commit-msg: subjects of at most 72 characters) in this clone and all its worktrees
+setup:
+    git config core.hooksPath scripts/git-hooks
 
 # Rebuild the library (ReleaseFast) into python/dataset_rt/_lib/
 build:

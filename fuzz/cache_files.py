@@ -306,7 +306,7 @@ class Harness:
         points = []
         for sample_id, (shard, offset, length) in enumerate(variant.rows):
             if shard == shard_id:
-                (meta_len,) = struct.unpack_from("<Q", variant.record(sample_id))
+                meta_len = reference.record_meta_len(variant.record(sample_id))
                 starts = (0, 8, 8 + meta_len, 12 + meta_len, length)
                 points += [offset + start for start in starts]
         return points
@@ -373,8 +373,8 @@ class Harness:
         variant = self.variants[choices.below(len(self.variants))]
         sample_id = choices.below(len(variant.rows))
         record = variant.record(sample_id)
-        (meta_len,) = struct.unpack_from("<Q", record)
-        header, text, stored = record[:8], record[8 : 8 + meta_len], record[8 + meta_len :]
+        header = record[: reference.RECORD_HEADER_BYTES]
+        text, stored = reference.record_json(record), reference.record_stored(record)
         for _ in range(1 + choices.byte() % 3):
             region = choices.byte() % 4
             if region == 0:
@@ -384,7 +384,7 @@ class Harness:
             else:
                 text = mutate_json(text, choices)
         if choices.byte() % 4:
-            header = struct.pack("<Q", len(text))
+            header = reference.encode_record_header(len(text))
         files = self._relayout(variant, sample_id, header + text + stored, 0)
         return f"{variant.name} {self.check_cache(files, two_caches=choices.flag())}"
 
@@ -394,9 +394,8 @@ class Harness:
         variant = variants[choices.below(len(variants))]
         sample_id = choices.below(len(variant.rows))
         record = variant.record(sample_id)
-        (meta_len,) = struct.unpack_from("<Q", record)
-        head, stored = record[: 8 + meta_len], record[8 + meta_len :]
-        (size,) = struct.unpack_from("<I", stored)
+        head, stored = record[: reference.stored_offset(record, 0)], reference.record_stored(record)
+        size = reference.lz4_size(stored)
         block = mutate_bytes(stored[4:], choices, lz4_hot_points(stored[4:]))
         mode = choices.byte() % 4
         if mode == 1:
@@ -406,9 +405,9 @@ class Harness:
             size = int.from_bytes(edited[:4].ljust(4, b"\0"), "little")
         direct = self._check_lz4_block(block, size)
         # Usually the manifest's uncompressed_byte_len follows, so validate_cache can pass.
-        delta = size - struct.unpack_from("<I", stored)[0]
+        delta = size - reference.lz4_size(stored)
         follows = choices.byte() % 4 != 0
-        record = head + struct.pack("<I", size) + block
+        record = head + reference.encode_lz4_size(size) + block
         files = self._relayout(variant, sample_id, record, delta if follows else 0)
         meaning = record_meaning(record, "lz4")
         # A block the reference implementation decodes, within the documented bound, in a
@@ -508,7 +507,7 @@ class Harness:
                 for sample_id, (shard, offset, length) in enumerate(variant.rows):
                     if shard == shard_id and offset + length <= len(data):
                         record = data[offset : offset + length]
-                        struct.pack_into("<I", checksums, 4 * sample_id, record_crc32c(record))
+                        reference.set_record_checksum(checksums, sample_id, record_crc32c(record))
                 files[CHECKSUMS] = bytes(checksums)
                 manifest["record_checksums"]["sha256"] = sha256_hex(bytes(checksums))
         files[MANIFEST] = json.dumps(manifest, indent=2).encode()
@@ -529,7 +528,7 @@ class Harness:
             (s, o + moved if s == shard_id and o > offset else o, n) for s, o, n in variant.rows
         ]
         rows[sample_id] = (shard_id, offset, len(record))
-        index = b"".join(struct.pack("<QQQ", *row) for row in rows)
+        index = reference.encode_index(rows)
         files[name] = shard
         files[INDEX] = index
         entry = manifest["shards"][shard_id]
@@ -538,7 +537,7 @@ class Harness:
         manifest["index_sha256"] = sha256_hex(index)
         if variant.checksums:
             checksums = bytearray(variant.files[CHECKSUMS])
-            struct.pack_into("<I", checksums, 4 * sample_id, record_crc32c(record))
+            reference.set_record_checksum(checksums, sample_id, record_crc32c(record))
             files[CHECKSUMS] = bytes(checksums)
             manifest["record_checksums"]["sha256"] = sha256_hex(bytes(checksums))
         files[MANIFEST] = json.dumps(manifest, indent=2).encode()
@@ -682,7 +681,7 @@ class Harness:
         assert isinstance(record, bytes)
         if 4 * sample_id + 4 > len(checksums):
             raise Violation(f"{where} was returned without an entry in records.crc32c")
-        (listed,) = struct.unpack_from("<I", checksums, 4 * sample_id)
+        listed = reference.record_checksum(checksums, sample_id)
         if record_crc32c(record) != listed:
             raise Violation(f"{where}: its record's CRC-32C differs from records.crc32c")
 

@@ -5,6 +5,11 @@ meaning: a sample the library hands out must be the record its index row names,
 with the metadata its record JSON states (strict JSON, kinds as the manifest
 schema says) and the payload its stored bytes decode to. Nothing here decides
 which caches the library must reject; it only says what an accepted one holds.
+
+It is also the one place outside the core that knows the byte layout of a cache
+(docs/storage-format.md): the tests read and write index rows, record headers,
+LZ4 size prefixes, records.crc32c entries and manifest.json through it, never
+with struct formats of their own.
 """
 
 from __future__ import annotations
@@ -13,10 +18,19 @@ import json
 import math
 import struct
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeGuard
 
 INDEX_ROW_BYTES = 24
 CHECKSUM_BYTES = 4
+# A record: meta_len (u64 LE), the metadata JSON, then the stored payload; an lz4
+# payload is its decoded size (u32 LE) and one LZ4 block.
+RECORD_HEADER_BYTES = 8
+LZ4_SIZE_BYTES = 4
+MANIFEST_FILE = "manifest.json"
+_INDEX_ROW = struct.Struct("<QQQ")
+_META_LEN = struct.Struct("<Q")
+_U32 = struct.Struct("<I")
 KINDS = {"bool": bool, "int": int, "float": float, "string": str}
 METADATA_FIELDS_MAX = 4096
 U64_MAX = 2**64 - 1
@@ -76,7 +90,7 @@ def same_value(got: object, expected: object) -> bool:
     if type(got) is not type(expected):
         return False
     if isinstance(expected, float):
-        return struct.pack("<d", got) == struct.pack("<d", expected)  # type: ignore[arg-type]
+        return struct.pack("<d", got) == struct.pack("<d", expected)
     if isinstance(expected, dict):
         assert isinstance(got, dict)
         return got.keys() == expected.keys() and all(
@@ -179,21 +193,20 @@ class Sample:
 
 def record_meaning(record: bytes, algo: str, schema: dict[str, str]) -> Sample | str:
     """The sample `record` stores, or why it stores none (a string)."""
-    if len(record) < 8:
+    if len(record) < RECORD_HEADER_BYTES:
         return "record shorter than its 8-byte header"
-    (meta_len,) = struct.unpack_from("<Q", record)
-    if meta_len > len(record) - 8:
+    meta_len = record_meta_len(record)
+    if meta_len > len(record) - RECORD_HEADER_BYTES:
         return "meta_len runs past the record"
-    metadata = metadata_meaning(record[8 : 8 + meta_len], schema)
+    metadata = metadata_meaning(record_json(record), schema)
     if isinstance(metadata, str):
         return metadata
-    stored = record[8 + meta_len :]
+    stored = record_stored(record)
     if algo == "none":
         return Sample(metadata, stored)
-    if len(stored) < 4:
+    if len(stored) < LZ4_SIZE_BYTES:
         return "lz4 record without its 4-byte length"
-    (size,) = struct.unpack_from("<I", stored)
-    payload = lz4_decode(stored[4:], size)
+    payload = lz4_decode(stored[LZ4_SIZE_BYTES:], lz4_size(stored))
     if payload is None:
         return "lz4 block does not decode to its stated length"
     return Sample(metadata, payload)
@@ -218,14 +231,107 @@ def metadata_meaning(text: bytes, schema: dict[str, str]) -> dict[str, object] |
     return value
 
 
+def index_row(index: bytes, sample_id: int) -> tuple[int, int, int]:
+    """(shard_id, offset, record_len) of sample `sample_id`: its 24-byte row of index.bin."""
+    shard_id, offset, record_len = _INDEX_ROW.unpack_from(index, INDEX_ROW_BYTES * sample_id)
+    return shard_id, offset, record_len
+
+
 def index_rows(index: bytes) -> list[tuple[int, int, int]]:
     """(shard_id, offset, record_len) of every whole 24-byte row."""
-    count = len(index) // INDEX_ROW_BYTES
-    return [struct.unpack_from("<QQQ", index, INDEX_ROW_BYTES * row) for row in range(count)]
+    return [index_row(index, row) for row in range(len(index) // INDEX_ROW_BYTES)]
+
+
+def encode_index_row(shard_id: int, offset: int, record_len: int) -> bytes:
+    """One row of index.bin."""
+    return _INDEX_ROW.pack(shard_id, offset, record_len)
+
+
+def set_index_row(
+    index: bytearray, sample_id: int, shard_id: int, offset: int, record_len: int
+) -> None:
+    """Write sample `sample_id`'s row of index.bin."""
+    _INDEX_ROW.pack_into(index, INDEX_ROW_BYTES * sample_id, shard_id, offset, record_len)
+
+
+def encode_index(rows: list[tuple[int, int, int]]) -> bytes:
+    """index.bin of these (shard_id, offset, record_len) rows."""
+    return b"".join(encode_index_row(*row) for row in rows)
+
+
+def record_meta_len(data: bytes, offset: int = 0) -> int:
+    """meta_len, the header of the record at `offset` of `data`: its JSON's length."""
+    (meta_len,) = _META_LEN.unpack_from(data, offset)
+    return int(meta_len)
+
+
+def encode_record_header(meta_len: int) -> bytes:
+    """A record's 8-byte header for `meta_len` bytes of JSON."""
+    return _META_LEN.pack(meta_len)
+
+
+def set_record_meta_len(data: bytearray, offset: int, meta_len: int) -> None:
+    """Write `meta_len` into the header of the record at `offset` of `data`."""
+    _META_LEN.pack_into(data, offset, meta_len)
+
+
+def record_json(record: bytes) -> bytes:
+    """The metadata JSON of a whole record (bytes 8 .. 8 + meta_len)."""
+    return record[RECORD_HEADER_BYTES : RECORD_HEADER_BYTES + record_meta_len(record)]
+
+
+def record_stored(record: bytes) -> bytes:
+    """The stored payload of a whole record, after its JSON: the payload itself, or an
+    lz4 payload's size prefix and block."""
+    return record[RECORD_HEADER_BYTES + record_meta_len(record) :]
+
+
+def stored_offset(data: bytes, offset: int) -> int:
+    """Where the stored payload of the record at `offset` of `data` starts."""
+    return offset + RECORD_HEADER_BYTES + record_meta_len(data, offset)
+
+
+def lz4_size(data: bytes, offset: int = 0) -> int:
+    """The decoded size an lz4 payload at `offset` of `data` states before its block."""
+    (size,) = _U32.unpack_from(data, offset)
+    return int(size)
+
+
+def encode_lz4_size(size: int) -> bytes:
+    """The 4-byte size prefix of an lz4 payload decoding to `size` bytes."""
+    return _U32.pack(size)
+
+
+def set_lz4_size(data: bytearray, offset: int, size: int) -> None:
+    """Write the size prefix of the lz4 payload at `offset` of `data`."""
+    _U32.pack_into(data, offset, size)
+
+
+def record_checksum(checksums: bytes, sample_id: int) -> int:
+    """Sample `sample_id`'s entry of records.crc32c."""
+    (value,) = _U32.unpack_from(checksums, CHECKSUM_BYTES * sample_id)
+    return int(value)
+
+
+def set_record_checksum(checksums: bytearray, sample_id: int, value: int) -> None:
+    """Write sample `sample_id`'s entry of records.crc32c."""
+    _U32.pack_into(checksums, CHECKSUM_BYTES * sample_id, value)
 
 
 def shard_name(shard_id: int) -> str:
+    """A shard's file, relative to its cache."""
     return f"shards/{shard_id:06d}.bin"
+
+
+def read_manifest(cache: Path) -> Any:
+    """The JSON value of a cache's manifest.json, which must be UTF-8 (its fields are
+    not checked: see `manifest_problems`)."""
+    return json.loads((cache / MANIFEST_FILE).read_bytes().decode("utf-8"))
+
+
+def write_manifest(cache: Path, manifest: object, indent: int | None = 2) -> None:
+    """Replace a cache's manifest.json with `manifest` as JSON (pretty with `indent`)."""
+    (cache / MANIFEST_FILE).write_text(json.dumps(manifest, indent=indent), encoding="utf-8")
 
 
 def manifest_problems(manifest: object) -> list[str]:

@@ -19,7 +19,7 @@ LAYERS: dict[str, int] = {
     "base": 0,  # operating system, files, threads, diagnostics
     "codec": 1,  # LZ4, SHA-256, FlatBuffers
     "format": 2,  # the bytes on disk: records, index, manifest, metadata JSON, Arrow IPC
-    "stream": 3,  # positions to rows: sampler, permutation, shards, states, active table
+    "stream": 3,  # positions to rows: sampler, permutation, shares, states, active table
     "read": 4,  # caches, read pipeline, datasets
     "write": 4,  # the cache writer
     "table": 5,  # the metadata table as users edit it (Arrow in and out)

@@ -134,7 +134,7 @@ rm -f "$floors_requirements"
 echo "floors: $("$floors_venv/bin/python" -m pip list --format=freeze 2>/dev/null |
     grep -iE '^(polars|pyarrow|pydantic|typer|rich)==' | tr '\n' ' ')"
 DATASET_RT_LIBRARY="$safe_library" PYTHONPATH="$PWD/python" PATH="$PWD/$floors_venv/bin:$PATH" \
-    run_pytest
+    DATASET_RT_DEPENDENCY_FLOORS=1 run_pytest
 # The C ABI from Rust and Node.js (examples/rust, examples/node), against the same build.
 bash scripts/test_other_languages.sh "$safe_library"
 

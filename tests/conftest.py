@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import json
 import os
-import struct
 import subprocess
 import sys
 from collections.abc import Iterable, Iterator, Mapping
@@ -17,9 +15,11 @@ import pytest
 
 from dataset_rt import CacheInput, DatasetRuntime, WriterConfig
 
-# The fuzz harness's reference decoder (fuzz/ is not a package): the tests check the core
-# against the same independent CRC-32C and value comparison.
+# The fuzz harness's reference decoder (fuzz/ is not a package): the tests read and
+# write a cache's bytes through it, and check the core against the same independent
+# CRC-32C and value comparison. `import cache_reference` works in every test module.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "fuzz"))
+import cache_reference  # noqa: E402
 from cache_reference import crc32c as crc32c  # noqa: E402
 from cache_reference import same_value as same_value  # noqa: E402
 
@@ -99,10 +99,9 @@ def staging_dirs(base: Path) -> list[str]:
 def without_record_checksums(cache: Path) -> None:
     """Make `cache` look as dataset-rt 0.2.4 writes it: no records.crc32c and no
     manifest entry for it, so reads reach the checks behind the checksum."""
-    manifest_path = cache / "manifest.json"
-    manifest = json.loads(manifest_path.read_text())
+    manifest = cache_reference.read_manifest(cache)
     del manifest["record_checksums"]
-    manifest_path.write_text(json.dumps(manifest, indent=2))
+    cache_reference.write_manifest(cache, manifest)
     (cache / "records.crc32c").unlink()
 
 
@@ -126,10 +125,10 @@ def name_cache_id(name: str) -> int:
 
 def record(cache: Path, sample_id: int) -> tuple[Path, int, int]:
     """(shard file, record offset, record length) of a sample, from index.bin."""
-    shard_id, offset, record_len = struct.unpack_from(
-        "<QQQ", (cache / "index.bin").read_bytes(), 24 * sample_id
+    shard_id, offset, record_len = cache_reference.index_row(
+        (cache / "index.bin").read_bytes(), sample_id
     )
-    return cache / "shards" / f"{shard_id:06d}.bin", offset, record_len
+    return cache / cache_reference.shard_name(shard_id), offset, record_len
 
 
 def flip_last_byte_of_record(cache: Path, sample_id: int) -> str:

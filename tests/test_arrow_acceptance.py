@@ -16,11 +16,11 @@ feature, never be misread.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import cache_reference
 import numpy as np
 import pytest
 
@@ -164,10 +164,9 @@ def replace_metadata(original: Path, target: Path, write: Callable[[Path], None]
     arrow_path = target / "metadata.arrow"
     arrow_path.unlink()
     write(arrow_path)
-    manifest_path = target / "manifest.json"
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    manifest = cache_reference.read_manifest(target)
     manifest["metadata_sha256"] = hashlib.sha256(arrow_path.read_bytes()).hexdigest()
-    manifest_path.write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+    cache_reference.write_manifest(target, manifest)
     return target
 
 
@@ -273,9 +272,7 @@ REJECTED: dict[str, tuple[Callable[[Path], None], list[str]]] = {
     "float16 instead of float64": (
         lambda p: write_file(
             p,
-            table_of(
-                arrays={"score": pa.array(np.full(len(ROWS), 1.0, np.float16), pa.float16())}
-            ),
+            table_of(arrays={"score": pa.array(np.full(len(ROWS), 1.0, np.float16), pa.float16())}),
         ),
         ["score", "type"],
     ),
@@ -434,11 +431,11 @@ def test_a_wrong_metadata_hash_is_rejected_under_validate_cache(
     cache = replace_metadata(
         source, tmp_path / "cache", lambda p: write_file(p, table_of(), [3, 4])
     )
-    manifest = json.loads((cache / "manifest.json").read_text(encoding="utf-8"))
+    manifest = cache_reference.read_manifest(cache)
     manifest["metadata_sha256"] = hashlib.sha256(
         (source / "metadata.arrow").read_bytes()
     ).hexdigest()
-    (cache / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    cache_reference.write_manifest(cache, manifest, indent=None)
     with pytest.raises(ValueError, match="metadata.arrow"):
         runtime.cached_dataset([cache], reader_config=ReaderConfig(seed=0, validate_cache=True))
 

@@ -37,11 +37,15 @@ def test_c_program_writes_and_reads_back_a_cache(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, f"C round trip failed:\n{result.stdout}\n{result.stderr}"
     assert "read back 1000 samples of c_source, 0 payloads deferred" in result.stdout
+    assert "described c_source from its manifest" in result.stdout
     # Sizes are i * 37 % 3000: 648 of the 1000 payloads have at least 1000 bytes.
     assert "read back 1000 samples of c_raw, 648 payloads deferred" in result.stdout
     assert "read 648 payloads of c_raw in place" in result.stdout
     assert "read back 1000 samples of c_columns" in result.stdout
     assert "read back 1000 samples of c_columns_joined" in result.stdout
+    # The deprecated names of a share (drt_shard, drt_shard_count,
+    # drt_iterator_create_shard) still link and give what the new names give.
+    assert "the deprecated share names give what the new names give" in result.stdout
     assert (tmp_path / "caches" / "c_source" / "manifest.json").exists()
     # Metadata pushed by column, with the payloads apart or in one buffer, gives
     # the very bytes the JSON push gives.

@@ -1,15 +1,16 @@
 """The on-disk format v2, checked byte by byte with independent readers
-(json, hashlib, struct, pyarrow, the reference lz4)."""
+(json, hashlib, the reference decoder fuzz/cache_reference.py, pyarrow, the
+reference lz4)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import re
-import struct
 from pathlib import Path
 from typing import Any
 
+import cache_reference
 import pyarrow as pa
 import pyarrow.ipc
 import pytest
@@ -98,12 +99,14 @@ def algo_of(cache: Path) -> str:
 
 
 def manifest_of(cache: Path) -> dict[str, Any]:
-    return json.loads((cache / "manifest.json").read_bytes().decode("utf-8"))
+    manifest: dict[str, Any] = cache_reference.read_manifest(cache)
+    return manifest
 
 
 def index_rows(cache: Path) -> list[tuple[int, int, int]]:
     data = (cache / "index.bin").read_bytes()
-    return [struct.unpack_from("<QQQ", data, offset) for offset in range(0, len(data), 24)]
+    assert len(data) % cache_reference.INDEX_ROW_BYTES == 0, f"index.bin has {len(data)} bytes"
+    return cache_reference.index_rows(data)
 
 
 def records(cache: Path) -> list[tuple[int, bytes, bytes]]:
@@ -116,11 +119,12 @@ def records(cache: Path) -> list[tuple[int, bytes, bytes]]:
         assert len(record) == record_len, (
             f"sample {sample_id}: record runs past the end of shard {shard_id}"
         )
-        (meta_len,) = struct.unpack_from("<Q", record, 0)
-        assert 8 + meta_len <= record_len, (
+        meta_len = cache_reference.record_meta_len(record)
+        assert cache_reference.RECORD_HEADER_BYTES + meta_len <= record_len, (
             f"sample {sample_id}: meta_len {meta_len} exceeds record_len {record_len}"
         )
-        out.append((shard_id, record[8 : 8 + meta_len], record[8 + meta_len :]))
+        stored = cache_reference.record_stored(record)
+        out.append((shard_id, cache_reference.record_json(record), stored))
     return out
 
 
@@ -248,7 +252,7 @@ def test_record_checksums_are_the_crc32c_of_every_stored_record(cache: Path) -> 
     shards = [p.read_bytes() for p in sorted((cache / "shards").iterdir())]
     for sample_id, (shard_id, offset, record_len) in enumerate(index_rows(cache)):
         record = shards[shard_id][offset : offset + record_len]
-        (stored,) = struct.unpack_from("<I", data, 4 * sample_id)
+        stored = cache_reference.record_checksum(data, sample_id)
         assert stored == crc32c(record), (
             f"sample {sample_id}: records.crc32c has {stored:08x}, the record's CRC-32C is "
             f"{crc32c(record):08x}"
@@ -292,11 +296,12 @@ def test_records_hold_the_payload_raw_or_as_a_reference_decodable_lz4_block(cach
         else:
             lz4_block = pytest.importorskip("lz4.block")
             assert len(stored) >= 4, f"sample {sample_id}: lz4 payload has no u32 length prefix"
-            (length,) = struct.unpack_from("<I", stored, 0)
+            length = cache_reference.lz4_size(stored)
             assert length == len(payload), (
                 f"sample {sample_id}: u32 prefix {length} != payload length {len(payload)}"
             )
-            decoded = lz4_block.decompress(stored[4:], uncompressed_size=length)
+            block = stored[cache_reference.LZ4_SIZE_BYTES :]
+            decoded = lz4_block.decompress(block, uncompressed_size=length)
             assert decoded == payload, (
                 f"sample {sample_id}: the reference lz4 decodes the block to different bytes"
             )
@@ -411,9 +416,9 @@ def test_a_single_sample_cache_has_one_shard_and_one_index_row(
     assert index_rows(tmp_path / "one") == [(0, 0, 8 + len(b'{"x":1}'))], (
         f"index rows {index_rows(tmp_path / 'one')}"
     )
-    assert (tmp_path / "one" / "shards" / "000000.bin").read_bytes() == struct.pack(
-        "<Q", 7
-    ) + b'{"x":1}', "record bytes"
+    assert (tmp_path / "one" / "shards" / "000000.bin").read_bytes() == (
+        cache_reference.encode_record_header(7) + b'{"x":1}'
+    ), "record bytes"
 
 
 def test_the_core_calls_a_directory_with_a_manifest_published(cache: Path, tmp_path: Path) -> None:

@@ -624,6 +624,44 @@ def test_ls_of_an_empty_folder_and_of_a_cache(runtime: DatasetRuntime, tmp_path:
     assert f"dataset-rt info {cache}" in result.stderr
 
 
+def test_ls_lists_a_cache_whose_manifest_the_core_refuses_as_unreadable(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    base = tmp_path / "caches"
+    newer = write(runtime, base, "newer")
+    manifest = json.loads((newer / "manifest.json").read_text())
+    (newer / "manifest.json").write_text(json.dumps({**manifest, "format_version": 4}))
+    (base / "junk").mkdir()
+    (base / "junk" / "manifest.json").write_text("{")
+    listing = invoke_json("ls", base)
+    assert listing["caches"] == []
+    notes = {entry["path"]: (entry["kind"], entry["note"]) for entry in listing["other"]}
+    version = "unsupported cache format version 4 (this reader supports versions 2 and 3)"
+    assert notes["newer"] == (
+        "unreadable",
+        f"its manifest.json cannot be read (cache {newer}: manifest.json: {version})",
+    )
+    invalid = "manifest.json: JSON error: manifest.json is invalid JSON (unexpected end of input"
+    assert notes["junk"] == (
+        "unreadable",
+        f"its manifest.json cannot be read (cache {base / 'junk'}: {invalid} at line 1, column 2))",
+    )
+
+
+def test_ls_reads_only_the_manifest(runtime: DatasetRuntime, tmp_path: Path) -> None:
+    """The listing's figures come from the core's reading of manifest.json alone: a cache
+    whose other files are gone is still listed with them."""
+    base = tmp_path / "caches"
+    cache = write(runtime, base, "c", algo="lz4")
+    for name in ("index.bin", "metadata.arrow", "records.crc32c"):
+        (cache / name).unlink()
+    for shard in (cache / "shards").iterdir():
+        shard.unlink()
+    [row] = invoke_json("ls", base)["caches"]
+    assert row == {**cache_row(cache, len(SAMPLES), "lz4"), "bytes_on_disk": row["bytes_on_disk"]}
+    assert row["bytes_on_disk"] == (cache / "manifest.json").stat().st_size
+
+
 def test_info_of_a_base_folder_lists_its_caches(runtime: DatasetRuntime, tmp_path: Path) -> None:
     base = tmp_path / "caches"
     cache = write(runtime, base, "c")

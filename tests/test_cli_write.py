@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import pythonpath_before_inherited
-from dataset_rt import CacheInput, DatasetRuntime
+from dataset_rt import CacheInput, DatasetRuntime, _native
 from dataset_rt.sources import FolderSource, ParquetSource
 from test_cli import PACKAGE_ROOT, invoke, invoke_json, make_folder, make_parquet, read_back
 
@@ -235,26 +235,32 @@ def test_overwrite_that_fails_midway_leaves_the_old_cache_intact(
 def test_overwrite_whose_swap_fails_puts_the_old_cache_back(
     runtime: DatasetRuntime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The core moves the old cache aside, then the new one in: that second rename is
+    # made to fail by an immutable work folder (as root too), after the first succeeded.
     make_folder(tmp_path / "images")
     base = tmp_path / "caches"
     invoke("write", "folder", tmp_path / "images", "-o", base, "--name", "pics", code=0)
     old_payloads = payloads(runtime, base / "pics")
     (tmp_path / "images" / "new.png").write_bytes(b"new")
-    real_rename = os.rename
-    calls: list[str] = []
+    probe = tmp_path / "probe"
+    (probe / "entry").mkdir(parents=True)
+    if subprocess.run(["chattr", "+i", probe], capture_output=True, check=False).returncode:
+        pytest.skip("chattr +i is not available on this file system")
+    subprocess.run(["chattr", "-i", probe], check=True)
+    real_replace = _native.replace_cache
 
-    def rename(source: Any, target: Any) -> None:
-        calls.append(Path(target).name)
-        if len(calls) == 2:  # the new cache into place
-            raise OSError("rename refused")
-        real_rename(source, target)
+    def replace_from_an_immutable_folder(base_dir: Path, name: str, fresh: str) -> bool:
+        work = Path(base_dir) / Path(fresh).parent
+        subprocess.run(["chattr", "+i", work], check=True)
+        try:
+            return real_replace(base_dir, name, fresh)
+        finally:
+            subprocess.run(["chattr", "-i", work], check=True)
 
-    monkeypatch.setattr(os, "rename", rename)
+    monkeypatch.setattr(_native, "replace_cache", replace_from_an_immutable_folder)
     result = invoke("write", "folder", tmp_path / "images", "-o", base, "--name", "pics",
                     "--labels", "none", "--overwrite", code=1)  # fmt: skip
-    monkeypatch.undo()
-    assert "rename refused" in result.stderr
-    assert calls == ["replaced", "pics", "pics"]  # aside, in (refused), back
+    assert "cannot rename" in result.stderr and "operation not permitted" in result.stderr
     assert payloads(runtime, base / "pics") == old_payloads
     assert leftovers(base) == []
 

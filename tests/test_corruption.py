@@ -15,10 +15,10 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import struct
 from pathlib import Path
 from typing import Any
 
+import cache_reference
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -153,11 +153,12 @@ def framing_positions(cache: Path, file: str, algo: str) -> list[int]:
     index = (cache / "index.bin").read_bytes()
     shard = (cache / file).read_bytes()
     positions: list[int] = []
-    for sample_id in range(len(index) // 24):
-        row_shard, offset, _ = struct.unpack_from("<QQQ", index, 24 * sample_id)
+    prefix_bytes = cache_reference.LZ4_SIZE_BYTES if algo == "lz4" else 0
+    for row_shard, offset, _ in cache_reference.index_rows(index):
         if row_shard == shard_id:
-            (meta_len,) = struct.unpack_from("<Q", shard, offset)
-            positions.extend(range(offset, offset + 8 + meta_len + (4 if algo == "lz4" else 0)))
+            positions.extend(
+                range(offset, cache_reference.stored_offset(shard, offset) + prefix_bytes)
+            )
     return positions
 
 
@@ -324,8 +325,7 @@ def test_a_missing_cache_directory_is_an_error_naming_it(
 def first_record_of_shard(cache: Path, shard_id: int) -> tuple[int, int, int]:
     """(sample_id, offset, record_len) of the first record stored in shard `shard_id`."""
     index = (cache / "index.bin").read_bytes()
-    for sample_id in range(len(index) // 24):
-        row_shard, offset, record_len = struct.unpack_from("<QQQ", index, 24 * sample_id)
+    for sample_id, (row_shard, offset, record_len) in enumerate(cache_reference.index_rows(index)):
         if row_shard == shard_id:
             return sample_id, offset, record_len
     raise AssertionError(f"no record in shard {shard_id}")
@@ -357,18 +357,18 @@ def test_read_time_record_errors_name_the_shard(
     sample_id, offset, record_len = first_record_of_shard(cache, 2)
     shard = cache / "shards" / "000002.bin"
     data = bytearray(shard.read_bytes())
-    (meta_len,) = struct.unpack_from("<Q", data, offset)
+    prefix_at = cache_reference.stored_offset(data, offset)
     if damage == "meta_len":
-        struct.pack_into("<Q", data, offset, record_len)  # longer than the record
+        cache_reference.set_record_meta_len(data, offset, record_len)  # longer than the record
     elif damage == "lz4_prefix":
-        prefix_at = offset + 8 + meta_len
-        struct.pack_into("<I", data, prefix_at, struct.unpack_from("<I", data, prefix_at)[0] + 1)
+        cache_reference.set_lz4_size(data, prefix_at, cache_reference.lz4_size(data, prefix_at) + 1)
     elif damage == "lz4_prefix_huge":
         # Refused from the block's length alone, not after allocating 4 GiB to decode into.
-        struct.pack_into("<I", data, offset + 8 + meta_len, 0xFFFFFFFF)
+        cache_reference.set_lz4_size(data, prefix_at, 0xFFFFFFFF)
     else:
-        data[offset + 8 + meta_len + 4] = 0xF0  # token claiming 15+ literals, then garbage
-        data[offset + 8 + meta_len + 5] = 0xFF
+        block_at = prefix_at + cache_reference.LZ4_SIZE_BYTES
+        data[block_at] = 0xF0  # token claiming 15+ literals, then garbage
+        data[block_at + 1] = 0xFF
     shard.write_bytes(bytes(data))
     with pytest.raises(ValueError) as raised:
         load(runtime, cache, validate=False)
@@ -394,9 +394,9 @@ def test_a_manifest_of_another_format_version_is_refused_naming_the_version(
     version: object,
 ) -> None:
     cache = fresh_copy(pristine["none"], tmp_path_factory)
-    manifest = json.loads((cache / "manifest.json").read_text())
+    manifest = cache_reference.read_manifest(cache)
     manifest["format_version"] = version
-    (cache / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    cache_reference.write_manifest(cache, manifest)
     message = expect_failure(runtime, cache, f"format_version {version!r}", "manifest.json")
     assert "version" in message, (
         f"format_version {version!r}: message does not mention the version: {message!r}"
@@ -439,9 +439,9 @@ def test_an_index_record_length_off_by_one_is_detected_without_validation(
     # Row 0's record is followed by row 1's in the same shard: a longer length stays inside it.
     cache = fresh_copy(pristine["none"], tmp_path_factory)
     index = bytearray((cache / "index.bin").read_bytes())
-    shard_id, offset, record_len = struct.unpack_from("<QQQ", index, 0)
-    assert struct.unpack_from("<Q", index, 24)[0] == shard_id, "rows 0 and 1 should share a shard"
-    struct.pack_into("<QQQ", index, 0, shard_id, offset, record_len + delta)
+    shard_id, offset, record_len = cache_reference.index_row(index, 0)
+    assert cache_reference.index_row(index, 1)[0] == shard_id, "rows 0 and 1 should share a shard"
+    cache_reference.set_index_row(index, 0, shard_id, offset, record_len + delta)
     (cache / "index.bin").write_bytes(bytes(index))
     try:
         samples = load(runtime, cache, validate=False)
@@ -456,7 +456,9 @@ def test_swapped_index_rows_are_detected_by_the_embedded_metadata_check(
 ) -> None:
     cache = fresh_copy(pristine["none"], tmp_path_factory)
     index = bytearray((cache / "index.bin").read_bytes())
-    index[0:24], index[24:48] = index[24:48], index[0:24]
+    first, second = cache_reference.index_row(index, 0), cache_reference.index_row(index, 1)
+    cache_reference.set_index_row(index, 0, *second)
+    cache_reference.set_index_row(index, 1, *first)
     (cache / "index.bin").write_bytes(bytes(index))
     expect_failure(runtime, cache, "index rows 0 and 1 swapped", "")
 
@@ -492,9 +494,9 @@ def test_a_wrong_uncompressed_byte_len_is_detected_with_validation(
     algo: str,
 ) -> None:
     cache = fresh_copy(pristine[algo], tmp_path_factory)
-    manifest = json.loads((cache / "manifest.json").read_text())
+    manifest = cache_reference.read_manifest(cache)
     manifest["shards"][0]["uncompressed_byte_len"] += 1
-    (cache / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    cache_reference.write_manifest(cache, manifest)
     expect_failure(
         runtime,
         cache,
@@ -522,9 +524,9 @@ def test_a_manifest_missing_a_field_is_refused_naming_it(
     key: str,
 ) -> None:
     cache = fresh_copy(pristine["none"], tmp_path_factory)
-    manifest = json.loads((cache / "manifest.json").read_text())
+    manifest = cache_reference.read_manifest(cache)
     del manifest[key]
-    (cache / "manifest.json").write_text(json.dumps(manifest))
+    cache_reference.write_manifest(cache, manifest, indent=None)
     message = expect_failure(runtime, cache, f"manifest without {key}", "manifest.json")
     assert key in message, f"manifest without {key}: message does not name the field: {message!r}"
 
@@ -534,9 +536,9 @@ def test_a_source_name_with_a_nul_byte_is_shown_escaped(
 ) -> None:
     # Unescaped, the NUL would end the C string that carries the message.
     cache = fresh_copy(pristine["none"], tmp_path_factory)
-    manifest = json.loads((cache / "manifest.json").read_text())
+    manifest = cache_reference.read_manifest(cache)
     manifest["source_name"] = "a\x00b"
-    (cache / "manifest.json").write_text(json.dumps(manifest))
+    cache_reference.write_manifest(cache, manifest, indent=None)
     message = expect_failure(runtime, cache, "source_name with a NUL byte", "manifest.json")
     assert "not 'a\\x00b'" in message, message
 

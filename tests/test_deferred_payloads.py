@@ -8,9 +8,9 @@ import gc
 import hashlib
 import json
 import os
-import struct
 from pathlib import Path
 
+import cache_reference
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -99,7 +99,7 @@ def test_payloads_written_from_the_pushed_memory_frame_and_hash_like_copied_ones
     # byte format itself (SPEC): index rows, record framing, shard SHA-256s.
     sizes = SIZES * 2 + [THRESHOLD * 2] * 4
     path, payloads = write(runtime, tmp_path, sizes, max_shard_bytes=max_shard_bytes)
-    manifest = json.loads((path / "manifest.json").read_bytes())
+    manifest = cache_reference.read_manifest(path)
     shards = [(path / "shards" / shard["name"]).read_bytes() for shard in manifest["shards"]]
     for shard, entry in zip(shards, manifest["shards"], strict=True):
         assert hashlib.sha256(shard).hexdigest() == entry["sha256"]
@@ -107,13 +107,13 @@ def test_payloads_written_from_the_pushed_memory_frame_and_hash_like_copied_ones
     index = (path / "index.bin").read_bytes()
     expected_offsets = [0] * len(shards)
     for sample_id, data in enumerate(payloads):
-        shard_id, offset, record_len = struct.unpack_from("<QQQ", index, sample_id * 24)
+        shard_id, offset, record_len = cache_reference.index_row(index, sample_id)
         assert offset == expected_offsets[shard_id], f"sample {sample_id} is not back to back"
         expected_offsets[shard_id] += record_len
         record = shards[shard_id][offset : offset + record_len]
-        (meta_len,) = struct.unpack_from("<Q", record)
-        assert json.loads(record[8 : 8 + meta_len]) == {"i": sample_id, "size": len(data)}
-        assert record[8 + meta_len :] == data, f"sample {sample_id}: payload differs"
+        metadata = json.loads(cache_reference.record_json(record))
+        assert metadata == {"i": sample_id, "size": len(data)}
+        assert cache_reference.record_stored(record) == data, f"sample {sample_id}: payload differs"
     assert expected_offsets == [len(shard) for shard in shards]
     if max_shard_bytes == 1:
         assert len(shards) == len(payloads)  # one record per shard
@@ -259,10 +259,10 @@ def test_a_record_shorter_than_its_header_is_an_error_with_any_deferral_size(
     without_record_checksums(path)  # the header check is what this is about
     shard = path / "shards" / "000000.bin"
     shard.write_bytes(shard.read_bytes()[:record_len])
-    (path / "index.bin").write_bytes(struct.pack("<QQQ", 0, 0, record_len))
-    manifest = json.loads((path / "manifest.json").read_text())
+    (path / "index.bin").write_bytes(cache_reference.encode_index_row(0, 0, record_len))
+    manifest = cache_reference.read_manifest(path)
     manifest["shards"][0]["byte_len"] = manifest["shards"][0]["uncompressed_byte_len"] = record_len
-    (path / "manifest.json").write_text(json.dumps(manifest))
+    cache_reference.write_manifest(path, manifest, indent=None)
     monkeypatch.setattr("dataset_rt._native.DEFER_DEFAULT", 1)
     ds = runtime.cached_dataset([path], reader_config=ReaderConfig(seed=0, shuffle=False))
     expected = f"record of {record_len} bytes is shorter than its 8-byte header"

@@ -42,6 +42,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import cache_reference
 import pytest
 
 import dataset_rt
@@ -511,7 +512,7 @@ def check_cache_files(
     cache: Path, samples: list[tuple[bytes, dict[str, Any]]], writer: dict[str, Any]
 ) -> None:
     """Every hash and length in the manifest matches the files; the manifest describes the input."""
-    manifest = json.loads((cache / "manifest.json").read_text(encoding="utf-8"))
+    manifest = cache_reference.read_manifest(cache)
     assert manifest["format_version"] == 2
     assert manifest["source_name"] == cache.name
     assert manifest["sample_count"] == len(samples)
@@ -553,8 +554,7 @@ def check_rotation(cache: Path, manifest: dict[str, Any], max_shard_bytes: int) 
     push a non-empty one past max_shard_bytes; shard lengths are the sums of their records."""
     index = (cache / "index.bin").read_bytes()
     shard, offset = 0, 0
-    for row in range(len(index) // 24):
-        shard_id, record_offset, length = struct.unpack_from("<QQQ", index, row * 24)
+    for row, (shard_id, record_offset, length) in enumerate(cache_reference.index_rows(index)):
         if offset > 0 and offset + length > max_shard_bytes:
             shard, offset = shard + 1, 0
         assert (shard_id, record_offset) == (shard, offset), (
@@ -575,13 +575,12 @@ def embedded_records(cache: Path) -> list[tuple[str, bytes]]:
     """(embedded metadata JSON text, stored payload) per sample, following index.bin."""
     index = (cache / "index.bin").read_bytes()
     records = []
-    for row in range(len(index) // 24):
-        shard_id, offset, length = struct.unpack_from("<QQQ", index, row * 24)
-        with open(cache / "shards" / f"{shard_id:06d}.bin", "rb") as shard:
+    for shard_id, offset, length in cache_reference.index_rows(index):
+        with open(cache / cache_reference.shard_name(shard_id), "rb") as shard:
             shard.seek(offset)
             record = shard.read(length)
-        (meta_len,) = struct.unpack_from("<Q", record)
-        records.append((record[8 : 8 + meta_len].decode("utf-8"), record[8 + meta_len :]))
+        text = cache_reference.record_json(record).decode("utf-8")
+        records.append((text, cache_reference.record_stored(record)))
     return records
 
 
@@ -618,14 +617,15 @@ def check_embedded_json(
         if algo == "none":
             assert stored == data, f"{cache} sample {sample_id}: stored payload differs"
         else:
-            (size,) = struct.unpack_from("<I", stored)
+            size = cache_reference.lz4_size(stored)
             assert size == len(data), (
                 f"{cache} sample {sample_id}: lz4 size prefix {size} != {len(data)}"
             )
             with contextlib.suppress(ImportError):
                 import lz4.block
 
-                assert lz4.block.decompress(stored[4:], uncompressed_size=size) == data
+                block = stored[cache_reference.LZ4_SIZE_BYTES :]
+                assert lz4.block.decompress(block, uncompressed_size=size) == data
 
 
 def random_floats(count: int, seed: int) -> list[float]:
@@ -809,7 +809,7 @@ def test_the_peer_ignores_our_record_checksums_with_and_without_validation(
     # it reads them, validated or not, exactly as it reads its own.
     for source in SOURCES:
         cache = interop["ours_base"] / variant / source["name"]
-        manifest = json.loads((cache / "manifest.json").read_text())
+        manifest = cache_reference.read_manifest(cache)
         assert manifest["record_checksums"]["file"] == "records.crc32c", manifest
         assert (cache / "records.crc32c").stat().st_size == 4 * len(source["samples"])
     for reads, what in (

@@ -5,13 +5,12 @@ otherwise exactly those of a sound cache."""
 from __future__ import annotations
 
 import shutil
-import struct
 import warnings
 from pathlib import Path
 
 import pytest
 
-from conftest import ListSource
+from conftest import ListSource, record
 from dataset_rt import (
     CachedDataset,
     DatasetRuntime,
@@ -40,10 +39,7 @@ def write(runtime: DatasetRuntime, base: Path, name: str, size: int, algo: str =
 
 def corrupt(cache: Path, sample_id: int) -> None:
     """Flip the last byte of the sample's record (its payload)."""
-    shard_id, offset, record_len = struct.unpack_from(
-        "<QQQ", (cache / "index.bin").read_bytes(), 24 * sample_id
-    )
-    shard = cache / "shards" / f"{shard_id:06d}.bin"
+    shard, offset, record_len = record(cache, sample_id)
     data = bytearray(shard.read_bytes())
     data[offset + record_len - 1] ^= 0x80
     shard.write_bytes(bytes(data))

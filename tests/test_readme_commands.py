@@ -7,6 +7,7 @@ brings everything the tests import, and CI installs nothing with pip of its own.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -47,12 +48,36 @@ def test_the_commands_name_only_extras_that_pyproject_declares() -> None:
     assert extras_of(tests) == {"dev", "test"} <= declared
 
 
-@pytest.mark.parametrize(
-    "module", ["torch", "torchdata", "sklearn", "datasets", "PIL", "lz4", "hypothesis"]
-)
+# The modules the suite and its examples import beyond the runtime dependencies, and the
+# requirement of the dev or test extra that provides each.
+TEST_MODULES = {
+    "torch": "torch",
+    "torchdata": "torchdata",
+    "sklearn": "scikit-learn",
+    "datasets": "datasets",
+    "PIL": "pillow",
+    "lz4": "lz4",
+    "hypothesis": "hypothesis",
+}
+
+
+@pytest.mark.parametrize("module", list(TEST_MODULES))
 def test_what_the_tests_import_comes_with_the_test_command(module: str) -> None:
-    """Each module the suite or its examples import is provided by a declared extra, so
-    the test command installs it (this test runs after that command)."""
+    """Each module the suite or its examples import is provided by the dev or test extra,
+    so the test command installs it, and it is installed (this test runs after that
+    command). The dependency-floors run (scripts/test.sh phase 3) installs the extras but
+    for the packages that cannot sit beside the floors (dependency_floors.EXCLUDED)."""
+    extras = PROJECT["optional-dependencies"]
+    provided = {
+        dependency_floors.requirement_name(requirement)
+        for extra in ("dev", "test")
+        for requirement in extras[extra]
+    }
+    requirement = TEST_MODULES[module]
+    assert requirement in provided, f"{requirement} is in neither the dev nor the test extra"
+    floors_run = os.environ.get("DATASET_RT_DEPENDENCY_FLOORS") == "1"
+    if floors_run and requirement in dependency_floors.EXCLUDED:
+        pytest.skip(f"{requirement}: {dependency_floors.EXCLUDED[requirement]}")
     result = subprocess.run(
         [sys.executable, "-c", f"import {module}"], capture_output=True, text=True, check=False
     )
@@ -76,3 +101,12 @@ def test_every_runtime_dependency_has_a_floor_that_ci_pins() -> None:
     requirements = dependency_floors.floor_requirements(PROJECT)
     assert not [r for r in requirements if dependency_floors.requirement_name(r) == "datasets"]
     assert [r for r in requirements if r.startswith("torch==")]
+
+
+def test_the_distribution_has_a_name_of_its_own_and_the_readme_says_why() -> None:
+    # `dataset-rt` on PyPI is dataset-rt 0.2.4's Rust package: the same import name, so
+    # this project can never be published under it, and the two cannot coexist.
+    assert PROJECT["name"] == "dataset-rt-zig"
+    assert PROJECT["scripts"]["dataset-rt"] == "dataset_rt.cli:main"
+    assert "pip install dataset-rt-zig" in README
+    assert "cannot be installed side by side" in README

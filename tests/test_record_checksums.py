@@ -4,13 +4,13 @@ the shard, the sample and the record's offset."""
 
 from __future__ import annotations
 
-import struct
 from pathlib import Path
 from typing import Any
 
+import cache_reference
 import pytest
 
-from conftest import ListSource, crc32c, without_record_checksums
+from conftest import ListSource, crc32c, record, without_record_checksums
 from dataset_rt import (
     CachedDataset,
     DatasetRuntime,
@@ -41,14 +41,12 @@ def write(
 
 def record_of(cache: Path, sample_id: int) -> tuple[Path, int, int, int]:
     """(shard path, record offset, record length, offset of the stored payload)."""
-    shard_id, offset, record_len = struct.unpack_from(
-        "<QQQ", (cache / "index.bin").read_bytes(), 24 * sample_id
-    )
-    shard = cache / "shards" / f"{shard_id:06d}.bin"
+    shard, offset, record_len = record(cache, sample_id)
     with shard.open("rb") as file:
         file.seek(offset)
-        (meta_len,) = struct.unpack("<Q", file.read(8))
-    return shard, offset, record_len, offset + 8 + meta_len
+        header = file.read(cache_reference.RECORD_HEADER_BYTES)
+    meta_len = cache_reference.record_meta_len(header)
+    return shard, offset, record_len, offset + cache_reference.RECORD_HEADER_BYTES + meta_len
 
 
 def flip_payload_byte(cache: Path, sample_id: int, from_end: int = 1) -> int:
@@ -82,7 +80,7 @@ def test_the_writer_stores_the_crc32c_of_every_record(
         for sample_id in range(6):
             shard, offset, record_len, _ = record_of(cache, sample_id)
             record = shard.read_bytes()[offset : offset + record_len]
-            assert struct.unpack_from("<I", stored, 4 * sample_id)[0] == crc32c(record), (
+            assert cache_reference.record_checksum(stored, sample_id) == crc32c(record), (
                 f"{algo}: sample {sample_id}"
             )
 

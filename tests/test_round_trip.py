@@ -3,13 +3,12 @@ and types, cache ids and sample ids in order, whatever the codec and shard size.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import pickle
-import struct
 from pathlib import Path
 
+import cache_reference
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -170,7 +169,8 @@ def read_all(runtime: DatasetRuntime, paths: list[Path]) -> list[CachedSample]:
 
 def index_rows(cache: Path) -> list[tuple[int, int, int]]:
     data = (cache / "index.bin").read_bytes()
-    return [struct.unpack_from("<QQQ", data, offset) for offset in range(0, len(data), 24)]
+    assert len(data) % cache_reference.INDEX_ROW_BYTES == 0, f"index.bin has {len(data)} bytes"
+    return cache_reference.index_rows(data)
 
 
 def assert_rotation_rule(cache: Path, limit: int) -> None:
@@ -186,7 +186,7 @@ def assert_rotation_rule(cache: Path, limit: int) -> None:
             f"puts it at shard {expected_shard} offset {fill}"
         )
         fill += record_len
-    manifest = json.loads((cache / "manifest.json").read_text())
+    manifest = cache_reference.read_manifest(cache)
     shard_files = sorted(p.name for p in (cache / "shards").iterdir())
     assert len(manifest["shards"]) == expected_shard + 1, (
         f"{cache.name}: manifest lists {len(manifest['shards'])} shards, "
@@ -304,7 +304,7 @@ def test_max_shard_bytes_of_one_puts_every_record_in_its_own_shard(
         tmp_path,
         WriterConfig(show_progress=False, max_shard_bytes=1, shard_compression=compression),
     )
-    manifest = json.loads((cache / "manifest.json").read_text())
+    manifest = cache_reference.read_manifest(cache)
     assert len(manifest["shards"]) == 7, (
         f"7 records with max_shard_bytes=1 gave {len(manifest['shards'])} shards"
     )

@@ -265,7 +265,7 @@ def test_shares_of_ranks_and_workers_interleave_back_to_the_stream(
         for worker in range(num_workers):
             ds = load(runtime, caches, epoch_len=epoch_len)
             ds.set_epoch(skip_epochs)
-            shard = _native.Shard(
+            reader_share = _native.Share(
                 batch_size=batch_size,
                 rank=rank,
                 world_size=world_size,
@@ -273,7 +273,7 @@ def test_shares_of_ranks_and_workers_interleave_back_to_the_stream(
                 num_workers=num_workers,
                 drop_last=int(drop_last),
             )
-            shares[rank, worker] = ids(ds._iterate(shard, 0))
+            shares[rank, worker] = ids(ds._iterate(reader_share, 0))
             # Every share moves the dataset on by the whole epoch.
             assert ds.state_dict()["epoch"] == skip_epochs + 1
     interleaved = []
@@ -290,9 +290,9 @@ def test_shares_of_ranks_and_workers_interleave_back_to_the_stream(
 def test_a_share_out_of_range_is_refused(runtime: DatasetRuntime, caches: list[Path]) -> None:
     ds = load(runtime, caches)
     with pytest.raises(ValueError, match="rank must be below world_size \\(2\\), got 2"):
-        ds._iterate(_native.Shard(batch_size=1, rank=2, world_size=2, num_workers=1), 0)
+        ds._iterate(_native.Share(batch_size=1, rank=2, world_size=2, num_workers=1), 0)
     with pytest.raises(ValueError, match="cannot skip 10 samples: this reader's share"):
-        ds._iterate(_native.Shard(batch_size=1, world_size=1, num_workers=1), 10)
+        ds._iterate(_native.Share(batch_size=1, world_size=1, num_workers=1), 10)
     assert ds.state_dict()["epoch"] == 0, "a refused share moved the stream"
 
 

@@ -75,6 +75,8 @@ def test_a_plain_dataloader_with_workers_yields_the_single_process_stream(
     loader = torch_data.DataLoader(
         adapter, batch_size=batch_size, num_workers=num_workers, **context
     )
+    if batch_size is not None:
+        adapter.attach_loader(loader)  # an unbatched adapter needs no handshake
     batches = list(loader)
     assert torch_jobs.flatten(batches) == expected
     assert len(loader) == len(batches)
@@ -99,6 +101,7 @@ def test_workers_started_without_fork_rebuild_an_edited_dataset(
     loader = torch_data.DataLoader(
         adapter, batch_size=3, num_workers=2, multiprocessing_context=start_method
     )
+    adapter.attach_loader(loader)  # its worker_init_fn travels pickled too
     assert torch_jobs.flatten(loader) == expected
 
 
@@ -151,23 +154,149 @@ def test_a_batch_size_mismatch_is_refused_saying_what_to_set(
     runtime: DatasetRuntime, caches: list[Path]
 ) -> None:
     adapter = load(runtime, caches).to_torch_iterable_dataset(batch_size=4)
-    for num_workers in (0, 2):
-        loader = torch_data.DataLoader(adapter, batch_size=8, num_workers=num_workers)
+    for batch_size in (8, None):
+        loader = torch_data.DataLoader(adapter, batch_size=batch_size, num_workers=2)
         with pytest.raises(
-            ValueError, match="pass DataLoader\\(batch_size=4\\) or build the adapter"
+            ValueError,
+            match=f"the DataLoader has batch_size={batch_size} and the adapter batch_size=4: "
+            "pass DataLoader\\(batch_size=4\\) or build the adapter",
         ):
-            list(loader)
-    with pytest.raises(ValueError, match="the DataLoader has batch_size=None and the adapter"):
-        list(torch_data.DataLoader(adapter, batch_size=None))
+            adapter.attach_loader(loader)
     with pytest.raises(ValueError, match="pass DataLoader\\(batch_size=4\\)"):
         DataLoader(adapter, batch_size=2)
     with pytest.raises(ValueError, match="drop_last=False and the loader has drop_last=True"):
         DataLoader(adapter, batch_size=4, drop_last=True)
+    with pytest.raises(ValueError, match="drop_last=False and the loader has drop_last=True"):
+        adapter.attach_loader(torch_data.DataLoader(adapter, batch_size=4, drop_last=True))
     # None and 1 read the same positions.
     samples = load(runtime, caches).to_torch_iterable_dataset()
     assert torch_jobs.flatten(torch_data.DataLoader(samples, batch_size=1)) == ids(
         load(runtime, caches)
     )
+
+
+NO_HANDSHAKE = (
+    "the adapter \\(batch_size=4\\) is read by {readers}, which give the stream in order "
+    "only with a loader of batch_size=4, and no loader said so: use "
+    "dataset_rt.torch.DataLoader\\(adapter, batch_size=4\\), or call "
+    "adapter.attach_loader\\(loader\\)"
+)
+
+
+@pytest.mark.parametrize("batch_size", [4, 8, None])
+def test_a_plain_dataloader_with_workers_is_refused_without_the_handshake(
+    runtime: DatasetRuntime, caches: list[Path], batch_size: int | None
+) -> None:
+    # torch does not tell a dataset its loader's batch size: a batched adapter
+    # read by several workers refuses a loader that did not say it, whatever
+    # its batch size (raised in the worker, re-raised by the loader).
+    adapter = load(runtime, caches).to_torch_iterable_dataset(batch_size=4)
+    loader = torch_data.DataLoader(adapter, batch_size=batch_size, num_workers=2)
+    with pytest.raises(ValueError, match=NO_HANDSHAKE.format(readers="2 DataLoader workers")):
+        list(loader)
+
+
+def test_a_plain_dataloader_under_several_ranks_is_refused_without_the_handshake(
+    runtime: DatasetRuntime, caches: list[Path]
+) -> None:
+    adapter = load(runtime, caches).to_torch_iterable_dataset(batch_size=4, rank=0, world_size=2)
+    with pytest.raises(ValueError, match=NO_HANDSHAKE.format(readers="2 ranks")):
+        list(torch_data.DataLoader(adapter, batch_size=8, num_workers=1))
+    with pytest.raises(
+        ValueError, match=NO_HANDSHAKE.format(readers="2 DataLoader workers and 2 ranks")
+    ):
+        list(torch_data.DataLoader(adapter, batch_size=4, num_workers=2))
+    # The main process cannot tell a loader from a loop: a rank's share reads.
+    share = load(runtime, caches).to_torch_iterable_dataset(batch_size=4, rank=1, world_size=2)
+    assert len(ids(share)) == len(share)
+
+
+@pytest.mark.parametrize("batch_size", [None, 3, 8])
+def test_one_reader_of_one_rank_needs_no_handshake(
+    runtime: DatasetRuntime, caches: list[Path], batch_size: int | None
+) -> None:
+    # One reader yields the stream in order whatever the loader batches.
+    expected = ids(load(runtime, caches))
+    for num_workers in (0, 1):
+        adapter = load(runtime, caches).to_torch_iterable_dataset(batch_size=4)
+        loader = torch_data.DataLoader(adapter, batch_size=batch_size, num_workers=num_workers)
+        assert torch_jobs.flatten(loader) == expected
+    assert ids(load(runtime, caches).to_torch_iterable_dataset(batch_size=4)) == expected
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_an_unbatched_adapter_reads_with_a_plain_unbatched_dataloader(
+    runtime: DatasetRuntime, caches: list[Path], num_workers: int
+) -> None:
+    expected = ids(load(runtime, caches))
+    adapter = load(runtime, caches).to_torch_iterable_dataset()
+    loader = torch_data.DataLoader(adapter, batch_size=None, num_workers=num_workers)
+    assert ids(loader) == expected
+
+
+@pytest.mark.parametrize("batch_size", [None, 5])
+@pytest.mark.parametrize("num_workers", [0, 1, 2])
+def test_the_project_dataloader_tells_the_adapter_at_every_iteration(
+    runtime: DatasetRuntime, caches: list[Path], num_workers: int, batch_size: int | None
+) -> None:
+    twin = load(runtime, caches)
+    expected = [ids(twin) for _ in range(2)]
+    adapter = load(runtime, caches).to_torch_iterable_dataset(batch_size=batch_size)
+    loader = DataLoader(adapter, batch_size=batch_size, num_workers=num_workers)
+    assert [torch_jobs.flatten(loader) for _ in range(2)] == expected
+    if batch_size is not None:
+        # The handshake was this loader's: another loader's workers are not told.
+        with pytest.raises(ValueError, match="no loader said so"):
+            list(torch_data.DataLoader(adapter, batch_size=batch_size, num_workers=2))
+
+
+def test_attach_loader_refuses_a_loader_that_would_reorder_the_stream(
+    runtime: DatasetRuntime, caches: list[Path]
+) -> None:
+    adapter = load(runtime, caches).to_torch_iterable_dataset(batch_size=4)
+    with pytest.raises(ValueError, match="in_order=False, which hands out its workers' batches"):
+        adapter.attach_loader(
+            torch_data.DataLoader(adapter, batch_size=4, num_workers=2, in_order=False)
+        )
+    with pytest.raises(ValueError, match="in_order=False"):
+        DataLoader(adapter, batch_size=4, num_workers=2, in_order=False)
+    other = load(runtime, caches).to_torch_iterable_dataset(batch_size=4)
+    with pytest.raises(ValueError, match="the loader reads another dataset"):
+        adapter.attach_loader(torch_data.DataLoader(other, batch_size=4))
+    with pytest.raises(TypeError, match="loader must be a torch DataLoader, got list"):
+        adapter.attach_loader([adapter])  # type: ignore[arg-type]
+
+
+def test_attach_loader_keeps_the_loaders_own_worker_init_fn(
+    runtime: DatasetRuntime, caches: list[Path]
+) -> None:
+    expected = ids(load(runtime, caches))
+    adapter = load(runtime, caches).to_torch_iterable_dataset(
+        batch_size=4, transform=torch_jobs.identity_and_marker
+    )
+    loader = torch_data.DataLoader(
+        adapter,
+        batch_size=4,
+        num_workers=2,
+        collate_fn=list,
+        worker_init_fn=torch_jobs.mark_worker,
+    )
+    adapter.attach_loader(loader)
+    adapter.attach_loader(loader)  # once is enough; twice changes nothing
+    out = [item for batch in loader for item in batch]
+    assert [(c, s) for c, s, _ in out] == expected
+    assert {marker for _, _, marker in out} == {"worker 0", "worker 1"}
+
+
+def test_the_package_uses_no_private_torch_names() -> None:
+    # Frame inspection and torch's private modules and classes would tie the
+    # adapter to one torch release's internals.
+    package = Path(sys.modules["dataset_rt.torch"].__file__).parent  # type: ignore[arg-type]
+    private = ["_getframe", "_IterableDatasetFetcher", "_BaseDataLoaderIter", "_DatasetKind"]
+    private += ["data._utils", "torch._C", "_MultiProcessingDataLoaderIter"]
+    for path in sorted(package.rglob("*.py")):
+        text = path.read_text()
+        assert [name for name in private if name in text] == [], path.name
 
 
 def test_bad_ranks_are_refused(runtime: DatasetRuntime, caches: list[Path]) -> None:
@@ -216,6 +345,7 @@ def test_ranks_interleave_step_by_step_into_the_stream(
         loader = torch_data.DataLoader(
             adapter, batch_size=batch_size, drop_last=drop_last, num_workers=num_workers
         )
+        adapter.attach_loader(loader)
         batches = [torch_jobs.flatten([b]) for b in loader]
         assert len(batches) == len(loader) == total // step
         assert all(len(b) == batch_size for b in batches)
@@ -289,6 +419,7 @@ def test_a_plain_dataloader_with_workers_reads_the_epoch_set_epoch_chose(
     expected = [ids(twin) for _ in range(3)]
     adapter = load(runtime, caches).to_torch_iterable_dataset(batch_size=5)
     loader = torch_data.DataLoader(adapter, batch_size=5, num_workers=2)
+    adapter.attach_loader(loader)
     got = []
     for epoch in (2, 0, 1):
         adapter.set_epoch(epoch)
@@ -378,29 +509,53 @@ def test_torchdata_stateful_dataloader_resumes_exactly(
     runtime: DatasetRuntime, caches: list[Path]
 ) -> None:
     stateful = pytest.importorskip("torchdata.stateful_dataloader")
+
+    def attached(dataset: CachedDataset, num_workers: int) -> object:
+        adapter = dataset.to_torch_iterable_dataset(batch_size=3)
+        loader = stateful.StatefulDataLoader(adapter, batch_size=3, num_workers=num_workers)
+        adapter.attach_loader(loader)
+        return loader
+
     for num_workers in (0, 2):
-        uninterrupted = torch_jobs.flatten(
-            stateful.StatefulDataLoader(
-                edited(runtime, caches).to_torch_iterable_dataset(batch_size=3),
-                batch_size=3,
-                num_workers=num_workers,
-            )
-        )
-        loader = stateful.StatefulDataLoader(
-            edited(runtime, caches).to_torch_iterable_dataset(batch_size=3),
-            batch_size=3,
-            num_workers=num_workers,
-        )
+        uninterrupted = torch_jobs.flatten(attached(edited(runtime, caches), num_workers))
+        loader = attached(edited(runtime, caches), num_workers)
         iterator = iter(loader)
         seen = torch_jobs.flatten([next(iterator) for _ in range(4)])
         state = loader.state_dict()
-        resumed = stateful.StatefulDataLoader(
-            edited(DatasetRuntime(num_workers=1), caches).to_torch_iterable_dataset(batch_size=3),
-            batch_size=3,
-            num_workers=num_workers,
-        )
+        resumed = attached(edited(DatasetRuntime(num_workers=1), caches), num_workers)
         resumed.load_state_dict(state)
         assert seen + torch_jobs.flatten(resumed) == uninterrupted
+
+
+def test_a_reader_state_names_its_share_and_one_saved_as_shard_still_resumes(
+    runtime: DatasetRuntime, caches: list[Path]
+) -> None:
+    """The state of one reader (what StatefulDataLoader keeps per worker) holds
+    its share under "share"; a state saved under the former key "shard"
+    resumes that reader exactly, with a DeprecationWarning."""
+    expected = ids(load(runtime, caches))
+    adapter = load(runtime, caches).to_torch_iterable_dataset(batch_size=3)
+    samples = iter(adapter)
+    seen = ids(next(samples) for _ in range(7))
+    state = adapter.state_dict()
+    assert state["share"] == {
+        "batch_size": 3,
+        "rank": 0,
+        "world_size": 1,
+        "worker": 0,
+        "num_workers": 1,
+        "drop_last": 0,
+    }
+    assert "shard" not in state and state["consumed"] == 7
+    saved_as_shard = {("shard" if key == "share" else key): value for key, value in state.items()}
+    for saved in (state, saved_as_shard):
+        resumed = load(runtime, caches).to_torch_iterable_dataset(batch_size=3)
+        if "shard" in saved:
+            with pytest.warns(DeprecationWarning, match="'shard', the former name of 'share'"):
+                resumed.load_state_dict(saved)
+        else:
+            resumed.load_state_dict(saved)
+        assert seen + ids(resumed) == expected
 
 
 def test_persistent_workers_follow_the_epochs_and_refuse_a_jump(
@@ -427,6 +582,7 @@ def test_workers_report_caches_replaced_or_deleted_since_opening(
     shutil.rmtree(path)
     runtime.write_cache(ListSource("c", SECOND), tmp_path, writer_config=QUIET)
     loader = torch_data.DataLoader(adapter, batch_size=2, num_workers=2, timeout=60)
+    adapter.attach_loader(loader)
     with pytest.raises(ValueError, match="cannot reopen the dataset in process .*manifest SHA-256"):
         list(loader)
     shutil.rmtree(path)

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import io
 import random
-import struct
 import sys
 import threading
 import time
 from pathlib import Path
 
+import cache_reference
 import pytest
 
+import conftest
 import dataset_rt
 from conftest import ListSource, without_record_checksums
 from dataset_rt import DatasetRuntime, ShardCompression, WriterConfig, _verify
@@ -34,10 +35,8 @@ def write(runtime: DatasetRuntime, base: Path, algo: str = "none") -> Path:
 
 def record(cache: Path, sample_id: int) -> tuple[str, int, int]:
     """(shard file relative to the cache, record offset, record length)."""
-    shard_id, offset, record_len = struct.unpack_from(
-        "<QQQ", (cache / "index.bin").read_bytes(), 24 * sample_id
-    )
-    return f"shards/{shard_id:06d}.bin", offset, record_len
+    shard, offset, record_len = conftest.record(cache, sample_id)
+    return shard.relative_to(cache).as_posix(), offset, record_len
 
 
 def flip(path: Path, position: int) -> None:
@@ -98,10 +97,9 @@ def test_without_record_checksums_the_record_checks_still_find_damage(
     data[offset + data[offset : offset + 300].find(b'"i":42') + 5] = ord("3")  # embedded JSON
     (cache / file).write_bytes(bytes(data))
     file_lz4, offset_lz4, _ = record(cache, 120)
-    (meta_len,) = struct.unpack_from("<Q", (cache / file_lz4).read_bytes(), offset_lz4)
-    lz4_length = offset_lz4 + 8 + meta_len
     data = bytearray((cache / file_lz4).read_bytes())
-    struct.pack_into("<I", data, lz4_length, struct.unpack_from("<I", data, lz4_length)[0] + 1)
+    lz4_length = cache_reference.stored_offset(data, offset_lz4)
+    cache_reference.set_lz4_size(data, lz4_length, cache_reference.lz4_size(data, lz4_length) + 1)
     (cache / file_lz4).write_bytes(bytes(data))
     report = scrub(cache)
     by_sample = {p.sample_id: p.message for p in report.problems if p.sample_id is not None}

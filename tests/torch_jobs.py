@@ -22,6 +22,16 @@ def identity_and_process(sample: CachedSample) -> tuple[int, int, int]:
     return (sample.cache_id, sample.sample_id, os.getpid())
 
 
+def mark_worker(worker_id: int) -> None:
+    """A DataLoader worker_init_fn: leaves a mark that `identity_and_marker` reads."""
+    os.environ["DATASET_RT_TEST_WORKER_MARK"] = f"worker {worker_id}"
+
+
+def identity_and_marker(sample: CachedSample) -> tuple[int, int, str | None]:
+    """A transform: the sample's identity and the mark `mark_worker` left."""
+    return (sample.cache_id, sample.sample_id, os.environ.get("DATASET_RT_TEST_WORKER_MARK"))
+
+
 def thread_count(sample: CachedSample) -> int:
     """A transform that counts the threads of the process running it (Linux)."""
     return len(os.listdir("/proc/self/task"))

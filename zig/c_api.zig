@@ -8,18 +8,20 @@ const sha256 = @import("codec/sha256.zig");
 const shard_record = @import("format/shard_record.zig");
 const thread_pool = @import("base/thread_pool.zig");
 const cache_writer = @import("write/cache_writer.zig");
+const cache_replace = @import("write/cache_replace.zig");
 const metadata_columns = @import("format/metadata_columns.zig");
 const dataset_module = @import("read/dataset.zig");
 const ShardMapping = @import("read/shard_mapping.zig").ShardMapping;
 const sample_batch = @import("read/sample_batch.zig");
 const metadata_table = @import("table/metadata_table.zig");
 const arrow_c_export = @import("table/arrow_c_export.zig");
+const cache_info = @import("table/cache_info.zig");
 const active_table = @import("stream/active_table.zig");
 const read_pipeline = @import("read/read_pipeline.zig");
 const cache_layout = @import("format/cache_layout.zig");
 const sampler = @import("stream/sampler.zig");
 const permutation = @import("stream/permutation.zig");
-const stream_shard = @import("stream/stream_shard.zig");
+const stream_share = @import("stream/stream_share.zig");
 const stream_state = @import("stream/stream_state.zig");
 const error_words = @import("base/error_words.zig");
 const Diagnostic = @import("base/diagnostic.zig").Diagnostic;
@@ -31,12 +33,12 @@ const WriterStats = c_types.WriterStats;
 const ReaderOptions = c_types.ReaderOptions;
 const StreamPosition = c_types.StreamPosition;
 const StreamState = c_types.StreamState;
-const ShardSpec = c_types.ShardSpec;
-const ShardCounts = c_types.ShardCounts;
+const ShareSpec = c_types.ShareSpec;
+const ShareCounts = c_types.ShareCounts;
 const Buffer = c_types.Buffer;
 const IntegerColumn = c_types.IntegerColumn;
 const FloatColumn = c_types.FloatColumn;
-const shardOf = c_types.shardOf;
+const shareOf = c_types.shareOf;
 const algorithm_bytes = c_types.algorithm_bytes;
 
 const c_status = @import("c_status.zig");
@@ -141,10 +143,42 @@ export fn drt_cache_published(path: ?[*]const u8, path_len: u64, out: ?*u32) i32
     return status_ok;
 }
 
+/// Core-owned JSON describing the cache at `path`, from its manifest alone.
+export fn drt_cache_info(path: ?[*]const u8, path_len: u64, out: ?*?*Buffer) i32 {
+    const path_bytes = byteString(path, path_len) orelse return nullArgument("path");
+    const out_ptr = out orelse return nullArgument("out pointer");
+    var diagnostic: Diagnostic = .{};
+    const text = cache_info.describe(allocator, path_bytes, &diagnostic) catch |err|
+        return failError(err, &diagnostic);
+    return handOut(text, out_ptr);
+}
+
 export fn drt_check_source_name(source_name: ?[*]const u8, source_name_len: u64) i32 {
     const name = byteString(source_name, source_name_len) orelse return nullArgument("source_name");
     var diagnostic: Diagnostic = .{};
     cache_writer.CacheWriter.checkSourceName(name, &diagnostic) catch |err| return failError(err, &diagnostic);
+    return status_ok;
+}
+
+export fn drt_cache_replace(
+    base_dir: ?[*]const u8,
+    base_dir_len: u64,
+    source_name: ?[*]const u8,
+    source_name_len: u64,
+    fresh_name: ?[*]const u8,
+    fresh_name_len: u64,
+    replaced: ?*u32,
+) i32 {
+    const base = byteString(base_dir, base_dir_len) orelse return nullArgument("base_dir");
+    const name = byteString(source_name, source_name_len) orelse return nullArgument("source_name");
+    const fresh = byteString(fresh_name, fresh_name_len) orelse return nullArgument("fresh_name");
+    const replaced_ptr = replaced orelse return nullArgument("replaced pointer");
+    var diagnostic: Diagnostic = .{};
+    cache_writer.CacheWriter.checkSourceName(name, &diagnostic) catch |err|
+        return failError(err, &diagnostic);
+    const outcome = cache_replace.replace(allocator, base, name, fresh, &diagnostic) catch |err|
+        return failError(err, &diagnostic);
+    replaced_ptr.* = @backingInt(outcome);
     return status_ok;
 }
 
@@ -447,25 +481,30 @@ export fn drt_dataset_set_epoch(dataset: ?*dataset_module.Dataset, epoch: u64) i
     return status_ok;
 }
 
-export fn drt_shard_count(span_len: u64, shard: ?*const ShardSpec, out: ?*ShardCounts) i32 {
-    const spec = shard orelse return nullArgument("shard");
+export fn drt_share_count(span_len: u64, share: ?*const ShareSpec, out: ?*ShareCounts) i32 {
+    const spec = share orelse return nullArgument("share");
     const out_ptr = out orelse return nullArgument("out pointer");
     var diagnostic: Diagnostic = .{};
-    const the_shard = shardOf(spec);
-    the_shard.validate(&diagnostic) catch |err| return failError(err, &diagnostic);
-    const counts = stream_shard.counts(span_len, the_shard);
+    const the_share = shareOf(spec);
+    the_share.validate(&diagnostic) catch |err| return failError(err, &diagnostic);
+    const counts = stream_share.counts(span_len, the_share);
     out_ptr.* = .{ .steps = counts.steps, .rank_samples = counts.rank_samples, .worker_batches = counts.worker_batches, .worker_samples = counts.worker_samples };
     return status_ok;
 }
 
-export fn drt_stream_after_steps(span: ?*const StreamPosition, shard: ?*const ShardSpec, steps: u64, out: ?*StreamPosition) i32 {
+/// Deprecated alias of `drt_share_count`, kept until ABI 4.
+export fn drt_shard_count(span_len: u64, share: ?*const ShareSpec, out: ?*ShareCounts) i32 {
+    return drt_share_count(span_len, share, out);
+}
+
+export fn drt_stream_after_steps(span: ?*const StreamPosition, share: ?*const ShareSpec, steps: u64, out: ?*StreamPosition) i32 {
     const span_ptr = span orelse return nullArgument("span");
-    const spec = shard orelse return nullArgument("shard");
+    const spec = share orelse return nullArgument("share");
     const out_ptr = out orelse return nullArgument("out pointer");
     var diagnostic: Diagnostic = .{};
     const at = span_ptr.toPosition();
     at.validate(false, &diagnostic) catch |err| return failError(err, &diagnostic);
-    const after = stream_shard.afterSteps(at, shardOf(spec), steps, &diagnostic) catch |err| return failError(err, &diagnostic);
+    const after = stream_share.afterSteps(at, shareOf(spec), steps, &diagnostic) catch |err| return failError(err, &diagnostic);
     out_ptr.* = .of(after);
     return status_ok;
 }
@@ -557,15 +596,26 @@ export fn drt_iterator_create_deferring(dataset: ?*dataset_module.Dataset, defer
     return createIterator(dataset, .whole, 0, defer_payload_bytes, out);
 }
 
-export fn drt_iterator_create_shard(
+export fn drt_iterator_create_share(
     dataset: ?*dataset_module.Dataset,
-    shard: ?*const ShardSpec,
+    share: ?*const ShareSpec,
     skip: u64,
     defer_payload_bytes: u64,
     out: ?*?*dataset_module.Iterator,
 ) i32 {
-    const spec = shard orelse return nullArgument("shard");
-    return createIterator(dataset, shardOf(spec), skip, defer_payload_bytes, out);
+    const spec = share orelse return nullArgument("share");
+    return createIterator(dataset, shareOf(spec), skip, defer_payload_bytes, out);
+}
+
+/// Deprecated alias of `drt_iterator_create_share`, kept until ABI 4.
+export fn drt_iterator_create_shard(
+    dataset: ?*dataset_module.Dataset,
+    share: ?*const ShareSpec,
+    skip: u64,
+    defer_payload_bytes: u64,
+    out: ?*?*dataset_module.Iterator,
+) i32 {
+    return drt_iterator_create_share(dataset, share, skip, defer_payload_bytes, out);
 }
 
 export fn drt_iterator_create_reads(
@@ -588,7 +638,7 @@ export fn drt_iterator_create_reads(
 
 fn createIterator(
     dataset: ?*dataset_module.Dataset,
-    shard: stream_shard.Shard,
+    share: stream_share.Share,
     skip: u64,
     defer_payload_bytes: u64,
     out: ?*?*dataset_module.Iterator,
@@ -597,7 +647,7 @@ fn createIterator(
     if (!checkProcess(d.pool)) return status_wrong_process;
     const out_ptr = out orelse return nullArgument("out pointer");
     var diagnostic: Diagnostic = .{};
-    out_ptr.* = dataset_module.Iterator.create(d, shard, skip, defer_payload_bytes, &diagnostic) catch |err| return failError(err, &diagnostic);
+    out_ptr.* = dataset_module.Iterator.create(d, share, skip, defer_payload_bytes, &diagnostic) catch |err| return failError(err, &diagnostic);
     return status_ok;
 }
 

@@ -2,7 +2,7 @@
 //! to the core's own types. c_api.zig takes and fills them; nothing else does.
 const std = @import("std");
 const stream_state = @import("stream/stream_state.zig");
-const stream_shard = @import("stream/stream_shard.zig");
+const stream_share = @import("stream/stream_share.zig");
 
 // ---- writer
 
@@ -88,7 +88,8 @@ comptime {
     std.debug.assert(stream_state.algorithm_permutation.len < algorithm_bytes);
 }
 
-pub const ShardSpec = extern struct {
+/// `drt_share` (and its deprecated alias `drt_shard`).
+pub const ShareSpec = extern struct {
     batch_size: u64,
     rank: u32,
     world_size: u32,
@@ -98,7 +99,7 @@ pub const ShardSpec = extern struct {
     reserved: u32,
 };
 
-pub fn shardOf(spec: *const ShardSpec) stream_shard.Shard {
+pub fn shareOf(spec: *const ShareSpec) stream_share.Share {
     return .{
         .batch_size = spec.batch_size,
         .rank = spec.rank,
@@ -109,7 +110,8 @@ pub fn shardOf(spec: *const ShardSpec) stream_shard.Shard {
     };
 }
 
-pub const ShardCounts = extern struct {
+/// `drt_share_counts` (and its deprecated alias `drt_shard_counts`).
+pub const ShareCounts = extern struct {
     steps: u64,
     rank_samples: u64,
     worker_batches: u64,

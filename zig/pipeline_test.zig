@@ -10,7 +10,7 @@ const dataset_module = @import("read/dataset.zig");
 const Dataset = dataset_module.Dataset;
 const Iterator = dataset_module.Iterator;
 const ActiveTable = @import("stream/active_table.zig").ActiveTable;
-const stream_shard = @import("stream/stream_shard.zig");
+const stream_share = @import("stream/stream_share.zig");
 const sampler = @import("stream/sampler.zig");
 const permutation = @import("stream/permutation.zig");
 const read_pipeline = @import("read/read_pipeline.zig");
@@ -84,9 +84,9 @@ fn drain(iterator: *Iterator, out: *std.ArrayList(u64)) !void {
     }
 }
 
-fn readEpoch(dataset: *Dataset, shard: stream_shard.Shard) ![]u64 {
+fn readEpoch(dataset: *Dataset, share: stream_share.Share) ![]u64 {
     var diagnostic: Diagnostic = .{};
-    const iterator = try Iterator.create(dataset, shard, 0, 0, &diagnostic);
+    const iterator = try Iterator.create(dataset, share, 0, 0, &diagnostic);
     defer iterator.destroy();
     var rows: std.ArrayList(u64) = .empty;
     errdefer rows.deinit(testing.allocator);

@@ -58,9 +58,10 @@ test {
     _ = @import("stream/active_table.zig");
     _ = @import("stream/permutation.zig");
     _ = @import("stream/sampler.zig");
-    _ = @import("stream/stream_shard.zig");
+    _ = @import("stream/stream_share.zig");
     _ = @import("stream/stream_state.zig");
     _ = @import("table/arrow_c_export.zig");
+    _ = @import("table/cache_info.zig");
     _ = @import("table/metadata_table.zig");
     _ = @import("write/batch_encoding.zig");
     _ = @import("write/cache_writer.zig");
@@ -69,5 +70,6 @@ test {
     _ = @import("write/shard_files.zig");
     _ = @import("write/shard_hasher.zig");
     _ = @import("write/staging.zig");
+    _ = @import("write/cache_replace.zig");
     _ = @import("write/writer_stats.zig");
 }

@@ -117,9 +117,9 @@ class CachedDataset:
         """Start the next epoch of the sample stream (see `ReaderConfig.shuffle`)."""
         return SampleIterator._start(self._handle)
 
-    def _iterate(self, shard: _native.Shard, skip: int) -> SampleIterator:
-        """The next epoch's share of one rank's DataLoader worker (see `drt_shard`)."""
-        return SampleIterator._start(self._handle, shard, skip)
+    def _iterate(self, share: _native.Share, skip: int) -> SampleIterator:
+        """The next epoch's share of one rank's DataLoader worker (see `drt_share`)."""
+        return SampleIterator._start(self._handle, share, skip)
 
     def set_epoch_len(self, epoch_len: int) -> None:
         """Make every following iterator yield `epoch_len` (>= 1) samples.

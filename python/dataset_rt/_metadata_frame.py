@@ -141,10 +141,6 @@ def read_ipc(data: bytes) -> pl.DataFrame:
     return pl.read_ipc(io.BytesIO(data))
 
 
-# The Arrow type a stored column of each kind has in the table (storage-format.md).
-_KIND_ARROW_TYPES = {"bool": "bool", "int": "int64", "float": "float64", "string": "utf8"}
-
-
 def install_identities(handle: DatasetHandle, identities: IdentityColumns) -> None:
     """Make the table of `identities` active; the stored columns' values come
     from the caches, as with `install`. Calls nothing of Polars."""
@@ -154,7 +150,7 @@ def install_identities(handle: DatasetHandle, identities: IdentityColumns) -> No
         ["sample_id", "int64" if sample_signed else "uint64"],
         [WEIGHT_COLUMN, "float64"],
     ]
-    columns += [[name, _KIND_ARROW_TYPES[kind]] for name, kind in handle.stored_kinds.items()]
+    columns += [[name, arrow_type] for name, arrow_type in handle.stored_arrow_types.items()]
     cache_ids, sample_ids, weights = identities.buffers
     handle.set_table(
         json.dumps(columns).encode(),

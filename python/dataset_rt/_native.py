@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import json
 import os
 import platform
 import sys
@@ -23,6 +24,7 @@ from ctypes import (
     c_uint64,
     c_void_p,
 )
+from dataclasses import dataclass
 from pathlib import Path
 
 from dataset_rt import errors
@@ -195,8 +197,8 @@ class StreamState(Structure):
     ]
 
 
-class Shard(Structure):
-    """``drt_shard``: one reader's share of an epoch among ranks and workers."""
+class Share(Structure):
+    """``drt_share``: one reader's share of an epoch among ranks and workers."""
 
     _fields_ = [
         ("batch_size", c_uint64),
@@ -209,7 +211,7 @@ class Shard(Structure):
     ]
 
 
-class ShardCounts(Structure):
+class ShareCounts(Structure):
     _fields_ = [
         ("steps", c_uint64),
         ("rank_samples", c_uint64),
@@ -296,6 +298,10 @@ def _declare(library: ctypes.CDLL) -> None:
             c_int32,
         ),
         "drt_check_source_name": ([c_char_p, c_uint64], c_int32),
+        "drt_cache_replace": (
+            [c_char_p, c_uint64, c_char_p, c_uint64, c_char_p, c_uint64, POINTER(c_uint32)],
+            c_int32,
+        ),
         "drt_writer_push": (
             [handle, c_char_p, c_uint64, POINTER(c_uint64), c_uint64, c_char_p, c_uint64],
             c_int32,
@@ -357,15 +363,15 @@ def _declare(library: ctypes.CDLL) -> None:
             c_int32,
         ),
         "drt_dataset_set_epoch": ([handle, c_uint64], c_int32),
-        "drt_iterator_create_shard": (
-            [handle, POINTER(Shard), c_uint64, c_uint64, POINTER(handle)],
+        "drt_iterator_create_share": (
+            [handle, POINTER(Share), c_uint64, c_uint64, POINTER(handle)],
             c_int32,
         ),
         "drt_iterator_state": ([handle, c_uint64, POINTER(StreamState)], c_int32),
         "drt_iterator_span": ([handle, POINTER(StreamState)], c_int32),
-        "drt_shard_count": ([c_uint64, POINTER(Shard), POINTER(ShardCounts)], c_int32),
+        "drt_share_count": ([c_uint64, POINTER(Share), POINTER(ShareCounts)], c_int32),
         "drt_stream_after_steps": (
-            [POINTER(StreamPosition), POINTER(Shard), c_uint64, POINTER(StreamPosition)],
+            [POINTER(StreamPosition), POINTER(Share), c_uint64, POINTER(StreamPosition)],
             c_int32,
         ),
         "drt_iterator_create": ([handle, POINTER(handle)], c_int32),
@@ -388,6 +394,7 @@ def _declare(library: ctypes.CDLL) -> None:
         ),
         "drt_lz4_decompress": ([c_char_p, c_uint64, POINTER(c_uint8), c_uint64], c_int32),
         "drt_cache_published": ([c_char_p, c_uint64, POINTER(c_uint32)], c_int32),
+        "drt_cache_info": ([c_char_p, c_uint64, POINTER(POINTER(Buffer))], c_int32),
         "drt_check_compression": ([c_uint32, c_double], c_int32),
         "drt_permutation_rows": (
             [c_uint64, c_uint64, c_uint64, c_uint64, POINTER(c_uint64)],
@@ -461,19 +468,19 @@ def check(status: int) -> None:
     raise _ERROR_TYPES.get(status, errors.StateError)(message or f"status {status}", status)
 
 
-def shard_counts(span_len: int, shard: Shard) -> ShardCounts:
-    """How `span_len` positions divide among `shard`'s ranks and workers."""
-    counts = ShardCounts()
-    check(lib.drt_shard_count(span_len, ctypes.byref(shard), ctypes.byref(counts)))
+def share_counts(span_len: int, share: Share) -> ShareCounts:
+    """How `span_len` positions divide among `share`'s ranks and workers."""
+    counts = ShareCounts()
+    check(lib.drt_share_count(span_len, ctypes.byref(share), ctypes.byref(counts)))
     return counts
 
 
-def stream_after_steps(span: StreamPosition, shard: Shard, steps: int) -> StreamPosition:
-    """The position after `steps` global steps of `shard`'s layout from `span`."""
+def stream_after_steps(span: StreamPosition, share: Share, steps: int) -> StreamPosition:
+    """The position after `steps` global steps of `share`'s layout from `span`."""
     after = StreamPosition()
     check(
         lib.drt_stream_after_steps(
-            ctypes.byref(span), ctypes.byref(shard), steps, ctypes.byref(after)
+            ctypes.byref(span), ctypes.byref(share), steps, ctypes.byref(after)
         )
     )
     return after
@@ -482,6 +489,28 @@ def stream_after_steps(span: StreamPosition, shard: Shard, steps: int) -> Stream
 def check_source_name(encoded_name: bytes) -> None:
     """Raise `ValueError` unless the core accepts the source name (UTF-8 bytes)."""
     check(lib.drt_check_source_name(encoded_name, len(encoded_name)))
+
+
+def replace_cache(base: str | os.PathLike[str], name: str, fresh: str) -> bool:
+    """Publish the complete cache at `base`/`fresh` (inside `base`/tmp) as `base`/`name`,
+    replacing the cache there under the name's writer lock (the core's `drt_cache_replace`:
+    old aside, new in, fsync, old removed). True when a cache was replaced."""
+    base_bytes = os.fsencode(base)
+    name_bytes = name.encode("utf-8")
+    fresh_bytes = fresh.encode("utf-8")
+    replaced = c_uint32(0)
+    check(
+        lib.drt_cache_replace(
+            base_bytes,
+            len(base_bytes),
+            name_bytes,
+            len(name_bytes),
+            fresh_bytes,
+            len(fresh_bytes),
+            ctypes.byref(replaced),
+        )
+    )
+    return bool(replaced.value)
 
 
 def check_compression(algo: str, ratio: float) -> None:
@@ -497,10 +526,49 @@ def cache_published(path: os.PathLike[str] | str) -> bool:
     return bool(published.value)
 
 
-def take_buffer(function: object, handle: object) -> bytes:
-    """Call a ``drt_*(handle, drt_buffer **out)`` function and return a copy of the bytes."""
+@dataclass(frozen=True)
+class CacheInfo:
+    """A cache described by the core from its manifest alone (``drt_cache_info``)."""
+
+    format_version: int
+    source_name: str
+    samples: int
+    shards: int
+    shard_bytes: int
+    """The shard files' total size."""
+    payload_bytes_uncompressed: int
+    compression: tuple[tuple[str, float], ...]
+    """Each (algo, ratio) of the shards once, by algo, then ratio."""
+    record_checksums: bool
+    """Whether the cache lists records.crc32c."""
+    schema: tuple[tuple[str, str], ...]
+    """(name, kind) of each stored metadata column, in name order."""
+
+
+def cache_info(path: os.PathLike[str] | str) -> CacheInfo:
+    """The core's description of the cache at `path`, from its manifest.json
+    (checked as opening checks it; no other file is read). A folder without a
+    manifest, or an invalid one, raises `errors.InvalidCacheError`."""
+    encoded = os.fsencode(path)
+    text = take_buffer(lib.drt_cache_info, encoded, len(encoded))
+    info = json.loads(text.decode("utf-8", "surrogatepass"))
+    return CacheInfo(
+        format_version=info["format_version"],
+        source_name=info["source_name"],
+        samples=info["sample_count"],
+        shards=info["shard_count"],
+        shard_bytes=info["shard_bytes"],
+        payload_bytes_uncompressed=info["payload_bytes_uncompressed"],
+        compression=tuple((c["algo"], c["ratio"]) for c in info["compression"]),
+        record_checksums=info["record_checksums"],
+        schema=tuple((f["name"], f["kind"]) for f in info["metadata_schema"]),
+    )
+
+
+def take_buffer(function: object, *arguments: object) -> bytes:
+    """Call a ``drt_*(arguments..., drt_buffer **out)`` function and return a copy of the bytes."""
     pointer = POINTER(Buffer)()
-    check(function(handle, ctypes.byref(pointer)))  # type: ignore[operator]
+    check(function(*arguments, ctypes.byref(pointer)))  # type: ignore[operator]
     try:
         buffer = pointer.contents
         return ctypes.string_at(buffer.data, buffer.len) if buffer.len else b""

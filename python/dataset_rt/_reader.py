@@ -15,7 +15,7 @@ from itertools import repeat
 from pathlib import Path
 from typing import Any, cast
 
-from dataset_rt import _malloc_tuning, _native, _stream_state, errors
+from dataset_rt import _native, _stream_state, errors
 from dataset_rt._config import ReaderConfig
 from dataset_rt._fork_safe_lock import ForkSafeLock
 from dataset_rt._metadata_row import MetadataRow
@@ -72,7 +72,8 @@ class DatasetHandle:
         text = _native.take_buffer(_native.lib.drt_dataset_schema_json, handle)
         schema = json.loads(text)
         self._stored_names: list[str] = [field["name"] for field in schema]
-        self.stored_kinds: dict[str, str] = {field["name"]: field["kind"] for field in schema}
+        # Each stored column's Arrow type in the metadata table, as the core names it.
+        self.stored_arrow_types: dict[str, str] = {f["name"]: f["arrow_type"] for f in schema}
         digests = (ctypes.c_uint8 * (32 * len(paths)))()
         _native.check(_native.lib.drt_dataset_cache_sha256s(handle, digests, len(paths)))
         joined = bytes(digests)
@@ -205,7 +206,7 @@ class NativeIterator:
     def __init__(
         self,
         dataset: DatasetHandle,
-        shard: _native.Shard | None = None,
+        share: _native.Share | None = None,
         skip: int = 0,
         identities: tuple[Any, Any] | None = None,
     ) -> None:
@@ -234,14 +235,14 @@ class NativeIterator:
                 _native.DEFER_DEFAULT,
                 ctypes.byref(handle),
             )
-        elif shard is None:
+        elif share is None:
             status = _native.lib.drt_iterator_create_deferring(
                 dataset.value, _native.DEFER_DEFAULT, ctypes.byref(handle)
             )
         else:
-            status = _native.lib.drt_iterator_create_shard(
+            status = _native.lib.drt_iterator_create_share(
                 dataset.value,
-                ctypes.byref(shard),
+                ctypes.byref(share),
                 skip,
                 _native.DEFER_DEFAULT,
                 ctypes.byref(handle),
@@ -431,9 +432,9 @@ class SampleIterator(itertools.chain[CachedSample]):
 
     @classmethod
     def _start(
-        cls, dataset: DatasetHandle, shard: _native.Shard | None = None, skip: int = 0
+        cls, dataset: DatasetHandle, share: _native.Share | None = None, skip: int = 0
     ) -> SampleIterator:
-        native = NativeIterator(dataset, shard, skip)
+        native = NativeIterator(dataset, share, skip)
         iterator = cast(SampleIterator, cls.from_iterable(_batches(native)))
         iterator._iterator = native
         return iterator
@@ -490,7 +491,6 @@ def _read_payloads(handle: ctypes.c_void_p, batch: Any) -> list[bytes]:
     those is read by the core straight into a new bytes object (all of the
     batch's at once, by the calling thread and the pool together), the others
     are copied out of the batch."""
-    _malloc_tuning.tune_once()
     deferred = ctypes.POINTER(ctypes.c_uint64)()
     _native.check(_native.lib.drt_batch_deferred(batch, ctypes.byref(deferred)))
     contents = batch.contents
@@ -555,7 +555,6 @@ def _mapped_payloads(dataset: DatasetHandle, batch: Any) -> list[bytes | memoryv
 def _copy_each_payload(base: int, lengths: memoryview) -> list[bytes]:
     """The batch's payloads (`lengths` of them, joined at `base`), each copied
     straight out of it."""
-    _malloc_tuning.tune_once()
     starts = itertools.accumulate(lengths, initial=base)
     return list(map(ctypes.string_at, starts, lengths))
 

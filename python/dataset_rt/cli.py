@@ -223,30 +223,9 @@ def _is_cache(path: Path) -> bool:
         return False
 
 
-def _manifest_summary(cache: Path) -> dict[str, Any]:
-    """What a cache's manifest.json says about it: the one place the command reads a
-    manifest itself (the library opens and checks caches; this only summarizes).
-
-    Raises OSError when the file cannot be read, ValueError (JSON), KeyError or
-    TypeError when it is not a manifest.
-    """
-    manifest = json.loads((cache / "manifest.json").read_text(encoding="utf-8"))
-    shards: list[dict[str, Any]] = manifest["shards"]
-    codecs = {(s["compression"]["algo"], s["compression"]["ratio"]) for s in shards}
-    return {
-        "source_name": manifest["source_name"],
-        "format_version": manifest["format_version"],
-        "samples": manifest["sample_count"],
-        "shards": len(shards),
-        "shard_bytes": sum(s["byte_len"] for s in shards),
-        "payload_bytes_uncompressed": sum(s["uncompressed_byte_len"] for s in shards),
-        "compression": [{"algo": algo, "ratio": ratio} for algo, ratio in sorted(codecs)],
-        "schema": [{"name": f["name"], "kind": f["kind"]} for f in manifest["metadata_schema"]],
-        "record_checksums": "record_checksums" in manifest,
-    }
-
-
-_MANIFEST_PROBLEMS = (OSError, ValueError, KeyError, TypeError)
+def _compression(info: _native.CacheInfo) -> list[dict[str, Any]]:
+    """The shards' compression settings, each once, as the JSON output lists them."""
+    return [{"algo": algo, "ratio": ratio} for algo, ratio in info.compression]
 
 
 def _codecs_text(compression: list[dict[str, Any]]) -> str:
@@ -365,8 +344,8 @@ def _base_listing(base: Path) -> dict[str, Any]:
             )
             continue
         try:
-            summary = _manifest_summary(entry)
-        except _MANIFEST_PROBLEMS as error:
+            summary = _native.cache_info(entry)
+        except _PROBLEMS as error:
             other.append(
                 {
                     "path": entry.name,
@@ -380,10 +359,10 @@ def _base_listing(base: Path) -> dict[str, Any]:
             {
                 "name": entry.name,
                 "path": str(entry),
-                "samples": summary["samples"],
+                "samples": summary.samples,
                 "bytes_on_disk": _directory_bytes(entry),
-                "compression": summary["compression"],
-                "record_checksums": summary["record_checksums"],
+                "compression": _compression(summary),
+                "record_checksums": summary.record_checksums,
             }
         )
     return {"path": str(base), "caches": caches, "other": other}
@@ -442,7 +421,8 @@ def ls_command(
     json_output: _JsonOption = False,
 ) -> None:
     """List the caches in a base folder (name, samples, bytes on disk, compression,
-    record checksums, from each manifest.json; nothing is opened or checked), then
+    record checksums, from each manifest.json as the core reads it; no other file is
+    opened or checked), then
     everything else there: writers' staging directories and lock files under tmp/,
     and files and folders that are not caches."""
     if _is_cache(base):
@@ -469,19 +449,19 @@ def _cache_info(runtime: DatasetRuntime, cache: Path) -> dict[str, Any]:
             return {"path": str(cache), "base": True, **_base_listing(cache)}
         raise ValueError(f"{cache} is not a cache: it has no manifest.json, and holds no cache")
     _open(runtime, cache)
-    summary = _manifest_summary(cache)
+    summary = _native.cache_info(cache)
     return {
         "path": str(cache),
-        "source_name": summary["source_name"],
-        "format_version": summary["format_version"],
-        "samples": summary["samples"],
-        "shards": summary["shards"],
+        "source_name": summary.source_name,
+        "format_version": summary.format_version,
+        "samples": summary.samples,
+        "shards": summary.shards,
         "bytes_on_disk": _directory_bytes(cache),
-        "shard_bytes": summary["shard_bytes"],
-        "payload_bytes_uncompressed": summary["payload_bytes_uncompressed"],
-        "compression": summary["compression"],
-        "schema": summary["schema"],
-        "record_checksums": summary["record_checksums"],
+        "shard_bytes": summary.shard_bytes,
+        "payload_bytes_uncompressed": summary.payload_bytes_uncompressed,
+        "compression": _compression(summary),
+        "schema": [{"name": name, "kind": kind} for name, kind in summary.schema],
+        "record_checksums": summary.record_checksums,
     }
 
 
@@ -1052,10 +1032,6 @@ class _WriteFailed(Exception):
     """A write that failed; its message is for the user as it is."""
 
 
-class _OldCacheAside(_WriteFailed):
-    """An --overwrite whose swap failed halfway: the old cache is kept where it was moved."""
-
-
 def _in_command_words(message: str) -> str:
     for python_words, command_words in _SOURCE_WORDS:
         message = message.replace(python_words, command_words)
@@ -1136,106 +1112,30 @@ def _write_cache(source: CacheSource, base: Path, config: WriterConfig, workers:
     return result.path
 
 
-@contextlib.contextmanager
-def _writer_lock(base: Path, name: str) -> Iterator[None]:
-    """Hold <base>/tmp/<name>.lock as the library's writers do (docs/storage-format.md,
-    "Publication protocol"): while it is held, no writer of that name publishes."""
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: the swap goes unguarded
-        yield
-        return
-    lock = base / _STAGING_AREA / f"{name}.lock"
-    while True:
-        descriptor = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX)
-            try:
-                now = os.stat(lock)
-            except FileNotFoundError:
-                current = False
-            else:
-                held = os.fstat(descriptor)
-                current = (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino)
-        except BaseException:
-            os.close(descriptor)
-            raise
-        if current:
-            break
-        os.close(descriptor)  # deleted by its last holder meanwhile: lock the new one
-    try:
-        yield
-    finally:
-        lock.unlink(missing_ok=True)
-        os.close(descriptor)
-
-
-def _fsync_directory(path: Path) -> None:
-    """Make a rename in `path` durable, where directories can be flushed."""
-    try:
-        descriptor = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(descriptor)
-    except OSError:
-        pass
-    finally:
-        os.close(descriptor)
-
-
-def _swap_in(fresh: Path, target: Path) -> bool:
-    """Move the cache `fresh` to `target`, moving an old cache there out of the way
-    first; True when one was replaced. The old cache ends up beside `fresh` (in the
-    same work folder), or, when the swap fails, back at `target`."""
-    if not os.path.lexists(target):
-        os.rename(fresh, target)
-        return False
-    if not _is_cache(target):
-        raise _WriteFailed(f"{target} exists and is not a cache; not replacing it")
-    aside = Path(tempfile.mkdtemp(dir=fresh.parent)) / "replaced"
-    os.rename(target, aside)
-    try:
-        os.rename(fresh, target)
-    except BaseException as error:
-        try:
-            os.rename(aside, target)
-        except OSError:
-            raise _OldCacheAside(
-                f"cannot replace {target} ({_error_message(error)}), nor put the old cache "
-                f"back ({aside}): move it back to {target} by hand"
-            ) from error
-        raise
-    return True
-
-
 def _write_replacing(
     source: CacheSource, base: Path, config: WriterConfig, workers: int
 ) -> tuple[Path, bool]:
     """Write `source` as base/<its name>, replacing a cache there: the new cache is
-    written whole in a work folder of <base>/tmp (same file system), then swapped in
-    with two renames under the name's writer lock, and only then is the old cache
-    removed. A failure at any step leaves the old cache where it was and removes the
-    work folder. Returns the cache's path and whether an old cache was replaced."""
+    written whole in a work folder of <base>/tmp (same file system), then the core
+    swaps it in under the name's writer lock and only then removes the old cache
+    (`drt_cache_replace`). A failure at any step leaves the old cache where it was
+    and removes the work folder. Returns the cache's path and whether an old cache
+    was replaced."""
     staging_area = base / _STAGING_AREA
     staging_area.mkdir(parents=True, exist_ok=True)
     work = Path(
         tempfile.mkdtemp(prefix=f"{os.getpid()}.", suffix=_OVERWRITE_SUFFIX, dir=staging_area)
     )
-    target = base / source.name
-    keep_work = False
     try:
         fresh = _write_cache(source, work, config, workers)
-        with _writer_lock(base, source.name):
-            replaced = _swap_in(fresh, target)
-        _fsync_directory(base)
-    except _OldCacheAside:
-        keep_work = True
-        raise
+        fresh_name = f"{_STAGING_AREA}/{work.name}/{fresh.name}"
+        try:
+            replaced = _native.replace_cache(base, source.name, fresh_name)
+        except _PROBLEMS as error:
+            raise _WriteFailed(_error_message(error)) from error
     finally:
-        if not keep_work:
-            shutil.rmtree(work, ignore_errors=True)
-    return target, replaced
+        shutil.rmtree(work, ignore_errors=True)
+    return base / source.name, replaced
 
 
 def _left_out_columns(
@@ -1317,8 +1217,8 @@ def _write(
         _fail(failure)
     seconds = time.perf_counter() - started
     try:
-        samples = _manifest_summary(path)["samples"]
-    except _MANIFEST_PROBLEMS as error:
+        samples = _native.cache_info(path).samples
+    except _PROBLEMS as error:
         _fail(f"wrote {path}, but cannot read its manifest.json: {_error_message(error)}")
     written = {
         "source_name": source.name,

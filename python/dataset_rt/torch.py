@@ -12,6 +12,14 @@ Importing this module imports torch (never a dependency of the package).
   has handed out, so `state_dict()` is one global stream position: resuming it
   with any number of workers or ranks continues the same stream.
 
+Several workers or ranks give the single-process stream only when the loader
+batches at the adapter's batch size. torch does not tell a dataset its loader's
+batch size, so the loader tells the adapter: `DataLoader` does at every
+iteration, and `TorchIterableDataset.attach_loader` does it for another loader
+(through its ``worker_init_fn``). Without it, an adapter built with a batch
+size refuses to be read in the worker processes of a loader with several
+workers or under several ranks.
+
 docs/training.md describes the layout, padding, resume and the threads that run.
 """
 
@@ -20,10 +28,9 @@ from __future__ import annotations
 import inspect
 import operator
 import os
-import sys
+import warnings
 from array import array
 from collections.abc import Callable, Iterator, Mapping
-from types import FrameType
 from typing import Any, Protocol, runtime_checkable
 
 import torch.utils.data as torch_data
@@ -42,7 +49,7 @@ class CachedDataset(Protocol):
     module when asked for an adapter, so this module does not import it)."""
 
     def __len__(self) -> int: ...
-    def _iterate(self, shard: _native.Shard, skip: int) -> SampleIterator: ...
+    def _iterate(self, share: _native.Share, skip: int) -> SampleIterator: ...
     def _open_here(self, threads: int) -> None: ...
     def _read(self, cache_ids: Any, sample_ids: Any) -> list[CachedSample]: ...
     def state_dict(self) -> dict[str, Any]: ...
@@ -62,9 +69,11 @@ class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg
     Made by `CachedDataset.to_torch_iterable_dataset`. Each iteration reads the
     dataset's next epoch (or the rest of the epoch a loaded state stopped in):
 
-    - One rank, ``DataLoader(adapter, batch_size=B, num_workers=W)`` with the
-      adapter's own ``batch_size=B`` (or ``None`` for both): the loader yields
-      the epoch's samples in order, batch k from worker ``k % W``.
+    - One rank, ``dataset_rt.torch.DataLoader(adapter, batch_size=B,
+      num_workers=W)`` with the adapter's own ``batch_size=B`` (or ``None`` for
+      both): the loader yields the epoch's samples in order, batch k from
+      worker ``k % W``. Another loader reads it with several workers or ranks
+      once `attach_loader` has checked its batch size.
     - Several ranks (`rank`/`world_size`, or ``torch.distributed`` once it is
       initialized): global step g gives rank r the epoch's positions
       ``g*R*B + r*B .. + B``. Every rank yields the same number of batches:
@@ -116,7 +125,7 @@ class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg
         _check_int("worker_threads", worker_threads, 1, MAX_WORKERS)
         # The core checks the ranges (batch size, ranks, rank below world_size).
         topology = (0, 1) if rank is None or world_size is None else (rank, world_size)
-        _shard_counts(0, _shard_of(batch_size, *topology, drop_last))
+        _share_counts(0, _share_of(batch_size, *topology, drop_last))
         self._dataset = dataset
         self._transform = transform
         self._batch_size = batch_size
@@ -133,8 +142,12 @@ class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg
         self._claim_read_by: int | None = None
         # A state given to `load_state_dict`, read by the next iteration.
         self._resume: dict[str, Any] | None = None
-        # This process's current iteration: its iterator, shard and skipped samples.
-        self._current: tuple[SampleIterator, _native.Shard, int] | None = None
+        # This process's current iteration: its iterator, share and skipped samples.
+        self._current: tuple[SampleIterator, _native.Share, int] | None = None
+        # The handshake: a loader that batches at `batch_size` told this copy so
+        # (`DataLoader` while it starts an iteration, which its workers' copies
+        # keep; `attach_loader`'s worker_init_fn in a worker process).
+        self._told_by_loader = False
 
     @property
     def dataset(self) -> CachedDataset:
@@ -208,30 +221,74 @@ class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg
 
     def __len__(self) -> int:
         """Samples this rank yields in the next iteration, padding included."""
-        return int(_shard_counts(len(self._dataset), self._shard(0, 1)).rank_samples)
+        return int(_share_counts(len(self._dataset), self._share(0, 1)).rank_samples)
 
-    def _shard(self, worker: int, num_workers: int) -> _native.Shard:
+    def _share(self, worker: int, num_workers: int) -> _native.Share:
         rank, world_size = self.rank_and_world_size()
-        shard = _shard_of(self._batch_size, rank, world_size, self._drop_last)
-        shard.worker, shard.num_workers = worker, num_workers
-        return shard
+        share = _share_of(self._batch_size, rank, world_size, self._drop_last)
+        share.worker, share.num_workers = worker, num_workers
+        return share
+
+    def attach_loader(self, loader: torch_data.DataLoader) -> None:  # type: ignore[type-arg]
+        """Let `loader`, a DataLoader other than `dataset_rt.torch.DataLoader`
+        (a plain ``torch.utils.data.DataLoader``, torchdata's
+        ``StatefulDataLoader``), read this adapter with several workers or ranks.
+
+        Checks that the loader reads this adapter with its ``batch_size`` and
+        ``drop_last``, in order (``ValueError`` saying what to set otherwise), and
+        tells the adapter so in each of the loader's worker processes, through
+        the loader's ``worker_init_fn`` (which then runs the loader's own
+        function, if any). `dataset_rt.torch.DataLoader` does this by itself at
+        every iteration.
+
+        Examples:
+            >>> import torch.utils.data
+            >>> adapter = dataset.to_torch_iterable_dataset(batch_size=10)
+            >>> loader = torch.utils.data.DataLoader(adapter, batch_size=10, num_workers=2)
+            >>> adapter.attach_loader(loader)
+            >>> len(loader)
+            10
+            >>> other = torch.utils.data.DataLoader(adapter, batch_size=8)
+            >>> adapter.attach_loader(other)
+            Traceback (most recent call last):
+            ...
+            dataset_rt.errors.InvalidArgumentError: the DataLoader has batch_size=8 ...
+        """
+        if not isinstance(loader, torch_data.DataLoader):
+            raise TypeError(f"loader must be a torch DataLoader, got {type(loader).__name__}")
+        if loader.dataset is not self:
+            raise errors.InvalidArgumentError(
+                "the loader reads another dataset: attach it to its own adapter"
+            )
+        _check_loader_settings(
+            self,
+            loader.batch_size,
+            loader.drop_last,
+            loader.num_workers,
+            getattr(loader, "in_order", True),  # torch 2.6 and later
+        )
+        if isinstance(loader, DataLoader):
+            return  # it tells the adapter at every iteration
+        if not isinstance(loader.worker_init_fn, _TellWorkers):
+            loader.worker_init_fn = _TellWorkers(loader.worker_init_fn)
 
     def __iter__(self) -> Iterator[Any]:
         info = torch_data.get_worker_info()
+        self._check_told(info)
         if info is None:
             worker, num_workers = 0, 1
         else:
             worker, num_workers = info.id, info.num_workers
             self._dataset._open_here(self._worker_threads)
-        shard = self._shard(worker, num_workers)
-        skip = self._start_position(shard)
-        iterator = self._dataset._iterate(shard, skip)
-        self._current = (iterator, shard, skip)
+        share = self._share(worker, num_workers)
+        skip = self._start_position(share)
+        iterator = self._dataset._iterate(share, skip)
+        self._current = (iterator, share, skip)
         return self._samples(iterator)
 
-    def _start_position(self, shard: _native.Shard) -> int:
+    def _start_position(self, share: _native.Share) -> int:
         """Move the dataset to where this iteration starts; returns how many
-        samples of the shard's share to skip."""
+        samples of the share to skip."""
         resume, self._resume = self._resume, None
         claim = self._claim
         if claim is not None and self._claim_read_by != os.getpid():
@@ -240,12 +297,12 @@ class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg
             claim = None
         if resume is not None:
             self._dataset.load_state_dict(resume["span"])
-            if resume["shard"] is None:
+            if resume["share"] is None:
                 return 0
-            if resume["shard"] != _shard_fields(shard):
+            if resume["share"] != _share_fields(share):
                 raise errors.InvalidArgumentError(
-                    f"this state is the share of one DataLoader reader ({resume['shard']}); "
-                    f"it resumes only the same reader ({_shard_fields(shard)}): keep the number of "
+                    f"this state is the share of one DataLoader reader ({resume['share']}); "
+                    f"it resumes only the same reader ({_share_fields(share)}): keep the number of "
                     "workers and ranks, or resume from dataset_rt.torch.DataLoader's global state"
                 )
             return int(resume["consumed"])
@@ -253,8 +310,30 @@ class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg
             self._dataset.load_state_dict(claim)
         return 0
 
+    def _check_told(self, info: Any) -> None:
+        """In a DataLoader worker process, refuse to read a batched share under
+        several workers or ranks unless the loader said it batches at
+        `batch_size`: another batch size would interleave the workers' and ranks'
+        batches out of stream order. One worker of one rank yields the stream in
+        order whatever batches it; the main process cannot tell a loader
+        (``num_workers=0``) from a loop, and reads."""
+        if info is None or self._batch_size is None or self._told_by_loader:
+            return
+        readers = info.num_workers
+        _, ranks = self.rank_and_world_size()
+        if readers == 1 and ranks == 1:
+            return
+        parts = [f"{readers} DataLoader workers"] if readers > 1 else []
+        parts += [f"{ranks} ranks"] if ranks > 1 else []
+        raise errors.InvalidArgumentError(
+            f"the adapter (batch_size={self._batch_size}) is read by {' and '.join(parts)}, "
+            f"which give the stream in order only with a loader of batch_size="
+            f"{self._batch_size}, and no loader said so: use dataset_rt.torch.DataLoader("
+            f"adapter, batch_size={self._batch_size}), or call adapter.attach_loader(loader) "
+            "before iterating another loader"
+        )
+
     def _samples(self, iterator: SampleIterator) -> Iterator[Any]:
-        _check_loader_batch_size(sys._getframe(1), self._batch_size)
         if self._transform is None:
             yield from iterator
         else:
@@ -263,20 +342,21 @@ class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg
     def state_dict(self) -> dict[str, Any]:
         """This reader's resume state, in the form torchdata's
         ``StatefulDataLoader`` asks each worker for: the state its share was cut
-        from, its shard, and the samples it has yielded. Between iterations, the
+        from (``span``), the share (``share``: its batch size, rank and worker),
+        and the samples it has yielded (``consumed``). Between iterations, the
         dataset's state.
 
         Examples:
             >>> adapter = dataset.to_torch_iterable_dataset()
             >>> sorted(adapter.state_dict())
-            ['consumed', 'shard', 'span']
+            ['consumed', 'share', 'span']
         """
         if self._current is None:
-            return {"span": self._dataset.state_dict(), "shard": None, "consumed": 0}
-        iterator, shard, skip = self._current
+            return {"span": self._dataset.state_dict(), "share": None, "consumed": 0}
+        iterator, share, skip = self._current
         return {
             "span": iterator._span(),
-            "shard": _shard_fields(shard),
+            "share": _share_fields(share),
             "consumed": skip + iterator.consumed(),
         }
 
@@ -284,6 +364,9 @@ class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg
         """Make the next iteration continue from `state`: this adapter's
         `state_dict` (the same reader resumes), or a global state from
         `DataLoader.state_dict` or `CachedDataset.state_dict` (any reader).
+        A reader state whose share is under the former key ``"shard"`` is read
+        with a `DeprecationWarning`; that key is read until the next major
+        version.
 
         Examples:
             >>> adapter = dataset.to_torch_iterable_dataset(transform=lambda s: s.sample_id)
@@ -303,11 +386,11 @@ class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg
                 )
             self._resume = {
                 "span": state["span"],
-                "shard": state.get("shard"),
+                "share": _state_share(state),
                 "consumed": consumed,
             }
         else:
-            self._resume = {"span": state, "shard": None, "consumed": 0}
+            self._resume = {"span": state, "share": None, "consumed": 0}
         self._claim = None
 
     def _claim_epoch(self) -> dict[str, Any]:
@@ -315,7 +398,7 @@ class TorchIterableDataset(torch_data.IterableDataset):  # type: ignore[type-arg
         wherever its readers run; returns its state."""
         resume, self._resume = self._resume, None
         if resume is not None:
-            if resume["shard"] is not None:
+            if resume["share"] is not None:
                 raise errors.InvalidArgumentError(
                     "a DataLoader reader's own state resumes through torchdata's "
                     "StatefulDataLoader; dataset_rt.torch.DataLoader resumes from its state_dict()"
@@ -430,9 +513,11 @@ class DataLoader(torch_data.DataLoader):  # type: ignore[type-arg]
 
     Takes the same arguments as torch's, with a `CachedDataset` (the adapter
     is made with this loader's ``batch_size`` and ``drop_last``) or a
-    `TorchIterableDataset` built with the same ``batch_size`` and ``drop_last``.
-    Every iteration reads the dataset's next epoch, with any number of
-    workers. It counts the batches it has handed out: `state_dict` is the
+    `TorchIterableDataset` built with the same ``batch_size`` and ``drop_last``
+    (``in_order=False`` with several workers is refused). Every iteration
+    tells the adapter that it batches at its batch size (the handshake its
+    workers and ranks need) and reads the dataset's next epoch, with any number
+    of workers. It counts the batches it has handed out: `state_dict` is the
     stream position of the next unconsumed sample with the fingerprint of the
     data, the same on every rank, and `load_state_dict` continues from it with
     any number of workers or ranks.
@@ -457,28 +542,26 @@ class DataLoader(torch_data.DataLoader):  # type: ignore[type-arg]
                 "dataset_rt.torch.DataLoader reads a CachedDataset or its "
                 f"to_torch_iterable_dataset() adapter, got {type(dataset).__name__}"
             )
-        elif (dataset.batch_size or 1) != (batch_size or 1):
-            raise errors.InvalidArgumentError(
-                f"the adapter was built with batch_size={dataset.batch_size} and the loader has "
-                f"batch_size={batch_size}: pass DataLoader(batch_size={dataset.batch_size}) or "
-                f"build the adapter with to_torch_iterable_dataset(batch_size={batch_size})"
-            )
-        elif dataset.drop_last != drop_last:
-            raise errors.InvalidArgumentError(
-                f"the adapter was built with drop_last={dataset.drop_last} and the loader has "
-                f"drop_last={drop_last}: set both the same"
-            )
+        arguments = bound.arguments
+        _check_loader_settings(
+            dataset,
+            batch_size,
+            drop_last,
+            arguments["num_workers"],
+            arguments.get("in_order", True),
+        )
         bound.arguments["dataset"] = dataset
         super().__init__(*bound.args[1:], **bound.kwargs)
         self._span: dict[str, Any] | None = None
         self._steps = 0
         self._expected_next: dict[str, Any] | None = None
         self._counting: _CountingIterator | None = None
+        self._workers_kept = False  # persistent workers have started
 
     def __iter__(self) -> _CountingIterator:  # type: ignore[override]
         adapter: TorchIterableDataset = self.dataset  # type: ignore[assignment]
         span = adapter._claim_epoch()
-        if self.persistent_workers and self._iterator is not None and span != self._expected_next:
+        if self._workers_kept and span != self._expected_next:
             raise errors.StateError(
                 "persistent DataLoader workers continue the epochs they started with and "
                 "cannot follow set_epoch, load_state_dict or update_metadata; create a new "
@@ -491,7 +574,15 @@ class DataLoader(torch_data.DataLoader):  # type: ignore[type-arg]
             "epoch_start": span["epoch_start"] + span["epoch_len"],
             "position": span["epoch_start"] + span["epoch_len"],
         }
-        iterator = super().__iter__()
+        # The handshake: the readers this starts (the main process's iterator,
+        # the workers' copies of the adapter) see that this loader batches at the
+        # adapter's batch size; readers started later by another loader do not.
+        adapter._told_by_loader = True
+        try:
+            iterator = super().__iter__()
+        finally:
+            adapter._told_by_loader = False
+        self._workers_kept = self.persistent_workers and self.num_workers > 0
         adapter._claim_handed_out()
         self._counting = _CountingIterator(self, iterator)
         return self._counting
@@ -520,7 +611,7 @@ class DataLoader(torch_data.DataLoader):  # type: ignore[type-arg]
             epoch_len=span["epoch_len"],
             position=span["position"],
         )
-        after = _native.stream_after_steps(start, adapter._shard(0, 1), self._steps)
+        after = _native.stream_after_steps(start, adapter._share(0, 1), self._steps)
         return {
             **span,
             "epoch": after.epoch,
@@ -587,16 +678,30 @@ class _CountingIterator:
 _DATALOADER_SIGNATURE = inspect.signature(torch_data.DataLoader.__init__)
 
 
-def _shard_fields(shard: _native.Shard) -> dict[str, int]:
+def _share_fields(share: _native.Share) -> dict[str, int]:
     return {
-        name: int(getattr(shard, name))
-        for name in (field[0] for field in _native.Shard._fields_)
+        name: int(getattr(share, name))
+        for name in (field[0] for field in _native.Share._fields_)
         if name != "reserved"
     }
 
 
-def _shard_of(batch_size: int | None, rank: int, world_size: int, drop_last: bool) -> _native.Shard:
-    return _native.Shard(
+def _state_share(state: Mapping[str, Any]) -> Any:
+    """A reader state's share: its ``share`` entry, or the ``shard`` entry that
+    holds it in states saved under the former name (deprecated)."""
+    if "share" in state or "shard" not in state:
+        return state.get("share")
+    warnings.warn(
+        "this reader state names its share 'shard', the former name of 'share', which is "
+        "read until the next major version: save the state again with state_dict()",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return state["shard"]
+
+
+def _share_of(batch_size: int | None, rank: int, world_size: int, drop_last: bool) -> _native.Share:
+    return _native.Share(
         batch_size=1 if batch_size is None else batch_size,
         rank=rank,
         world_size=world_size,
@@ -606,10 +711,10 @@ def _shard_of(batch_size: int | None, rank: int, world_size: int, drop_last: boo
     )
 
 
-def _shard_counts(span_len: int, shard: _native.Shard) -> _native.ShardCounts:
-    """How `span_len` positions divide among `shard`'s ranks and workers; the
-    core refuses a shard out of range (`ValueError` naming the value)."""
-    return _native.shard_counts(span_len, shard)
+def _share_counts(span_len: int, share: _native.Share) -> _native.ShareCounts:
+    """How `span_len` positions divide among `share`'s ranks and workers; the
+    core refuses a share out of range (`ValueError` naming the value)."""
+    return _native.share_counts(span_len, share)
 
 
 def _initialized_distributed() -> Any:
@@ -639,22 +744,48 @@ def _check_int(name: str, value: object, low: int, high: int) -> None:
         raise errors.InvalidArgumentError(f"{name} must be between {low} and {high}, got {value}")
 
 
-def _check_loader_batch_size(caller: FrameType | None, batch_size: int | None) -> None:
-    """Refuse a DataLoader whose batch size differs from the adapter's: its
-    workers' batches would interleave at the wrong size and reorder the
-    stream. Seen from the first sample's request, made by torch's fetcher for
-    a whole batch; any other caller (a loop, another loader) is not checked."""
-    if caller is None or caller.f_code.co_name != "fetch":
-        return
-    fetcher = caller.f_locals.get("self")
-    if type(fetcher).__name__ != "_IterableDatasetFetcher":
-        return
-    index = caller.f_locals.get("possibly_batched_index")
-    collated = getattr(fetcher, "auto_collation", False)
-    loader_batch_size = len(index) if collated and index is not None else None
-    if (loader_batch_size or 1) != (batch_size or 1):
+def _check_loader_settings(
+    adapter: TorchIterableDataset,
+    batch_size: int | None,
+    drop_last: bool,
+    num_workers: int,
+    in_order: bool,
+) -> None:
+    """Refuse a loader that would not hand out the adapter's batches in stream
+    order: another batch size or ``drop_last``, or workers' batches taken as
+    they finish."""
+    if (adapter.batch_size or 1) != (batch_size or 1):
         raise errors.InvalidArgumentError(
-            f"the DataLoader has batch_size={loader_batch_size} and the adapter "
-            f"batch_size={batch_size}: pass DataLoader(batch_size={batch_size}) or build the "
-            f"adapter with to_torch_iterable_dataset(batch_size={loader_batch_size})"
+            f"the DataLoader has batch_size={batch_size} and the adapter "
+            f"batch_size={adapter.batch_size}: pass DataLoader(batch_size={adapter.batch_size}) "
+            f"or build the adapter with to_torch_iterable_dataset(batch_size={batch_size})"
         )
+    if adapter.drop_last != drop_last:
+        raise errors.InvalidArgumentError(
+            f"the adapter was built with drop_last={adapter.drop_last} and the loader has "
+            f"drop_last={drop_last}: set both the same"
+        )
+    if num_workers > 1 and not in_order:
+        raise errors.InvalidArgumentError(
+            "the DataLoader has in_order=False, which hands out its workers' batches as "
+            "they finish, out of stream order: keep in_order=True"
+        )
+
+
+class _TellWorkers:
+    """A DataLoader's ``worker_init_fn`` that tells the worker's copy of the
+    adapter that its loader was checked (`TorchIterableDataset.attach_loader`),
+    then runs the loader's own function. Picklable for spawned workers when that
+    function is."""
+
+    __slots__ = ("_then",)
+
+    def __init__(self, then: Callable[[int], None] | None) -> None:
+        self._then = then
+
+    def __call__(self, worker_id: int) -> None:
+        info = torch_data.get_worker_info()
+        if info is not None and isinstance(info.dataset, TorchIterableDataset):
+            info.dataset._told_by_loader = True
+        if self._then is not None:
+            self._then(worker_id)

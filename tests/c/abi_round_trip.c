@@ -3,14 +3,15 @@
  * with borrowed payloads; the same by metadata columns) and reads every record
  * back (the second with deferred payloads), with each one's metadata table
  * through the Arrow C stream, and checks that a second writer of a published
- * name is refused, using only
- * dataset_rt.h and the shared library. Usage: abi_round_trip <base_dir> [read]
+ * name is refused and that the first cache is described from its manifest,
+ * using only dataset_rt.h and the shared library. Usage: abi_round_trip <base_dir> [read]
  * With `read` it only reads the caches a previous run left in <base_dir> (how
  * scripts/test.sh has the Windows build read caches written on Linux).
  * Exits 0 when every payload and metadata row matches what was written.
  */
 #include "dataset_rt.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -514,7 +515,7 @@ static drt_dataset *open_shuffled(drt_runtime *runtime, const char *path, uint64
 /* Shares of 2 ranks x 2 workers (batch 3) interleave back into the stream,
  * padded past the epoch of 50; a state saved after 17 samples resumes the rest
  * in another dataset, and a dataset of another seed refuses it. */
-static int check_shards_and_resume(drt_runtime *runtime, const char *base_dir) {
+static int check_shares_and_resume(drt_runtime *runtime, const char *base_dir) {
     char path[4096];
     snprintf(path, sizeof path, "%s/c_source", base_dir);
     enum { EPOCH = 50, PADDED = 54 };
@@ -531,8 +532,8 @@ static int check_shards_and_resume(drt_runtime *runtime, const char *base_dir) {
         for (uint32_t worker = 0; worker < 2; worker++) {
             drt_dataset *dataset = open_shuffled(runtime, path, 11, EPOCH);
             if (!dataset) return 1;
-            const drt_shard shard = {.batch_size = 3, .rank = rank, .world_size = 2, .worker = worker, .num_workers = 2};
-            if (drt_iterator_create_shard(dataset, &shard, 0, 0, &iterator) != DRT_OK) return fail("iterator_create_shard");
+            const drt_share share = {.batch_size = 3, .rank = rank, .world_size = 2, .worker = worker, .num_workers = 2};
+            if (drt_iterator_create_share(dataset, &share, 0, 0, &iterator) != DRT_OK) return fail("iterator_create_share");
             share_len[rank][worker] = collect(iterator, shares[rank][worker], PADDED, PADDED);
             drt_iterator_destroy(iterator);
             drt_dataset_destroy(dataset);
@@ -544,18 +545,18 @@ static int check_shards_and_resume(drt_runtime *runtime, const char *base_dir) {
             for (long k = 0; k < 3; k++) {
                 long index = step / 2 * 3 + k;
                 if (index >= share_len[rank][step % 2] || shares[rank][step % 2][index] != stream[at]) {
-                    fprintf(stderr, "shard step %ld rank %u differs from the stream at %ld\n", step, rank, at);
+                    fprintf(stderr, "share step %ld rank %u differs from the stream at %ld\n", step, rank, at);
                     return 1;
                 }
                 at++;
             }
         }
     }
-    drt_shard_counts counts;
-    const drt_shard rank_one = {.batch_size = 3, .rank = 1, .world_size = 2, .num_workers = 1};
-    if (drt_shard_count(EPOCH, &rank_one, &counts) != DRT_OK) return fail("shard_count");
+    drt_share_counts counts;
+    const drt_share rank_one = {.batch_size = 3, .rank = 1, .world_size = 2, .num_workers = 1};
+    if (drt_share_count(EPOCH, &rank_one, &counts) != DRT_OK) return fail("share_count");
     if (counts.steps != 9 || counts.rank_samples != 27) {
-        fprintf(stderr, "shard counts: %llu steps, %llu samples\n", (unsigned long long)counts.steps,
+        fprintf(stderr, "share counts: %llu steps, %llu samples\n", (unsigned long long)counts.steps,
                 (unsigned long long)counts.rank_samples);
         return 1;
     }
@@ -599,6 +600,62 @@ static int check_shards_and_resume(drt_runtime *runtime, const char *base_dir) {
     const drt_stream_position span = {.epoch = 0, .epoch_start = 0, .epoch_len = EPOCH, .position = 17};
     if (drt_stream_after_steps(&span, &rank_one, 2, &after) != DRT_OK || after.position != 29) return fail("stream_after_steps");
     printf("ranks, workers and resume agree with the stream\n");
+    return 0;
+}
+
+/* The deprecated names (kept until ABI 4) are the same types, laid out as
+ * before, and the same functions: a program built against them keeps working. */
+_Static_assert(sizeof(drt_shard) == 32 && offsetof(drt_shard, rank) == 8 && offsetof(drt_shard, world_size) == 12 &&
+                   offsetof(drt_shard, worker) == 16 && offsetof(drt_shard, num_workers) == 20 &&
+                   offsetof(drt_shard, drop_last) == 24 && offsetof(drt_shard, reserved) == 28,
+               "drt_share keeps drt_shard's layout");
+_Static_assert(sizeof(drt_shard_counts) == 32 && offsetof(drt_shard_counts, worker_samples) == 24,
+               "drt_share_counts keeps drt_shard_counts' layout");
+
+static int check_deprecated_share_names(drt_runtime *runtime, const char *base_dir) {
+    const drt_share shares[] = {
+        {.batch_size = 3, .rank = 1, .world_size = 2, .worker = 1, .num_workers = 2},
+        {.batch_size = 4, .num_workers = 3, .worker = 2, .world_size = 1, .drop_last = 1},
+        {.batch_size = 0, .world_size = 1, .num_workers = 1}, /* refused: batch_size 0 */
+    };
+    for (size_t k = 0; k < sizeof shares / sizeof shares[0]; k++) {
+        const drt_shard *old_share = &shares[k]; /* the alias takes a drt_share as it is */
+        drt_share_counts by_new = {0};
+        drt_shard_counts by_old = {0};
+        const int32_t new_status = drt_share_count(37, &shares[k], &by_new);
+        char new_error[256];
+        snprintf(new_error, sizeof new_error, "%s", drt_last_error());
+        const int32_t old_status = drt_shard_count(37, old_share, &by_old);
+        if (new_status != old_status || memcmp(&by_new, &by_old, sizeof by_new) != 0 ||
+            (new_status != DRT_OK && strcmp(new_error, drt_last_error()) != 0)) {
+            fprintf(stderr, "drt_shard_count differs from drt_share_count for share %zu\n", k);
+            return 1;
+        }
+        if (k == 2 && (new_status != DRT_ERR_INVALID_ARGUMENT || !strstr(new_error, "batch_size"))) {
+            fprintf(stderr, "a share of batch_size 0 was not refused by name: %s\n", new_error);
+            return 1;
+        }
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/c_source", base_dir);
+    uint64_t samples[2][50];
+    long lens[2];
+    for (int old_name = 0; old_name < 2; old_name++) {
+        drt_dataset *dataset = open_shuffled(runtime, path, 11, 50);
+        if (!dataset) return 1;
+        drt_iterator *iterator = NULL;
+        const int32_t status = old_name ? drt_iterator_create_shard(dataset, &shares[0], 2, 0, &iterator)
+                                        : drt_iterator_create_share(dataset, &shares[0], 2, 0, &iterator);
+        if (status != DRT_OK) return fail(old_name ? "iterator_create_shard" : "iterator_create_share");
+        lens[old_name] = collect(iterator, samples[old_name], 50, 50);
+        drt_iterator_destroy(iterator);
+        drt_dataset_destroy(dataset);
+    }
+    if (lens[0] < 1 || lens[0] != lens[1] || memcmp(samples[0], samples[1], (size_t)lens[0] * sizeof samples[0][0]) != 0) {
+        fprintf(stderr, "drt_iterator_create_shard read another share than drt_iterator_create_share\n");
+        return 1;
+    }
+    printf("the deprecated share names give what the new names give\n");
     return 0;
 }
 
@@ -705,6 +762,37 @@ static int check_verify(drt_runtime *runtime, const char *base_dir, const char *
     return 0;
 }
 
+/* Describes c_source from its manifest alone (drt_cache_info): the JSON names
+ * what was written; the base folder, which holds no manifest, is refused. */
+static int check_cache_info(const char *base_dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/c_source", base_dir);
+    drt_buffer *info = NULL;
+    if (drt_cache_info(path, strlen(path), &info) != DRT_OK) return fail("cache_info");
+    char text[4096];
+    snprintf(text, sizeof text, "%.*s", (int)info->len, (const char *)info->data);
+    drt_buffer_release(info);
+    const char *expected[] = {
+        "\"format_version\":2,\"source_name\":\"c_source\",\"sample_count\":1000,",
+        "\"compression\":[{\"algo\":\"lz4\",\"ratio\":2.0}],\"record_checksums\":true,",
+        "{\"name\":\"label\",\"kind\":\"string\",\"arrow_type\":\"utf8\"}",
+    };
+    for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++) {
+        if (strstr(text, expected[i]) == NULL) {
+            fprintf(stderr, "cache_info lacks %s: %s\n", expected[i], text);
+            return 1;
+        }
+    }
+    info = NULL;
+    if (drt_cache_info(base_dir, strlen(base_dir), &info) != DRT_ERR_INVALID_CACHE || info != NULL ||
+        strstr(drt_last_error(), "missing manifest: cannot read manifest.json") == NULL) {
+        fprintf(stderr, "the base folder was described: %s\n", drt_last_error());
+        return 1;
+    }
+    printf("described c_source from its manifest\n");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc != 2 && !(argc == 3 && strcmp(argv[2], "read") == 0)) {
         fprintf(stderr, "usage: %s <base_dir> [read]\n", argv[0]);
@@ -723,6 +811,7 @@ int main(int argc, char **argv) {
     if (drt_runtime_create(2, &runtime) != DRT_OK) return fail("runtime_create");
     int rc = writing ? write_cache(runtime, argv[1], "c_source", DRT_COMPRESSION_LZ4, PUSH_COPIED) : 0;
     if (rc == 0) rc = read_cache(runtime, argv[1], "c_source", 0);
+    if (rc == 0) rc = check_cache_info(argv[1]);
     if (rc == 0 && writing) rc = write_cache(runtime, argv[1], "c_raw", DRT_COMPRESSION_NONE, PUSH_BORROWED);
     if (rc == 0) rc = read_cache(runtime, argv[1], "c_raw", 1000);
     if (rc == 0) rc = read_mapped(runtime, argv[1], "c_raw", 1000);
@@ -730,7 +819,8 @@ int main(int argc, char **argv) {
     if (rc == 0) rc = read_cache(runtime, argv[1], "c_columns", 0);
     if (rc == 0 && writing) rc = write_cache(runtime, argv[1], "c_columns_joined", DRT_COMPRESSION_NONE, PUSH_COLUMNS_JOINED);
     if (rc == 0) rc = read_cache(runtime, argv[1], "c_columns_joined", 0);
-    if (rc == 0) rc = check_shards_and_resume(runtime, argv[1]);
+    if (rc == 0) rc = check_shares_and_resume(runtime, argv[1]);
+    if (rc == 0) rc = check_deprecated_share_names(runtime, argv[1]);
     if (rc == 0) rc = check_permutation_and_reads(runtime, argv[1]);
     if (rc == 0 && writing) rc = check_verify(runtime, argv[1], "c_columns_joined");
     drt_runtime_destroy(runtime);

@@ -16,6 +16,18 @@ pub const Kind = enum(u8) {
     pub fn fromName(text: []const u8) ?Kind {
         return std.meta.stringToEnum(Kind, text);
     }
+
+    /// The Arrow type of a column of this kind in metadata.arrow and in the
+    /// metadata table, by the name `drt_dataset_set_table` uses. The one home
+    /// of the rule: the table's checks and the binding both read it here.
+    pub fn arrowType(kind: Kind) []const u8 {
+        return switch (kind) {
+            .bool => "bool",
+            .int => "int64",
+            .float => "float64",
+            .string => "utf8",
+        };
+    }
 };
 
 /// One column of the metadata schema. Schemas are always sorted by name (bytewise)
@@ -123,21 +135,35 @@ pub fn schemaDifference(first: []const Field, second: []const Field) ?SchemaDiff
     return null;
 }
 
-/// The schema as `drt_dataset_schema_json` hands it out:
-/// `[{"name":"k","kind":"int"}, ...]` in schema order. The caller owns the text.
+/// The schema as `drt_dataset_schema_json` and `drt_cache_info` hand it out:
+/// `[{"name":"k","kind":"int","arrow_type":"int64"}, ...]` in schema order.
+/// The caller owns the text.
 pub fn schemaJson(allocator: std.mem.Allocator, schema: []const Field) error{OutOfMemory}![]u8 {
-    const Entry = struct { name: []const u8, kind: []const u8 };
+    const Entry = struct { name: []const u8, kind: []const u8, arrow_type: []const u8 };
     const entries = try allocator.alloc(Entry, schema.len);
     defer allocator.free(entries);
-    for (entries, schema) |*entry, field| entry.* = .{ .name = field.name, .kind = field.kind.name() };
+    for (entries, schema) |*entry, field| {
+        entry.* = .{ .name = field.name, .kind = field.kind.name(), .arrow_type = field.kind.arrowType() };
+    }
     return std.json.Stringify.valueAlloc(allocator, entries, .{});
 }
 
-test "the schema JSON lists names and kinds in order" {
+test "the schema JSON lists names, kinds and Arrow types in order" {
     const schema = [_]Field{ .{ .name = "b\"x", .kind = .string }, .{ .name = "a", .kind = .int } };
     const text = try schemaJson(std.testing.allocator, &schema);
     defer std.testing.allocator.free(text);
-    try std.testing.expectEqualStrings("[{\"name\":\"b\\\"x\",\"kind\":\"string\"},{\"name\":\"a\",\"kind\":\"int\"}]", text);
+    try std.testing.expectEqualStrings(
+        "[{\"name\":\"b\\\"x\",\"kind\":\"string\",\"arrow_type\":\"utf8\"}," ++
+            "{\"name\":\"a\",\"kind\":\"int\",\"arrow_type\":\"int64\"}]",
+        text,
+    );
+}
+
+test "each kind has the Arrow type metadata.arrow stores it as" {
+    try std.testing.expectEqualStrings("bool", Kind.bool.arrowType());
+    try std.testing.expectEqualStrings("int64", Kind.int.arrowType());
+    try std.testing.expectEqualStrings("float64", Kind.float.arrowType());
+    try std.testing.expectEqualStrings("utf8", Kind.string.arrowType());
 }
 
 test "kinds round trip through their manifest names" {

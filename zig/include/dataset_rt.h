@@ -106,6 +106,22 @@ int32_t drt_writer_create(drt_runtime *runtime, const char *base_dir, uint64_t b
 int32_t drt_check_source_name(const char *source_name, uint64_t source_name_len);
 
 /*
+ * Publishes the complete cache at base_dir/fresh_name (a folder inside base_dir/tmp,
+ * e.g. a cache written by a writer whose base_dir was such a folder) as
+ * base_dir/source_name, replacing the cache published there. Under the name's
+ * writer lock (as drt_writer_create takes it), the old cache is renamed aside into
+ * base_dir/tmp, the fresh one renamed in, base_dir fsynced, and only then the old
+ * one removed; a failure before the fresh cache is in puts the old one back.
+ * *replaced is 1 when a cache was replaced, 0 when none was there. A target that
+ * exists but is not a cache (no manifest.json) is DRT_ERR_INVALID_CACHE and is
+ * left alone, as is a fresh folder without manifest.json; a fresh_name outside
+ * base_dir/tmp is DRT_ERR_INVALID_ARGUMENT.
+ */
+int32_t drt_cache_replace(const char *base_dir, uint64_t base_dir_len, const char *source_name,
+                          uint64_t source_name_len, const char *fresh_name,
+                          uint64_t fresh_name_len, uint32_t *replaced);
+
+/*
  * Hands `count` samples to the core. Payload i is
  * payloads[sum(payload_lens[0..i]) .. +payload_lens[i]]; metadata_json is a JSON
  * array of `count` flat objects (bool, integer, float or string values). The
@@ -224,7 +240,10 @@ typedef struct drt_buffer {
 } drt_buffer;
 void drt_buffer_release(drt_buffer *buffer);
 
-/* The stored metadata schema as JSON: [{"name": ..., "kind": "bool"|"int"|"float"|"string"}, ...]. */
+/* The stored metadata schema as JSON, in name order:
+ * [{"name": ..., "kind": "bool"|"int"|"float"|"string",
+ *   "arrow_type": "bool"|"int64"|"float64"|"utf8"}, ...]
+ * (arrow_type: the column's type in the metadata table, as drt_dataset_set_table names it). */
 int32_t drt_dataset_schema_json(drt_dataset *dataset, drt_buffer **out);
 
 /* The active table as an Arrow IPC file:
@@ -397,14 +416,17 @@ typedef struct drt_stream_state {
     char algorithm[DRT_ALGORITHM_NAME_BYTES]; /* NUL-terminated sampling algorithm name */
 } drt_stream_state;
 
-/* One reader's share of an epoch among world_size ranks and num_workers
- * DataLoader workers: global step g gives rank r the positions
+/* A share: one reader's part of an epoch among world_size ranks and num_workers
+ * DataLoader workers (a shard, by contrast, is a file of a cache). Global step g
+ * gives rank r the positions
  * g*world_size*batch_size + r*batch_size .. + batch_size of the epoch's rest, and
  * a rank's k-th batch belongs to worker k % num_workers. Without drop_last, one
  * rank's last batch may be short; with several ranks the last step is filled
  * with the positions after the epoch. With drop_last only full steps are read.
- * Limits: batch_size 1..2^31, world_size 1..2^20, num_workers 1..2^12. */
-typedef struct drt_shard {
+ * Limits: batch_size 1..2^31, world_size 1..2^20, num_workers 1..2^12.
+ * drt_share and drt_share_counts, drt_iterator_create_share and drt_share_count
+ * were added within ABI 3 under these names; the former names stay as aliases. */
+typedef struct drt_share {
     uint64_t batch_size;
     uint32_t rank;
     uint32_t world_size;
@@ -412,14 +434,19 @@ typedef struct drt_shard {
     uint32_t num_workers;
     uint32_t drop_last; /* 0 or 1 */
     uint32_t reserved;
-} drt_shard;
+} drt_share;
 
-typedef struct drt_shard_counts {
+typedef struct drt_share_counts {
     uint64_t steps;          /* global steps: batches each rank yields */
-    uint64_t rank_samples;   /* samples the shard's rank yields */
-    uint64_t worker_batches; /* batches the shard's worker yields */
-    uint64_t worker_samples; /* samples the shard's worker yields */
-} drt_shard_counts;
+    uint64_t rank_samples;   /* samples the share's rank yields */
+    uint64_t worker_batches; /* batches the share's worker yields */
+    uint64_t worker_samples; /* samples the share's worker yields */
+} drt_share_counts;
+
+/* Deprecated: the former names of drt_share and drt_share_counts (the same
+ * types), kept until ABI 4. */
+typedef struct drt_share drt_shard;
+typedef struct drt_share_counts drt_shard_counts;
 
 /* The SHA-256 of each cache's manifest.json as read when the dataset was opened,
  * 32 bytes per cache in the order of drt_dataset_open's paths; cache_count must
@@ -435,7 +462,7 @@ int32_t drt_dataset_position(drt_dataset *dataset, drt_stream_position *out);
 int32_t drt_dataset_state(drt_dataset *dataset, drt_stream_state *out);
 /* Like drt_dataset_state, and moves the stream past that epoch as an iterator
  * would: for a process that hands the epoch to other processes to read (each
- * loads the state into its own dataset and creates its shard's iterator). */
+ * loads the state into its own dataset and creates its share's iterator). */
 int32_t drt_dataset_take_state(drt_dataset *dataset, drt_stream_state *out);
 /* Continues the stream from a state: the next iterator yields the rest of its
  * epoch (nothing is skipped or repeated), the one after the next epoch. Refused
@@ -449,9 +476,9 @@ int32_t drt_dataset_load_state(drt_dataset *dataset, const drt_stream_state *sta
  * current epoch length): the stream as if every epoch since the table was
  * installed had that length. */
 int32_t drt_dataset_set_epoch(drt_dataset *dataset, uint64_t epoch);
-/* Like drt_iterator_create_deferring, reading only `shard`'s share of the epoch
- * (see drt_shard) without its first `skip` samples. */
-int32_t drt_iterator_create_shard(drt_dataset *dataset, const drt_shard *shard, uint64_t skip,
+/* Like drt_iterator_create_deferring, reading only `share` of the epoch (see
+ * drt_share) without its first `skip` samples. */
+int32_t drt_iterator_create_share(drt_dataset *dataset, const drt_share *share, uint64_t skip,
                                   uint64_t defer_payload_bytes, drt_iterator **out);
 /* An iterator over the `count` samples (cache_ids[i], sample_ids[i]), in that
  * order, read and checked like the stream's (embedded metadata compared with the
@@ -464,19 +491,24 @@ int32_t drt_iterator_create_reads(drt_dataset *dataset, const uint64_t *cache_id
                                   const uint64_t *sample_ids, uint64_t count,
                                   uint64_t defer_payload_bytes, drt_iterator **out);
 /* The state the iterator's share was cut from: the rest of the epoch as it
- * stood when the iterator was created. With the same shard, loading it and
+ * stood when the iterator was created. With the same share, loading it and
  * skipping the samples already consumed continues this iterator exactly. */
 int32_t drt_iterator_span(const drt_iterator *iterator, drt_stream_state *out);
 /* The state after the iterator's first `consumed` samples (the next epoch once
  * all are consumed), for an iterator that reads its epoch in order (one rank,
- * one worker); DRT_ERR_STATE for a shard of several. */
+ * one worker); DRT_ERR_STATE for a share of several. */
 int32_t drt_iterator_state(const drt_iterator *iterator, uint64_t consumed, drt_stream_state *out);
-/* How `span_len` positions divide among the shard's ranks and workers. */
-int32_t drt_shard_count(uint64_t span_len, const drt_shard *shard, drt_shard_counts *out);
-/* The position after `steps` global steps of the shard's layout over the rest of
+/* How `span_len` positions divide among the share's ranks and workers. */
+int32_t drt_share_count(uint64_t span_len, const drt_share *share, drt_share_counts *out);
+/* The position after `steps` global steps of the share's layout over the rest of
  * the epoch `span` starts in (the next epoch after the last step). */
-int32_t drt_stream_after_steps(const drt_stream_position *span, const drt_shard *shard,
+int32_t drt_stream_after_steps(const drt_stream_position *span, const drt_share *share,
                                uint64_t steps, drt_stream_position *out);
+/* Deprecated: the former names of drt_iterator_create_share and
+ * drt_share_count (the same functions), kept until ABI 4. */
+int32_t drt_iterator_create_shard(drt_dataset *dataset, const drt_share *share, uint64_t skip,
+                                  uint64_t defer_payload_bytes, drt_iterator **out);
+int32_t drt_shard_count(uint64_t span_len, const drt_share *share, drt_share_counts *out);
 
 /* Next batch in planned order; *out is NULL at the end of the epoch. */
 int32_t drt_iterator_next(drt_iterator *iterator, drt_batch **out);
@@ -501,7 +533,7 @@ void drt_batch_release(drt_batch *batch);
 
 /* ---- Mapped payloads ---------------------------------------------------
  * Added within ABI 3 (new functions only). With DRT_PAYLOADS_MAPPED, iterators
- * created afterwards (drt_iterator_create_deferring, _shard, _reads) check each
+ * created afterwards (drt_iterator_create_deferring, _share, _reads) check each
  * deferred payload against its record's checksum in place, in a read-only
  * mapping of its shard, while the pool reads its chunk ahead of the consumer;
  * drt_batch_mapped then gives its address. No copy is made. */
@@ -553,6 +585,16 @@ int32_t drt_check_compression(uint32_t compression, double ratio);
  * which the writer puts in place last), else 0; the cache's validity is checked
  * when it is opened. (ABI 2) */
 int32_t drt_cache_published(const char *path, uint64_t path_len, uint32_t *out);
+/* The cache at `path` described from its manifest.json alone (checked as
+ * drt_dataset_open checks it; no other file is opened), as a JSON object in a
+ * core-owned buffer released with drt_buffer_release: format_version,
+ * source_name, sample_count, shard_count, shard_bytes (the shard files' total),
+ * payload_bytes_uncompressed, compression ([{"algo", "ratio"}, ...]: each
+ * setting of the shards once), record_checksums (true when records.crc32c is
+ * listed) and metadata_schema (as drt_dataset_schema_json gives it). A folder
+ * without a manifest, or a manifest that is not valid, is DRT_ERR_INVALID_CACHE
+ * with the reader's message. (Added within ABI 3.) */
+int32_t drt_cache_info(const char *path, uint64_t path_len, drt_buffer **out);
 /* Rows at stream positions start .. start+count-1 of a shuffled table of n rows read
  * without replacement (each epoch of n positions a permutation; docs/determinism.md). */
 int32_t drt_permutation_rows(uint64_t n, uint64_t seed, uint64_t start, uint64_t count,

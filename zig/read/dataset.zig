@@ -7,7 +7,7 @@
 //! that cache. The dataset owns the stream position:
 //! each new iterator takes the next epoch (`epoch_len` positions, or the rest of
 //! an epoch a loaded resume state stopped in), or one rank's and worker's share
-//! of it (`stream_shard`); installing a new table resets the position to 0 and
+//! of it (`stream_share`); installing a new table resets the position to 0 and
 //! keeps an explicit epoch length.
 const std = @import("std");
 const assert = std.debug.assert;
@@ -19,7 +19,7 @@ const cache_identity = @import("../format/cache_identity.zig");
 const active_table = @import("../stream/active_table.zig");
 const ActiveTable = active_table.ActiveTable;
 const read_pipeline = @import("read_pipeline.zig");
-const stream_shard = @import("../stream/stream_shard.zig");
+const stream_share = @import("../stream/stream_share.zig");
 const stream_state = @import("../stream/stream_state.zig");
 const thread_pool = @import("../base/thread_pool.zig");
 const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
@@ -479,14 +479,14 @@ pub const Dataset = struct {
     }
 
     /// Takes the next epoch (or its rest) of the stream: the snapshot an
-    /// iterator reads, cut to `shard`'s share without its first `skip` samples.
-    pub fn takeEpoch(dataset: *Dataset, shard: stream_shard.Shard, skip: u64, diagnostic: *Diagnostic) Error!read_pipeline.Plan {
-        try shard.validate(diagnostic);
+    /// iterator reads, cut to `share` without its first `skip` samples.
+    pub fn takeEpoch(dataset: *Dataset, share: stream_share.Share, skip: u64, diagnostic: *Diagnostic) Error!read_pipeline.Plan {
+        try share.validate(diagnostic);
         const io = system.io();
         dataset.mutex.lockUncancelable(io);
         defer dataset.mutex.unlock(io);
         const at = dataset.nextLocked();
-        const worker_samples = stream_shard.counts(at.remaining(), shard).worker_samples;
+        const worker_samples = stream_share.counts(at.remaining(), share).worker_samples;
         if (skip > worker_samples) {
             diagnostic.set("cannot skip {d} samples: this reader's share of the epoch has {d}", .{ skip, worker_samples });
             return error.InvalidArgument;
@@ -498,7 +498,7 @@ pub const Dataset = struct {
             .table = dataset.table.acquire(),
             .sampling = dataset.options.sampling(),
             .key = dataset.key,
-            .walk = stream_shard.walk(at.position, at.remaining(), shard, skip),
+            .walk = stream_share.walk(at.position, at.remaining(), share, skip),
             .span = at,
             .skip_corrupt = dataset.on_corrupt == .skip,
             .map_deferred = dataset.payloads == .mapped,
@@ -513,12 +513,12 @@ pub const Iterator = struct {
 
     /// `defer_payload_bytes`: see `read_pipeline.Plan` (0 reads every payload into
     /// the batches; `read_pipeline.defer_default` the core's threshold).
-    /// `shard` and `skip`: see `Dataset.takeEpoch`.
-    pub fn create(dataset: *Dataset, shard: stream_shard.Shard, skip: u64, defer_payload_bytes: u64, diagnostic: *Diagnostic) Error!*Iterator {
+    /// `share` and `skip`: see `Dataset.takeEpoch`.
+    pub fn create(dataset: *Dataset, share: stream_share.Share, skip: u64, defer_payload_bytes: u64, diagnostic: *Diagnostic) Error!*Iterator {
         const allocator = dataset.allocator;
         const iterator = try allocator.create(Iterator);
         errdefer allocator.destroy(iterator);
-        var plan = try dataset.takeEpoch(shard, skip, diagnostic);
+        var plan = try dataset.takeEpoch(share, skip, diagnostic);
         // A skipped sample leaves its batch before the batch is handed out, so
         // every payload is read (and checked) with its batch.
         plan.defer_payload_bytes = if (plan.skip_corrupt) 0 else read_pipeline.deferThreshold(defer_payload_bytes);

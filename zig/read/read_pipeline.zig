@@ -14,7 +14,7 @@
 const std = @import("std");
 const system = @import("../base/system.zig");
 const sampler = @import("../stream/sampler.zig");
-const stream_shard = @import("../stream/stream_shard.zig");
+const stream_share = @import("../stream/stream_share.zig");
 const stream_state = @import("../stream/stream_state.zig");
 const thread_pool = @import("../base/thread_pool.zig");
 const active_table = @import("../stream/active_table.zig");
@@ -75,7 +75,7 @@ pub const Plan = struct {
     sampling: stream_state.Sampling,
     key: sampler.Key,
     /// The stream positions read, in order.
-    walk: stream_shard.Walk,
+    walk: stream_share.Walk,
     /// Where the span the walk was cut from starts (the epoch's unconsumed rest).
     span: stream_state.Position,
     /// Reads by identity: these samples in this order (owned by the plan),

@@ -231,15 +231,6 @@ test "column types parse from JSON pairs and refuse anything else" {
 const integer_types = [_][]const u8{ "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64" };
 const numeric_types = integer_types ++ [_][]const u8{ "float32", "float64" };
 
-fn arrowTypeOf(kind: types.Kind) []const u8 {
-    return switch (kind) {
-        .bool => "bool",
-        .int => "int64",
-        .float => "float64",
-        .string => "utf8",
-    };
-}
-
 fn findColumn(columns: []const ColumnType, name: []const u8) ?ColumnType {
     for (columns) |column| if (std.mem.eql(u8, column.name, name)) return column;
     return null;
@@ -282,7 +273,7 @@ pub fn checkColumns(dataset: *const Dataset, update: Update, diagnostic: *Diagno
             diagnostic.set("samples metadata missing '{f}' column", .{Excerpt.ofName(field.name)});
             return error.InvalidInput;
         };
-        const expected = arrowTypeOf(field.kind);
+        const expected = field.kind.arrowType();
         const same = std.mem.eql(u8, column.arrow_type, expected) or
             (field.kind == .string and std.mem.eql(u8, column.arrow_type, "large_utf8"));
         if (!same) {

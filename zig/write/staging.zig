@@ -114,7 +114,7 @@ pub const Staging = struct {
     /// waits here until the first has published or given up. The holder deletes
     /// the lock file before unlocking, so a waiter that wakes up on a deleted
     /// file retries on the current one.
-    fn lockTarget(staging: *Staging, diagnostic: *Diagnostic) Error!void {
+    pub fn lockTarget(staging: *Staging, diagnostic: *Diagnostic) Error!void {
         const io = system.io();
         staging.lock_name = try std.fmt.allocPrint(staging.allocator, "{s}/{s}{s}", .{ cache_layout.staging_dir, staging.source_name, cache_layout.lock_suffix });
         errdefer staging.allocator.free(staging.lock_name);
@@ -156,7 +156,7 @@ pub const Staging = struct {
         return held == current;
     }
 
-    fn releaseLock(staging: *Staging) void {
+    pub fn releaseLock(staging: *Staging) void {
         const io = system.io();
         directory_entries.deleteFile(io, staging.base_dir, staging.baseDirPath(), staging.lock_name) catch {};
         file_lock.unlock(io, staging.lock_file);
@@ -210,7 +210,7 @@ pub const Staging = struct {
     }
 
     /// The base directory's path as given, with a trailing separator.
-    fn baseDirPath(staging: *const Staging) []const u8 {
+    pub fn baseDirPath(staging: *const Staging) []const u8 {
         return staging.target_path[0 .. staging.target_path.len - staging.source_name.len];
     }
 };

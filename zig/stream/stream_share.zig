@@ -1,4 +1,4 @@
-//! Which stream positions one DataLoader worker of one rank reads.
+//! A share: the stream positions one DataLoader worker of one rank reads.
 //!
 //! A span of the stream (the rest of an epoch: positions `start .. start + len`)
 //! is cut into global steps of `ranks * batch` positions. Global step g gives
@@ -29,8 +29,8 @@ comptime {
     std.debug.assert(@as(u128, batch_size_max) * world_size_max * num_workers_max < 1 << 64);
 }
 
-/// One reader's place among ranks and workers.
-pub const Shard = struct {
+/// A share: one reader's place among ranks and workers.
+pub const Share = struct {
     batch_size: u64 = 1,
     rank: u64 = 0,
     world_size: u64 = 1,
@@ -38,34 +38,34 @@ pub const Shard = struct {
     num_workers: u64 = 1,
     drop_last: bool = false,
 
-    pub const whole: Shard = .{};
+    pub const whole: Share = .{};
 
     /// Checks the ranges; the message names the bad value.
-    pub fn validate(shard: Shard, diagnostic: *Diagnostic) error{InvalidArgument}!void {
-        if (shard.batch_size < 1 or shard.batch_size > batch_size_max) {
-            diagnostic.set("batch_size must be between 1 and {d}, got {d}", .{ batch_size_max, shard.batch_size });
+    pub fn validate(share: Share, diagnostic: *Diagnostic) error{InvalidArgument}!void {
+        if (share.batch_size < 1 or share.batch_size > batch_size_max) {
+            diagnostic.set("batch_size must be between 1 and {d}, got {d}", .{ batch_size_max, share.batch_size });
             return error.InvalidArgument;
         }
-        if (shard.world_size < 1 or shard.world_size > world_size_max) {
-            diagnostic.set("world_size must be between 1 and {d}, got {d}", .{ world_size_max, shard.world_size });
+        if (share.world_size < 1 or share.world_size > world_size_max) {
+            diagnostic.set("world_size must be between 1 and {d}, got {d}", .{ world_size_max, share.world_size });
             return error.InvalidArgument;
         }
-        if (shard.rank >= shard.world_size) {
-            diagnostic.set("rank must be below world_size ({d}), got {d}", .{ shard.world_size, shard.rank });
+        if (share.rank >= share.world_size) {
+            diagnostic.set("rank must be below world_size ({d}), got {d}", .{ share.world_size, share.rank });
             return error.InvalidArgument;
         }
-        if (shard.num_workers < 1 or shard.num_workers > num_workers_max) {
-            diagnostic.set("num_workers must be between 1 and {d}, got {d}", .{ num_workers_max, shard.num_workers });
+        if (share.num_workers < 1 or share.num_workers > num_workers_max) {
+            diagnostic.set("num_workers must be between 1 and {d}, got {d}", .{ num_workers_max, share.num_workers });
             return error.InvalidArgument;
         }
-        if (shard.worker >= shard.num_workers) {
-            diagnostic.set("worker must be below num_workers ({d}), got {d}", .{ shard.num_workers, shard.worker });
+        if (share.worker >= share.num_workers) {
+            diagnostic.set("worker must be below num_workers ({d}), got {d}", .{ share.num_workers, share.worker });
             return error.InvalidArgument;
         }
     }
 
-    fn stepPositions(shard: Shard) u64 {
-        return shard.world_size * shard.batch_size;
+    fn stepPositions(share: Share) u64 {
+        return share.world_size * share.batch_size;
     }
 };
 
@@ -81,27 +81,27 @@ pub const Counts = struct {
     worker_samples: u64,
 };
 
-pub fn counts(span_len: u64, shard: Shard) Counts {
-    assertValid(shard);
-    const step_positions = shard.stepPositions();
-    const steps = if (shard.drop_last)
+pub fn counts(span_len: u64, share: Share) Counts {
+    assertValid(share);
+    const step_positions = share.stepPositions();
+    const steps = if (share.drop_last)
         span_len / step_positions
     else
         std.math.divCeil(u64, span_len, step_positions) catch unreachable;
     // Only one rank can have a short last batch: with several, the step is padded.
     // Wrapping products: the true values fit in u64 (at most span_len, or a
     // step beyond it when padded), even where an intermediate product does not.
-    const short_by: u64 = if (shard.world_size == 1 and !shard.drop_last and steps > 0)
-        steps *% shard.batch_size -% span_len
+    const short_by: u64 = if (share.world_size == 1 and !share.drop_last and steps > 0)
+        steps *% share.batch_size -% span_len
     else
         0;
-    const worker_batches = if (steps > shard.worker) (steps - shard.worker - 1) / shard.num_workers + 1 else 0;
-    const last_is_ours = steps > 0 and (steps - 1) % shard.num_workers == shard.worker;
+    const worker_batches = if (steps > share.worker) (steps - share.worker - 1) / share.num_workers + 1 else 0;
+    const last_is_ours = steps > 0 and (steps - 1) % share.num_workers == share.worker;
     return .{
         .steps = steps,
-        .rank_samples = steps *% shard.batch_size -% short_by,
+        .rank_samples = steps *% share.batch_size -% short_by,
         .worker_batches = worker_batches,
-        .worker_samples = worker_batches *% shard.batch_size -% if (last_is_ours) short_by else 0,
+        .worker_samples = worker_batches *% share.batch_size -% if (last_is_ours) short_by else 0,
     };
 }
 
@@ -133,40 +133,40 @@ pub const Walk = struct {
     }
 };
 
-/// The walk of `shard` over the span `start .. start + span_len`, without its
+/// The walk of `share` over the span `start .. start + span_len`, without its
 /// first `skip` samples (at most the worker's samples).
-pub fn walk(start: u64, span_len: u64, shard: Shard, skip: u64) Walk {
-    const shard_counts = counts(span_len, shard);
-    std.debug.assert(skip <= shard_counts.worker_samples);
-    const step_positions = shard.stepPositions();
+pub fn walk(start: u64, span_len: u64, share: Share, skip: u64) Walk {
+    const share_counts = counts(span_len, share);
+    std.debug.assert(skip <= share_counts.worker_samples);
+    const step_positions = share.stepPositions();
     return .{
-        .base = start +% shard.worker * step_positions +% shard.rank * shard.batch_size,
-        .run_len = shard.batch_size,
-        .stride = shard.num_workers * step_positions,
+        .base = start +% share.worker * step_positions +% share.rank * share.batch_size,
+        .run_len = share.batch_size,
+        .stride = share.num_workers * step_positions,
         .first = skip,
-        .count = shard_counts.worker_samples - skip,
+        .count = share_counts.worker_samples - skip,
     };
 }
 
-/// The stream position after `steps` global steps of `shard`'s layout over the
+/// The stream position after `steps` global steps of `share`'s layout over the
 /// rest of the epoch `span` starts: every rank has handed out `steps` batches.
 /// After the last step the epoch is over (a tail dropped by `drop_last`, or
 /// padding past the epoch, does not move the next epoch's start).
-pub fn afterSteps(span: Position, shard: Shard, steps: u64, diagnostic: *Diagnostic) error{InvalidArgument}!Position {
-    try shard.validate(diagnostic);
-    const total = counts(span.remaining(), shard).steps;
+pub fn afterSteps(span: Position, share: Share, steps: u64, diagnostic: *Diagnostic) error{InvalidArgument}!Position {
+    try share.validate(diagnostic);
+    const total = counts(span.remaining(), share).steps;
     if (steps > total) {
         diagnostic.set("{d} steps taken of an epoch that has {d}", .{ steps, total });
         return error.InvalidArgument;
     }
     if (steps == total) return span.nextEpoch();
     // Below the last step, so steps * ranks * batch < remaining.
-    return span.advanced(steps * shard.stepPositions());
+    return span.advanced(steps * share.stepPositions());
 }
 
-fn assertValid(shard: Shard) void {
+fn assertValid(share: Share) void {
     var diagnostic: Diagnostic = .{};
-    shard.validate(&diagnostic) catch unreachable;
+    share.validate(&diagnostic) catch unreachable;
 }
 
 const testing = std.testing;
@@ -179,19 +179,19 @@ fn collect(allocator: std.mem.Allocator, the_walk: Walk) ![]u64 {
 
 /// Interleaves every rank's workers as DataLoaders and DDP do: step by step, and
 /// within a rank batch by batch from worker k % workers.
-fn interleave(allocator: std.mem.Allocator, start: u64, span_len: u64, template: Shard) ![]u64 {
+fn interleave(allocator: std.mem.Allocator, start: u64, span_len: u64, template: Share) ![]u64 {
     var out: std.ArrayList(u64) = .empty;
     errdefer out.deinit(allocator);
     const steps = counts(span_len, template).steps;
     for (0..@intCast(steps)) |step| {
         for (0..@intCast(template.world_size)) |rank| {
-            var shard = template;
-            shard.rank = rank;
-            shard.worker = step % template.num_workers;
-            const the_walk = walk(start, span_len, shard, 0);
+            var share = template;
+            share.rank = rank;
+            share.worker = step % template.num_workers;
+            const the_walk = walk(start, span_len, share, 0);
             const batch_index = step / template.num_workers; // within the worker
-            const first = batch_index * shard.batch_size;
-            const last = @min(first + shard.batch_size, the_walk.count);
+            const first = batch_index * share.batch_size;
+            const last = @min(first + share.batch_size, the_walk.count);
             for (first..last) |index| try out.append(allocator, the_walk.position(index));
         }
     }
@@ -205,7 +205,7 @@ test "every rank and worker count interleaves back to the span, padded only with
             for ([_]u64{ 1, 2, 3 }) |world_size| {
                 for ([_]u64{ 1, 2, 3, 5 }) |num_workers| {
                     for ([_]bool{ false, true }) |drop_last| {
-                        const template: Shard = .{ .batch_size = batch_size, .world_size = world_size, .num_workers = num_workers, .drop_last = drop_last };
+                        const template: Share = .{ .batch_size = batch_size, .world_size = world_size, .num_workers = num_workers, .drop_last = drop_last };
                         const positions = try interleave(allocator, 1000, span_len, template);
                         defer allocator.free(positions);
                         // Consecutive positions from the span's start, with no gap.
@@ -227,15 +227,15 @@ test "every rank and worker count interleaves back to the span, padded only with
 
 test "every rank yields the same number of batches and samples" {
     for ([_]u64{ 1, 7, 30 }) |span_len| {
-        const template: Shard = .{ .batch_size = 4, .world_size = 3, .num_workers = 2 };
+        const template: Share = .{ .batch_size = 4, .world_size = 3, .num_workers = 2 };
         const expected = counts(span_len, template);
         for (0..3) |rank| {
-            var shard = template;
-            shard.rank = rank;
+            var share = template;
+            share.rank = rank;
             var samples: u64 = 0;
             for (0..2) |worker| {
-                shard.worker = worker;
-                samples += counts(span_len, shard).worker_samples;
+                share.worker = worker;
+                samples += counts(span_len, share).worker_samples;
             }
             try testing.expectEqual(expected.rank_samples, samples);
             try testing.expectEqual(expected.steps * 4, samples);
@@ -245,22 +245,22 @@ test "every rank yields the same number of batches and samples" {
 
 test "a worker's walk: runs of a batch, a global step of every worker apart" {
     // 2 ranks, batch 3, 2 workers: rank 1 worker 1 reads local batches 1, 3, ...
-    const shard: Shard = .{ .batch_size = 3, .rank = 1, .world_size = 2, .worker = 1, .num_workers = 2 };
-    const the_walk = walk(100, 20, shard, 0);
+    const share: Share = .{ .batch_size = 3, .rank = 1, .world_size = 2, .worker = 1, .num_workers = 2 };
+    const the_walk = walk(100, 20, share, 0);
     const positions = try collect(testing.allocator, the_walk);
     defer testing.allocator.free(positions);
     // steps = ceil(20 / 6) = 4: this worker has steps 1 and 3, padded past 120.
     try testing.expectEqualSlices(u64, &.{ 109, 110, 111, 121, 122, 123 }, positions);
-    const resumed = walk(100, 20, shard, 4);
+    const resumed = walk(100, 20, share, 4);
     try testing.expectEqual(@as(u64, 2), resumed.count);
     try testing.expectEqual(@as(u64, 122), resumed.position(0));
 }
 
 test "one rank's short last batch belongs to the worker that reads it" {
-    const shard: Shard = .{ .batch_size = 4, .num_workers = 2 };
+    const share: Share = .{ .batch_size = 4, .num_workers = 2 };
     // 10 positions: batches of 4, 4, 2; the short one is worker 0's second.
-    try testing.expectEqual(@as(u64, 6), counts(10, shard).worker_samples);
-    var other = shard;
+    try testing.expectEqual(@as(u64, 6), counts(10, share).worker_samples);
+    var other = share;
     other.worker = 1;
     try testing.expectEqual(@as(u64, 4), counts(10, other).worker_samples);
     try testing.expectEqual(@as(u64, 10), counts(10, other).rank_samples);
@@ -269,12 +269,12 @@ test "one rank's short last batch belongs to the worker that reads it" {
 test "the position after some steps: whole steps of every rank, then the next epoch" {
     var diagnostic: Diagnostic = .{};
     const span: Position = .{ .epoch = 1, .epoch_start = 10, .epoch_len = 10, .position = 13 };
-    const shard: Shard = .{ .batch_size = 2, .world_size = 2, .drop_last = true };
+    const share: Share = .{ .batch_size = 2, .world_size = 2, .drop_last = true };
     // 7 positions left: one full step of 4, the rest dropped.
-    try testing.expectEqual(@as(u64, 13), (try afterSteps(span, shard, 0, &diagnostic)).position);
-    try testing.expectEqual(Position{ .epoch = 2, .epoch_start = 20, .epoch_len = 10, .position = 20 }, try afterSteps(span, shard, 1, &diagnostic));
-    try testing.expectError(error.InvalidArgument, afterSteps(span, shard, 2, &diagnostic));
-    const padded: Shard = .{ .batch_size = 2, .world_size = 2 };
+    try testing.expectEqual(@as(u64, 13), (try afterSteps(span, share, 0, &diagnostic)).position);
+    try testing.expectEqual(Position{ .epoch = 2, .epoch_start = 20, .epoch_len = 10, .position = 20 }, try afterSteps(span, share, 1, &diagnostic));
+    try testing.expectError(error.InvalidArgument, afterSteps(span, share, 2, &diagnostic));
+    const padded: Share = .{ .batch_size = 2, .world_size = 2 };
     try testing.expectEqual(@as(u64, 17), (try afterSteps(span, padded, 1, &diagnostic)).position);
     try testing.expectEqual(@as(u64, 2), (try afterSteps(span, padded, 2, &diagnostic)).epoch);
 }
@@ -292,12 +292,12 @@ test "counts of a span near 2^64 positions stay exact" {
     try testing.expectEqual(@as(u64, 1 << 63), first_worker.worker_samples);
 }
 
-test "shards out of range are refused with the value named" {
+test "shares out of range are refused with the value named" {
     var diagnostic: Diagnostic = .{};
-    try testing.expectError(error.InvalidArgument, (Shard{ .rank = 2, .world_size = 2 }).validate(&diagnostic));
+    try testing.expectError(error.InvalidArgument, (Share{ .rank = 2, .world_size = 2 }).validate(&diagnostic));
     try testing.expectEqualStrings("rank must be below world_size (2), got 2", diagnostic.message());
-    try testing.expectError(error.InvalidArgument, (Shard{ .batch_size = 0 }).validate(&diagnostic));
-    try testing.expectError(error.InvalidArgument, (Shard{ .worker = 1 }).validate(&diagnostic));
-    try testing.expectError(error.InvalidArgument, (Shard{ .num_workers = num_workers_max + 1 }).validate(&diagnostic));
-    try (Shard{ .batch_size = batch_size_max, .world_size = world_size_max, .rank = 3, .num_workers = num_workers_max }).validate(&diagnostic);
+    try testing.expectError(error.InvalidArgument, (Share{ .batch_size = 0 }).validate(&diagnostic));
+    try testing.expectError(error.InvalidArgument, (Share{ .worker = 1 }).validate(&diagnostic));
+    try testing.expectError(error.InvalidArgument, (Share{ .num_workers = num_workers_max + 1 }).validate(&diagnostic));
+    try (Share{ .batch_size = batch_size_max, .world_size = world_size_max, .rank = 3, .num_workers = num_workers_max }).validate(&diagnostic);
 }
