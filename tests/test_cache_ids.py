@@ -14,8 +14,21 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from conftest import QUIET, ListSource, as_format_3, flip_last_byte_of_record, simple_samples
-from dataset_rt import CachedDataset, DatasetRuntime, ReaderConfig
+from conftest import (
+    QUIET,
+    ListSource,
+    as_format_3,
+    flip_last_byte_of_record,
+    name_cache_id,
+    simple_samples,
+)
+from dataset_rt import (
+    CachedDataset,
+    CacheSourcesDatasetSuccess,
+    DatasetRuntime,
+    ReaderConfig,
+    WriterConfig,
+)
 
 TRAIN_ID = 4883758774605530659  # the id dataset-rt 0.4.8 gives source "train-00"
 SAMPLES = {"p0": simple_samples(3), "train-00": simple_samples(4), "p1": simple_samples(2)}
@@ -195,3 +208,31 @@ def test_a_skipped_corrupt_sample_is_reported_with_its_cache_id(
         samples = list(iterator)
     assert iterator.skipped == [(TRAIN_ID, 2)]
     assert len(samples) == len(MIXED) - 1
+
+
+def test_caches_written_as_format_3_carry_their_source_names_ids(
+    runtime: DatasetRuntime, caches: dict[str, Path], tmp_path: Path
+) -> None:
+    assert name_cache_id("train-00") == TRAIN_ID
+    config = WriterConfig(show_progress=False, format_version=3)
+    sources = [ListSource(name, simple_samples(2)) for name in ("b", "a")]
+    paths = [r.path for r in runtime.write_cache(sources, tmp_path / "v3", writer_config=config)]
+    dataset = open_(runtime, [*paths, caches["p0"]])
+    assert dataset.cache_ids == [name_cache_id("b"), name_cache_id("a"), 2]
+    assert [s.cache_id for s in dataset][:4] == [name_cache_id("b")] * 2 + [name_cache_id("a")] * 2
+    # from_cache_sources writes missing caches in the configured format and
+    # reuses existing ones in theirs.
+    more = [ListSource("a", simple_samples(2)), ListSource("c", simple_samples(1))]
+    result = runtime.from_cache_sources(
+        more, tmp_path / "v3", reader_config=ReaderConfig(seed=0), writer_config=config
+    )
+    assert isinstance(result, CacheSourcesDatasetSuccess)
+    assert result.dataset.cache_ids == [name_cache_id("a"), name_cache_id("c")]
+    reused_as_2 = runtime.from_cache_sources(
+        more,
+        tmp_path / "v3",
+        reader_config=ReaderConfig(seed=0),
+        writer_config=WriterConfig(show_progress=False),
+    )
+    assert isinstance(reused_as_2, CacheSourcesDatasetSuccess)
+    assert reused_as_2.dataset.cache_ids == [name_cache_id("a"), name_cache_id("c")]

@@ -117,6 +117,7 @@ export fn drt_writer_create(
         .batches_in_flight_max = opts.batches_in_flight_max,
         .compression = compression,
         .compression_ratio = opts.compression_ratio,
+        .format_version = if (opts.format_version == 0) 2 else opts.format_version,
     }, &diagnostic) catch |err| return failError(err, &diagnostic);
     return status_ok;
 }

@@ -44,6 +44,8 @@ function declare(libraryPath) {
         batches_in_flight_max: 'uint32_t',
         compression: 'uint32_t',
         compression_ratio: 'double',
+        format_version: 'uint32_t', // 2 or 3 (0 means 2)
+        reserved: 'uint32_t',
     });
     koffi.struct('drt_reader_options', {
         seed: 'uint64_t',
@@ -160,6 +162,8 @@ function writeCache(runtime, baseDir, name) {
         batches_in_flight_max: 4,
         compression: DRT_COMPRESSION_LZ4,
         compression_ratio: 2.0,
+        format_version: 2,
+        reserved: 0,
     };
     const out = [null];
     check(drt.writer_create(runtime, baseDir, Buffer.byteLength(baseDir), name, Buffer.byteLength(name), options, out),
@@ -275,7 +279,10 @@ function checkErrors(runtime, baseDir, name) {
     expectFailure(drt.runtime_create(0, out), DRT_ERR_INVALID_ARGUMENT, 'drt_runtime_create with 0 workers');
 
     // The cache exists now: a second writer of the name is refused.
-    const options = { max_shard_bytes: 1 << 20, batches_in_flight_max: 4, compression: DRT_COMPRESSION_NONE, compression_ratio: 1.0 };
+    const options = {
+        max_shard_bytes: 1 << 20, batches_in_flight_max: 4, compression: DRT_COMPRESSION_NONE, compression_ratio: 1.0,
+        format_version: 2, reserved: 0,
+    };
     let status = drt.writer_create(runtime, baseDir, Buffer.byteLength(baseDir), name, Buffer.byteLength(name), options, out);
     if (status === DRT_OK) drt.writer_destroy(out[0]);
     expectFailure(status, DRT_ERR_ALREADY_EXISTS, 'a second writer of a published cache');

@@ -72,6 +72,8 @@ class WriterOptions(Structure):
         ("batches_in_flight_max", c_uint32),
         ("compression", c_uint32),
         ("compression_ratio", c_double),
+        ("format_version", c_uint32),
+        ("reserved", c_uint32),
     ]
 
 

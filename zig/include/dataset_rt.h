@@ -69,6 +69,9 @@ typedef struct drt_writer_options {
                                      * min(this, max(8, 2 * num_workers)) batches */
     uint32_t compression;           /* DRT_COMPRESSION_* */
     double compression_ratio;       /* none: 1.0; lz4: positive and finite (advisory) */
+    uint32_t format_version;        /* 2 or 3 (0 means 2): the manifest's format; 3 persists
+                                     * the cache_id of source_name (ABI 4) */
+    uint32_t reserved;              /* 0 */
 } drt_writer_options;
 
 typedef struct drt_stage_stats {

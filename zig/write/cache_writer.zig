@@ -19,6 +19,7 @@ const types = @import("../format/metadata_types.zig");
 const metadata_json = @import("../format/metadata_json.zig");
 const metadata_columns = @import("../format/metadata_columns.zig");
 const manifest = @import("../format/manifest.zig");
+const cache_identity = @import("../format/cache_identity.zig");
 const arrow_ipc_write = @import("../format/arrow_ipc_write.zig");
 const sha256 = @import("../codec/sha256.zig");
 const index_file = @import("../format/index_file.zig");
@@ -47,6 +48,9 @@ pub const Options = struct {
     batches_in_flight_max: u32,
     compression: shard_record.Compression,
     compression_ratio: f64,
+    /// The manifest's format: 2, or 3 with the cache_id of the source name
+    /// (`cache_identity.fromSourceName`).
+    format_version: u32 = manifest.format_version_oldest,
 };
 
 /// Batches in flight the writer keeps without a cap from its caller: enough that
@@ -189,6 +193,13 @@ pub const CacheWriter = struct {
             return error.InvalidArgument;
         }
         try checkCompression(options.compression, options.compression_ratio, diagnostic);
+        if (!manifest.versionSupported(options.format_version)) {
+            const phrase = "format_version must be {d} or {d}, got {d}";
+            const oldest = manifest.format_version_oldest;
+            const newest = manifest.format_version_newest;
+            diagnostic.set(phrase, .{ oldest, newest, options.format_version });
+            return error.InvalidArgument;
+        }
     }
 
     /// Refuses a ratio that does not fit the codec (`manifest.compressionProblem`).
@@ -668,8 +679,13 @@ pub const CacheWriter = struct {
     }
 
     fn writeManifest(writer: *CacheWriter, index_digest: [32]u8, checksums_digest: [32]u8, metadata_digest: [32]u8, diagnostic: *Diagnostic) Error!void {
+        const version = writer.options.format_version;
         const text = manifest.write(writer.allocator, .{
-            .format_version = manifest.format_version_oldest,
+            .format_version = version,
+            .cache_id = if (version == manifest.format_version_with_cache_id)
+                cache_identity.fromSourceName(writer.source_name)
+            else
+                null,
             .source_name = writer.source_name,
             .sample_count = writer.sample_count,
             .metadata_schema = writer.schema,
@@ -704,4 +720,27 @@ test "inFlightLimit: the caller's cap, else enough for the floor or two per work
     try std.testing.expectEqual(@as(u32, 3), inFlightLimit(3, 6));
     try std.testing.expectEqual(@as(u32, 1), inFlightLimit(1, 1));
     try std.testing.expectEqual(@as(u32, std.math.maxInt(u32)), inFlightLimit(std.math.maxInt(u32), std.math.maxInt(u32)));
+}
+
+test "validateOptions: format_version 2 or 3, anything else refused by name" {
+    const valid: Options = .{
+        .max_shard_bytes = 1,
+        .batches_in_flight_max = 1,
+        .compression = .none,
+        .compression_ratio = 1.0,
+    };
+    var diagnostic: Diagnostic = .{};
+    for ([_]u32{ 2, 3 }) |version| {
+        var options = valid;
+        options.format_version = version;
+        try CacheWriter.validateOptions(options, &diagnostic);
+    }
+    for ([_]u32{ 0, 1, 4, std.math.maxInt(u32) }) |version| {
+        var options = valid;
+        options.format_version = version;
+        const refused = CacheWriter.validateOptions(options, &diagnostic);
+        try std.testing.expectError(error.InvalidArgument, refused);
+        const message = diagnostic.message();
+        try std.testing.expect(std.mem.startsWith(u8, message, "format_version must be 2 or 3, got "));
+    }
 }
