@@ -26,6 +26,7 @@ from typer.testing import CliRunner, Result
 from conftest import (
     ListSource,
     flip_last_byte_of_record,
+    name_cache_id,
     pythonpath_before_inherited,
     record,
     simple_samples,
@@ -144,6 +145,7 @@ def test_info_reports_what_the_cache_holds(
         "path": str(cache),
         "source_name": "c",
         "format_version": 2,
+        "cache_id": None,
         "samples": len(SAMPLES),
         "shards": len(shard_files),
         "bytes_on_disk": sum(p.stat().st_size for p in files),
@@ -352,7 +354,7 @@ def test_verify_lists_the_problems_of_a_corrupt_cache_and_exits_1(
     assert record_problem["offset"] == record(cache, 5)[1]
     assert "checksum" in record_problem["message"]
     text = invoke("verify", cache, code=1).stdout
-    assert f"FAILED: {cache}: {corrupt['problems_total']} problems" in text
+    assert f"FAILED: {cache} (format 2): {corrupt['problems_total']} problems" in text
     # Each problem on a line of its own; the messages say where (file, sample, offset).
     assert f"\n  {record_problem['message']}\n" in text
     assert f"sample 5 at offset {record_problem['offset']}" in record_problem["message"]
@@ -561,6 +563,8 @@ def cache_row(cache: Path, samples: int, algo: str = "none") -> dict[str, object
         "name": cache.name,
         "path": str(cache),
         "samples": samples,
+        "format_version": 2,
+        "cache_id": None,
         "bytes_on_disk": sum(p.stat().st_size for p in cache.rglob("*") if p.is_file()),
         "compression": [{"algo": algo, "ratio": 1.0}],
         "record_checksums": True,
@@ -856,3 +860,38 @@ def test_the_commands_own_messages_use_no_internal_words(
         result = invoke(*args, code=code)
         assert result.stderr.strip(), args
         no_internal_words(result.stderr)
+
+
+def test_info_ls_and_verify_show_the_format_version_and_the_persisted_cache_id(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    base = tmp_path / "caches"
+    v2 = write(runtime, base, "b")
+    config = WriterConfig(show_progress=False, format_version=3)
+    [result] = runtime.write_cache(ListSource("a", SAMPLES[:3]), base, writer_config=config)
+    v3 = result.path  # type: ignore[union-attr]
+    cache_id = name_cache_id("a")
+    info = invoke_json("info", v3, v2)
+    assert [(i["format_version"], i["cache_id"]) for i in info] == [(3, cache_id), (2, None)]
+    text = invoke("info", v3, v2, code=0).stdout
+    rows = [row.split("│") for row in text.splitlines() if "cache id" in row]
+    assert [row[2].strip() for row in rows][0] == str(cache_id), text
+    assert "none (format 2" in rows[1][2], text
+    listing = invoke_json("ls", base)
+    assert [(c["name"], c["format_version"], c["cache_id"]) for c in listing["caches"]] == [
+        ("a", 3, cache_id),
+        ("b", 2, None),
+    ]
+    wide = CliRunner(env={"COLUMNS": "160"}).invoke(app, ["ls", str(base)])
+    assert str(cache_id) in wide.stdout, wide.stdout
+    report = invoke_json("verify", v3, v2, "--no-progress")
+    assert [(c["format_version"], c["cache_id"]) for c in report["caches"]] == [
+        (3, cache_id),
+        (2, None),
+    ]
+    lines = invoke("verify", v3, v2, "--no-progress", code=0).stdout.splitlines()
+    assert lines[0].startswith(f"ok: {v3} (format 3, cache_id {cache_id}; ")
+    assert lines[1].startswith(f"ok: {v2} (format 2; ")
+    flip_last_byte_of_record(v3, 1)
+    failed = invoke("verify", v3, "--no-progress", code=1).stdout
+    assert failed.startswith(f"FAILED: {v3} (format 3, cache_id {cache_id}): "), failed

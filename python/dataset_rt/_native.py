@@ -533,6 +533,8 @@ class CacheInfo:
     """A cache described by the core from its manifest alone (``drt_cache_info``)."""
 
     format_version: int
+    cache_id: int | None
+    """The cache_id a format 3 manifest persists; None in format 2."""
     source_name: str
     samples: int
     shards: int
@@ -556,6 +558,7 @@ def cache_info(path: os.PathLike[str] | str) -> CacheInfo:
     info = json.loads(text.decode("utf-8", "surrogatepass"))
     return CacheInfo(
         format_version=info["format_version"],
+        cache_id=info["cache_id"],
         source_name=info["source_name"],
         samples=info["sample_count"],
         shards=info["shard_count"],

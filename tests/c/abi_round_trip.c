@@ -773,7 +773,7 @@ static int check_cache_info(const char *base_dir) {
     snprintf(text, sizeof text, "%.*s", (int)info->len, (const char *)info->data);
     drt_buffer_release(info);
     const char *expected[] = {
-        "\"format_version\":2,\"source_name\":\"c_source\",\"sample_count\":1000,",
+        "\"format_version\":2,\"cache_id\":null,\"source_name\":\"c_source\",\"sample_count\":1000,",
         "\"compression\":[{\"algo\":\"lz4\",\"ratio\":2.0}],\"record_checksums\":true,",
         "{\"name\":\"label\",\"kind\":\"string\",\"arrow_type\":\"utf8\"}",
     };

@@ -139,7 +139,8 @@ test "CacheIds: v2 caches keep their positions, v3 caches their persisted ids" {
     try testing.expectEqual(@as(?u32, 2), positional.positionOf(2));
     try testing.expectEqual(@as(?u32, null), positional.positionOf(3));
 
-    var mixed = try CacheIds.build(testing.allocator, &.{ null, 4883758774605530659, null, 7 }, &duplicate);
+    const persisted = [_]?u64{ null, 4883758774605530659, null, 7 };
+    var mixed = try CacheIds.build(testing.allocator, &persisted, &duplicate);
     defer mixed.deinit(testing.allocator);
     try testing.expect(!mixed.isPositional());
     try testing.expectEqualSlices(u64, &.{ 0, 4883758774605530659, 2, 7 }, mixed.by_position);
