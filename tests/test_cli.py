@@ -80,6 +80,7 @@ COMMANDS = [
     ["head"],
     ["metadata"],
     ["verify"],
+    ["migrate"],
     ["write"],
     ["write", "folder"],
     ["write", "parquet"],
@@ -895,3 +896,36 @@ def test_info_ls_and_verify_show_the_format_version_and_the_persisted_cache_id(
     flip_last_byte_of_record(v3, 1)
     failed = invoke("verify", v3, "--no-progress", code=1).stdout
     assert failed.startswith(f"FAILED: {v3} (format 3, cache_id {cache_id}): "), failed
+
+
+def test_migrate_makes_format_2_caches_format_3_keeping_their_positions_as_ids(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    first = write(runtime, tmp_path, "a", SAMPLES[:2])
+    second = write(runtime, tmp_path, "b", SAMPLES[:3])
+    lines = invoke("migrate", "--to", "3", second, first, code=0).stdout.splitlines()
+    assert lines == [f"updated: {second} (cache_id 0)", f"updated: {first} (cache_id 1)"]
+    report = invoke_json("migrate", "--to", "3", second, first)
+    assert [(c["path"], c["cache_id"], c["status"]) for c in report["caches"]] == [
+        (str(second), 0, "unchanged"),
+        (str(first), 1, "unchanged"),
+    ]
+    assert report["caches"][0]["manifest"] == str(second.resolve() / "manifest.json")
+    [info] = invoke_json("info", first)
+    assert (info["format_version"], info["cache_id"]) == (3, 1)
+    # Listed in the other order now, the format 3 caches keep their ids.
+    dataset = runtime.cached_dataset([first, second], reader_config=ReaderConfig(seed=0))
+    assert dataset.cache_ids == [1, 0]
+
+
+def test_migrate_refuses_another_format_and_a_problem_exits_1(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    cache = write(runtime, tmp_path, "a", SAMPLES[:2])
+    before = (cache / "manifest.json").read_bytes()
+    refused = invoke("migrate", "--to", "2", cache, code=1)
+    assert "caches migrate to format 3 only" in refused.stderr
+    twice = invoke("migrate", "--to", "3", cache, cache, code=1)
+    assert "is listed twice" in twice.stderr
+    assert (cache / "manifest.json").read_bytes() == before
+    invoke("migrate", cache, code=2)  # --to is required

@@ -8,6 +8,7 @@ const sha256 = @import("codec/sha256.zig");
 const shard_record = @import("format/shard_record.zig");
 const thread_pool = @import("base/thread_pool.zig");
 const cache_writer = @import("write/cache_writer.zig");
+const cache_migration = @import("write/cache_migration.zig");
 const cache_replace = @import("write/cache_replace.zig");
 const metadata_columns = @import("format/metadata_columns.zig");
 const dataset_module = @import("read/dataset.zig");
@@ -180,6 +181,36 @@ export fn drt_cache_replace(
     const outcome = cache_replace.replace(allocator, base, name, fresh, &diagnostic) catch |err|
         return failError(err, &diagnostic);
     replaced_ptr.* = @backingInt(outcome);
+    return status_ok;
+}
+
+export fn drt_caches_migrate(
+    paths: ?[*]const ?[*]const u8,
+    path_lens: ?[*]const u64,
+    cache_ids: ?[*]const u64,
+    count: u32,
+    outcomes: ?[*]u32,
+) i32 {
+    const outcomes_ptr = outcomes orelse return nullArgument("outcomes");
+    if (count == 0) return status_ok;
+    const path_ptrs = paths orelse return nullArgument("paths");
+    const lens = path_lens orelse return nullArgument("path_lens");
+    const ids = cache_ids orelse return nullArgument("cache_ids");
+    const targets = allocator.alloc(cache_migration.Target, count) catch
+        return failMessage(status_out_of_memory, "out of memory", .{});
+    defer allocator.free(targets);
+    for (targets, 0..) |*target, i| {
+        const path = byteString(path_ptrs[i], lens[i]) orelse
+            return failMessage(status_invalid_argument, "path {d} is NULL", .{i});
+        target.* = .{ .path = path, .cache_id = ids[i] };
+    }
+    const done = allocator.alloc(cache_migration.Outcome, count) catch
+        return failMessage(status_out_of_memory, "out of memory", .{});
+    defer allocator.free(done);
+    var diagnostic: Diagnostic = .{};
+    const migrated = cache_migration.migrate(allocator, targets, done, &diagnostic);
+    for (outcomes_ptr[0..count], done) |*out, outcome| out.* = @backingInt(outcome);
+    migrated catch |err| return failError(err, &diagnostic);
     return status_ok;
 }
 

@@ -64,6 +64,7 @@ test {
     _ = @import("table/cache_info.zig");
     _ = @import("table/metadata_table.zig");
     _ = @import("write/batch_encoding.zig");
+    _ = @import("write/cache_migration.zig");
     _ = @import("write/cache_writer.zig");
     _ = @import("write/file_syncs.zig");
     _ = @import("write/page_cache_policy.zig");

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     import polars as pl
 
     from dataset_rt import _metadata_frame
+    from dataset_rt._migration import ManifestUpdateReport
 
 
 class CachedDataset:
@@ -257,6 +258,35 @@ class CachedDataset:
 
     samples_metadata = get_metadata
     set_samples_metadata = update_metadata
+
+    def update_manifests(self, version: int) -> ManifestUpdateReport:
+        """Make every format 2 cache of the dataset format 3, keeping its cache_id.
+
+        A format 2 cache's id is its position in `cache_paths`; migrating writes
+        that id into its manifest, so samples keep their ids (and saved tables
+        keep naming them) however the caches are listed afterwards. Only
+        manifest.json changes, atomically; format 3 caches are left unchanged,
+        so running it again is safe. Every cache is checked before anything is
+        written: a cache a writer is writing (its lock in the base folder's
+        ``tmp/`` held) is refused (`errors.StateError`), and so is a manifest
+        that could not be rewritten without loss. Afterwards dataset-rt 0.2.4 no
+        longer reads the caches, and resume states saved before name the old
+        manifests: take new ones. ``version`` must be 3.
+
+        Examples:
+            >>> quiet = WriterConfig(show_progress=False)
+            >>> [written] = runtime.write_cache(Squares(10), "caches", writer_config=quiet)
+            >>> legacy = runtime.cached_dataset([written.path], reader_config=ReaderConfig(seed=0))
+            >>> report = legacy.update_manifests(version=3)
+            >>> [(entry.cache_id, entry.status) for entry in report.entries]
+            [(0, 'updated')]
+            >>> [entry.status for entry in legacy.update_manifests(version=3).entries]
+            ['unchanged']
+        """
+        from dataset_rt import _migration
+
+        _migration.check_version(version)
+        return _migration.update_manifests(self.cache_paths, self.cache_ids)
 
     # ---- random access --------------------------------------------------------
 

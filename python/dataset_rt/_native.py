@@ -304,6 +304,10 @@ def _declare(library: ctypes.CDLL) -> None:
             [c_char_p, c_uint64, c_char_p, c_uint64, c_char_p, c_uint64, POINTER(c_uint32)],
             c_int32,
         ),
+        "drt_caches_migrate": (
+            [c_void_p, c_void_p, c_void_p, c_uint32, c_void_p],
+            c_int32,
+        ),
         "drt_writer_push": (
             [handle, c_char_p, c_uint64, POINTER(c_uint64), c_uint64, c_char_p, c_uint64],
             c_int32,
@@ -513,6 +517,38 @@ def replace_cache(base: str | os.PathLike[str], name: str, fresh: str) -> bool:
         )
     )
     return bool(replaced.value)
+
+
+MIGRATE_OUTCOMES = ("updated", "unchanged", "not reached")
+"""What `drt_caches_migrate` did to each cache, by its DRT_MIGRATE_* code."""
+
+
+def migrate_caches(paths: list[Path], cache_ids: list[int]) -> list[str]:
+    """Make the caches at `paths` format 3 with `cache_ids` (the core's
+    `drt_caches_migrate`); each cache's outcome, from `MIGRATE_OUTCOMES`. On a
+    failure the exception's message also names the caches updated before it."""
+    encoded = [os.fsencode(path) for path in paths]
+    count = len(encoded)
+    array = (ctypes.c_char_p * count)(*encoded)
+    lengths = (c_uint64 * count)(*map(len, encoded))
+    ids = (c_uint64 * count)(*cache_ids)
+    outcomes = (c_uint32 * count)()
+    status = lib.drt_caches_migrate(array, lengths, ids, count, outcomes)
+    done = [MIGRATE_OUTCOMES[outcome] for outcome in outcomes]
+    try:
+        check(status)
+    except errors.DatasetRtError as error:
+        updated = [
+            str(path) for path, outcome in zip(paths, done, strict=True) if outcome == "updated"
+        ]
+        if updated:
+            error.args = (
+                f"{error.args[0]}; updated before the failure: {', '.join(updated)} "
+                "(running the migration again completes it)",
+                *error.args[1:],
+            )
+        raise
+    return done
 
 
 def check_compression(algo: str, ratio: float) -> None:

@@ -1024,6 +1024,48 @@ def _problem_line(problem: dict[str, Any]) -> str:
     return f"{', '.join(where)}: {message}" if where else message
 
 
+# --- migrate --------------------------------------------------------------------------------
+
+
+@app.command("migrate")
+def migrate_command(
+    caches: _CacheArguments,
+    to: Annotated[
+        int,
+        typer.Option("--to", help="The format to migrate to: 3.", show_default=False),
+    ],
+    json_output: _JsonOption = False,
+) -> None:
+    """Make format 2 caches format 3 in place, each keeping the cache_id it has in a
+    dataset opened from the CACHE arguments in this order (a format 2 cache's id is
+    its position), as CachedDataset.update_manifests(version=3) does.
+
+    Only manifest.json changes, atomically; format 3 caches are left unchanged, so
+    running it again is safe. Nothing is written unless every cache can be
+    migrated: a cache a writer is writing is refused. Exits with 1 on a problem.
+    """
+    try:
+        with DatasetRuntime(num_workers=1) as runtime:
+            dataset = runtime.cached_dataset(caches, reader_config=ReaderConfig(seed=0))
+            report = dataset.update_manifests(version=to)
+    except (*_PROBLEMS, TypeError) as error:
+        _fail(_error_message(error))
+    results = [
+        {
+            "path": str(cache),
+            "manifest": str(entry.path),
+            "cache_id": entry.cache_id,
+            "status": entry.status,
+        }
+        for cache, entry in zip(caches, report.entries, strict=True)
+    ]
+    if json_output:
+        _print_json({"caches": results})
+        return
+    for result in results:
+        typer.echo(f"{result['status']}: {result['path']} (cache_id {result['cache_id']})")
+
+
 # --- write ----------------------------------------------------------------------------------
 
 _OutOption = Annotated[

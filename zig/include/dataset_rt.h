@@ -124,6 +124,21 @@ int32_t drt_cache_replace(const char *base_dir, uint64_t base_dir_len, const cha
                           uint64_t source_name_len, const char *fresh_name,
                           uint64_t fresh_name_len, uint32_t *replaced);
 
+/* Makes the caches at paths[i] format 3 with the cache_id cache_ids[i] (ABI 4):
+ * only manifest.json changes, replaced atomically (new text written to the base
+ * folder's tmp/ and fsynced, renamed over it, the cache directory fsynced).
+ * Every cache is checked first, and nothing is written when one fails: listed
+ * once, its name's writer lock free (DRT_ERR_STATE when a writer holds it; it
+ * is held to the end), its manifest valid and, in format 2, laid out as the
+ * writers lay it out, or already format 3 with that id (left unchanged).
+ * outcomes[i] (count entries, set also on failure): DRT_MIGRATE_UPDATED,
+ * DRT_MIGRATE_UNCHANGED, or DRT_MIGRATE_NOT_REACHED for a cache an error
+ * stopped the run before (only an I/O failure while replacing can leave some
+ * caches updated and others not; running it again is safe). */
+enum { DRT_MIGRATE_UPDATED = 0, DRT_MIGRATE_UNCHANGED = 1, DRT_MIGRATE_NOT_REACHED = 2 };
+int32_t drt_caches_migrate(const char *const *paths, const uint64_t *path_lens,
+                           const uint64_t *cache_ids, uint32_t count, uint32_t *outcomes);
+
 /*
  * Hands `count` samples to the core. Payload i is
  * payloads[sum(payload_lens[0..i]) .. +payload_lens[i]]; metadata_json is a JSON
