@@ -26,13 +26,13 @@ test:
 tsan *args:
     bash scripts/test_tsan.sh {{ args }}
 
-# Formatting and lint checks for Zig and Python
-lint:
-    python -m ziglang fmt --check build.zig zig/
+# The tidy check (scripts/tidy.py): ruff, mypy strict, zig fmt, function, line and file limits, unused names
+tidy *args:
+    python scripts/tidy.py {{ args }}
+
+# The tidy check, then the Zig layer rules
+lint: tidy
     python scripts/check_layers.py
-    python -m mypy --strict python/dataset_rt
-    python -m ruff check {{ python_paths }}
-    python -m ruff format --check {{ python_paths }}
 
 # Lint, then the full test suite
 check: lint test

@@ -15,7 +15,7 @@ except ImportError:  # setuptools < 70.1 keeps it in the wheel package
     from wheel.bdist_wheel import bdist_wheel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "scripts"))
-import build_library  # noqa: E402
+import build_library
 
 
 class BuildPyWithLibrary(build_py):

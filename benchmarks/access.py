@@ -46,7 +46,7 @@ def log(message: str) -> None:
     print(f"[access {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def open_dataset(path: str, seed: int, replacement: bool):  # noqa: ANN201
+def open_dataset(path: str, seed: int, replacement: bool):
     import dataset_rt
 
     runtime = dataset_rt.DatasetRuntime(num_workers=RUNTIME_THREADS)

@@ -1,7 +1,7 @@
 """Bar charts of the benchmark reports (needs matplotlib).
 
-    python benchmarks/chart.py [benchmarks/results/latest.json] [--out docs/benchmarks_ratios.png]
-    python benchmarks/chart.py --peers [benchmarks/results/peers-latest.json]
+    python benchmarks/chart.py [benchmarks/results/run.json] [--out docs/benchmarks_ratios.png]
+    python benchmarks/chart.py --peers [benchmarks/results/peers.json]
         [--out docs/benchmarks_peers.png]
 
 The first, of run.py's report: the ours/peer ratios.
@@ -50,6 +50,14 @@ def target_advantage(row: dict) -> float | None:
     return None
 
 
+def run_kind(meta: dict) -> str:
+    """ "full run", "quick run" or "0.25 of the full run's samples"."""
+    if meta.get("quick"):
+        return "quick run"
+    scale = meta.get("scale", 1.0)
+    return "full run" if scale == 1.0 else f"{scale:g} of the full run's samples"
+
+
 def write_chart(report_path: Path, out_path: Path) -> None:
     import matplotlib
 
@@ -85,9 +93,9 @@ def write_chart(report_path: Path, out_path: Path) -> None:
     )
     meta = report["meta"]
     axis.set_title(
-        f"DatasetRT vs dataset-rt 0.2.4 ({'quick' if meta['quick'] else 'full'} run, "
+        f"DatasetRT vs dataset-rt 0.2.4 ({run_kind(meta)}, "
         f"{meta['started'][:10]}, "
-        f"medians of {meta['repeats']}); green PASS, red FAIL, grey no target",
+        f"medians of {meta['repeats']})\ngreen PASS, red FAIL, grey no target",
         fontsize=9,
     )
     low = min(min(values), 0.5)
@@ -143,7 +151,7 @@ def write_peers_chart(report_path: Path, out_path: Path) -> None:
     fig.legend(handles, labels, loc="lower center", ncol=len(peers.LABELS), fontsize=8)
     meta = report["meta"]
     fig.suptitle(
-        f"Every peer on the same data ({'quick' if meta['quick'] else 'full'} run, "
+        f"Every peer on the same data ({run_kind(meta)}, "
         f"{meta['started'][:10]}, medians of {meta['repeats']})",
         fontsize=10,
     )
@@ -158,14 +166,14 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "report", nargs="?", help="default: results/latest.json (--peers: peers-latest.json)"
+        "report", nargs="?", help="default: results/run.json (--peers: results/peers.json)"
     )
     parser.add_argument(
         "--out", help="default: docs/benchmarks_ratios.png (--peers: benchmarks_peers.png)"
     )
     parser.add_argument("--peers", action="store_true", help="the chart of run.py --peers")
     args = parser.parse_args()
-    name = "peers-latest" if args.peers else "latest"
+    name = "peers" if args.peers else "run"
     report = Path(args.report or HERE / "results" / f"{name}.json")
     out = Path(args.out or ROOT / "docs" / f"benchmarks_{'peers' if args.peers else 'ratios'}.png")
     (write_peers_chart if args.peers else write_chart)(report, out)

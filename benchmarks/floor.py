@@ -84,7 +84,7 @@ def write_floor(by_columns: bool) -> tuple[float, float]:
     the batch metadata transposed into columns (the binding's usual route) or as JSON."""
     payloads = [os.urandom(512) + bytes(512) for _ in range(16)]
 
-    def source():  # noqa: ANN202
+    def source():
         for i in range(SAMPLES):
             metadata = {"index": i, "label": LABELS[i % 4], "score": i * 0.5}
             yield CacheInput(payloads[i % 16], metadata)

@@ -5,7 +5,7 @@ Usage (the project venv's interpreter):
 
     python benchmarks/integrity.py              # full run (about 2 minutes)
     python benchmarks/integrity.py --quick      # smoke test: small caches, 1 repeat
-    python benchmarks/integrity.py --out results.json
+    python benchmarks/integrity.py --out /tmp/integrity.json
 
 For W1 (200,000 x 1 KiB) and W2 (512 x 1 MiB), compression none, the payloads
 of `benchmarks/workload.py`, the cache is written once and copied; the copy's
@@ -23,13 +23,17 @@ table gives the median over repeats with the min-max spread. Hypervisor steal
 during each repeat is recorded beside it.
 
 Results: the Markdown table on stdout and the raw figures in
-``benchmarks/results/integrity-latest.json`` (or --out).
+``benchmarks/results/integrity.json`` (committed: ``benchmarks/report.py``
+makes the table of docs/integrity.md from it; ``--quick`` writes to
+``benchmarks/results/quick/``), or --out.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -37,8 +41,8 @@ import sys
 import time
 from pathlib import Path
 
+import report  # this directory's tables (the same as docs/integrity.md's)
 import workload  # this directory's measurement helpers
-from workload import spread
 
 HERE = Path(__file__).resolve().parent
 RUNTIME_THREADS = 2
@@ -49,11 +53,6 @@ SIDES = ("checked", "unchecked")
 
 def log(message: str) -> None:
     print(f"[integrity {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-def percent(fraction: float | None) -> str:
-    """A steal fraction as a percentage, or "n/a" where it was not measured."""
-    return "n/a" if fraction is None else f"{fraction:.0%}"
 
 
 def child_main(checked: str, unchecked: str, mode: str, rounds: int) -> None:
@@ -100,6 +99,7 @@ def child_main(checked: str, unchecked: str, mode: str, rounds: int) -> None:
 
 
 def run_child(checked: Path, unchecked: Path, mode: str, rounds: int) -> dict:
+    load = os.getloadavg()[0]
     done = subprocess.run(
         [sys.executable, __file__, "child", str(checked), str(unchecked), mode, str(rounds)],
         check=True,
@@ -107,7 +107,8 @@ def run_child(checked: Path, unchecked: Path, mode: str, rounds: int) -> dict:
         text=True,
         timeout=900,
     )
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return {**result, "load_at_start": load}
 
 
 def write_caches(work: Path, name: str, samples: int, size: int) -> tuple[Path, Path]:
@@ -136,7 +137,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--only", default="W1,W2", help="workloads, comma-separated")
-    parser.add_argument("--out", default=str(HERE / "results" / "integrity-latest.json"))
+    parser.add_argument(
+        "--out", help="default benchmarks/results/integrity.json (--quick: results/quick/)"
+    )
     parser.add_argument("--work-dir", default=str(HERE / ".work-integrity"))
     args = parser.parse_args()
     repeats = args.repeats or (1 if args.quick else 6)
@@ -144,6 +147,8 @@ def main() -> None:
     work = Path(args.work_dir)
     shutil.rmtree(work, ignore_errors=True)
     started = time.perf_counter()
+    started_at = dt.datetime.now().astimezone()
+    machine = workload.machine_info()  # the checkout as measured, before anything else runs
     rows: dict[str, dict[str, list[dict]]] = {}
     try:
         for name in args.only.split(","):
@@ -159,34 +164,48 @@ def main() -> None:
                         f"{name} {mode} r{repeat + 1}: checked / unchecked {runs[-1]['ratio']:.3f} "
                         f"({runs[-1]['checked']['samples_per_second']:,.0f} against "
                         f"{runs[-1]['unchecked']['samples_per_second']:,.0f} samples/s, "
-                        f"steal {percent(runs[-1]['steal_fraction'])})"
+                        f"steal {report.percent(runs[-1]['steal_fraction'])})"
                     )
                 rows[name][mode] = runs
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    lines = [
-        f"# Per-record checksums: cost on reads ({'quick' if args.quick else 'full'})",
-        "",
-        f"{repeats} repeats; medians (min-max); wall time {time.perf_counter() - started:.0f} s",
-        "",
-        "| workload | pass | checked (MB/s) | unchecked (MB/s) | checked / unchecked | steal |",
-        "| --- | --- | ---: | ---: | ---: | ---: |",
+    steals = [
+        run["steal_fraction"]
+        for modes in rows.values()
+        for runs in modes.values()
+        for run in runs
+        if run["steal_fraction"] is not None
     ]
-    for name, modes in rows.items():
-        for mode, runs in modes.items():
-            on = [run["checked"]["bytes_per_second"] / 1e6 for run in runs]
-            off = [run["unchecked"]["bytes_per_second"] / 1e6 for run in runs]
-            ratios = [run["ratio"] for run in runs]
-            steals = [run["steal_fraction"] for run in runs if run["steal_fraction"] is not None]
-            lines.append(
-                f"| {name} | {mode} | {spread(on)} | {spread(off)} | {spread(ratios, 3)} "
-                f"| {percent(max(steals, default=None))} |"
-            )
-    print("\n".join(lines))
-    out = Path(args.out)
+    loads = [
+        run["load_at_start"] for modes in rows.values() for runs in modes.values() for run in runs
+    ]
+    results = {
+        "meta": {
+            "started": started_at.isoformat(timespec="seconds"),
+            "wall_seconds": time.perf_counter() - started,
+            "command": " ".join(["python", "benchmarks/integrity.py", *sys.argv[1:]]),
+            "quick": args.quick,
+            "repeats": repeats,
+            "workloads": {
+                name: {"samples": sizes[name][0], "payload_bytes": sizes[name][1]} for name in rows
+            },
+            "machine": machine,
+            "load": {"min": min(loads), "max": max(loads)},
+            "steal": {
+                "passes": len(steals),
+                "median": statistics.median(steals) if steals else None,
+                "max": max(steals, default=None),
+            },
+        },
+        "workloads": rows,
+    }
+    print(report.render_integrity(results))
+    default = HERE / "results" / ("quick" if args.quick else "") / "integrity.json"
+    out = Path(args.out or default)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"repeats": repeats, "quick": args.quick, **rows}, indent=1))
+    out.write_text(json.dumps(results, indent=1) + "\n")
+    log(f"wrote {out}")
 
 
 if __name__ == "__main__":

@@ -8,18 +8,21 @@ creates the venvs on first use). Per workload and repeat, each system in turn
 
 - write: the same samples as `workload.py` makes (payloads, metadata), in the
   system's own format; samples/s and MB/s of the timed write.
-- ordered and shuffled: one process each, warm page cache, timed passes from
-  iter() to the last sample touching each payload's length; peak RSS of the
-  read process is the larger of the two processes' peak RSS (`VmHWM`).
+- ordered and shuffled: one process each, warm page cache, the same number of
+  timed passes from iter() to the last sample for every system (run.py's
+  READ_PASSES), each touching every payload's length, and their median; peak
+  RSS of the read process is the larger of the two processes' (`VmHWM`).
 - loader: one shuffled epoch through 2 DataLoader workers, batch 64, a collate
   that returns the batch's payloads (`training.py`'s child for ours, with
   `dataset_rt.torch.DataLoader`; `training_peers.py` for the peers). dataset-rt
   0.2.4 has no DataLoader of its own and is not measured there.
 
-Then its data is deleted. Results: ``peers-latest.json`` and ``.md`` beside
-run.py's; ``python benchmarks/chart.py --peers`` draws the chart of
-``docs/benchmarks_peers.png`` from them (matplotlib), which run.py also draws
-into the results folder.
+Each peer is driven the way its own documentation recommends; how, and why,
+is `training_peers.SETTINGS`, stored with the results. Then its data is
+deleted. Results: ``peers.json`` beside run.py's ``run.json``
+(``benchmarks/report.py`` makes the table of docs/benchmarks.md from it);
+``python benchmarks/chart.py --peers`` draws ``docs/benchmarks_peers.png``
+from it (matplotlib), which run.py also draws into the results folder.
 """
 
 from __future__ import annotations
@@ -27,7 +30,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -36,7 +38,8 @@ from pathlib import Path
 
 import children
 import peer_venvs
-import workload
+import report as doc_report
+import training_peers
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -81,6 +84,7 @@ class PeersRun:
     ours_environment: Callable[[], dict[str, str]]
     pythons: dict[str, Path] = field(default_factory=dict)
     loads: list[float] = field(default_factory=list)
+    steals: list[float] = field(default_factory=list)
 
     def prepare(self) -> None:
         """Create or reuse every peer's venv."""
@@ -113,7 +117,13 @@ class PeersRun:
                 f"{' '.join(command[1:4])} failed ({failed.returncode}):\n" + failed.tail(20)
             ) from None
         result["load_at_start"] = load
+        self.note_steal(result)
         return result
+
+    def note_steal(self, result: dict) -> None:
+        """Keep the steal of a child's timed passes (or of its one epoch)."""
+        fractions = result.get("pass_steal_fractions") or [result.get("steal_fraction")]
+        self.steals += [fraction for fraction in fractions if fraction is not None]
 
     # ----------------------------------------------------------------- one system
 
@@ -153,6 +163,7 @@ class PeersRun:
                 side, "read", "--cache", write["cache_path"], "--mode", mode,
                 "--passes", str(self.read_passes.get(name, 1)),
             )  # fmt: skip
+            self.note_steal(result[mode])
         if system == "ours":
             command = [
                 sys.executable, str(TRAINING), "child", "read", "--cache", write["cache_path"],
@@ -228,61 +239,40 @@ def rate(result: dict) -> float:
 # --------------------------------------------------------------------------- report
 
 
-def cell(values: list[float] | None, unit: str) -> str:
-    if not values:
-        return "-"
-    digits = 1 if unit in ("MB/s", "MB") and statistics.median(values) < 100 else 0
-    return workload.spread(values, digits)
+# system -> (write, read, shuffle, DataLoader), as training_peers.SETTINGS has
+# them for the peer libraries.
+OWN_SETTINGS = {
+    "ours": (
+        "`DatasetRuntime(num_workers=2).write_cache`, default `WriterConfig` (no "
+        "compression; every file fsynced before the cache is published)",
+        "`cached_dataset` with `ReaderConfig(seed=0, shuffle=False / True)`; payloads are `bytes`",
+        "independent uniform draws over the whole table (weighted, with replacement): "
+        "each read is a random access anywhere in the cache",
+        "`dataset_rt.torch.DataLoader`; each worker reopens the caches with one native thread",
+    ),
+    "dataset-rt": (
+        "the same API and settings as ours",
+        "the same API and settings as ours",
+        "weighted draws over the whole table (the sampler this project re-implements)",
+        "none of its own; not measured",
+    ),
+}
 
 
-def table_lines(report: dict) -> list[str]:
-    head = " | ".join(f"{label} ({unit})" for label, unit in COLUMNS.values())
-    lines = [
-        f"| workload | system | {head} |",
-        "| --- | --- |" + " ---: |" * len(COLUMNS),
-    ]
-    for name, result in report["workloads"].items():
-        for system, label in LABELS.items():
-            cells = [cell(result["figures"][f].get(system), u) for f, (_l, u) in COLUMNS.items()]
-            lines.append(f"| {name} | {label} | " + " | ".join(cells) + " |")
-    return lines
-
-
-def markdown(report: dict) -> str:
-    meta = report["meta"]
-    machine = meta["machine"]
-    versions = ", ".join(
-        f"{LABELS[system]}: {version}" for system, version in meta["versions"].items()
-    )
-    load = meta["load"]
-    return "\n".join(
-        [
-            f"# Every peer on W1 and W2 ({'quick' if meta['quick'] else 'full'} run)",
-            "",
-            f"- date: {meta['started']}; wall time {meta['wall_seconds']:.0f} s; "
-            f"repeats {meta['repeats']}; medians (min-max over the repeats)",
-            f"- machine: {machine.get('nproc')} CPUs ({machine.get('cpu', '?')}), "
-            f"{machine.get('ram_gib', '?')} GiB RAM, Python {machine['python']}, "
-            f"git {machine.get('git', '?')}",
-            f"- load average (1 min) over the measurements: {load['min']:.2f}-{load['max']:.2f}",
-            f"- versions: {versions}; torch {meta['torch']} (peers' DataLoaders)",
-            "",
-            *table_lines(report),
-            "",
-            "ordered / shuffled: one process, warm page cache, each payload's length "
-            "read; W2 samples are 1 MiB (MB/s = samples/s x 1.05). DataLoader: one "
-            f"shuffled epoch, {LOADER_WORKERS} workers, batch {BATCH_SIZE}. peak RSS, read: "
-            "the larger peak RSS (VmHWM) of the ordered and the shuffled process.",
-            "",
-        ]
-    )
+def settings() -> dict[str, dict[str, str]]:
+    """system -> how each phase drives it and why (OWN_SETTINGS, and
+    training_peers.SETTINGS for the peer libraries)."""
+    phases = ("write", "read", "shuffle", "loader")
+    every = {**OWN_SETTINGS, **training_peers.SETTINGS}
+    return {system: dict(zip(phases, every[system], strict=True)) for system in LABELS}
 
 
 def write_report(report: dict, out: Path) -> Path:
+    """``peers.json`` in `out`; the table printed."""
+    report["meta"]["labels"] = LABELS
+    report["meta"]["columns"] = {figure: list(heading) for figure, heading in COLUMNS.items()}
     out.mkdir(parents=True, exist_ok=True)
-    path = out / "peers-latest.json"
-    path.write_text(json.dumps(report, indent=2) + "\n")
-    table = markdown(report)
-    path.with_suffix(".md").write_text(table)
-    print(table)
+    path = out / "peers.json"
+    path.write_text(json.dumps(report, indent=1) + "\n")
+    print(doc_report.render_peers(report))
     return path

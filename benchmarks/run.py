@@ -6,6 +6,7 @@ Usage (``just bench [args]`` runs ``python benchmarks/run.py [args]``):
     python benchmarks/run.py --quick         # smoke test: small sizes, 1 repeat
     python benchmarks/run.py --only W1,W2    # a selection of workloads
     python benchmarks/run.py --repeats 6
+    python benchmarks/run.py --scale 0.25    # a quarter of the samples of every workload
     python benchmarks/run.py --peers --only W1,W2   # also every peer library (peers.py)
 
 "Ours" is the interpreter running this script with this project's `dataset_rt`
@@ -24,18 +25,18 @@ slower. Each read process first reads every file of the cache once with plain
 reads (warm page cache for both), then opens the cache and times one pass.
 Figures are medians over the repeats; the ratio is ours/peer of the medians.
 
-Results: ``benchmarks/results/latest.json`` and ``latest.md`` (also printed), and
-the run kept as ``benchmarks/results/<commit>.json`` (``<commit>+dirty`` for a
-modified checkout);
-progress goes to stderr. With matplotlib importable, a chart of the ratios is
-written to ``benchmarks/results/latest_ratios.png`` (``benchmarks/chart.py``
-writes the one in docs/).
+Results: ``benchmarks/results/run.json`` (committed: ``benchmarks/report.py``
+makes the table of docs/benchmarks.md from it, and its history is git's), the
+table printed; ``--quick`` runs write to ``benchmarks/results/quick/`` instead
+(not committed). Progress goes to stderr. With matplotlib importable, a chart
+of the ratios is written beside the JSON as ``run_ratios.png``
+(``benchmarks/chart.py`` writes the one in docs/).
 
 With ``--peers``, the same run then measures ours, dataset-rt 0.2.4, LitData,
 MosaicML Streaming, Hugging Face datasets and WebDataset on W1 and W2 (write,
 ordered, shuffled, peak RSS, a DataLoader epoch with 2 workers), each peer in
 a virtual environment of its own (``benchmarks/peers.py``; results in
-``peers-latest.json`` and ``.md``).
+``peers.json``).
 """
 
 from __future__ import annotations
@@ -53,11 +54,13 @@ from pathlib import Path
 
 import children  # this directory's runner of measurement processes
 import peer_venvs  # this directory's peer pins and their venvs
+import report as doc_report  # this directory's tables (the same as docs/benchmarks.md's)
 import workload  # this directory's measurement script, run as a child per figure
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 WORKLOAD = HERE / "workload.py"
+RESULTS = HERE / "results"
 PEER_VERSION = peer_venvs.PINS["dataset-rt"]
 PEER_REQUIREMENT = f"dataset-rt=={PEER_VERSION}"
 DEFAULT_PEER_VENV = Path.home() / ".cache" / "dataset_rt_bench" / f"peer-{PEER_VERSION}"
@@ -268,9 +271,6 @@ def check_ours() -> None:
         )
 
 
-# --------------------------------------------------------------------------- machine
-
-
 # --------------------------------------------------------------------------- running
 
 
@@ -280,6 +280,7 @@ class Runner:
         self.workers = workers
         self.write_settle = write_settle
         self.loads: list[float] = []
+        self.steals: list[float] = []
         self.implementations: dict[str, dict] = {}
 
     def child(self, side: str, phase: str, *arguments: str) -> dict:
@@ -302,6 +303,7 @@ class Runner:
                 f"{side} {phase} failed ({failed.returncode}):\n{failed.stderr}\n{failed.stdout}"
             ) from None
         result["load_at_start"] = load
+        self.steals += [f for f in result.get("pass_steal_fractions", []) if f is not None]
         if result.get("implementation"):
             self.implementations.setdefault(side, result["implementation"])
         return result
@@ -643,109 +645,6 @@ def summarize(name: str, result: dict) -> list[dict]:
     return rows
 
 
-def fmt_value(value: float, unit: str) -> str:
-    if unit == "s":
-        return f"{value * 1000:,.1f} ms" if value < 1 else f"{value:,.2f} s"
-    if unit == "fraction":
-        return f"{value:.0%}"
-    if unit == "bytes":
-        return f"{value / MIB:,.1f} MiB"
-    if unit == "MiB":
-        return f"{value:,.0f} MiB"
-    return f"{value:,.0f} {unit}" if value >= 100 else f"{value:,.1f} {unit}"
-
-
-def markdown(report: dict) -> str:
-    meta = report["meta"]
-    lines = [
-        f"# DatasetRT benchmarks ({'quick' if meta['quick'] else 'full'} run)",
-        "",
-        f"- date: {meta['started']}; wall time {meta['wall_seconds']:.0f} s; "
-        f"repeats: {meta['repeats']}; "
-        f"num_workers: {meta['workers']}",
-        f"- machine: {meta['machine'].get('nproc')} CPUs ({meta['machine'].get('cpu', '?')}), "
-        f"{meta['machine'].get('ram_gib', '?')} GiB RAM, Python {meta['machine']['python']}, "
-        f"{meta['machine']['platform']}",
-        f"- load average (1 min): {meta['load']['start']:.2f} at start, "
-        f"{meta['load']['end']:.2f} at end, "
-        f"{meta['load']['min']:.2f}-{meta['load']['max']:.2f} over the measurements",
-        f"- ours: dataset_rt {meta['ours'].get('version', '?')} "
-        f"(git {meta['machine'].get('git', '?')}), "
-        f"library {meta['ours'].get('library', '?')}, polars {meta['ours'].get('polars', '?')}",
-        f"- peer: dataset-rt {meta['peer'].get('version', '?')} from PyPI, "
-        f"polars {meta['peer'].get('polars', '?')}",
-        "",
-        "| workload | figure | ours | peer | ours/peer | target | status |",
-        "| --- | --- | ---: | ---: | ---: | --- | --- |",
-    ]
-    for row in report["rows"]:
-        ratio = "" if row["ratio"] is None else f"{row['ratio']:.2f}x"
-        status = "" if row["pass"] is None else ("PASS" if row["pass"] else "**FAIL**")
-        peer = fmt_value(row["peer"], row["unit"])
-        if row["figure"] in SAME_FOR_BOTH:
-            peer = "(same)"
-        lines.append(
-            f"| {row['workload']} | {row['label']} ({row['unit']}) | "
-            f"{fmt_value(row['ours'], row['unit'])} | "
-            f"{peer} | {ratio} | {row['target'] or ''} | {status} |"
-        )
-    passed = sum(1 for row in report["rows"] if row["pass"])
-    total = sum(1 for row in report["rows"] if row["pass"] is not None)
-    lines += ["", f"Targets met: {passed}/{total}.", ""]
-    cpu_rows = []
-    for name, result in report["workloads"].items():
-        samples = result["spec"]["samples"]
-        for phase, values in result.get("cpu_seconds", {}).items():
-            ours = statistics.median(values["ours"])
-            peer = statistics.median(values["peer"])
-            cpu_rows.append(
-                f"| {name} | {phase} | {ours:.2f} s ({ours / samples * 1e6:.1f} us/sample) | "
-                f"{peer:.2f} s ({peer / samples * 1e6:.1f} us/sample) | {ours / peer:.2f}x |"
-            )
-    if cpu_rows:
-        lines += [
-            "CPU time (user + system, all threads) of the timed section, medians; "
-            "less sensitive to other load on the machine than wall time:",
-            "",
-            "| workload | phase | ours | peer | ours/peer |",
-            "| --- | --- | ---: | ---: | ---: |",
-            *cpu_rows,
-            "",
-        ]
-    lines += write_order_lines(report["workloads"])
-    return "\n".join(lines)
-
-
-def write_order_lines(workloads: dict) -> list[str]:
-    """Write times by who wrote first in the repeat: the repeats alternate, and where
-    the second writer of a repeat is slower, an odd number of repeats gives one side
-    the first place once more than the other."""
-    rows = []
-    for name, result in workloads.items():
-        cells = []
-        for side in SIDES:
-            samples = result.get("raw", {}).get(side, [])
-            for first in (True, False):
-                seconds = [
-                    one["write"]["seconds"] for one in samples if one.get("wrote_first") is first
-                ]
-                cells.append(
-                    f"{statistics.median(seconds):.3f} s ({len(seconds)})" if seconds else "-"
-                )
-        if any(cell != "-" for cell in cells):
-            rows.append(f"| {name} | " + " | ".join(cells) + " |")
-    if not rows:
-        return []
-    return [
-        "Write seconds by place in the repeat, medians (repeats):",
-        "",
-        "| workload | ours first | ours second | peer first | peer second |",
-        "| --- | ---: | ---: | ---: | ---: |",
-        *rows,
-        "",
-    ]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -764,7 +663,15 @@ def main() -> None:
     parser.add_argument(
         "--work-dir", default=str(HERE / ".work"), help="where caches are written (deleted after)"
     )
-    parser.add_argument("--results-dir", default=str(HERE / "results"))
+    parser.add_argument(
+        "--scale",
+        type=float,
+        default=1.0,
+        help="multiply every workload's sample count (a shorter run; the report says so)",
+    )
+    parser.add_argument(
+        "--results-dir", help="default benchmarks/results (--quick: benchmarks/results/quick)"
+    )
     parser.add_argument(
         "--no-chart", action="store_true", help="skip the PNG chart even if matplotlib is present"
     )
@@ -773,9 +680,16 @@ def main() -> None:
         action="store_true",
         help="also measure every peer library on W1 and W2 (benchmarks/peers.py)",
     )
+    parser.add_argument(
+        "--peers-only",
+        action="store_true",
+        help="measure only the peer libraries (peers.json), not the main stage (run.json)",
+    )
     args = parser.parse_args()
 
-    sizes = QUICK_SIZES if args.quick else FULL_SIZES
+    if not 0 < args.scale <= 1:
+        raise SystemExit(f"--scale must be in (0, 1], got {args.scale}")
+    sizes = scaled(QUICK_SIZES if args.quick else FULL_SIZES, args.scale)
     repeats = args.repeats or (1 if args.quick else DEFAULT_REPEATS)
     if repeats < 1:
         raise SystemExit(f"--repeats must be at least 1, got {repeats}")
@@ -795,14 +709,31 @@ def main() -> None:
     pythons = {"ours": Path(sys.executable), "peer": ensure_peer(args.peer_python)}
     runner = Runner(pythons, args.workers, 0.0 if args.quick else WRITE_SETTLE_SECONDS)
     peers_run = None
-    if args.peers:
+    if args.peers or args.peers_only:
         import peers
 
         peers_run = peers.PeersRun(runner, READ_PASSES, lambda: side_environment("ours"))
         peers_run.prepare()
+    out = Path(args.results_dir or (RESULTS / "quick" if args.quick else RESULTS))
+    if not args.peers_only:
+        run_main(args, runner, sizes, selected, repeats, out)
+    if peers_run is not None:
+        run_peers(peers_run, args, sizes, selected, repeats, out)
+
+
+def run_main(
+    args: argparse.Namespace,
+    runner: Runner,
+    sizes: dict,
+    selected: list[str],
+    repeats: int,
+    out: Path,
+) -> None:
+    """The main stage: ours against dataset-rt 0.2.4, into ``run.json``."""
     work = Path(args.work_dir)
     work.mkdir(parents=True, exist_ok=True)
     started = dt.datetime.now().astimezone()
+    machine = workload.machine_info()  # the checkout as measured, before anything else runs
     load_start = os.getloadavg()[0]
     wall_start = time.perf_counter()
     log(f"workloads {selected}, {repeats} repeat(s), load {load_start:.2f}, ours={sys.executable}")
@@ -824,19 +755,28 @@ def main() -> None:
         "meta": {
             "started": started.isoformat(timespec="seconds"),
             "wall_seconds": wall,
+            "command": command_line(),
             "quick": args.quick,
+            "scale": args.scale,
             "repeats": repeats,
             "workers": args.workers,
             "workloads": {name: spec_dict(sizes[name]) for name in selected},
-            "machine": workload.machine_info(),
+            "machine": machine,
             "load": {
                 "start": load_start,
                 "end": os.getloadavg()[0],
                 "min": min(runner.loads),
                 "max": max(runner.loads),
             },
-            "ours": {**runner.implementations.get("ours", {}), "python": str(pythons["ours"])},
-            "peer": {**runner.implementations.get("peer", {}), "python": str(pythons["peer"])},
+            "steal": steal_summary(runner.steals),
+            "ours": {
+                **runner.implementations.get("ours", {}),
+                "python": str(runner.pythons["ours"]),
+            },
+            "peer": {
+                **runner.implementations.get("peer", {}),
+                "python": str(runner.pythons["peer"]),
+            },
             "method": (
                 "each measurement is a fresh process; sides alternate per measurement and "
                 "the first side swaps every repeat; read processes warm the page cache by "
@@ -847,27 +787,38 @@ def main() -> None:
         "rows": rows,
         "workloads": results,
     }
-    out = Path(args.results_dir)
     out.mkdir(parents=True, exist_ok=True)
-    report_json = json.dumps(report, indent=2) + "\n"
-    (out / "latest.json").write_text(report_json)
-    # Each run is kept by the commit it measured (history is data, not docs).
-    revision = report["meta"]["machine"].get("git", "unknown")
-    (out / f"{revision}.json").write_text(report_json)
-    table = markdown(report)
-    (out / "latest.md").write_text(table)
-    print(table)
-    log(f"done in {wall:.0f} s; wrote latest.json, {revision}.json and latest.md in {out}")
+    (out / "run.json").write_text(json.dumps(report, indent=1) + "\n")
+    print(doc_report.render_run(report))
+    log(f"done in {wall:.0f} s; wrote {out / 'run.json'}")
 
     if not args.no_chart:
-        draw_chart("write_chart", out / "latest.json", out / "latest_ratios.png")
+        draw_chart("write_chart", out / "run.json", out / "run_ratios.png")
 
-    if peers_run is not None:
-        run_peers(peers_run, args, sizes, selected, repeats, out)
+
+def command_line() -> str:
+    """How this run was started, to repeat it: ``python benchmarks/run.py ...``."""
+    return " ".join(["python", "benchmarks/run.py", *sys.argv[1:]])
+
+
+def scaled(sizes: dict, scale: float) -> dict:
+    """`sizes` with every sample count times `scale` (at least 8 samples)."""
+    return {name: (max(8, round(count * scale)), *rest) for name, (count, *rest) in sizes.items()}
+
+
+def steal_summary(fractions: list[float]) -> dict:
+    """The hypervisor's steal over every timed pass: passes measured, median, max."""
+    if not fractions:
+        return {"passes": 0}
+    return {
+        "passes": len(fractions),
+        "median": statistics.median(fractions),
+        "max": max(fractions),
+    }
 
 
 def run_peers(
-    peers_run,  # noqa: ANN001 (peers.PeersRun, imported only with --peers)
+    peers_run,
     args: argparse.Namespace,
     sizes: dict,
     selected: list[str],
@@ -884,6 +835,7 @@ def run_peers(
     work = Path(args.work_dir)
     work.mkdir(parents=True, exist_ok=True)
     started = dt.datetime.now().astimezone()
+    machine = workload.machine_info()  # the checkout as measured, before anything else runs
     wall_start = time.perf_counter()
     results = {}
     try:
@@ -896,20 +848,25 @@ def run_peers(
         "meta": {
             "started": started.isoformat(timespec="seconds"),
             "wall_seconds": time.perf_counter() - wall_start,
+            "command": command_line(),
             "quick": args.quick,
+            "scale": args.scale,
             "repeats": repeats,
-            "machine": workload.machine_info(),
+            "workloads": {name: spec_dict(sizes[name]) for name in names},
+            "machine": machine,
             "versions": peers_run.versions(),
             "torch": peers.peer_venvs.TORCH.split("==")[1],
             "load": {"min": min(peers_run.loads), "max": max(peers_run.loads)},
+            "steal": steal_summary(peers_run.steals),
+            "settings": peers.settings(),
             "method": peers.__doc__,
         },
         "workloads": results,
     }
     path = peers.write_report(report, out)
-    log(f"wrote {path} and {path.with_suffix('.md')}")
+    log(f"wrote {path}")
     if not args.no_chart:
-        draw_chart("write_peers_chart", path, out / "peers-latest.png")
+        draw_chart("write_peers_chart", path, out / "peers.png")
 
 
 def draw_chart(drawer: str, report: Path, png: Path) -> None:

@@ -31,7 +31,8 @@ the last batch; opening the dataset and building the loader are not timed):
   created on first use in ``~/.cache/dataset_rt_bench/loaders`` or
   ``$DATASET_RT_LOADERS_VENV``): LitData (``optimize`` then
   ``StreamingDataset`` + ``StreamingDataLoader``) and MosaicML Streaming
-  (``MDSWriter`` then ``StreamingDataset(local=...)`` + torch DataLoader).
+  (``MDSWriter`` then ``StreamingDataset(local=..., predownload=...)`` + torch
+  DataLoader), with the settings of ``training_peers.SETTINGS``.
 
 Method, as `benchmarks/run.py`: every measurement is a fresh process (this
 script with ``child``, or the peer script) that first reads every file of the
@@ -199,10 +200,12 @@ def own_cpu_seconds() -> tuple[float, float]:
 
 
 class ChildClock:
-    """Wall time, own CPU and the machine's other CPU over one timed epoch."""
+    """Wall time, own CPU, the machine's other CPU and the hypervisor's steal
+    over one timed epoch."""
 
     def start(self) -> None:
         self.load = os.getloadavg()[0]
+        self.ticks = workload.machine_ticks()
         self.busy = busy_cpu_seconds()
         self.cpu = own_cpu_seconds()
         self.wall = time.perf_counter()
@@ -217,6 +220,7 @@ class ChildClock:
         other = busy_cpu_seconds() - self.busy - main_cpu - workers_cpu
         return {
             "load_at_start": self.load,
+            "steal_fraction": workload.steal_fraction(self.ticks, workload.machine_ticks()),
             "main_cpu_seconds": main_cpu,
             "workers_cpu_seconds": workers_cpu,
             "other_cpu_cores": max(0.0, other) / seconds if seconds > 0 else 0.0,
@@ -401,8 +405,11 @@ def make_loader(dataset: Any, mode: str, workers: int) -> Any:
         )
     import torch.utils.data
 
+    # A plain torch DataLoader: told the adapter's batch size through attach_loader.
     adapter = dataset.to_torch_iterable_dataset(transform=decode_png, batch_size=BATCH_SIZE)
-    return torch.utils.data.DataLoader(adapter, batch_size=BATCH_SIZE, num_workers=workers)
+    loader = torch.utils.data.DataLoader(adapter, batch_size=BATCH_SIZE, num_workers=workers)
+    adapter.attach_loader(loader)
+    return loader
 
 
 def child_decode_cost(args: argparse.Namespace) -> dict:

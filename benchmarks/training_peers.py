@@ -9,22 +9,18 @@ JSON object on its last stdout line.
 
 Phases:
   write  --system S --dir DIR --count N --size B --payload-kind K
-         LitData: `optimize` (2 worker processes, 64 MiB chunks, no
-         compression); MosaicML: `MDSWriter` (64 MiB shards, no compression);
-         Hugging Face datasets (hf): `Dataset.from_generator` (Arrow, into a
-         build cache beside DIR), then `save_to_disk` (64 MB shards), the
-         cache then deleted, both steps timed; WebDataset (wds): `ShardWriter`
-         (tar shards of at most 64 MB; members `.bin` and `.json`).
+         each system's own writer, as SETTINGS says; the import is not timed.
   read   --system S --dir DIR --mode M [--passes P | --workers W --batch-size B]
          warm the page cache, open the dataset, then time from iter() to the
          last sample. Mode ordered: one process, storage order; shuffled: one
-         process, the peer's own shuffle with seed 0 (LitData `shuffle=True`;
-         MosaicML `shuffle=True`, default py1e; hf `.shuffle(seed=0)`, an
-         indices mapping; wds shard shuffle plus `.shuffle(256)`); the median
-         of P passes. Mode loader (the default): one shuffled epoch through 2
-         DataLoader workers: LitData `StreamingDataLoader`; MosaicML, hf and
-         wds `torch.utils.data.DataLoader` (wds: `WebLoader`, batching in the
-         workers, as its docs show).
+         process, the system's own shuffle with seed 0; both report the median
+         of P passes in the same process (what `workload.py` does for
+         DatasetRT: no pass is left out, none is added). Mode loader (the
+         default): one shuffled epoch through W DataLoader workers.
+
+Each system is driven the way its own documentation recommends (SETTINGS,
+which the report prints beside the table): the defaults, except where the
+documentation says to change one for speed.
 
 Consumers touch every payload as `workload.py` does for DatasetRT (its
 length); DataLoaders collate a batch to the list of its payloads, as
@@ -52,12 +48,61 @@ from training import ChildClock, collate_dicts, finish_child, run_epoch
 
 CHUNK_BYTES = 64 << 20
 SHARD_BYTES = 64_000_000
-WDS_SHUFFLE_BUFFER = 256
-# Modes ordered and shuffled stop after the pass that brings the process's
-# timed passes past this: a pass that long times well on its own, and W1 through
-# a slow reader (30-40 s a pass) would otherwise take minutes per process.
-PASSES_SECONDS_MAX = 10.0
+# WebDataset's README: "usually, pick something bigger, like 1000".
+WDS_SHUFFLE_BUFFER = 1000
+# Hugging Face datasets' `to_iterable_dataset` docstring, for shuffling and
+# for a DataLoader: 64 shards and a 10,000-sample shuffle buffer.
+HF_SHARDS = 64
+HF_SHUFFLE_BUFFER = 10_000
 MOSAIC_COLUMNS = {"data": "bytes", "index": "int", "label": "str", "score": "float64"}
+# system -> (write, read, shuffle, DataLoader): how it is driven and why, one
+# line each; `peers.py` stores them with the results and `report.py` prints them.
+SETTINGS = {
+    "litdata": (
+        "`optimize(fn, inputs, chunk_bytes=64 MiB, num_workers=2)`: its README's "
+        "call, one worker per core",
+        "`StreamingDataset(input_dir, shuffle, seed=0)`, defaults (payloads are "
+        "`memoryview`s of the mapped chunk)",
+        "chunk order permuted, then items shuffled in blocks of 256 inside each "
+        "chunk (its default `item_shuffle_window`)",
+        "`StreamingDataLoader`, as its README shows",
+    ),
+    "mosaic": (
+        "`MDSWriter(columns, size_limit=64 MiB)`, one process",
+        "`StreamingDataset(local=dir, batch_size=64, shuffle, shuffle_seed=0, "
+        "predownload=<samples in the epoch>)`: its performance-tuning guide's first "
+        "advice is to raise `predownload`; the default (8 x batch) makes its "
+        "threads sleep 7 ms whenever they are 512 samples ahead, and the shards "
+        "are local, so preparing the whole epoch ahead costs nothing",
+        "default `py1e`: shard order shuffled, then samples within blocks of "
+        "4,000,000 samples on one node (larger than W1 and W2: close to a global "
+        "permutation)",
+        "`torch.utils.data.DataLoader`, as its quick start shows",
+    ),
+    "hf": (
+        "`Dataset.from_generator`, then `save_to_disk(max_shard_size=64 MB)` (both "
+        "timed); the build cache is deleted afterwards",
+        "`load_from_disk(dir).to_iterable_dataset(num_shards=64)`: its docs call "
+        "iterable datasets much faster to read in order than row access",
+        "`.shuffle(seed=0, buffer_size=10_000)` of the 64-shard iterable dataset, "
+        "the docs' recommendation for shuffling (an indices mapping is \"up to "
+        '10x slower"): shard order shuffled, then a 10,000-sample buffer',
+        "`torch.utils.data.DataLoader` over the shuffled iterable dataset, its "
+        "shards split between the workers, as its docs show",
+    ),
+    "wds": (
+        "`ShardWriter(pattern, maxsize=64 MB, mtime=<the write's start, whole "
+        "seconds>)`: `mtime` is the `TarWriter` option its docstring gives for "
+        "fixed times; the default float time makes Python's `tarfile` add a PAX "
+        "header to every member",
+        "`WebDataset(shards, shardshuffle=False)`, streamed tar reading; the "
+        "`.json` member is left undecoded",
+        "shard order shuffled (`shardshuffle=len(shards)`, `seed=0`), then "
+        "`.shuffle(1000)`, the buffer its README advises",
+        "`WebLoader` over the dataset batched in the workers (`.batched(64)`), "
+        "shards split between the workers, as its README shows",
+    ),
+}
 DISTRIBUTIONS = {
     "litdata": "litdata",
     "mosaic": "mosaicml-streaming",
@@ -88,7 +133,7 @@ def hide_torchvision() -> None:
     """
     try:
         import torchvision  # noqa: F401
-    except Exception:
+    except Exception:  # noqa: BLE001 - a broken torchvision fails in many ways; drop it
         for name in [name for name in sys.modules if name.split(".")[0] == "torchvision"]:
             del sys.modules[name]
         sys.modules["torchvision"] = None  # type: ignore[assignment]
@@ -125,7 +170,7 @@ def write_mosaic(args: argparse.Namespace, out: Path) -> dict:
     return {}
 
 
-def hf_samples(count: int, size: int, kind: str):  # noqa: ANN201
+def hf_samples(count: int, size: int, kind: str):
     for index in range(count):
         yield make_sample(index, size, kind)
 
@@ -165,7 +210,13 @@ def write_wds(args: argparse.Namespace, out: Path) -> dict:
 
     out.mkdir(parents=True, exist_ok=True)
     pattern = str(out / "shard-%06d.tar")
-    with wds.ShardWriter(pattern, maxcount=args.count, maxsize=SHARD_BYTES, verbose=0) as sink:
+    # A whole number of seconds: a float mtime (the default, time.time() per
+    # member) does not fit the ustar header, so tarfile writes a PAX header
+    # (1 KiB more) before every member.
+    mtime = int(time.time())
+    with wds.ShardWriter(
+        pattern, maxcount=args.count, maxsize=SHARD_BYTES, verbose=0, mtime=mtime
+    ) as sink:
         for index in range(args.count):
             sample = make_sample(index, args.size, args.payload_kind)
             payload = sample.pop("data")
@@ -201,44 +252,53 @@ def phase_write(args: argparse.Namespace) -> dict:
 # --------------------------------------------------------------------------- read
 
 
-def open_litdata(path: Path, shuffle: bool):  # noqa: ANN201
+def open_litdata(path: Path, shuffle: bool):
     from litdata import StreamingDataset
 
     dataset = StreamingDataset(input_dir=str(path), shuffle=shuffle, seed=0)
     return dataset, len(dataset)
 
 
-def open_mosaic(path: Path, shuffle: bool, batch_size: int):  # noqa: ANN201
+def open_mosaic(path: Path, shuffle: bool, batch_size: int):
+    """`predownload` raised to the whole epoch (SETTINGS): every shard is local."""
     hide_torchvision()
+    import json
+
     from streaming import StreamingDataset
     from streaming.base.util import clean_stale_shared_memory
 
     clean_stale_shared_memory()
+    index = json.loads((path / "index.json").read_text())
+    samples = sum(shard["samples"] for shard in index["shards"])
     dataset = StreamingDataset(
-        local=str(path), batch_size=batch_size, shuffle=shuffle, shuffle_seed=0
+        local=str(path),
+        batch_size=batch_size,
+        shuffle=shuffle,
+        shuffle_seed=0,
+        predownload=samples,
     )
     return dataset, len(dataset)
 
 
-def open_hf(path: Path, shuffle: bool):  # noqa: ANN201
-    """The Arrow-backed dataset; shuffled: `.shuffle(seed=0)`, a global permutation
-    kept as an indices mapping (in memory, so reads never write beside the data;
-    not flattened: `flatten_indices` would rewrite the table in the new order)."""
+def open_hf(path: Path, shuffle: bool):
+    """The saved Arrow dataset as a 64-shard iterable dataset; shuffled: shard
+    order shuffled and a 10,000-sample buffer (SETTINGS)."""
     import datasets
 
-    dataset = datasets.load_from_disk(str(path))
+    table = datasets.load_from_disk(str(path))
+    dataset = table.to_iterable_dataset(num_shards=HF_SHARDS)
     if shuffle:
-        dataset = dataset.shuffle(seed=0, keep_in_memory=True)
-    return dataset, len(dataset)
+        dataset = dataset.shuffle(seed=0, buffer_size=HF_SHUFFLE_BUFFER)
+    return dataset, len(table)
 
 
 def wds_shards(path: Path) -> list[str]:
     return sorted(str(shard) for shard in path.glob("shard-*.tar"))
 
 
-def open_wds(path: Path, shuffle: bool, count: int):  # noqa: ANN201
+def open_wds(path: Path, shuffle: bool, count: int):
     """Shards in order, or shard order shuffled (all shards) and the samples
-    through a 256-sample shuffle buffer, seed 0."""
+    through the 1,000-sample shuffle buffer, seed 0."""
     import webdataset as wds
 
     shards = wds_shards(path)
@@ -250,7 +310,7 @@ def open_wds(path: Path, shuffle: bool, count: int):  # noqa: ANN201
     return dataset.shuffle(WDS_SHUFFLE_BUFFER, seed=0), count
 
 
-def open_dataset(args: argparse.Namespace, shuffle: bool):  # noqa: ANN201
+def open_dataset(args: argparse.Namespace, shuffle: bool):
     """(dataset, samples in one epoch) for one pass in this process."""
     path = Path(args.dir)
     if args.system == "litdata":
@@ -264,14 +324,15 @@ def open_dataset(args: argparse.Namespace, shuffle: bool):  # noqa: ANN201
     return open_wds(path, shuffle, args.count)
 
 
-def payload_of(sample: dict):  # noqa: ANN201
+def payload_of(sample: dict):
     """The payload of one sample as the peer hands it out (wds: its `.bin` member)."""
     return sample["data"] if "data" in sample else sample["bin"]
 
 
-def read_pass(dataset, expected: int) -> dict:  # noqa: ANN001
+def read_pass(dataset, expected: int) -> dict:
     """One timed pass from iter() to the last sample, touching each payload as
     `workload.read_pass` does for DatasetRT (its length)."""
+    ticks = workload.machine_ticks()
     cpu_start = workload.cpu_seconds()
     start = time.perf_counter()
     # A generator, not iter(dataset): LitData's StreamingDataset is its own
@@ -290,6 +351,7 @@ def read_pass(dataset, expected: int) -> dict:  # noqa: ANN001
     return {
         "seconds": seconds,
         "cpu_seconds": workload.cpu_seconds() - cpu_start,
+        "steal_fraction": workload.steal_fraction(ticks, workload.machine_ticks()),
         "first_sample_seconds": first_seconds,
         "samples": samples,
         "payload_bytes": payload_bytes,
@@ -297,15 +359,13 @@ def read_pass(dataset, expected: int) -> dict:  # noqa: ANN001
 
 
 def phase_pass(args: argparse.Namespace) -> dict:
-    """Modes ordered and shuffled: the median of at most --passes passes in this
-    process (fewer once PASSES_SECONDS_MAX is spent)."""
+    """Modes ordered and shuffled: the median of --passes passes in this process,
+    as `workload.py` times DatasetRT's."""
     warm_seconds = workload.warm_page_cache(Path(args.dir))
     start = time.perf_counter()
     dataset, expected = open_dataset(args, args.mode == "shuffled")
     open_seconds = time.perf_counter() - start
-    passes: list[dict] = []
-    while len(passes) < args.passes and sum(one["seconds"] for one in passes) < PASSES_SECONDS_MAX:
-        passes.append(read_pass(dataset, expected))
+    passes = [read_pass(dataset, expected) for _ in range(args.passes)]
     return {
         **workload.median_pass(passes),
         "open_seconds": open_seconds,
@@ -313,7 +373,7 @@ def phase_pass(args: argparse.Namespace) -> dict:
     }
 
 
-def loader_litdata(args: argparse.Namespace):  # noqa: ANN201
+def loader_litdata(args: argparse.Namespace):
     from litdata import StreamingDataLoader
 
     dataset, expected = open_litdata(Path(args.dir), shuffle=True)
@@ -323,7 +383,7 @@ def loader_litdata(args: argparse.Namespace):  # noqa: ANN201
     return loader, expected
 
 
-def loader_mosaic(args: argparse.Namespace):  # noqa: ANN201
+def loader_mosaic(args: argparse.Namespace):
     import torch.utils.data
 
     dataset, expected = open_mosaic(Path(args.dir), shuffle=True, batch_size=args.batch_size)
@@ -333,25 +393,19 @@ def loader_mosaic(args: argparse.Namespace):  # noqa: ANN201
     return loader, expected
 
 
-def loader_hf(args: argparse.Namespace):  # noqa: ANN201
-    """A map-style dataset: torch's sampler draws the global permutation (seed 0)
-    and each worker fetches a batch with one `__getitems__` call."""
-    import datasets
+def loader_hf(args: argparse.Namespace):
+    """The shuffled 64-shard iterable dataset; torch's DataLoader splits its
+    shards between the workers."""
     import torch.utils.data
 
-    dataset = datasets.load_from_disk(args.dir)
+    dataset, expected = open_hf(Path(args.dir), shuffle=True)
     loader = torch.utils.data.DataLoader(
-        dataset,
-        batch_size=args.batch_size,
-        shuffle=True,
-        generator=torch.Generator().manual_seed(0),
-        num_workers=args.workers,
-        collate_fn=collate_dicts,
+        dataset, batch_size=args.batch_size, num_workers=args.workers, collate_fn=collate_dicts
     )
-    return loader, len(dataset)
+    return loader, expected
 
 
-def loader_wds(args: argparse.Namespace):  # noqa: ANN201
+def loader_wds(args: argparse.Namespace):
     """Shards split among the workers, batches made in the workers (WebLoader)."""
     import webdataset as wds
 

@@ -148,7 +148,7 @@ class SyntheticSource:
         count: int,
         payloads: list[bytes],
         cache_input: type,
-        metadata=metadata_for,  # noqa: ANN001
+        metadata=metadata_for,
     ) -> None:
         self.name = name
         self.count = count
@@ -299,7 +299,7 @@ def machine_info() -> dict:
 # --------------------------------------------------------------------------- phases
 
 
-def phase_write(args: argparse.Namespace, dataset_rt) -> dict:  # noqa: ANN001
+def phase_write(args: argparse.Namespace, dataset_rt) -> dict:
     payloads = make_payloads(args.size, args.payload_kind)
     source = SyntheticSource(
         args.name, args.count, payloads, dataset_rt.CacheInput, METADATA[args.metadata]
@@ -344,7 +344,7 @@ def phase_write(args: argparse.Namespace, dataset_rt) -> dict:  # noqa: ANN001
     }
 
 
-def open_dataset(dataset_rt, path: str, workers: int, shuffle: bool):  # noqa: ANN001
+def open_dataset(dataset_rt, path: str, workers: int, shuffle: bool):
     runtime = dataset_rt.DatasetRuntime(num_workers=workers)
     config = dataset_rt.ReaderConfig(seed=0, shuffle=shuffle)
     start = time.perf_counter()
@@ -352,7 +352,7 @@ def open_dataset(dataset_rt, path: str, workers: int, shuffle: bool):  # noqa: A
     return runtime, dataset, time.perf_counter() - start
 
 
-def phase_read(args: argparse.Namespace, dataset_rt) -> dict:  # noqa: ANN001
+def phase_read(args: argparse.Namespace, dataset_rt) -> dict:
     # --as-written: the page cache as the write left it (the first epoch of a job
     # that writes its caches, then trains).
     warm_seconds = 0.0 if args.as_written else warm_page_cache(Path(args.cache))
@@ -381,17 +381,23 @@ def phase_read(args: argparse.Namespace, dataset_rt) -> dict:  # noqa: ANN001
 
 
 def median_pass(passes: list[dict]) -> dict:
-    """The figures of the median of several timed passes in one process, with
-    every pass's seconds and steal (None where a pass did not measure it)."""
-    middle = sorted(passes, key=lambda one: one["seconds"])[len(passes) // 2]
+    """The figures of several timed passes in one process: `seconds` and
+    `cpu_seconds` are their true medians (the mean of the two middle passes for
+    an even count), the other fields those of the faster middle pass; with every
+    pass's seconds and steal (None where a pass did not measure it)."""
+    ordered = sorted(passes, key=lambda one: one["seconds"])
+    middle = ordered[(len(ordered) - 1) // 2]
+    result = {**middle, "seconds": statistics.median(one["seconds"] for one in passes)}
+    if all("cpu_seconds" in one for one in passes):
+        result["cpu_seconds"] = statistics.median(one["cpu_seconds"] for one in passes)
     return {
-        **middle,
+        **result,
         "pass_seconds": [one["seconds"] for one in passes],
         "pass_steal_fractions": [one.get("steal_fraction") for one in passes],
     }
 
 
-def read_pass(dataset, mode: str, expected: int) -> dict:  # noqa: ANN001
+def read_pass(dataset, mode: str, expected: int) -> dict:
     """One timed epoch: from iter() to the last sample."""
     cats = 0
     ticks = machine_ticks()
@@ -429,7 +435,7 @@ def read_pass(dataset, mode: str, expected: int) -> dict:  # noqa: ANN001
     }
 
 
-def phase_scale(args: argparse.Namespace, dataset_rt) -> dict:  # noqa: ANN001
+def phase_scale(args: argparse.Namespace, dataset_rt) -> dict:
     import polars as pl
 
     warm_seconds = warm_page_cache(Path(args.cache))
@@ -484,7 +490,7 @@ def phase_scale(args: argparse.Namespace, dataset_rt) -> dict:  # noqa: ANN001
     }
 
 
-def phase_open(args: argparse.Namespace, dataset_rt) -> dict:  # noqa: ANN001
+def phase_open(args: argparse.Namespace, dataset_rt) -> dict:
     """Open an existing cache after taking a baseline, then fresh datasets' first samples.
 
     The baseline is this process's RSS with the interpreter, dataset_rt and
@@ -555,7 +561,7 @@ def phase_open(args: argparse.Namespace, dataset_rt) -> dict:  # noqa: ANN001
     }
 
 
-def phase_floor(args: argparse.Namespace, dataset_rt) -> dict:  # noqa: ANN001, ARG001
+def phase_floor(args: argparse.Namespace, dataset_rt) -> dict:
     """The per-sample Python floor of a data-only read (`floor.FloorDataset`):
     --count samples through `read_pass`, median of --passes passes."""
     import floor  # this directory's; it imports this project's dataset_rt internals
@@ -582,7 +588,7 @@ def phase_ceiling(args: argparse.Namespace) -> dict:
             total += len(copy)
         pass_seconds.append(time.perf_counter() - start)
     return {
-        "seconds": sorted(pass_seconds)[len(pass_seconds) // 2],
+        "seconds": statistics.median(pass_seconds),
         "pass_seconds": pass_seconds,
         "samples": args.count,
         "payload_bytes": total,
@@ -620,7 +626,7 @@ def phase_disk_ceiling(args: argparse.Namespace) -> dict:
             os.fsync(fd)
             if hasattr(os, "posix_fadvise"):  # as the writer drops a written shard
                 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        except BaseException as error:  # reported by the main thread
+        except BaseException as error:  # noqa: BLE001 - reported by the main thread
             failures.append(error)
         finally:
             os.close(fd)
@@ -661,7 +667,7 @@ def phase_disk_ceiling(args: argparse.Namespace) -> dict:
     }
 
 
-def sync_file_range_write():  # noqa: ANN201
+def sync_file_range_write():
     """`sync_file_range(fd, offset, length, SYNC_FILE_RANGE_WRITE)` from libc, or
     None where there is none (then only the fsyncs write back)."""
     if not sys.platform.startswith("linux"):

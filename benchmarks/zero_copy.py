@@ -49,21 +49,21 @@ PAGE = 4096
 MB = 1e6
 
 
-def consume_pages(payload) -> int:  # noqa: ANN001
+def consume_pages(payload) -> int:
     total = 0
     for at in range(0, len(payload), PAGE):
         total += payload[at]
     return total
 
 
-def consume_crc(payload) -> int:  # noqa: ANN001
+def consume_crc(payload) -> int:
     return zlib.crc32(payload)
 
 
 CONSUME = {"page": consume_pages, "crc": consume_crc}
 
 
-def open_system(system: str, path: Path):  # noqa: ANN201
+def open_system(system: str, path: Path):
     if system == "litdata":
         from litdata import StreamingDataset
 
@@ -75,7 +75,7 @@ def open_system(system: str, path: Path):  # noqa: ANN201
     return runtime.cached_dataset([path], reader_config=config)
 
 
-def payload_of(system: str, sample):  # noqa: ANN001, ANN201
+def payload_of(system: str, sample):
     return sample["data"] if system == "litdata" else sample.data
 
 

@@ -52,7 +52,7 @@ class Features:
     def __init__(self, count: int) -> None:
         self.count = count
 
-    def __iter__(self):  # noqa: ANN204
+    def __iter__(self):
         generator = torch.Generator().manual_seed(0)
         centres = torch.randn(CLASSES, FEATURES, generator=generator)
         for index in range(self.count):

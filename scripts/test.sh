@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The full test suite, as CI runs it. Uses the `python` first on PATH, which must have
 # dataset_rt installed with the dev extras (ziglang, pytest, ...).
-#   1. Zig unit tests, `zig fmt --check`, the Zig layer rules (scripts/check_layers.py), ruff
-#      (lint and format) over all Python, mypy --strict on the package, and `mkdocs build
-#      --strict` of the documentation site
+#   1. the tidy check (scripts/tidy.py: ruff lint and format over all Python, mypy --strict
+#      over the package, tests, scripts and benchmarks, `zig fmt --check`, the function, line
+#      and file limits, unused declarations), the Zig unit tests, the Zig layer rules
+#      (scripts/check_layers.py) and `mkdocs build --strict` of the documentation site
 #   2. pytest against the installed ReleaseFast library, then examples/ddp_train.py --quick
 #      and examples/digits/train.py --quick
 #   3. pytest against a ReleaseSafe build: out-of-bounds and overflow panic there instead of
@@ -81,14 +82,10 @@ run_pytest() {
     return "$status"
 }
 
-phase "1/7 Zig unit tests (zig build test), layer rules, ruff, mypy --strict, the docs site"
+phase "1/7 tidy (ruff, mypy, zig fmt, limits), Zig unit tests (zig build test), layer rules, the docs site"
+python scripts/tidy.py
 python -m ziglang build test --summary all
-python -m ziglang fmt --check build.zig zig/  # the pinned Zig's formatting
 python scripts/check_layers.py
-python_paths=(python tests benchmarks scripts examples fuzz setup.py)
-python -m ruff check "${python_paths[@]}"
-python -m ruff format --check "${python_paths[@]}"
-python -m mypy --strict python/dataset_rt
 # The documentation site: broken links, anchors and docstrings fail the build.
 NO_MKDOCS_2_WARNING=1 python -m mkdocs build --strict --quiet --site-dir "$(mktemp -d)"
 

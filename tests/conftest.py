@@ -19,9 +19,9 @@ from dataset_rt import CacheInput, DatasetRuntime, WriterConfig
 # write a cache's bytes through it, and check the core against the same independent
 # CRC-32C and value comparison. `import cache_reference` works in every test module.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "fuzz"))
-import cache_reference  # noqa: E402
-from cache_reference import crc32c as crc32c  # noqa: E402
-from cache_reference import same_value as same_value  # noqa: E402
+import cache_reference
+from cache_reference import crc32c as crc32c
+from cache_reference import same_value as same_value
 
 
 class ListSource:

@@ -156,7 +156,7 @@ def index_truncated(work: Path) -> str:
 def embedded_metadata_changed(work: Path) -> str:
     """Sample 1's embedded "i" changed behind metadata.arrow's back, the shard's SHA-256
     updated to match, and (for this project's caches) the per-record checksums dropped,
-    as a cache written by dataset-rt has none: only the embedded copy tells."""
+    as a cache written by dataset-rt 0.2.4 has none: only the embedded copy tells."""
     path = cache(work)
     shard = path / "shards" / "000000.bin"
     changed = shard.read_bytes().replace(b'"i":1', b'"i":7', 1)

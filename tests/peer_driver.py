@@ -4,7 +4,7 @@ Used by tests/test_interop_peer.py against BOTH implementations: run with the
 peer's virtual environment (dataset-rt==0.2.4, the Rust/PyO3 package) it drives
 the peer; run with this project's interpreter it drives DatasetRT. It only uses
 the public API the two share, so it is also a check that code written for
-dataset-rt runs unchanged here.
+dataset-rt 0.2.4 runs unchanged here.
 
     python peer_driver.py PLAN.json OUT.json
 
@@ -246,7 +246,7 @@ def op_environment(plan: dict[str, Any]) -> dict[str, Any]:
 # where they exist and are recorded under "extensions".
 
 
-def user_script(plan: dict[str, Any]) -> dict[str, Any]:  # noqa: C901, PLR0915 - one linear script
+def user_script(plan: dict[str, Any]) -> dict[str, Any]:
     import polars as pl
 
     import dataset_rt
@@ -302,7 +302,7 @@ def user_script(plan: dict[str, Any]) -> dict[str, Any]:  # noqa: C901, PLR0915 
         def __init__(self) -> None:
             self.iterations = 0
 
-        def __iter__(self):  # noqa: ANN204
+        def __iter__(self):
             self.iterations += 1
             for sample_id in range(6):
                 image_bytes = bytes([sample_id]) * (10 + sample_id)
@@ -312,21 +312,21 @@ def user_script(plan: dict[str, Any]) -> dict[str, Any]:  # noqa: C901, PLR0915 
     class Extra:
         name = "extra"
 
-        def __iter__(self):  # noqa: ANN204
+        def __iter__(self):
             yield CacheInput(bytearray(b"bytearray payload"), {"index": 100, "label": "extra"})
             yield CacheInput(memoryview(b"memoryview payload"), {"index": 101, "label": "extra"})
 
     class Broken:
         name = "broken"
 
-        def __iter__(self):  # noqa: ANN204
+        def __iter__(self):
             yield CacheInput(b"ok", {"index": 0, "label": "x"})
             raise RuntimeError("broken source")
 
     class BadName:
         name = "not/plain"
 
-        def __iter__(self):  # noqa: ANN204
+        def __iter__(self):
             yield CacheInput(b"x", {"index": 0, "label": "x"})
 
     runtime = DatasetRuntime(num_workers=2)
@@ -553,7 +553,7 @@ def main(argv: list[str]) -> int:
     plan = json.loads(Path(argv[1]).read_text(encoding="utf-8"))
     try:
         results = run_plan(plan)
-    except Exception:
+    except Exception:  # noqa: BLE001 - any failure is printed for the test to report
         traceback.print_exc()
         return 1
     Path(argv[2]).write_text(json.dumps(results), encoding="utf-8")

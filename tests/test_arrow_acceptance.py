@@ -48,7 +48,7 @@ TYPES = {"flag": pa.bool_(), "count": pa.int64(), "score": pa.float64(), "label"
 class Source:
     name = "arrow_case"
 
-    def __iter__(self):  # noqa: ANN204
+    def __iter__(self):
         for data, metadata in zip(PAYLOADS, ROWS, strict=True):
             yield CacheInput(data, metadata)
 

@@ -417,7 +417,8 @@ def run_on_a_terminal(command: list[str]) -> tuple[int, str, bytes]:
         shown += chunk
     os.close(controller)
     assert process.stdout is not None
-    stdout = process.stdout.read()
+    with process.stdout:
+        stdout = process.stdout.read()
     return process.wait(timeout=120), shown.decode("utf-8", "replace"), stdout
 
 

@@ -208,7 +208,7 @@ class LargeSource:
         self.count = count
         self.fail_at = fail_at
 
-    def __iter__(self):  # noqa: ANN204
+    def __iter__(self):
         reused = bytearray(THRESHOLD * 2)
         for i in range(self.count):
             if i == self.fail_at:

@@ -1,12 +1,12 @@
 """Drop-in details: failures raise dataset-rt 0.2.4's exception class and contain its phrase.
 
-A user moving from dataset-rt may match exceptions and messages. Our messages say
-more, but each also contains the phrase dataset-rt uses for the same failure and
+A user moving from dataset-rt 0.2.4 may match exceptions and messages. Our messages say
+more, but each also contains the phrase dataset-rt 0.2.4 uses for the same failure and
 raises (a subclass of) the class it raises. Every trigger (tests/dropin_triggers.py)
 runs here on this project and, when a dataset-rt 0.2.4 virtual environment exists,
-on dataset-rt too, so the expectations below are measured, not remembered.
+on dataset-rt 0.2.4 too, so the expectations below are measured, not remembered.
 
-The writer profile counts like dataset-rt's too: `python_next` includes the call
+The writer profile counts like dataset-rt 0.2.4's too: `python_next` includes the call
 that ends the source, and a source interrupted by KeyboardInterrupt keeps the bytes
 it handed over in `python_extract`.
 """
@@ -39,7 +39,7 @@ BENCH_VENV = Path.home() / ".cache" / "dataset_rt_bench" / "peer-0.2.4"
 
 triggers = load_script(TRIGGERS_PATH)
 
-# (trigger, the class dataset-rt raises, its phrase); "CacheWriteError" for a failure
+# (trigger, the class dataset-rt 0.2.4 raises, its phrase); "CacheWriteError" for a failure
 # that comes back as a write result.
 CASES = [
     ("missing_manifest", "ValueError", "missing manifest"),

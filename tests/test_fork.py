@@ -18,7 +18,7 @@ from dataset_rt.errors import WrongProcessError
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 
 
-def _run_in_child(body) -> int:  # noqa: ANN001 - a callable returning an exit code
+def _run_in_child(body) -> int:
     """Fork, run `body` in the child, and return the child's exit code (never hangs the test)."""
     pid = os.fork()
     if pid == 0:
@@ -97,7 +97,7 @@ def test_a_child_destroying_an_inherited_writer_keeps_the_parents_staging(tmp_pa
     assert len(dataset) == 20
 
 
-def _batch(writer: NativeWriter, payloads: list[bytes], metadatas: list[dict[str, object]]):  # noqa: ANN202
+def _batch(writer: NativeWriter, payloads: list[bytes], metadatas: list[dict[str, object]]):
     from dataset_rt._writing import _serialize
 
     return _serialize(writer, payloads, metadatas, 0, sum(map(len, payloads)))

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
-def checker():  # noqa: ANN201
+def checker():
     spec = importlib.util.spec_from_file_location("check_layers", ROOT / "scripts/check_layers.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -20,12 +20,12 @@ def checker():  # noqa: ANN201
     return module
 
 
-def test_no_zig_file_imports_a_higher_layer(checker) -> None:  # noqa: ANN001
+def test_no_zig_file_imports_a_higher_layer(checker) -> None:
     assert checker.violations(ROOT / "zig") == []
 
 
 def test_the_checker_reports_an_upward_import_and_a_peer_import(
-    checker,  # noqa: ANN001
+    checker,
     tmp_path: Path,
 ) -> None:
     zig = tmp_path / "zig"

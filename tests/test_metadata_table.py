@@ -460,7 +460,7 @@ MILLION = 1_000_000
 class _Million:
     name = "million"
 
-    def __iter__(self):  # noqa: ANN204
+    def __iter__(self):
         for i in range(MILLION):
             yield CacheInput(i.to_bytes(8, "little"), {"i": i})
 

@@ -42,7 +42,7 @@ class Sized:
     def __init__(self, sizes: list[int]) -> None:
         self.sizes = sizes
 
-    def __iter__(self):  # noqa: ANN204
+    def __iter__(self):
         for i, length in enumerate(self.sizes):
             yield CacheInput(payload(i, length), {"i": i})
 

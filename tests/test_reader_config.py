@@ -24,7 +24,7 @@ def test_a_reader_config_without_a_seed_says_why_the_seed_is_required(
     assert "ReaderConfig(seed=0)" in message, message  # what to pass
     assert "The seed keys the shuffled sample stream" in message, message  # why
     assert "resume state" in message, message
-    assert error["type"] == "missing", error  # pydantic's type and phrase, as dataset-rt's
+    assert error["type"] == "missing", error  # pydantic's type and phrase, as dataset-rt 0.2.4's
     assert message.startswith("Field required: "), message
 
 

@@ -44,7 +44,7 @@ def caches(tmp_path_factory: pytest.TempPathFactory, runtime: DatasetRuntime) ->
 
 def load(
     runtime: DatasetRuntime, caches: list[Path], *, seed: int = SEED, shuffle: bool = True, **config
-) -> CachedDataset:  # noqa: ANN003
+) -> CachedDataset:
     return runtime.cached_dataset(
         caches, reader_config=ReaderConfig(seed=seed, shuffle=shuffle, **config)
     )
@@ -64,7 +64,7 @@ def weighted(table: pl.DataFrame) -> pl.DataFrame:
 
 def reference(
     runtime: DatasetRuntime, caches: list[Path], *, shuffle: bool, reweight: bool
-) -> list:  # noqa: ANN001
+) -> list:
     ds = load(runtime, caches, shuffle=shuffle)
     if reweight:
         ds.update_metadata(weighted(ds.get_metadata()))
@@ -72,7 +72,7 @@ def reference(
     return stream(ds)
 
 
-def check_payloads(samples: list) -> None:  # noqa: ANN001
+def check_payloads(samples: list) -> None:
     names = list(SOURCES)
     for cache_id, sample_id, data, metadata in samples:
         expected_data, expected_metadata = SOURCES[names[cache_id]][sample_id]

@@ -16,11 +16,11 @@ from dataset_rt import CachedDataset, DatasetRuntime, ReaderConfig
 SAMPLES = simple_samples(5)
 
 
-def identities(iterable) -> list[tuple[int, int]]:  # noqa: ANN001
+def identities(iterable) -> list[tuple[int, int]]:
     return [(s.cache_id, s.sample_id) for s in iterable]
 
 
-def rows(iterable) -> list[int]:  # noqa: ANN001
+def rows(iterable) -> list[int]:
     """Sample ids of one-cache iterations."""
     return [s.sample_id for s in iterable]
 
@@ -46,7 +46,7 @@ def two_caches(tmp_path_factory: pytest.TempPathFactory, runtime: DatasetRuntime
 
 def open_ds(
     runtime: DatasetRuntime, paths, *, shuffle: bool, seed: int = 3, prefetch: int = 64
-) -> CachedDataset:  # noqa: ANN001
+) -> CachedDataset:
     if isinstance(paths, Path):
         paths = [paths]
     return runtime.cached_dataset(

@@ -159,7 +159,7 @@ def test_closed_runtime_keeps_its_datasets_working(written: Path) -> None:
     runtime.close()
     gc.collect()
     assert records(ds) == expected_records(simple_samples(4))
-    # Matched by message: a cache error is a RuntimeError too (as in dataset-rt).
+    # Matched by message: a cache error is a RuntimeError too (as in dataset-rt 0.2.4).
     with pytest.raises(RuntimeError, match="this DatasetRuntime is closed"):
         runtime.cached_dataset([written / "a"], reader_config=CONFIG)
 

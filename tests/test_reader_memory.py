@@ -33,7 +33,7 @@ def payload(i: int) -> bytes:
 class BigSource:
     name = "big"
 
-    def __iter__(self):  # noqa: ANN204
+    def __iter__(self):
         for i in range(SAMPLES):
             yield CacheInput(payload(i), {"i": i})
 
@@ -71,7 +71,7 @@ def load(
     )
 
 
-def wait_for_read_ahead(iterator, minimum: int = 1, timeout: float = 2.0) -> int:  # noqa: ANN001
+def wait_for_read_ahead(iterator, minimum: int = 1, timeout: float = 2.0) -> int:
     """Wait until the iterator holds at least `minimum` bytes read ahead; return what it holds."""
     deadline = time.monotonic() + timeout
     while iterator.bytes_held() < minimum and time.monotonic() < deadline:
@@ -234,7 +234,7 @@ def test_a_batch_of_large_payloads_is_freed_before_the_next_is_read(
     class Large:
         name = "large"
 
-        def __iter__(self):  # noqa: ANN204
+        def __iter__(self):
             for i in range(16):
                 yield CacheInput(bytes([i]) * MIB, {"i": i})
 

@@ -84,7 +84,7 @@ def run_threads(targets: list[Callable[[], object]]) -> list[object]:
     return results
 
 
-def records(iterable) -> list[tuple[int, int, bytes]]:  # noqa: ANN001
+def records(iterable) -> list[tuple[int, int, bytes]]:
     return [(s.cache_id, s.sample_id, s.data) for s in iterable]
 
 

@@ -433,7 +433,7 @@ def test_string_columns_of_few_values_read_back_exactly_through_their_codes(
     coded = []
     column_values = packed_batch._column_values
 
-    def recording(kind: int, distinct: int, *parts):  # noqa: ANN002, ANN202
+    def recording(kind: int, distinct: int, *parts):
         if kind == 3:  # the string column "label"; its distinct strings when coded
             coded.append(distinct > 0)
         return column_values(kind, distinct, *parts)

@@ -43,7 +43,7 @@ def load(
     return ds
 
 
-def ids(samples) -> list[tuple[int, int]]:  # noqa: ANN001
+def ids(samples) -> list[tuple[int, int]]:
     return [(s.cache_id, s.sample_id) for s in samples]
 
 

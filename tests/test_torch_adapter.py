@@ -34,7 +34,7 @@ def load(runtime: DatasetRuntime, caches: list[Path], seed: int = 31) -> CachedD
     return ds
 
 
-def records(iterable) -> list[tuple[int, int, bytes, dict]]:  # noqa: ANN001
+def records(iterable) -> list[tuple[int, int, bytes, dict]]:
     return [(s.cache_id, s.sample_id, s.data, dict(s.metadata)) for s in iterable]
 
 
@@ -60,7 +60,7 @@ def test_adapter_is_a_sized_iterable_dataset(runtime: DatasetRuntime, caches: li
     assert len(adapter) == 9
 
 
-def identities_and_data(iterable) -> list[tuple[int, int, bytes]]:  # noqa: ANN001
+def identities_and_data(iterable) -> list[tuple[int, int, bytes]]:
     return [(s.cache_id, s.sample_id, s.data) for s in iterable]
 
 

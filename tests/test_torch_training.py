@@ -54,7 +54,7 @@ def edited(runtime: DatasetRuntime, caches: list[Path]) -> CachedDataset:
     return ds
 
 
-def ids(samples) -> list[tuple[int, int]]:  # noqa: ANN001
+def ids(samples) -> list[tuple[int, int]]:
     return [(s.cache_id, s.sample_id) for s in samples]
 
 

@@ -54,7 +54,7 @@ def test_a_sound_cache_verifies_clean(runtime: DatasetRuntime, tmp_path: Path, a
     cache = write(runtime, tmp_path, algo)
     report = scrub(cache)
     assert report.ok and report.problems == [] and report.problems_total == 0, report
-    # And one written by dataset-rt (no record checksums) too.
+    # And one written by dataset-rt 0.2.4 (no record checksums) too.
     without_record_checksums(cache)
     assert scrub(cache).ok
 

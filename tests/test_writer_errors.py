@@ -258,7 +258,7 @@ def test_a_source_name_that_is_not_one_plain_segment_is_a_cache_write_error(
     assert len(results) == 2 and isinstance(results[1], CacheWriteError), (
         f"name {name!r} was accepted: {results}"
     )
-    # Labelled by its name or, as dataset-rt does for unusable names, by its position.
+    # Labelled by its name or, as dataset-rt 0.2.4 does for unusable names, by its position.
     assert results[1].source_name in (name, "source[1]"), (
         f"error is labelled {results[1].source_name!r}"
     )

@@ -339,7 +339,7 @@ def thread_count() -> int:
     return len(os.listdir("/proc/self/task"))
 
 
-def settle(predicate, seconds: float = 5.0) -> bool:  # noqa: ANN001
+def settle(predicate, seconds: float = 5.0) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if predicate():

@@ -2,7 +2,6 @@
 //! converts C types to Zig types, maps Zig errors to status codes and stores
 //! messages in the calling thread's last-error buffer. No logic lives here.
 const std = @import("std");
-const system = @import("base/system.zig");
 const lz4 = @import("codec/lz4.zig");
 const sha256 = @import("codec/sha256.zig");
 const shard_record = @import("format/shard_record.zig");
@@ -172,8 +171,10 @@ export fn drt_cache_replace(
     replaced: ?*u32,
 ) i32 {
     const base = byteString(base_dir, base_dir_len) orelse return nullArgument("base_dir");
-    const name = byteString(source_name, source_name_len) orelse return nullArgument("source_name");
-    const fresh = byteString(fresh_name, fresh_name_len) orelse return nullArgument("fresh_name");
+    const name = byteString(source_name, source_name_len) orelse
+        return nullArgument("source_name");
+    const fresh = byteString(fresh_name, fresh_name_len) orelse
+        return nullArgument("fresh_name");
     const replaced_ptr = replaced orelse return nullArgument("replaced pointer");
     var diagnostic: Diagnostic = .{};
     cache_writer.CacheWriter.checkSourceName(name, &diagnostic) catch |err|

@@ -1,7 +1,7 @@
 """The records that cross the public API: inputs, samples and results.
 
 They are NamedTuples so that ``match`` works with positional and keyword
-patterns, exactly as with dataset-rt.
+patterns, exactly as with dataset-rt 0.2.4.
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ class CacheSource(Protocol):
 @runtime_checkable
 class SizedTorchIterableDataset(Protocol):
     """What `CachedDataset.to_torch_iterable_dataset` returns, as a type: an
-    iterable with a length (dataset-rt's name for it; the class is
+    iterable with a length (dataset-rt 0.2.4's name for it; the class is
     `dataset_rt.torch.TorchIterableDataset`).
 
     Examples:

@@ -165,7 +165,7 @@ class DatasetRuntime:
                 f"writer_config must be a WriterConfig, got {type(writer_config).__name__}"
             )
         listed = source_list(sources)
-        # Kept as given (relative stays relative), like dataset-rt's result paths.
+        # Kept as given (relative stays relative), like dataset-rt 0.2.4's result paths.
         base = Path(os.fspath(base_cache_dir))
         names: list[str | CacheWriteError] = []
         for position, source in enumerate(listed):

@@ -71,7 +71,7 @@ def source_name(source: object, position: int) -> str:
 
 
 def invalid_source_label(position: int) -> str:
-    """How a source whose name is unusable is labelled in its result (as dataset-rt does)."""
+    """How a source whose name is unusable is labelled in its result (as dataset-rt 0.2.4 does)."""
     return f"source[{position}]"
 
 
@@ -96,7 +96,7 @@ def _payload_bytes(data: object, index: int) -> bytes:
         if not data.c_contiguous:
             raise SampleError(f"sample {index}: payload memoryview must be C-contiguous")
         return data.tobytes()
-    raise SampleError(  # "data must be bytes-like": dataset-rt's phrase
+    raise SampleError(  # "data must be bytes-like": dataset-rt 0.2.4's phrase
         f"sample {index}: data must be bytes-like: the payload must be bytes, bytearray "
         f"or memoryview, got {type(data).__name__}"
     )
@@ -355,7 +355,7 @@ def _write_one(
         return CacheWriteSuccess(name, path)
     except (KeyboardInterrupt, SystemExit):
         raise
-    except Exception as error:  # a failing source must not stop the others
+    except Exception as error:  # noqa: BLE001 - a failing source must not stop the others
         return CacheWriteError(name, _describe_failure(error))
     finally:
         try:

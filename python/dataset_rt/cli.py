@@ -1246,7 +1246,7 @@ def _parquet_rows(files: Sequence[Path]) -> int | None:
 
     try:
         return sum(int(pq.read_metadata(path).num_rows) for path in files)
-    except Exception:  # the source has read them already; a count is only for progress
+    except Exception:  # noqa: BLE001 - only a count for the progress bar
         return None
 
 

@@ -81,15 +81,6 @@ const Layout = enum {
     utf8,
     large_utf8,
 
-    fn kind(layout: Layout) Kind {
-        return switch (layout) {
-            .bool => .bool,
-            .int64 => .int,
-            .float64 => .float,
-            .utf8, .large_utf8 => .string,
-        };
-    }
-
     /// Validity buffer plus data buffers.
     fn bufferCount(layout: Layout) u64 {
         return switch (layout) {

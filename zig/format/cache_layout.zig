@@ -9,7 +9,7 @@ const file_status = @import("../base/file_status.zig");
 pub const manifest_file = "manifest.json";
 pub const index_file = "index.bin";
 pub const metadata_file = "metadata.arrow";
-/// One CRC-32C per record (format/record_checksums.zig); absent in dataset-rt's caches.
+/// One CRC-32C per record (format/record_checksums.zig); absent in dataset-rt 0.2.4's caches.
 pub const record_checksums_file = "records.crc32c";
 pub const shards_dir = "shards";
 /// Under the base directory: staging directories and writers' lock files.

@@ -447,7 +447,7 @@ test "record_checksums: written last, after the peer's layout, and read back" {
     const checksums = parsed.manifest.record_checksums.?;
     try testing.expectEqual(@as(u64, 20), checksums.byte_len);
     try testing.expectEqualSlices(u8, &digestFromHex(checksums_hash), &checksums.sha256);
-    // Without the key (dataset-rt's manifests) there are none.
+    // Without the key (dataset-rt 0.2.4's manifests) there are none.
     var peer = try parse(testing.allocator, peer_manifest_z, &diagnostic);
     defer peer.deinit();
     try testing.expectEqual(@as(?manifest_module.RecordChecksums, null), peer.manifest.record_checksums);

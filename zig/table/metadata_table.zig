@@ -19,7 +19,7 @@ pub const Error = error{ InvalidInput, OutOfMemory };
 const reserved_columns = [_][]const u8{ "cache_id", "sample_id", "weight" };
 
 /// Stored columns named like the table's own columns would make the table
-/// ambiguous (dataset-rt's quickstart stores a 'sample_id'): such datasets can
+/// ambiguous (dataset-rt 0.2.4's quickstart stores a 'sample_id'): such datasets can
 /// still be iterated, but have no metadata table.
 fn checkNoReservedNames(dataset: *const Dataset, diagnostic: *Diagnostic) Error!void {
     for (dataset.schema()) |field| {
@@ -262,7 +262,7 @@ pub fn checkColumns(dataset: *const Dataset, update: Update, diagnostic: *Diagno
         };
         const acceptable = comptime if (std.mem.eql(u8, required, "weight")) &numeric_types else &integer_types;
         if (!isOneOf(column.arrow_type, acceptable)) {
-            // "must be an integer" / "must be numeric": dataset-rt's phrases.
+            // "must be an integer" / "must be numeric": dataset-rt 0.2.4's phrases.
             const expected = if (std.mem.eql(u8, required, "weight")) "numeric: expected a numeric" else "an integer: expected an integer";
             diagnostic.set("samples metadata column '{s}' must be {s} Arrow type, got {s}", .{ required, expected, column.arrow_type });
             return error.InvalidInput;

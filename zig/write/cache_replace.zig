@@ -67,9 +67,10 @@ fn swapIn(
         diagnostic.set("{s} is not a complete cache (it has no manifest.json)", .{fresh_path});
         return error.InvalidCache;
     }
-    const old_exists = directory_entries.exists(io, staging.base_dir, staging.source_name, staging.target_path);
-    if (old_exists and !cache_layout.isPublished(staging.target_path)) {
-        diagnostic.set("{s} is not a cache (it has no manifest.json): not replaced", .{staging.target_path});
+    const target = staging.target_path;
+    const old_exists = directory_entries.exists(io, staging.base_dir, staging.source_name, target);
+    if (old_exists and !cache_layout.isPublished(target)) {
+        diagnostic.set("{s} is not a cache (it has no manifest.json): not replaced", .{target});
         return error.InvalidCache;
     }
     const aside = try std.fmt.allocPrint(allocator, "{s}/{d}.{x}.replaced", .{
@@ -92,14 +93,20 @@ fn swapIn(
 fn putBack(staging: *Staging, aside: []const u8, diagnostic: *Diagnostic) void {
     const base_path = staging.baseDirPath();
     const io = system.io();
-    directory_entries.rename(io, staging.base_dir, base_path, aside, staging.source_name) catch |err| {
+    const name = staging.source_name;
+    directory_entries.rename(io, staging.base_dir, base_path, aside, name) catch |err| {
         diagnostic.prefix("the old cache could not be put back ({f}): it is at {s}{s}; ", .{
             error_words.of(err), base_path, aside,
         });
     };
 }
 
-fn renameEntry(staging: *Staging, from: []const u8, to: []const u8, diagnostic: *Diagnostic) Error!void {
+fn renameEntry(
+    staging: *Staging,
+    from: []const u8,
+    to: []const u8,
+    diagnostic: *Diagnostic,
+) Error!void {
     const base_path = staging.baseDirPath();
     directory_entries.rename(system.io(), staging.base_dir, base_path, from, to) catch |err| {
         diagnostic.set("cannot rename {s}{s} to {s}{s}: {f}", .{
@@ -160,7 +167,9 @@ test "replace puts the new cache under the name and removes the old one" {
     var staging_dir = try tmp.dir.openDir(std.testing.io, "tmp", .{ .iterate = true });
     defer staging_dir.close(std.testing.io);
     var entries = staging_dir.iterate();
-    while (try entries.next(std.testing.io)) |entry| try std.testing.expectEqualStrings("work", entry.name);
+    while (try entries.next(std.testing.io)) |entry| {
+        try std.testing.expectEqualStrings("work", entry.name);
+    }
 }
 
 test "replace publishes where no cache was" {
@@ -184,10 +193,12 @@ test "replace refuses a target that is not a cache and a fresh one that is not c
     const base = try tmpBasePath(&tmp, &path_buffer);
     var diagnostic: Diagnostic = .{};
     const allocator = std.testing.allocator;
-    try std.testing.expectError(error.InvalidCache, replace(allocator, base, "c", "tmp/work/c", &diagnostic));
+    const not_a_cache = replace(allocator, base, "c", "tmp/work/c", &diagnostic);
+    try std.testing.expectError(error.InvalidCache, not_a_cache);
     try std.testing.expect(std.mem.indexOf(u8, diagnostic.message(), "is not a cache") != null);
-    try std.testing.expectError(error.InvalidCache, replace(allocator, base, "d", "tmp/half/d", &diagnostic));
-    try std.testing.expect(std.mem.indexOf(u8, diagnostic.message(), "not a complete cache") != null);
+    const not_complete = replace(allocator, base, "d", "tmp/half/d", &diagnostic);
+    try std.testing.expectError(error.InvalidCache, not_complete);
+    try std.testing.expect(std.mem.indexOf(u8, diagnostic.message(), "not a complete") != null);
     // The old folder and the fresh cache are where they were.
     var buffer: [16]u8 = undefined;
     try std.testing.expectEqualStrings("new", try readMarker(tmp.dir, "tmp/work/c", &buffer));

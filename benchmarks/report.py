@@ -1,0 +1,322 @@
+"""The results tables of the docs, made from the committed benchmark results.
+
+Usage:
+
+    python benchmarks/report.py           # rewrite the docs' tables from benchmarks/results/
+    python benchmarks/report.py --check   # exit 1 if a doc's table differs from its results
+
+The harnesses write their results into ``benchmarks/results/`` (`run.py`:
+``run.json``, with ``--peers`` also ``peers.json``; `integrity.py`:
+``integrity.json``), and those files are committed. Each table of the docs
+that comes from them sits between two marker lines naming its results file:
+
+    <!-- report.py: run -->
+    ...
+    <!-- /report.py: run -->
+
+This script rewrites what lies between the markers from the file (here
+``benchmarks/results/run.json``) and nothing else; ``--check`` writes nothing
+and fails, showing the difference, where a doc does not hold what its results
+give (``tests/test_benchmarks_report.py`` runs it). The harnesses print the
+same tables, from the same functions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import re
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+# A results file, as json.loads gives it.
+Json = dict[str, Any]
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+# The docs that hold generated tables (relative to the checkout).
+DOCS = ("docs/benchmarks.md", "docs/integrity.md")
+RESULTS = "benchmarks/results"
+MIB = 1024 * 1024
+MARKER = re.compile(
+    r"(?P<open><!-- report\.py: (?P<name>[a-z_]+) -->\n)"
+    r"(?P<body>.*?)"
+    r"(?P<close><!-- /report\.py: (?P=name) -->)",
+    re.DOTALL,
+)
+
+
+# --------------------------------------------------------------------------- shared
+
+
+def percent(fraction: float | None) -> str:
+    """A fraction as a whole percentage, or "n/a" where it was not measured."""
+    return "n/a" if fraction is None else f"{fraction:.0%}"
+
+
+def spread(values: list[float], digits: int = 0) -> str:
+    """The median of `values` with their min-max range: "1,234 (1,100-1,300)"."""
+    median, low, high = (
+        f"{value:,.{digits}f}" for value in (statistics.median(values), min(values), max(values))
+    )
+    return f"{median} ({low}-{high})"
+
+
+def plural(count: int, noun: str) -> str:
+    """ "1 repeat", "2 repeats"."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def machine_line(machine: Json) -> str:
+    """The machine a results file was measured on, in one sentence."""
+    return (
+        f"{machine.get('nproc', '?')} CPUs ({machine.get('cpu', '?')}), "
+        f"{machine.get('ram_gib', '?')} GiB RAM, {machine.get('platform', '?')}, "
+        f"Python {machine.get('python', '?')}, at commit {machine.get('git', '?')}"
+    )
+
+
+def steal_line(steal: Json | None, over: str = "timed passes") -> str:
+    """The hypervisor's steal (the share of the machine's CPU time it gave other
+    guests, from /proc/stat) over a run's measurements, in one clause."""
+    if not steal or not steal.get("passes"):
+        return "hypervisor steal not measured"
+    return (
+        f"hypervisor steal over its {steal['passes']} {over}: median "
+        f"{percent(steal['median'])}, at most {percent(steal['max'])}"
+    )
+
+
+def sizes_line(workloads: Json) -> str:
+    """ "W1 50,000 samples x 1,024 B, W2 ..." from a results file's workload specs."""
+    parts = []
+    for name, spec in workloads.items():
+        parts.append(f"{name} {spec['samples']:,} samples x {spec['payload_bytes']:,} B")
+    return ", ".join(parts)
+
+
+def run_header(
+    meta: Json, workloads: Json, ranges: bool = False, steal_over: str = "timed passes"
+) -> list[str]:
+    """The lines above a table: when, where, what size, how loaded, how to repeat it."""
+    load = meta.get("load", {})
+    scale = meta.get("scale", 1.0)
+    sizes = "Sizes" if scale == 1.0 else f"Sizes ({scale:g} of the full run's samples)"
+    each = " (a process each)" if steal_over == "processes" else ""
+    lines = [
+        f"- Measured {meta['started']} on {machine_line(meta['machine'])}.",
+        f"- {sizes}: {sizes_line(workloads)}; {plural(meta['repeats'], 'repeat')}{each}, "
+        f"medians{' (min-max over the repeats)' if ranges else ''}.",
+        f"- Load average (1 min) {load.get('min', 0):.1f}-{load.get('max', 0):.1f} over the "
+        f"measurements; {steal_line(meta.get('steal'), steal_over)}.",
+    ]
+    nproc = meta["machine"].get("nproc") or 0
+    if load.get("max", 0) > nproc:
+        lines.append(
+            f"- Other jobs shared the machine (a load above its {nproc} CPUs): figures are "
+            "lower, and ratios noisier, than on an otherwise idle machine."
+        )
+    if meta.get("command"):
+        lines.append(f"- Command: `{meta['command']}`.")
+    return lines
+
+
+# --------------------------------------------------------------------------- run.py
+
+
+def fmt_value(value: float, unit: str) -> str:
+    """A figure of run.py's table in its unit."""
+    if unit == "s":
+        return f"{value * 1000:,.1f} ms" if value < 1 else f"{value:,.2f} s"
+    if unit == "fraction":
+        return f"{value:.0%}"
+    if unit == "bytes":
+        return f"{value / MIB:,.1f} MiB"
+    if unit == "MiB":
+        return f"{value:,.0f} MiB"
+    return f"{value:,.0f} {unit}" if value >= 100 else f"{value:,.1f} {unit}"
+
+
+def render_run(report: Json) -> str:
+    """run.py's table: ours against dataset-rt 0.2.4, with the targets."""
+    meta = report["meta"]
+    ours, peer = meta.get("ours", {}), meta.get("peer", {})
+    lines = [
+        *run_header(meta, meta["workloads"]),
+        f"- Ours: dataset_rt {ours.get('version', '?')}, polars {ours.get('polars', '?')}; "
+        f"peer: dataset-rt {peer.get('version', '?')} from PyPI, "
+        f"polars {peer.get('polars', '?')}.",
+        "",
+        "| workload | figure | ours | peer | ours/peer | target | status |",
+        "| --- | --- | ---: | ---: | ---: | --- | --- |",
+    ]
+    same_for_both = ("copy_ceiling_mbps", "disk_ceiling_mbps", "python_floor_sps")
+    for row in report["rows"]:
+        ratio = "" if row["ratio"] is None else f"{row['ratio']:.2f}x"
+        status = "" if row["pass"] is None else ("PASS" if row["pass"] else "**FAIL**")
+        peer_cell = fmt_value(row["peer"], row["unit"])
+        if row["figure"] in same_for_both:
+            peer_cell = "(same)"
+        lines.append(
+            f"| {row['workload']} | {row['label']} ({row['unit']}) | "
+            f"{fmt_value(row['ours'], row['unit'])} | {peer_cell} | {ratio} | "
+            f"{row['target'] or ''} | {status} |"
+        )
+    passed = sum(1 for row in report["rows"] if row["pass"])
+    total = sum(1 for row in report["rows"] if row["pass"] is not None)
+    lines += ["", f"Targets met: {passed} of {total}."]
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- peers
+
+
+def peer_cell(values: list[float] | None, unit: str) -> str:
+    """Median (min-max) of one figure of one system, or "-" where not measured."""
+    if not values:
+        return "-"
+    digits = 1 if unit in ("MB/s", "MB") and statistics.median(values) < 100 else 0
+    return spread(values, digits)
+
+
+def render_peers(report: Json) -> str:
+    """`run.py --peers`' table: every system on W1 and W2, and how each was driven."""
+    meta = report["meta"]
+    labels: dict[str, str] = meta["labels"]
+    columns: dict[str, list[str]] = meta["columns"]
+    workloads = {name: result["spec"] for name, result in report["workloads"].items()}
+    versions = ", ".join(
+        labels[system] if version in labels[system] else f"{labels[system]} {version}"
+        for system, version in meta["versions"].items()
+    )
+    head = " | ".join(f"{label} ({unit})" for label, unit in columns.values())
+    lines = [
+        *run_header(meta, workloads, ranges=True),
+        f"- Versions: {versions}; torch {meta['torch']} (CPU build) for every DataLoader.",
+        "",
+        f"| workload | system | {head} |",
+        "| --- | --- |" + " ---: |" * len(columns),
+    ]
+    for name, result in report["workloads"].items():
+        for system, label in labels.items():
+            cells = [
+                peer_cell(result["figures"][figure].get(system), unit)
+                for figure, (_label, unit) in columns.items()
+            ]
+            lines.append(f"| {name} | {label} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "How each system was driven (the settings are stored with the results):",
+        "",
+        "| system | write | ordered and shuffled reads | shuffle | DataLoader |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for system, setting in meta["settings"].items():
+        lines.append(
+            f"| {labels[system]} | {setting['write']} | {setting['read']} | "
+            f"{setting['shuffle']} | {setting['loader']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- integrity
+
+
+def render_integrity(report: Json) -> str:
+    """integrity.py's table: reads with the per-record check against without it."""
+    meta = report["meta"]
+    lines = [
+        *run_header(meta, meta["workloads"], ranges=True, steal_over="processes"),
+        "",
+        "| workload | pass | checked (MB/s) | unchecked (MB/s) | checked / unchecked "
+        "| steal, worst repeat |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for name, modes in report["workloads"].items():
+        for mode, runs in modes.items():
+            on = [run["checked"]["bytes_per_second"] / 1e6 for run in runs]
+            off = [run["unchecked"]["bytes_per_second"] / 1e6 for run in runs]
+            ratios = [run["ratio"] for run in runs]
+            steals = [run["steal_fraction"] for run in runs if run["steal_fraction"] is not None]
+            lines.append(
+                f"| {name} | {mode} | {spread(on)} | {spread(off)} | {spread(ratios, 2)} "
+                f"| {percent(max(steals, default=None))} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- docs
+
+RENDERERS: dict[str, Callable[[Json], str]] = {
+    "run": render_run,
+    "peers": render_peers,
+    "integrity": render_integrity,
+}
+
+
+def render_doc(text: str, results: Path) -> str:
+    """`text` with every marked section rewritten from its results file."""
+
+    def section(match: re.Match[str]) -> str:
+        name = match["name"]
+        if name not in RENDERERS:
+            raise SystemExit(f"unknown report section {name!r}; known: {sorted(RENDERERS)}")
+        path = results / f"{name}.json"
+        if not path.exists():
+            raise SystemExit(f"section {name!r} needs {path}, which does not exist")
+        body = RENDERERS[name](json.loads(path.read_text()))
+        return f"{match['open']}{body}{match['close']}"
+
+    return MARKER.sub(section, text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="change nothing; exit 1 where a doc differs"
+    )
+    parser.add_argument(
+        "--root", default=str(ROOT), help="the checkout (docs/ and benchmarks/results/)"
+    )
+    args = parser.parse_args(argv)
+    root = Path(args.root)
+    stale = []
+    for doc in DOCS:
+        path = root / doc
+        text = path.read_text()
+        if not MARKER.search(text):
+            raise SystemExit(f"{doc} has no report.py section")
+        new = render_doc(text, root / RESULTS)
+        if new == text:
+            continue
+        stale.append(doc)
+        if args.check:
+            sys.stdout.writelines(
+                difflib.unified_diff(
+                    text.splitlines(keepends=True),
+                    new.splitlines(keepends=True),
+                    f"{doc} (as committed)",
+                    f"{doc} (from {RESULTS}/)",
+                )
+            )
+        else:
+            path.write_text(new)
+            print(f"rewrote the report.py sections of {doc}")
+    if args.check and stale:
+        print(
+            f"\n{', '.join(stale)}: the tables differ from {RESULTS}/*.json; "
+            "run `python benchmarks/report.py` and commit the result",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
