@@ -24,7 +24,10 @@ from conftest import (
 )
 from dataset_rt import (
     CachedDataset,
+    CacheSource,
     CacheSourcesDatasetSuccess,
+    CacheWriteResult,
+    CacheWriteSuccess,
     DatasetRuntime,
     ReaderConfig,
     WriterConfig,
@@ -37,11 +40,21 @@ SAMPLES = {"p0": simple_samples(3), "train-00": simple_samples(4), "p1": simple_
 @pytest.fixture
 def caches(runtime: DatasetRuntime, tmp_path: Path) -> dict[str, Path]:
     """Format 2 caches p0 and p1, format 3 cache train-00 (its name's id)."""
-    sources = [ListSource(name, samples) for name, samples in SAMPLES.items()]
+    sources: list[CacheSource] = [ListSource(name, samples) for name, samples in SAMPLES.items()]
     paths = {
-        r.source_name: r.path for r in runtime.write_cache(sources, tmp_path, writer_config=QUIET)
+        path.name: path
+        for path in written(runtime.write_cache(sources, tmp_path, writer_config=QUIET))
     }
     as_format_3(paths["train-00"], TRAIN_ID)
+    return paths
+
+
+def written(results: list[CacheWriteResult]) -> list[Path]:
+    """The paths of `results`, every one a success."""
+    paths = []
+    for result in results:
+        assert isinstance(result, CacheWriteSuccess), result
+        paths.append(result.path)
     return paths
 
 
@@ -215,14 +228,17 @@ def test_caches_written_as_format_3_carry_their_source_names_ids(
 ) -> None:
     assert name_cache_id("train-00") == TRAIN_ID
     config = WriterConfig(show_progress=False, format_version=3)
-    sources = [ListSource(name, simple_samples(2)) for name in ("b", "a")]
-    paths = [r.path for r in runtime.write_cache(sources, tmp_path / "v3", writer_config=config)]
+    sources: list[CacheSource] = [ListSource(name, simple_samples(2)) for name in ("b", "a")]
+    paths = written(runtime.write_cache(sources, tmp_path / "v3", writer_config=config))
     dataset = open_(runtime, [*paths, caches["p0"]])
     assert dataset.cache_ids == [name_cache_id("b"), name_cache_id("a"), 2]
     assert [s.cache_id for s in dataset][:4] == [name_cache_id("b")] * 2 + [name_cache_id("a")] * 2
     # from_cache_sources writes missing caches in the configured format and
     # reuses existing ones in theirs.
-    more = [ListSource("a", simple_samples(2)), ListSource("c", simple_samples(1))]
+    more: list[CacheSource] = [
+        ListSource("a", simple_samples(2)),
+        ListSource("c", simple_samples(1)),
+    ]
     result = runtime.from_cache_sources(
         more, tmp_path / "v3", reader_config=ReaderConfig(seed=0), writer_config=config
     )

@@ -14,6 +14,8 @@ import pytest
 from conftest import QUIET, ListSource, as_format_3, simple_samples
 from dataset_rt import (
     CachedDataset,
+    CacheSource,
+    CacheWriteSuccess,
     DatasetRuntime,
     ManifestUpdateEntry,
     ManifestUpdateReport,
@@ -27,10 +29,15 @@ TRAIN_ID = 4883758774605530659  # the id of source "train-00"
 @pytest.fixture
 def caches(runtime: DatasetRuntime, tmp_path: Path) -> list[Path]:
     """Format 2 caches p0 and p1 around format 3 cache train-00."""
-    sources = [ListSource(name, simple_samples(3)) for name in ("p0", "train-00", "p1")]
-    paths = [r.path for r in runtime.write_cache(sources, tmp_path, writer_config=QUIET)]
+    sources: list[CacheSource] = [
+        ListSource(name, simple_samples(3)) for name in ("p0", "train-00", "p1")
+    ]
+    paths = []
+    for result in runtime.write_cache(sources, tmp_path, writer_config=QUIET):
+        assert isinstance(result, CacheWriteSuccess), result
+        paths.append(result.path)
     as_format_3(paths[1], TRAIN_ID)
-    return paths  # type: ignore[return-value]
+    return paths
 
 
 def open_(runtime: DatasetRuntime, paths: list[Path], validate: bool = False) -> CachedDataset:
@@ -43,7 +50,7 @@ def manifests(paths: list[Path]) -> list[str]:
 
 
 def identities(dataset: CachedDataset) -> list[tuple[int, int, bytes]]:
-    return [(s.cache_id, s.sample_id, s.data) for s in dataset]
+    return [(s.cache_id, s.sample_id, bytes(s.data)) for s in dataset]
 
 
 def test_format_2_caches_become_format_3_with_the_ids_they_had(

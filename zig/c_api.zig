@@ -7,7 +7,6 @@ const sha256 = @import("codec/sha256.zig");
 const shard_record = @import("format/shard_record.zig");
 const thread_pool = @import("base/thread_pool.zig");
 const cache_writer = @import("write/cache_writer.zig");
-const cache_migration = @import("write/cache_migration.zig");
 const cache_replace = @import("write/cache_replace.zig");
 const metadata_columns = @import("format/metadata_columns.zig");
 const dataset_module = @import("read/dataset.zig");
@@ -182,36 +181,6 @@ export fn drt_cache_replace(
     const outcome = cache_replace.replace(allocator, base, name, fresh, &diagnostic) catch |err|
         return failError(err, &diagnostic);
     replaced_ptr.* = @backingInt(outcome);
-    return status_ok;
-}
-
-export fn drt_caches_migrate(
-    paths: ?[*]const ?[*]const u8,
-    path_lens: ?[*]const u64,
-    cache_ids: ?[*]const u64,
-    count: u32,
-    outcomes: ?[*]u32,
-) i32 {
-    const outcomes_ptr = outcomes orelse return nullArgument("outcomes");
-    if (count == 0) return status_ok;
-    const path_ptrs = paths orelse return nullArgument("paths");
-    const lens = path_lens orelse return nullArgument("path_lens");
-    const ids = cache_ids orelse return nullArgument("cache_ids");
-    const targets = allocator.alloc(cache_migration.Target, count) catch
-        return failMessage(status_out_of_memory, "out of memory", .{});
-    defer allocator.free(targets);
-    for (targets, 0..) |*target, i| {
-        const path = byteString(path_ptrs[i], lens[i]) orelse
-            return failMessage(status_invalid_argument, "path {d} is NULL", .{i});
-        target.* = .{ .path = path, .cache_id = ids[i] };
-    }
-    const done = allocator.alloc(cache_migration.Outcome, count) catch
-        return failMessage(status_out_of_memory, "out of memory", .{});
-    defer allocator.free(done);
-    var diagnostic: Diagnostic = .{};
-    const migrated = cache_migration.migrate(allocator, targets, done, &diagnostic);
-    for (outcomes_ptr[0..count], done) |*out, outcome| out.* = @backingInt(outcome);
-    migrated catch |err| return failError(err, &diagnostic);
     return status_ok;
 }
 
@@ -444,19 +413,6 @@ export fn drt_dataset_cache_sha256s(dataset: ?*dataset_module.Dataset, out: ?[*]
     return status_ok;
 }
 
-export fn drt_dataset_cache_ids(dataset: ?*dataset_module.Dataset, out: ?[*]u64, cache_count: u32) i32 {
-    const d = dataset orelse return nullArgument("dataset");
-    if (!checkProcess(d.pool)) return status_wrong_process;
-    const ids = d.cacheIds();
-    if (cache_count != ids.len) {
-        const phrase = "cache_count is {d}, the dataset has {d} caches";
-        return failMessage(status_invalid_argument, phrase, .{ cache_count, ids.len });
-    }
-    const out_ptr = out orelse return nullArgument("out pointer");
-    @memcpy(out_ptr[0..ids.len], ids);
-    return status_ok;
-}
-
 export fn drt_dataset_position(dataset: ?*dataset_module.Dataset, out: ?*StreamPosition) i32 {
     const d = dataset orelse return nullArgument("dataset");
     if (!checkProcess(d.pool)) return status_wrong_process;
@@ -662,7 +618,8 @@ export fn drt_iterator_create_reads(
     const d = dataset orelse return nullArgument("dataset");
     if (!checkProcess(d.pool)) return status_wrong_process;
     const out_ptr = out orelse return nullArgument("out pointer");
-    const caches: []const u64 = if (count == 0) &.{} else (cache_ids orelse return nullArgument("cache_ids"))[0..@intCast(count)];
+    const caches: []const u64 = if (count == 0) &.{} else (cache_ids orelse
+        return nullArgument("cache_ids"))[0..@intCast(count)];
     const samples: []const u64 = if (count == 0) &.{} else (sample_ids orelse return nullArgument("sample_ids"))[0..@intCast(count)];
     var diagnostic: Diagnostic = .{};
     out_ptr.* = dataset_module.Iterator.createReads(d, caches, samples, defer_payload_bytes, &diagnostic) catch |err| return failError(err, &diagnostic);

@@ -1,9 +1,10 @@
-//! The DatasetRT core. Every exported symbol lives in c_api.zig or
-//! c_api_integrity.zig (reporting through c_status.zig); this file only
+//! The DatasetRT core. Every exported symbol lives in c_api.zig,
+//! c_api_integrity.zig or c_api_formats.zig (reporting through c_status.zig); this file only
 //! pulls the modules into the build so their exports and unit tests are compiled.
 comptime {
     _ = @import("c_api.zig");
     _ = @import("c_api_integrity.zig");
+    _ = @import("c_api_formats.zig");
 }
 
 /// No per-thread alternate signal stack: std's default (256 KiB) is a

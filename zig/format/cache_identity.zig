@@ -76,10 +76,6 @@ pub const CacheIds = struct {
         return ids.sorted.len == 0;
     }
 
-    pub fn idOf(ids: CacheIds, position: u32) u64 {
-        return ids.by_position[position];
-    }
-
     /// The position of the cache with id `id`, or null when no cache has it.
     pub fn positionOf(ids: CacheIds, id: u64) ?u32 {
         if (ids.isPositional()) {

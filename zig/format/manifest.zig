@@ -125,7 +125,8 @@ pub const Manifest = struct {
 /// Renders `manifest` as the pretty JSON the peer writes. The caller owns the result.
 pub fn write(allocator: std.mem.Allocator, manifest: Manifest) error{OutOfMemory}![]u8 {
     assert(versionSupported(manifest.format_version));
-    assert((manifest.format_version == format_version_with_cache_id) == (manifest.cache_id != null));
+    const with_cache_id = manifest.format_version == format_version_with_cache_id;
+    assert(with_cache_id == (manifest.cache_id != null));
     assert(metadata_types.isSortedUnique(manifest.metadata_schema));
     var out: std.ArrayList(u8) = .empty;
     errdefer out.deinit(allocator);
@@ -326,8 +327,10 @@ const TreeReader = struct {
         const value = try reader.member(object, "", "format_version");
         const version = try reader.readUnsigned(value, "format_version");
         if (!versionSupported(version)) {
-            const phrase = "unsupported cache format version {d} (this reader supports versions {d} and {d})";
-            reader.diagnostic.set(phrase, .{ version, format_version_oldest, format_version_newest });
+            const phrase = "unsupported cache format version {d} " ++
+                "(this reader supports versions {d} and {d})";
+            const supported = .{ format_version_oldest, format_version_newest };
+            reader.diagnostic.set(phrase, .{ version, supported[0], supported[1] });
             return error.UnsupportedFormatVersion;
         }
         return @intCast(version);

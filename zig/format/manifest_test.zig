@@ -522,8 +522,10 @@ const peer_manifest_v3_value: Manifest = .{
         .{ .name = "i", .kind = .int },
         .{ .name = "s", .kind = .string },
     },
-    .metadata_sha256 = digestFromHex("43c741cb4bad41b435491f092b382a7c5c0c506683cc981ea00a97e03fa1e853"),
-    .index_sha256 = digestFromHex("c5d4f5815d293bc0cbf9f318c1121197391c22b1b2f9cd6a3360421b55f7bd8a"),
+    .metadata_sha256 = digestFromHex("43c741cb4bad41b435491f092b382a7c5c0c506683cc981e" ++
+        "a00a97e03fa1e853"),
+    .index_sha256 = digestFromHex("c5d4f5815d293bc0cbf9f318c1121197391c22b1b2f9cd6a" ++
+        "3360421b55f7bd8a"),
     .shards = &.{.{
         .name = "000000.bin",
         .uncompressed_byte_len = 30,
@@ -595,7 +597,8 @@ test "format 3 refuses a missing or invalid cache_id by name" {
         .{ .text = replacedV3(id ++ ",", ""), .message = "manifest field 'cache_id' is missing" },
         .{
             .text = replacedV3(id, "\"cache_id\": 9223372036854775808"),
-            .message = "manifest field 'cache_id' is 9223372036854775808; a cache_id must be below 2^63",
+            .message = "manifest field 'cache_id' is 9223372036854775808; " ++
+                "a cache_id must be below 2^63",
         },
         .{
             .text = replacedV3(id, "\"cache_id\": 18446744073709551616"),
@@ -608,7 +611,8 @@ test "format 3 refuses a missing or invalid cache_id by name" {
     };
     for (cases) |case| {
         var diagnostic: Diagnostic = .{};
-        try testing.expectError(error.InvalidManifest, parse(testing.allocator, case.text, &diagnostic));
+        const refused = parse(testing.allocator, case.text, &diagnostic);
+        try testing.expectError(error.InvalidManifest, refused);
         try testing.expectEqualStrings(case.message, diagnostic.message());
     }
     // Any id below 2^63 is read as it is: a migrated cache keeps its position.

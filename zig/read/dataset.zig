@@ -238,8 +238,8 @@ pub const Dataset = struct {
                     const first = caches[duplicate.first].path;
                     const second = caches[duplicate.second].path;
                     const phrase = "duplicate cache_id {d}: {s} (paths[{d}]) and {s} (paths[{d}])";
-                    const values = .{ duplicate.id, first, duplicate.first, second, duplicate.second };
-                    diagnostic.set(phrase, values);
+                    const at = .{ duplicate.first, duplicate.second };
+                    diagnostic.set(phrase, .{ duplicate.id, first, at[0], second, at[1] });
                     return error.InvalidCache;
                 },
             }
@@ -535,7 +535,13 @@ pub const Iterator = struct {
     /// read and checked like the stream's; the stream itself does not move.
     /// Any identity, in the active table or not; an unknown one is refused
     /// (error.OutOfRange) before anything is read.
-    pub fn createReads(dataset: *Dataset, cache_ids: []const u64, sample_ids: []const u64, defer_payload_bytes: u64, diagnostic: *Diagnostic) Error!*Iterator {
+    pub fn createReads(
+        dataset: *Dataset,
+        cache_ids: []const u64,
+        sample_ids: []const u64,
+        defer_payload_bytes: u64,
+        diagnostic: *Diagnostic,
+    ) Error!*Iterator {
         std.debug.assert(cache_ids.len == sample_ids.len);
         const allocator = dataset.allocator;
         const identities = try allocator.alloc(active_table.Location, cache_ids.len);

@@ -336,7 +336,8 @@ pub const Pipeline = struct {
                 // readSample left the batch as it was; the sample's position is
                 // still consumed, so the stream and its states stay the same.
                 chunk.diagnostic = .{};
-                try batch.skipSample(allocator, plan.cache_ids[location.cache_id], location.sample_id);
+                const cache_id = plan.cache_ids[location.cache_id];
+                try batch.skipSample(allocator, cache_id, location.sample_id);
                 continue;
             };
             if (deferred) |payload| {

@@ -173,7 +173,12 @@ pub const SampleBatch = struct {
     }
 
     /// Records a sample whose payload and metadata were just appended to the lists.
-    pub fn closeSample(batch: *SampleBatch, allocator: std.mem.Allocator, cache_id: u64, sample_id: u64) !void {
+    pub fn closeSample(
+        batch: *SampleBatch,
+        allocator: std.mem.Allocator,
+        cache_id: u64,
+        sample_id: u64,
+    ) !void {
         try batch.payload_offsets.append(allocator, batch.payloads.items.len);
         try batch.metadata_offsets.append(allocator, batch.metadata_json.items.len);
         try batch.cache_ids.append(allocator, cache_id);
@@ -181,7 +186,12 @@ pub const SampleBatch = struct {
     }
 
     /// Records that a sample of the stream is left out here: its record is corrupt.
-    pub fn skipSample(batch: *SampleBatch, allocator: std.mem.Allocator, cache_id: u64, sample_id: u64) !void {
+    pub fn skipSample(
+        batch: *SampleBatch,
+        allocator: std.mem.Allocator,
+        cache_id: u64,
+        sample_id: u64,
+    ) !void {
         try batch.skipped.append(allocator, .{ .at = batch.count(), .sample_id = sample_id, .cache_id = cache_id });
     }
 
@@ -435,7 +445,8 @@ test "pack lays out the batch's arrays and columns in one buffer" {
     try std.testing.expectEqualSlices(u64, &.{ 100, 101, 102, 103, 104 }, words[25..30]);
     try std.testing.expectEqualSlices(u64, &.{ 0, 1, 0, 1, 0 }, words[30..35]);
     // Columns: bools padded to a word, string offsets and bytes, ints.
-    try std.testing.expectEqualSlices(u8, &.{ 1, 0, 1, 0, 1, 0, 0, 0 }, std.mem.sliceAsBytes(words[35..36]));
+    const bools = std.mem.sliceAsBytes(words[35..36]);
+    try std.testing.expectEqualSlices(u8, &.{ 1, 0, 1, 0, 1, 0, 0, 0 }, bools);
     try std.testing.expectEqualSlices(u64, &.{ 0, 3, 6, 9, 12, 15 }, words[36..42]);
     try std.testing.expectEqualStrings("catdogcatcatcat\x00", std.mem.sliceAsBytes(words[42..44]));
     const ints = std.mem.bytesAsSlice(i64, std.mem.sliceAsBytes(words[44..49]));

@@ -302,7 +302,8 @@ pub fn buildTable(allocator: std.mem.Allocator, dataset: *const Dataset, update:
             diagnostic.set("unknown samples metadata row identity (cache_id={d}, sample_id={d}) in row {d}", .{ cache_id, sample_id, row });
             return error.InvalidInput;
         }
-        global_rows[row] = active_table.globalRow(dataset.cache_starts, .{ .cache_id = position.?, .sample_id = sample_id });
+        const location: active_table.Location = .{ .cache_id = position.?, .sample_id = sample_id };
+        global_rows[row] = active_table.globalRow(dataset.cache_starts, location);
         if (!isValid(update.weights.validity, update.weights.validity_offset, row)) {
             diagnostic.set("samples metadata column 'weight' contains null in row {d}; it must be non-null", .{row});
             return error.InvalidInput;

@@ -741,6 +741,7 @@ test "validateOptions: format_version 2 or 3, anything else refused by name" {
         const refused = CacheWriter.validateOptions(options, &diagnostic);
         try std.testing.expectError(error.InvalidArgument, refused);
         const message = diagnostic.message();
-        try std.testing.expect(std.mem.startsWith(u8, message, "format_version must be 2 or 3, got "));
+        const phrase = "format_version must be 2 or 3, got ";
+        try std.testing.expect(std.mem.startsWith(u8, message, phrase));
     }
 }
