@@ -6,6 +6,7 @@ migrated. dataset-rt 0.4.8 reading the migrated caches is in test_interop_peer.p
 from __future__ import annotations
 
 import os
+import pickle
 import shutil
 from pathlib import Path
 
@@ -152,3 +153,19 @@ def test_a_migrated_cache_keeps_its_record_checksums_and_validates(
     dataset = open_(runtime, [caches[0]], validate=True)
     assert dataset.cache_ids == [0]
     assert len(identities(dataset)) == 3
+
+
+def test_a_dataset_opened_before_the_migration_is_reopened_only_after_opening_it_again(
+    runtime: DatasetRuntime, caches: list[Path]
+) -> None:
+    # Its pickles name the manifests it read; the migration replaced them.
+    dataset = open_(runtime, caches)
+    state = dataset.state_dict()
+    dataset.update_manifests(version=3)
+    with pytest.raises(ValueError, match=r"cannot reopen the dataset in process .*manifest"):
+        len(pickle.loads(pickle.dumps(dataset)))
+    reopened = open_(runtime, caches)
+    assert pickle.loads(pickle.dumps(reopened)).cache_ids == [0, TRAIN_ID, 2]
+    # A resume state of before names the old manifests too.
+    with pytest.raises(ValueError, match="manifest"):
+        reopened.load_state_dict(state)

@@ -271,7 +271,9 @@ class CachedDataset:
         ``tmp/`` held) is refused (`errors.StateError`), and so is a manifest
         that could not be rewritten without loss. Afterwards dataset-rt 0.2.4 no
         longer reads the caches, and resume states saved before name the old
-        manifests: take new ones. ``version`` must be 3.
+        manifests: take new ones. This dataset keeps naming the old manifests
+        too, so open the caches again before pickling it or handing it to
+        DataLoader workers. ``version`` must be 3.
 
         Examples:
             >>> quiet = WriterConfig(show_progress=False)
