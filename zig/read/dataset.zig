@@ -25,7 +25,15 @@ const thread_pool = @import("../base/thread_pool.zig");
 const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
 const Excerpt = @import("../base/diagnostic.zig").Excerpt;
 
-pub const Error = error{ InvalidArgument, InvalidInput, InvalidCache, Io, OutOfMemory, State, OutOfRange };
+pub const Error = error{
+    InvalidArgument,
+    InvalidInput,
+    InvalidCache,
+    Io,
+    OutOfMemory,
+    State,
+    OutOfRange,
+};
 
 pub const Options = struct {
     seed: u64,
@@ -90,6 +98,7 @@ pub const Dataset = struct {
         diagnostic: *Diagnostic,
     ) Error!*Dataset {
         try validateOptions(paths, options, diagnostic);
+        assert(paths.len >= 1 and paths.len <= caches_max);
         const dataset = try allocator.create(Dataset);
         errdefer allocator.destroy(dataset);
         dataset.* = .{
@@ -109,21 +118,36 @@ pub const Dataset = struct {
         errdefer for (dataset.caches) |cache| cache.close();
         dataset.ids = try buildIds(allocator, dataset.caches, diagnostic);
         errdefer dataset.ids.deinit(allocator);
-        for (dataset.caches, dataset.cache_starts) |cache, *start| {
-            start.* = dataset.sample_count;
-            dataset.sample_count = std.math.add(u64, dataset.sample_count, cache.sampleCount()) catch {
+        dataset.sample_count = try countSamples(dataset.caches, dataset.cache_starts, diagnostic);
+        dataset.table = try ActiveTable.createDefault(
+            allocator,
+            dataset.cache_starts,
+            dataset.sample_count,
+        );
+        assert(dataset.table.row_count == dataset.sample_count);
+        _ = pool.acquire(); // released with the dataset's last reference
+        return dataset;
+    }
+
+    /// The samples of all `caches`, with where each cache's start into
+    /// `starts`, once their schemas are checked to agree.
+    fn countSamples(caches: []const *Cache, starts: []u64, diagnostic: *Diagnostic) Error!u64 {
+        assert(caches.len == starts.len and caches.len > 0);
+        var total: u64 = 0;
+        for (caches, starts) |cache, *start| {
+            start.* = total;
+            total = std.math.add(u64, total, cache.sampleCount()) catch {
                 diagnostic.set("the caches hold more than 2^64 samples", .{});
                 return error.InvalidCache;
             };
-            try checkSameSchema(dataset.caches[0], cache, diagnostic);
+            try checkSameSchema(caches[0], cache, diagnostic);
         }
-        if (dataset.sample_count == 0) {
+        if (total == 0) {
             diagnostic.set("the caches hold no samples", .{});
             return error.InvalidCache;
         }
-        dataset.table = try ActiveTable.createDefault(allocator, dataset.cache_starts, dataset.sample_count);
-        _ = pool.acquire(); // released with the dataset's last reference
-        return dataset;
+        assert(starts[0] == 0 and starts[starts.len - 1] <= total);
+        return total;
     }
 
     /// Opens every cache on the pool, at most `workerCount` at a time. On any
@@ -137,12 +161,19 @@ pub const Dataset = struct {
         caches_out: []*Cache,
         diagnostic: *Diagnostic,
     ) Error!void {
+        assert(paths.len == caches_out.len and paths.len > 0);
+        assert(pool.workerCount() > 0);
         const jobs = try allocator.alloc(OpenJob, paths.len);
         defer allocator.free(jobs);
-        for (jobs, paths) |*job, path| job.* = .{ .path = path, .validate_hashes = validate_hashes, .allocator = allocator };
+        for (jobs, paths) |*job, path| job.* = .{
+            .path = path,
+            .validate_hashes = validate_hashes,
+            .allocator = allocator,
+        };
         var wave_start: usize = 0;
         while (wave_start < jobs.len) {
             const wave = jobs[wave_start..@min(jobs.len, wave_start + pool.workerCount())];
+            assert(wave.len > 0);
             var group: thread_pool.WaitGroup = .{};
             group.add(wave.len);
             for (wave) |*job| {
@@ -159,7 +190,10 @@ pub const Dataset = struct {
                 return failure;
             }
         }
-        for (jobs, caches_out) |job, *cache| cache.* = job.cache.?;
+        for (jobs, caches_out) |job, *cache| {
+            assert(job.failure == null);
+            cache.* = job.cache.?;
+        }
     }
 
     const OpenJob = struct {
@@ -174,27 +208,44 @@ pub const Dataset = struct {
 
         fn run(job: *thread_pool.Job) void {
             const open_job: *OpenJob = @fieldParentPtr("job", job);
-            open_job.cache = Cache.open(open_job.allocator, open_job.path, open_job.validate_hashes, &open_job.diagnostic) catch |err| blk: {
+            open_job.cache = Cache.open(
+                open_job.allocator,
+                open_job.path,
+                open_job.validate_hashes,
+                &open_job.diagnostic,
+            ) catch |err| blk: {
                 open_job.failure = err;
                 break :blk null;
             };
+            // Either a cache or the reason there is none.
+            assert((open_job.cache == null) != (open_job.failure == null));
             open_job.group.finish();
         }
     };
 
-    fn validateOptions(paths: []const []const u8, options: Options, diagnostic: *Diagnostic) Error!void {
+    fn validateOptions(
+        paths: []const []const u8,
+        options: Options,
+        diagnostic: *Diagnostic,
+    ) Error!void {
         const path_count = paths.len;
         if (path_count == 0) {
             diagnostic.set("at least one cache path is required", .{});
             return error.InvalidArgument;
         }
         if (path_count > caches_max) {
-            diagnostic.set("{d} caches given; at most {d} are supported", .{ path_count, caches_max });
+            diagnostic.set(
+                "{d} caches given; at most {d} are supported",
+                .{ path_count, caches_max },
+            );
             return error.InvalidArgument;
         }
         for (paths) |path| {
             if (path.len == 0 or std.mem.indexOfScalar(u8, path, 0) != null) {
-                diagnostic.set("cache path '{s}' must be a non-empty path without NUL bytes", .{path});
+                diagnostic.set(
+                    "cache path '{s}' must be a non-empty path without NUL bytes",
+                    .{path},
+                );
                 return error.InvalidArgument;
             }
         }
@@ -202,21 +253,45 @@ pub const Dataset = struct {
             diagnostic.set("prefetch_size must be at least 1", .{});
             return error.InvalidArgument;
         }
+        assert(path_count >= 1 and path_count <= caches_max);
     }
 
     /// Names the column where `other`'s schema parts from `first`'s, and how.
-    fn checkSameSchema(first: *const Cache, other: *const Cache, diagnostic: *Diagnostic) Error!void {
+    fn checkSameSchema(
+        first: *const Cache,
+        other: *const Cache,
+        diagnostic: *Diagnostic,
+    ) Error!void {
+        // Parsed manifests hold schemas sorted by name, names unique.
+        assert(types.isSortedUnique(first.schema()) and types.isSortedUnique(other.schema()));
         const difference = types.schemaDifference(first.schema(), other.schema()) orelse return;
+        assert(difference.first != null or difference.second != null);
         const phrase = "all caches must share the same metadata schema: column";
         const column = Excerpt.ofName(difference.name);
         if (difference.first) |first_kind| {
             if (difference.second) |other_kind| {
-                diagnostic.set("{s} '{f}' is {s} in {s} but {s} in {s}", .{ phrase, column, first_kind.name(), first.path, other_kind.name(), other.path });
+                diagnostic.set(
+                    "{s} '{f}' is {s} in {s} but {s} in {s}",
+                    .{
+                        phrase,
+                        column,
+                        first_kind.name(),
+                        first.path,
+                        other_kind.name(),
+                        other.path,
+                    },
+                );
             } else {
-                diagnostic.set("{s} '{f}' is in {s} but not in {s}", .{ phrase, column, first.path, other.path });
+                diagnostic.set(
+                    "{s} '{f}' is in {s} but not in {s}",
+                    .{ phrase, column, first.path, other.path },
+                );
             }
         } else {
-            diagnostic.set("{s} '{f}' is in {s} but not in {s}", .{ phrase, column, other.path, first.path });
+            diagnostic.set(
+                "{s} '{f}' is in {s} but not in {s}",
+                .{ phrase, column, other.path, first.path },
+            );
         }
         return error.InvalidCache;
     }
@@ -290,14 +365,19 @@ pub const Dataset = struct {
     }
 
     pub fn acquire(dataset: *Dataset) *Dataset {
-        _ = dataset.references.fetchAdd(1, .monotonic);
+        // Only a holder of a reference takes another.
+        const before = dataset.references.fetchAdd(1, .monotonic);
+        assert(before > 0);
         return dataset;
     }
 
     /// Drops one reference; the last one closes the caches and frees the dataset.
     pub fn release(dataset: *Dataset) void {
-        if (dataset.references.fetchSub(1, .acq_rel) != 1) return;
+        const before = dataset.references.fetchSub(1, .acq_rel);
+        assert(before > 0);
+        if (before != 1) return;
         const pool = dataset.pool;
+        assert(dataset.caches.len == dataset.cache_starts.len);
         dataset.table.release();
         for (dataset.caches) |cache| cache.close();
         dataset.allocator.free(dataset.caches);
@@ -328,10 +408,15 @@ pub const Dataset = struct {
         dataset.mutex.lockUncancelable(io);
         defer dataset.mutex.unlock(io);
         if (dataset.consumed > 0 and epoch_len != dataset.epochLenLocked()) {
-            diagnostic.set("epoch_len cannot change while a loaded state stops in the middle of epoch {d}; set it before loading the state", .{dataset.epoch});
+            diagnostic.set(
+                "epoch_len cannot change while a loaded state stops in the middle of epoch {d}; " ++
+                    "set it before loading the state",
+                .{dataset.epoch},
+            );
             return error.State;
         }
         dataset.epoch_len = epoch_len;
+        assert(dataset.epochLenLocked() == epoch_len);
     }
 
     pub fn setPayloads(dataset: *Dataset, payloads: Payloads) void {
@@ -362,6 +447,9 @@ pub const Dataset = struct {
         const io = system.io();
         dataset.mutex.lockUncancelable(io);
         const old = dataset.table;
+        // The caller's new reference: replacing the table with itself would drop it.
+        assert(old != table);
+        assert(table.cache_starts.len == dataset.caches.len);
         dataset.table = table;
         dataset.epoch = 0;
         dataset.epoch_start = 0;
@@ -384,6 +472,8 @@ pub const Dataset = struct {
 
     /// Where the next iterator starts.
     fn nextLocked(dataset: *const Dataset) stream_state.Position {
+        // A loaded state stops inside its epoch; otherwise the next epoch starts whole.
+        assert(dataset.consumed == 0 or dataset.consumed < dataset.epochLenLocked());
         return .{
             .epoch = dataset.epoch,
             .epoch_start = dataset.epoch_start,
@@ -393,7 +483,7 @@ pub const Dataset = struct {
     }
 
     fn setNextLocked(dataset: *Dataset, at: stream_state.Position) void {
-        std.debug.assert(at.offset() < at.epoch_len);
+        assert(at.offset() < at.epoch_len);
         dataset.epoch = at.epoch;
         dataset.epoch_start = at.epoch_start;
         dataset.consumed = at.offset();
@@ -417,12 +507,17 @@ pub const Dataset = struct {
         // Positions wrap after 2^64, like the stream's.
         dataset.epoch_start = epoch *% dataset.epochLenLocked();
         dataset.consumed = 0;
+        assert(dataset.nextLocked().offset() == 0);
     }
 
     /// The fingerprint of the data the stream is a function of, with `table`'s
     /// digest (O(rows) the first time a table is asked).
-    pub fn fingerprint(dataset: *const Dataset, table: *ActiveTable, cache_sha256s: []stream_state.Digest) stream_state.Fingerprint {
-        std.debug.assert(cache_sha256s.len == dataset.caches.len);
+    pub fn fingerprint(
+        dataset: *const Dataset,
+        table: *ActiveTable,
+        cache_sha256s: []stream_state.Digest,
+    ) stream_state.Fingerprint {
+        assert(cache_sha256s.len == dataset.caches.len);
         for (cache_sha256s, dataset.caches) |*digest, cache| digest.* = cache.manifest_sha256;
         return .{
             .seed = dataset.options.seed,
@@ -451,12 +546,18 @@ pub const Dataset = struct {
         defer dataset.mutex.unlock(io);
         const at = dataset.nextLocked();
         dataset.setNextLocked(at.nextEpoch());
+        assert(dataset.consumed == 0 and dataset.epoch == at.epoch +% 1);
         return .{ .at = at, .table = dataset.table.acquire() };
     }
 
     /// Continues the stream from a saved state after checking that it belongs to
     /// this data (`stream_state.check`); on any mismatch nothing changes.
-    pub fn loadState(dataset: *Dataset, found: stream_state.Fingerprint, at: stream_state.Position, diagnostic: *Diagnostic) Error!void {
+    pub fn loadState(
+        dataset: *Dataset,
+        found: stream_state.Fingerprint,
+        at: stream_state.Position,
+        diagnostic: *Diagnostic,
+    ) Error!void {
         const allocator = dataset.allocator;
         const table = dataset.acquireTable();
         defer table.release();
@@ -465,6 +566,7 @@ pub const Dataset = struct {
         const paths = try allocator.alloc([]const u8, dataset.caches.len);
         defer allocator.free(paths);
         for (paths, dataset.caches) |*path, cache| path.* = cache.path;
+        assert(paths.len == cache_sha256s.len);
         // The digest is computed outside the lock; the table is checked again under it.
         const expected = dataset.fingerprint(table, cache_sha256s);
         const io = system.io();
@@ -476,11 +578,17 @@ pub const Dataset = struct {
         }
         try stream_state.check(expected, found, dataset.epochLenLocked(), at, paths, diagnostic);
         dataset.setNextLocked(if (at.offset() == at.epoch_len) at.nextEpoch() else at);
+        assert(dataset.epochLenLocked() == at.epoch_len);
     }
 
     /// Takes the next epoch (or its rest) of the stream: the snapshot an
     /// iterator reads, cut to `share` without its first `skip` samples.
-    pub fn takeEpoch(dataset: *Dataset, share: stream_share.Share, skip: u64, diagnostic: *Diagnostic) Error!read_pipeline.Plan {
+    pub fn takeEpoch(
+        dataset: *Dataset,
+        share: stream_share.Share,
+        skip: u64,
+        diagnostic: *Diagnostic,
+    ) Error!read_pipeline.Plan {
         try share.validate(diagnostic);
         const io = system.io();
         dataset.mutex.lockUncancelable(io);
@@ -488,10 +596,15 @@ pub const Dataset = struct {
         const at = dataset.nextLocked();
         const worker_samples = stream_share.counts(at.remaining(), share).worker_samples;
         if (skip > worker_samples) {
-            diagnostic.set("cannot skip {d} samples: this reader's share of the epoch has {d}", .{ skip, worker_samples });
+            diagnostic.set(
+                "cannot skip {d} samples: this reader's share of the epoch has {d}",
+                .{ skip, worker_samples },
+            );
             return error.InvalidArgument;
         }
+        assert(skip <= worker_samples);
         dataset.setNextLocked(at.nextEpoch());
+        assert(dataset.consumed == 0);
         return .{
             .caches = dataset.caches,
             .cache_ids = dataset.cacheIds(),
@@ -514,18 +627,34 @@ pub const Iterator = struct {
     /// `defer_payload_bytes`: see `read_pipeline.Plan` (0 reads every payload into
     /// the batches; `read_pipeline.defer_default` the core's threshold).
     /// `share` and `skip`: see `Dataset.takeEpoch`.
-    pub fn create(dataset: *Dataset, share: stream_share.Share, skip: u64, defer_payload_bytes: u64, diagnostic: *Diagnostic) Error!*Iterator {
+    pub fn create(
+        dataset: *Dataset,
+        share: stream_share.Share,
+        skip: u64,
+        defer_payload_bytes: u64,
+        diagnostic: *Diagnostic,
+    ) Error!*Iterator {
         const allocator = dataset.allocator;
         const iterator = try allocator.create(Iterator);
         errdefer allocator.destroy(iterator);
         var plan = try dataset.takeEpoch(share, skip, diagnostic);
         // A skipped sample leaves its batch before the batch is handed out, so
         // every payload is read (and checked) with its batch.
-        plan.defer_payload_bytes = if (plan.skip_corrupt) 0 else read_pipeline.deferThreshold(defer_payload_bytes);
+        plan.defer_payload_bytes = if (plan.skip_corrupt)
+            0
+        else
+            read_pipeline.deferThreshold(defer_payload_bytes);
         errdefer plan.table.release();
+        assert(plan.identities == null);
+        assert(!plan.skip_corrupt or plan.defer_payload_bytes == 0);
         iterator.* = .{
             .dataset = dataset,
-            .pipeline = try read_pipeline.Pipeline.create(allocator, dataset.pool, plan, dataset.options.prefetch_size),
+            .pipeline = try read_pipeline.Pipeline.create(
+                allocator,
+                dataset.pool,
+                plan,
+                dataset.options.prefetch_size,
+            ),
         };
         _ = dataset.acquire();
         return iterator;
@@ -542,7 +671,7 @@ pub const Iterator = struct {
         defer_payload_bytes: u64,
         diagnostic: *Diagnostic,
     ) Error!*Iterator {
-        std.debug.assert(cache_ids.len == sample_ids.len);
+        assert(cache_ids.len == sample_ids.len);
         const allocator = dataset.allocator;
         const identities = try allocator.alloc(active_table.Location, cache_ids.len);
         errdefer allocator.free(identities);
@@ -565,22 +694,33 @@ pub const Iterator = struct {
             .defer_payload_bytes = read_pipeline.deferThreshold(defer_payload_bytes),
             .map_deferred = dataset.payloadsMapped(),
         };
+        assert(plan.walk.count == identities.len);
         iterator.* = .{
             .dataset = dataset,
-            .pipeline = try read_pipeline.Pipeline.create(allocator, dataset.pool, plan, dataset.options.prefetch_size),
+            .pipeline = try read_pipeline.Pipeline.create(
+                allocator,
+                dataset.pool,
+                plan,
+                dataset.options.prefetch_size,
+            ),
         };
         _ = dataset.acquire();
+        assert(iterator.readsByIdentity());
         return iterator;
     }
 
     pub fn destroy(iterator: *Iterator) void {
         const dataset = iterator.dataset;
+        assert(dataset.references.load(.monotonic) >= 1); // the iterator's own
         iterator.pipeline.destroy();
         dataset.allocator.destroy(iterator);
         dataset.release();
     }
 
-    pub fn next(iterator: *Iterator, diagnostic: *Diagnostic) Error!?*@import("sample_batch.zig").SampleBatch {
+    pub fn next(
+        iterator: *Iterator,
+        diagnostic: *Diagnostic,
+    ) Error!?*@import("sample_batch.zig").SampleBatch {
         return iterator.pipeline.next(diagnostic);
     }
 
@@ -591,22 +731,41 @@ pub const Iterator = struct {
     /// The stream position after this iterator's first `consumed` samples, for
     /// an iterator that reads its epoch's positions in order (one rank, one
     /// worker): the rest of the epoch, or the next epoch once it is all read.
-    pub fn position(iterator: *const Iterator, consumed: u64, diagnostic: *Diagnostic) Error!stream_state.Position {
+    pub fn position(
+        iterator: *const Iterator,
+        consumed: u64,
+        diagnostic: *Diagnostic,
+    ) Error!stream_state.Position {
         const plan = &iterator.pipeline.plan;
         if (iterator.readsByIdentity()) {
-            diagnostic.set("this iterator reads samples by identity; it has no stream position", .{});
+            diagnostic.set(
+                "this iterator reads samples by identity; it has no stream position",
+                .{},
+            );
             return error.State;
         }
         if (!plan.walk.isContiguous()) {
-            diagnostic.set("this iterator reads one rank's or worker's share of the epoch, which has no single stream position; take the state from the loader that combines the shares", .{});
+            diagnostic.set(
+                "this iterator reads one rank's or worker's share of the epoch, which has no " ++
+                    "single stream position; take the state from the loader that combines the " ++
+                    "shares",
+                .{},
+            );
             return error.State;
         }
         if (consumed > plan.walk.count) {
-            diagnostic.set("consumed {d} samples of an iterator that yields {d}", .{ consumed, plan.walk.count });
+            diagnostic.set(
+                "consumed {d} samples of an iterator that yields {d}",
+                .{ consumed, plan.walk.count },
+            );
             return error.InvalidArgument;
         }
+        // One rank, one worker: the walk is the rest of the epoch, in order.
+        assert(plan.walk.isContiguous() and consumed < plan.walk.count + 1);
         if (consumed == plan.walk.count) return plan.span.nextEpoch();
-        return plan.span.advanced(plan.walk.first + consumed);
+        const after = plan.span.advanced(plan.walk.first + consumed);
+        assert(after.epoch_len == plan.span.epoch_len);
+        return after;
     }
 
     /// The rest of the epoch this iterator's share was cut from, as it stood
@@ -624,3 +783,7 @@ pub const Iterator = struct {
         return iterator.pipeline.plan.table;
     }
 };
+
+test {
+    _ = @import("dataset_test.zig");
+}

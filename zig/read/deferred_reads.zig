@@ -13,6 +13,7 @@
 //! (`record_checksums.pieceContribution`), and a payload whose bytes do not
 //! have its record's checksum fails the call: its memory is never handed out.
 const std = @import("std");
+const assert = std.debug.assert;
 const system = @import("../base/system.zig");
 const thread_pool = @import("../base/thread_pool.zig");
 const Cache = @import("cache_reader.zig").Cache;
@@ -47,15 +48,21 @@ pub fn readAll(
 ) Error!void {
     var pieces: u64 = 0;
     for (reads) |read| {
-        std.debug.assert(read.destination.len == read.entry.location.len);
+        assert(read.entry.cache_id < caches.len);
+        assert(read.destination.len == read.entry.location.len);
         pieces += std.math.divCeil(u64, read.entry.location.len, piece_bytes) catch unreachable;
     }
     const helpers: usize = @intCast(@min(pool.workerCount(), helpers_max, pieces -| 1));
+    assert(helpers <= helpers_max);
     if (helpers == 0) {
         for (reads) |read| {
             const cache = caches[read.entry.cache_id];
             if (read.entry.location.checksum != null) {
-                const checksum = try cache.readPayloadChecksummed(read.entry.location, read.destination, diagnostic);
+                const checksum = try cache.readPayloadChecksummed(
+                    read.entry.location,
+                    read.destination,
+                    diagnostic,
+                );
                 try cache.checkPayload(read.entry.location, checksum, diagnostic);
             } else {
                 try cache.readPayload(read.entry.location, read.destination, diagnostic);
@@ -67,7 +74,12 @@ pub fn readAll(
     defer allocator.free(checksums);
     @memset(checksums, .init(0));
     const shared = try allocator.create(Shared);
-    shared.* = .{ .allocator = allocator, .caches = caches, .reads = reads, .checksums = checksums };
+    shared.* = .{
+        .allocator = allocator,
+        .caches = caches,
+        .reads = reads,
+        .checksums = checksums,
+    };
     shared.references.store(@intCast(1 + helpers), .monotonic);
     for (shared.helpers[0..helpers]) |*helper| {
         helper.* = .{ .shared = shared };
@@ -80,7 +92,11 @@ pub fn readAll(
     if (outcome) |failure| return failure;
     // Every piece is in (the wait above synchronizes with each piece's thread).
     for (reads, checksums) |read, *checksum| {
-        try caches[read.entry.cache_id].checkPayload(read.entry.location, checksum.load(.monotonic), diagnostic);
+        try caches[read.entry.cache_id].checkPayload(
+            read.entry.location,
+            checksum.load(.monotonic),
+            diagnostic,
+        );
     }
 }
 
@@ -132,6 +148,7 @@ const Shared = struct {
         if (shared.failure != null or shared.next_read == shared.reads.len) return null;
         const read = shared.reads[shared.next_read];
         const offset = shared.next_offset;
+        assert(offset < read.entry.location.len);
         const len = @min(piece_bytes, read.entry.location.len - offset);
         var entry = read.entry;
         entry.location.offset += offset;
@@ -148,14 +165,23 @@ const Shared = struct {
             shared.next_offset = 0;
         }
         shared.running += 1;
+        assert(piece.destination.len == len and len > 0 and len <= piece_bytes);
         return piece;
     }
 
     /// Reads a piece and adds its checksum to its payload's.
     fn readPiece(shared: *Shared, piece: Piece, diagnostic: *Diagnostic) Error!void {
+        assert(piece.destination.len == piece.entry.location.len);
+        assert(piece.read_index < shared.reads.len);
         const cache = shared.caches[piece.entry.cache_id];
-        if (piece.entry.location.checksum == null) return cache.readPayload(piece.entry.location, piece.destination, diagnostic);
-        const checksum = try cache.readPayloadChecksummed(piece.entry.location, piece.destination, diagnostic);
+        if (piece.entry.location.checksum == null) {
+            return cache.readPayload(piece.entry.location, piece.destination, diagnostic);
+        }
+        const checksum = try cache.readPayloadChecksummed(
+            piece.entry.location,
+            piece.destination,
+            diagnostic,
+        );
         const contribution = record_checksums.pieceContribution(checksum, piece.bytes_after);
         _ = shared.checksums[piece.read_index].fetchXor(contribution, .monotonic);
     }
@@ -169,6 +195,7 @@ const Shared = struct {
             shared.mutex.unlock(io);
             const result = shared.readPiece(piece, &diagnostic);
             shared.mutex.lockUncancelable(io);
+            assert(shared.running > 0);
             shared.running -= 1;
             if (result) |_| {} else |err| if (shared.failure == null) {
                 shared.failure = err;
@@ -185,11 +212,16 @@ const Shared = struct {
         shared.mutex.lockUncancelable(io);
         defer shared.mutex.unlock(io);
         while (shared.running > 0) shared.idle.waitUncancelable(io, &shared.mutex);
+        assert(shared.running == 0);
+        // Every piece taken, or a failure that stopped the taking.
+        assert(shared.failure != null or shared.next_read == shared.reads.len);
         return shared.failure;
     }
 
     fn release(shared: *Shared) void {
-        if (shared.references.fetchSub(1, .acq_rel) == 1) shared.allocator.destroy(shared);
+        const before = shared.references.fetchSub(1, .acq_rel);
+        assert(before > 0);
+        if (before == 1) shared.allocator.destroy(shared);
     }
 };
 
@@ -200,17 +232,27 @@ test "pieces cover each payload once, in order, none over piece_bytes" {
     for (&memory, &reads, lens, 0..) |*buffer, *read, len, i| {
         buffer.* = try std.testing.allocator.alloc(u8, @intCast(len));
         read.* = .{
-            .entry = .{ .cache_id = 0, .location = .{ .sample_id = i, .shard_id = 0, .offset = 1000 * i, .len = len } },
+            .entry = .{
+                .cache_id = 0,
+                .location = .{ .sample_id = i, .shard_id = 0, .offset = 1000 * i, .len = len },
+            },
             .destination = buffer.*,
         };
     }
     defer for (memory) |buffer| std.testing.allocator.free(buffer);
-    var shared: Shared = .{ .allocator = std.testing.allocator, .caches = &.{}, .reads = &reads, .checksums = &.{} };
+    var shared: Shared = .{
+        .allocator = std.testing.allocator,
+        .caches = &.{},
+        .reads = &reads,
+        .checksums = &.{},
+    };
     var covered: [lens.len]u64 = @splat(0);
     var pieces: usize = 0;
     while (shared.take()) |piece| : (pieces += 1) {
         const i: usize = @intCast(piece.entry.location.sample_id);
-        try std.testing.expect(piece.entry.location.len <= piece_bytes and piece.entry.location.len > 0);
+        try std.testing.expect(
+            piece.entry.location.len <= piece_bytes and piece.entry.location.len > 0,
+        );
         try std.testing.expectEqual(1000 * i + covered[i], piece.entry.location.offset);
         try std.testing.expectEqual(memory[i].ptr + covered[i], piece.destination.ptr);
         try std.testing.expectEqual(piece.entry.location.len, piece.destination.len);

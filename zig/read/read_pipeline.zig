@@ -12,6 +12,7 @@
 //! more: a consumer that stops calling `next` stops all reading, so memory
 //! stays bounded by `prefetch_size` samples.
 const std = @import("std");
+const assert = std.debug.assert;
 const system = @import("../base/system.zig");
 const sampler = @import("../stream/sampler.zig");
 const stream_share = @import("../stream/stream_share.zig");
@@ -20,6 +21,7 @@ const thread_pool = @import("../base/thread_pool.zig");
 const active_table = @import("../stream/active_table.zig");
 const ActiveTable = active_table.ActiveTable;
 const Cache = @import("cache_reader.zig").Cache;
+const record_read = @import("record_read.zig");
 const sample_batch = @import("sample_batch.zig");
 const SampleBatch = sample_batch.SampleBatch;
 const deferred_reads = @import("deferred_reads.zig");
@@ -53,14 +55,23 @@ fn chunkSamplesFor(caches: []const *Cache) u32 {
 }
 
 fn chunkSamplesForRecordLen(record_len: u64) u32 {
-    std.debug.assert(record_len >= 1);
-    return @intCast(@min(chunk_samples_max, std.math.divCeil(u64, chunk_bytes_max, record_len) catch unreachable));
+    assert(record_len >= 1);
+    const chunk_records = std.math.divCeil(u64, chunk_bytes_max, record_len) catch unreachable;
+    const samples: u32 = @intCast(@min(chunk_samples_max, chunk_records));
+    assert(samples >= 1 and samples <= chunk_samples_max);
+    return samples;
 }
 
 test "chunks hold about chunk_bytes_max of records, 1 to chunk_samples_max samples" {
     try std.testing.expectEqual(chunk_samples_max, chunkSamplesForRecordLen(1));
-    try std.testing.expectEqual(chunk_samples_max, chunkSamplesForRecordLen(1100)); // W1's 1 KiB samples
-    try std.testing.expectEqual(@as(u32, 4), chunkSamplesForRecordLen((1 << 20) + 100)); // W2's 1 MiB samples
+    try std.testing.expectEqual(
+        chunk_samples_max,
+        chunkSamplesForRecordLen(1100),
+    ); // W1's 1 KiB samples
+    try std.testing.expectEqual(
+        @as(u32, 4),
+        chunkSamplesForRecordLen((1 << 20) + 100),
+    ); // W2's 1 MiB samples
     try std.testing.expectEqual(@as(u32, 4), chunkSamplesForRecordLen(1 << 20));
     try std.testing.expectEqual(@as(u32, 1), chunkSamplesForRecordLen(chunk_bytes_max));
     try std.testing.expectEqual(@as(u32, 1), chunkSamplesForRecordLen(std.math.maxInt(u64)));
@@ -158,9 +169,9 @@ pub const Pipeline = struct {
         plan: Plan,
         prefetch_size: u32,
     ) Error!*Pipeline {
-        std.debug.assert(prefetch_size >= 1);
+        assert(prefetch_size >= 1);
         // A skipped sample must leave its batch before the batch is handed out.
-        std.debug.assert(!plan.skip_corrupt or plan.defer_payload_bytes == 0);
+        assert(!plan.skip_corrupt or plan.defer_payload_bytes == 0);
         const window: u32 = @max(1, @min(pool.workerCount(), prefetch_size));
         const chunk_samples: u32 = @min(prefetch_size, chunkSamplesFor(plan.caches));
         const pipeline = try allocator.create(Pipeline);
@@ -183,10 +194,12 @@ pub const Pipeline = struct {
     /// The plan's table reference is released too.
     pub fn destroy(pipeline: *Pipeline) void {
         const io = system.io();
+        assert(pipeline.chunks.len > 0);
         pipeline.cancelled.store(true, .release);
         pipeline.mutex.lockUncancelable(io);
         for (pipeline.chunks) |*chunk| {
             while (chunk.state == .running) pipeline.finished.waitUncancelable(io, &pipeline.mutex);
+            assert(chunk.state != .running);
         }
         pipeline.mutex.unlock(io);
         for (pipeline.chunks) |*chunk| pipeline.dropBatch(chunk);
@@ -206,9 +219,7 @@ pub const Pipeline = struct {
         // A chunk no worker has started yet (asleep, or busy elsewhere) is read
         // here: waking a worker and then being woken by it costs more than the
         // read of a short chunk, the first above all.
-        if (@atomicLoad(ChunkState, &chunk.state, .acquire) == .running and pipeline.pool.takeBack(&chunk.job)) {
-            runChunk(&chunk.job);
-        }
+        if (isRunning(chunk) and pipeline.pool.takeBack(&chunk.job)) runChunk(&chunk.job);
         // About to wait for a worker: free released batches here, in time that
         // would go to waiting, instead of adding them to a busy worker's chunk.
         if (isRunning(chunk) and released_batches.anyWaiting()) released_batches.freeAll();
@@ -216,7 +227,7 @@ pub const Pipeline = struct {
         pipeline.mutex.lockUncancelable(io);
         while (chunk.state == .running) pipeline.finished.waitUncancelable(io, &pipeline.mutex);
         pipeline.mutex.unlock(io);
-        std.debug.assert(chunk.state == .done and chunk.first == pipeline.next_deliver);
+        assert(chunk.state == .done and chunk.first == pipeline.next_deliver);
         if (chunk.failure) |failure| {
             diagnostic.* = chunk.diagnostic;
             return failure;
@@ -224,8 +235,8 @@ pub const Pipeline = struct {
         const batch = chunk.batch.?;
         // A chunk that did not fail holds every sample it was planned for,
         // read or (with skip_corrupt) listed as skipped.
-        std.debug.assert(batch.sample_ids.items.len + batch.skipped.items.len == chunk.count);
-        std.debug.assert(pipeline.plan.skip_corrupt or batch.skipped.items.len == 0);
+        assert(batch.sample_ids.items.len + batch.skipped.items.len == chunk.count);
+        assert(pipeline.plan.skip_corrupt or batch.skipped.items.len == 0);
         chunk.batch = null;
         chunk.state = .idle;
         _ = pipeline.bytes_held.fetchSub(batch.byteLen(), .monotonic);
@@ -242,8 +253,22 @@ pub const Pipeline = struct {
     /// Reads payloads this pipeline's batches deferred into the caller's
     /// memory, one copy from the file, shared between the calling thread and
     /// the pool (see `deferred_reads`).
-    pub fn readDeferred(pipeline: *const Pipeline, reads: []const DeferredRead, diagnostic: *Diagnostic) Error!void {
-        return deferred_reads.readAll(pipeline.allocator, pipeline.pool, pipeline.plan.caches, reads, diagnostic);
+    pub fn readDeferred(
+        pipeline: *const Pipeline,
+        reads: []const DeferredRead,
+        diagnostic: *Diagnostic,
+    ) Error!void {
+        for (reads) |read| {
+            assert(read.entry.cache_id < pipeline.plan.caches.len);
+            assert(read.destination.len == read.entry.location.len);
+        }
+        return deferred_reads.readAll(
+            pipeline.allocator,
+            pipeline.pool,
+            pipeline.plan.caches,
+            reads,
+            diagnostic,
+        );
     }
 
     pub fn releaseBatch(allocator: std.mem.Allocator, batch: *SampleBatch) void {
@@ -266,13 +291,22 @@ pub const Pipeline = struct {
     fn submitAvailable(pipeline: *Pipeline) void {
         // A slot is free once the chunk that used it before has been handed out;
         // decided from the consumer's own counters, never from a worker's state.
-        while (pipeline.next_submit < pipeline.plan.walk.count and pipeline.chunks_submitted < pipeline.chunks_delivered + pipeline.chunks.len) {
+        while (pipeline.next_submit < pipeline.plan.walk.count and
+            pipeline.chunks_submitted < pipeline.chunks_delivered + pipeline.chunks.len)
+        {
             const ahead = pipeline.next_submit - pipeline.next_deliver;
-            const size = chunkSize(pipeline.chunks_submitted, pipeline.chunk_samples, ahead, pipeline.prefetch_size);
-            const count: u32 = @intCast(@min(size, pipeline.plan.walk.count - pipeline.next_submit));
+            const size = chunkSize(
+                pipeline.chunks_submitted,
+                pipeline.chunk_samples,
+                ahead,
+                pipeline.prefetch_size,
+            );
+            const count: u32 = @intCast(
+                @min(size, pipeline.plan.walk.count - pipeline.next_submit),
+            );
             if (ahead + count > pipeline.prefetch_size) break; // (never when nothing is ahead)
             const chunk = pipeline.slot(pipeline.chunks_submitted);
-            std.debug.assert(chunk.state == .idle);
+            assert(chunk.state == .idle);
             chunk.first = pipeline.next_submit;
             chunk.count = count;
             pipeline.chunks_submitted += 1;
@@ -283,20 +317,27 @@ pub const Pipeline = struct {
             pipeline.pool.submit(&chunk.job);
         }
         // Read ahead: within the window of chunks and within prefetch_size samples.
-        std.debug.assert(pipeline.chunks_submitted - pipeline.chunks_delivered <= pipeline.chunks.len);
-        std.debug.assert(pipeline.next_submit - pipeline.next_deliver <= pipeline.prefetch_size);
-        std.debug.assert(pipeline.next_submit <= pipeline.plan.walk.count);
+        assert(
+            pipeline.chunks_submitted - pipeline.chunks_delivered <= pipeline.chunks.len,
+        );
+        assert(pipeline.next_submit - pipeline.next_deliver <= pipeline.prefetch_size);
+        assert(pipeline.next_submit <= pipeline.plan.walk.count);
     }
 
     fn runChunk(job: *thread_pool.Job) void {
         const chunk: *Chunk = @fieldParentPtr("job", job);
         const pipeline = chunk.pipeline;
+        assert(isRunning(chunk) and chunk.batch == null);
         if (!pipeline.cancelled.load(.acquire)) {
             pipeline.readChunk(chunk) catch |err| {
                 chunk.failure = err;
-                if (err == error.OutOfMemory and chunk.diagnostic.len == 0) chunk.diagnostic.set("out of memory while reading samples", .{});
+                if (err == error.OutOfMemory and chunk.diagnostic.len == 0) {
+                    chunk.diagnostic.set("out of memory while reading samples", .{});
+                }
             };
         }
+        // A batch, a failure, or a chunk cancelled before it was read.
+        assert(chunk.batch != null or chunk.failure != null or pipeline.cancelled.load(.acquire));
         const io = system.io();
         pipeline.mutex.lockUncancelable(io);
         @atomicStore(ChunkState, &chunk.state, .done, .release);
@@ -305,6 +346,7 @@ pub const Pipeline = struct {
     }
 
     fn readChunk(pipeline: *Pipeline, chunk: *Chunk) Error!void {
+        assert(chunk.count > 0 and chunk.batch == null);
         if (released_batches.anyWaiting()) released_batches.freeAll();
         const allocator = pipeline.allocator;
         const plan = &pipeline.plan;
@@ -315,23 +357,82 @@ pub const Pipeline = struct {
         // Room for the payloads and the packed part after them: neither the
         // appends nor `pack` then move the payloads.
         const packed_reserve = 512 + chunk.count * 8 * (3 + 3 * batch.columns.len);
-        try batch.payloads.ensureTotalCapacity(allocator, @intCast(chunk.count * pipeline.payload_reserve + packed_reserve));
-        var scratch: Cache.SampleScratch = .{};
-        defer scratch.deinit(allocator);
+        const payload_reserve = chunk.count * pipeline.payload_reserve + packed_reserve;
+        try batch.payloads.ensureTotalCapacity(allocator, @intCast(payload_reserve));
         const locations = try allocator.alloc(active_table.Location, chunk.count);
         defer allocator.free(locations);
+        pipeline.locateChunk(chunk, locations);
+        try pipeline.readLocations(chunk, batch, locations);
+        try batch.finishDeferred(allocator);
+        try batch.codeStrings(allocator);
+        try batch.pack(allocator);
+        // Every sample planned for the chunk is in the batch or listed as
+        // skipped, unless the pipeline was cancelled on the way.
+        const accounted = batch.count() + batch.skipped.items.len;
+        assert(accounted == chunk.count or pipeline.cancelled.load(.monotonic));
+        batch.owner = pipeline;
+        chunk.batch = batch;
+        _ = pipeline.bytes_held.fetchAdd(batch.byteLen(), .monotonic);
+    }
+
+    /// The samples of `chunk`, in stream order, into `locations`; asks the CPU
+    /// to load what reading each takes from memory.
+    fn locateChunk(
+        pipeline: *Pipeline,
+        chunk: *const Chunk,
+        locations: []active_table.Location,
+    ) void {
+        const plan = &pipeline.plan;
+        assert(locations.len == chunk.count);
         var planner: active_table.RowPlanner = .init(plan.table, plan.sampling, plan.key);
         for (locations, 0..) |*location, offset| {
             const index = plan.walk.position(chunk.first + offset);
-            location.* = if (plan.identities) |identities| identities[@intCast(index)] else plan.table.location(planner.row(index));
+            location.* = if (plan.identities) |identities|
+                identities[@intCast(index)]
+            else
+                plan.table.location(planner.row(index));
             plan.caches[location.cache_id].prefetchSample(location.sample_id);
         }
-        for (locations) |location| plan.caches[location.cache_id].prefetchSampleStrings(location.sample_id);
+        for (locations) |location| {
+            assert(location.cache_id < plan.caches.len);
+            plan.caches[location.cache_id].prefetchSampleStrings(location.sample_id);
+        }
+    }
+
+    /// Reads the samples at `locations` into `batch`, in order; with
+    /// `skip_corrupt`, a corrupt one is listed as skipped instead.
+    fn readLocations(
+        pipeline: *Pipeline,
+        chunk: *Chunk,
+        batch: *SampleBatch,
+        locations: []const active_table.Location,
+    ) Error!void {
+        const allocator = pipeline.allocator;
+        const plan = &pipeline.plan;
+        assert(batch.columns.len == plan.caches[0].schema().len);
+        assert(batch.count() == 0 and batch.skipped.items.len == 0);
+        var scratch: record_read.Scratch = .{};
+        defer scratch.deinit(allocator);
+        const output: record_read.Output = .{
+            .allocator = allocator,
+            .payload = &batch.payloads,
+            .metadata_json = &batch.metadata_json,
+            .columns = batch.columns,
+        };
         for (locations, 0..) |location, offset| {
             if (pipeline.cancelled.load(.monotonic)) break;
             const cache = plan.caches[location.cache_id];
-            const run_samples = consecutiveRun(locations[offset..]);
-            const deferred = cache.readSample(location.sample_id, run_samples, &scratch, &batch.payloads, &batch.metadata_json, batch.columns, plan.defer_payload_bytes, &chunk.diagnostic) catch |err| {
+            const request: record_read.Request = .{
+                .sample_id = location.sample_id,
+                .run_samples = consecutiveRun(locations[offset..]),
+                .defer_payload_bytes = plan.defer_payload_bytes,
+            };
+            const deferred = cache.readSample(
+                request,
+                &scratch,
+                output,
+                &chunk.diagnostic,
+            ) catch |err| {
                 if (err != error.InvalidCache or !plan.skip_corrupt) return err;
                 // readSample left the batch as it was; the sample's position is
                 // still consumed, so the stream and its states stay the same.
@@ -341,25 +442,38 @@ pub const Pipeline = struct {
                 continue;
             };
             if (deferred) |payload| {
-                if (plan.map_deferred) {
-                    // Checked here, ahead of the consumer, and handed out in place.
-                    const mapped = try cache.mappedPayload(payload, &chunk.diagnostic);
-                    try batch.deferPayload(allocator, location.cache_id, payload, mapped);
-                } else {
-                    try batch.deferPayload(allocator, location.cache_id, payload, null);
-                    // The copy happens later on the consumer's thread; the disk read
-                    // can start now, so the prefetch still hides storage latency.
-                    cache.prefetchPayload(payload);
-                }
+                try pipeline.deferPayload(chunk, batch, location.cache_id, payload);
             }
             try batch.closeSample(allocator, plan.cache_ids[location.cache_id], location.sample_id);
         }
-        try batch.finishDeferred(allocator);
-        try batch.codeStrings(allocator);
-        try batch.pack(allocator);
-        batch.owner = pipeline;
-        chunk.batch = batch;
-        _ = pipeline.bytes_held.fetchAdd(batch.byteLen(), .monotonic);
+    }
+
+    /// Lists a payload `readSample` left in its shard in `batch`: checked in
+    /// its shard's mapping now (`map_deferred`), or for the consumer to read.
+    fn deferPayload(
+        pipeline: *Pipeline,
+        chunk: *Chunk,
+        batch: *SampleBatch,
+        cache_id: u32,
+        payload: record_read.PayloadLocation,
+    ) Error!void {
+        // Only payloads at the deferral size are left in their shards, and
+        // never where a corrupt sample may leave its batch.
+        assert(payload.len > 0 and payload.len >= pipeline.plan.defer_payload_bytes);
+        assert(!pipeline.plan.skip_corrupt);
+        const cache = pipeline.plan.caches[cache_id];
+        if (pipeline.plan.map_deferred) {
+            // Checked here, ahead of the consumer, and handed out in place.
+            const mapped = try cache.mappedPayload(payload, &chunk.diagnostic);
+            try batch.deferPayload(pipeline.allocator, cache_id, payload, mapped);
+        } else {
+            try batch.deferPayload(pipeline.allocator, cache_id, payload, null);
+            // The copy happens later on the consumer's thread; the disk read
+            // can start now, so the prefetch still hides storage latency.
+            cache.prefetchPayload(payload);
+        }
+        // The sample about to be closed is the last deferred entry.
+        assert(batch.deferred.items.len == batch.count() + 1);
     }
 
     /// Payload bytes to reserve per sample: the largest mean record length of
@@ -373,12 +487,15 @@ pub const Pipeline = struct {
 
     /// How many locations from the first on are the same cache's consecutive samples.
     fn consecutiveRun(locations: []const active_table.Location) u64 {
+        assert(locations.len > 0);
         const first = locations[0];
         var count: u64 = 1;
         while (count < locations.len) : (count += 1) {
             const location = locations[@intCast(count)];
-            if (location.cache_id != first.cache_id or location.sample_id != first.sample_id + count) break;
+            if (location.cache_id != first.cache_id) break;
+            if (location.sample_id != first.sample_id + count) break;
         }
+        assert(count >= 1 and count <= locations.len);
         return count;
     }
 
@@ -402,10 +519,19 @@ fn chunkSize(number: u64, chunk_samples: u32, ahead: u64, prefetch_size: u64) u6
 
 test "chunkSize: a short first chunk, a second that fills the window, then full chunks" {
     try std.testing.expectEqual(@as(u64, first_chunk_samples_max), chunkSize(0, 64, 0, 64));
-    try std.testing.expectEqual(@as(u64, 64 - first_chunk_samples_max), chunkSize(1, 64, first_chunk_samples_max, 64));
-    try std.testing.expectEqual(@as(u64, 4), chunkSize(1, 4, first_chunk_samples_max, 64)); // W2: 4 per chunk
+    try std.testing.expectEqual(
+        @as(u64, 64 - first_chunk_samples_max),
+        chunkSize(1, 64, first_chunk_samples_max, 64),
+    );
+    try std.testing.expectEqual(
+        @as(u64, 4),
+        chunkSize(1, 4, first_chunk_samples_max, 64),
+    ); // W2: 4 per chunk
     try std.testing.expectEqual(@as(u64, 64), chunkSize(2, 64, 0, 64));
-    try std.testing.expectEqual(@as(u64, 64), chunkSize(1, 64, 64, 64)); // no room: the caller waits
+    try std.testing.expectEqual(
+        @as(u64, 64),
+        chunkSize(1, 64, 64, 64),
+    ); // no room: the caller waits
 }
 
 test "deferThreshold: the sentinel stands for the core's threshold, other values for themselves" {

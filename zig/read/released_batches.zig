@@ -13,6 +13,7 @@
 //! thread that never reads again (a loop that stopped, a forked child) stays a
 //! few MiB at most.
 const std = @import("std");
+const assert = std.debug.assert;
 const SampleBatch = @import("sample_batch.zig").SampleBatch;
 
 /// Batches waiting at most; further ones are freed by `release` itself.
@@ -35,6 +36,8 @@ var held: std.atomic.Value(u32) = .init(0);
 
 /// Frees `batch` (allocated with `allocator`), now or in a pool thread later.
 pub fn release(allocator: std.mem.Allocator, batch: *SampleBatch) void {
+    // A batch is released once: it is on no list yet.
+    assert(batch.released.next == null);
     if (batch.byteLen() > bytes_max) return batch.destroy(allocator);
     if (held.fetchAdd(1, .monotonic) >= held_max) {
         _ = held.fetchSub(1, .monotonic);
@@ -61,6 +64,7 @@ pub fn freeAll() void {
         batch.destroy(node.allocator);
         count += 1;
     }
+    assert(count <= held_max);
     if (count > 0) _ = held.fetchSub(count, .monotonic);
 }
 

@@ -1,11 +1,12 @@
 //! A batch of materialized samples handed across the C ABI in one call.
 //! `view` is the `drt_batch` struct of the header; the lists own its memory.
 const std = @import("std");
+const assert = std.debug.assert;
 const types = @import("../format/metadata_types.zig");
 const column_builder = @import("../format/column_builder.zig");
 const ColumnBuilder = column_builder.ColumnBuilder;
 const Cache = @import("cache_reader.zig").Cache;
-const PayloadLocation = Cache.PayloadLocation;
+const PayloadLocation = @import("record_read.zig").PayloadLocation;
 const ShardMapping = @import("shard_mapping.zig").ShardMapping;
 const released_batches = @import("released_batches.zig");
 const native_endian = @import("builtin").cpu.arch.endian();
@@ -19,7 +20,10 @@ pub const DeferredPayload = struct {
     mapped: ?Cache.MappedPayload = null,
 };
 
-const not_deferred: DeferredPayload = .{ .cache_id = 0, .location = .{ .sample_id = 0, .shard_id = 0, .offset = 0, .len = 0 } };
+const not_deferred: DeferredPayload = .{
+    .cache_id = 0,
+    .location = .{ .sample_id = 0, .shard_id = 0, .offset = 0, .len = 0 },
+};
 
 /// Mirrors `drt_batch_column`: one metadata column of the batch's samples.
 pub const ColumnView = extern struct {
@@ -123,7 +127,11 @@ pub const SampleBatch = struct {
     /// or after the payloads' end (so the two are taken in one copy).
     packed_bytes: []u8 = &.{},
 
-    pub fn init(allocator: std.mem.Allocator, capacity: usize, schema: []const types.Field) !SampleBatch {
+    pub fn init(
+        allocator: std.mem.Allocator,
+        capacity: usize,
+        schema: []const types.Field,
+    ) !SampleBatch {
         var batch: SampleBatch = .{};
         errdefer batch.deinit(allocator);
         batch.columns = try column_builder.initAll(allocator, schema);
@@ -134,10 +142,12 @@ pub const SampleBatch = struct {
         try batch.sample_ids.ensureTotalCapacity(allocator, capacity);
         batch.payload_offsets.appendAssumeCapacity(0);
         batch.metadata_offsets.appendAssumeCapacity(0);
+        assert(batch.count() == 0 and batch.columns.len == schema.len);
         return batch;
     }
 
     pub fn deinit(batch: *SampleBatch, allocator: std.mem.Allocator) void {
+        assert(batch.column_views.len == batch.columns.len);
         column_builder.deinitAll(allocator, batch.columns);
         allocator.free(batch.columns);
         allocator.free(batch.column_views);
@@ -179,10 +189,14 @@ pub const SampleBatch = struct {
         cache_id: u64,
         sample_id: u64,
     ) !void {
+        // One more row in each column than samples closed before it.
+        for (batch.columns) |*column| assert(column.rowCount() == batch.count() + 1);
+        assert(batch.payload_offsets.items.len == batch.count() + 1);
         try batch.payload_offsets.append(allocator, batch.payloads.items.len);
         try batch.metadata_offsets.append(allocator, batch.metadata_json.items.len);
         try batch.cache_ids.append(allocator, cache_id);
         try batch.sample_ids.append(allocator, sample_id);
+        assert(batch.cache_ids.items.len == batch.count());
     }
 
     /// Records that a sample of the stream is left out here: its record is corrupt.
@@ -192,21 +206,44 @@ pub const SampleBatch = struct {
         cache_id: u64,
         sample_id: u64,
     ) !void {
-        try batch.skipped.append(allocator, .{ .at = batch.count(), .sample_id = sample_id, .cache_id = cache_id });
+        // Left out before it was closed: no row of it in the columns.
+        for (batch.columns) |*column| assert(column.rowCount() == batch.count());
+        const skipped = batch.skipped.items;
+        assert(skipped.len == 0 or skipped[skipped.len - 1].at <= batch.count());
+        try batch.skipped.append(
+            allocator,
+            .{ .at = batch.count(), .sample_id = sample_id, .cache_id = cache_id },
+        );
     }
 
     /// Records that the sample about to be closed left its payload in the file.
     /// `mapped`: its bytes, checked in place in its shard's mapping, or null
     /// when the consumer reads them (`drt_iterator_read_deferred`).
-    pub fn deferPayload(batch: *SampleBatch, allocator: std.mem.Allocator, cache_id: u32, location: PayloadLocation, mapped: ?Cache.MappedPayload) !void {
-        std.debug.assert(location.len > 0);
+    pub fn deferPayload(
+        batch: *SampleBatch,
+        allocator: std.mem.Allocator,
+        cache_id: u32,
+        location: PayloadLocation,
+        mapped: ?Cache.MappedPayload,
+    ) !void {
+        assert(location.len > 0);
+        if (mapped) |in_place| assert(in_place.bytes.len == location.len);
         try batch.padDeferred(allocator);
-        try batch.deferred.append(allocator, .{ .cache_id = cache_id, .location = location, .mapped = mapped });
+        try batch.deferred.append(
+            allocator,
+            .{ .cache_id = cache_id, .location = location, .mapped = mapped },
+        );
+        assert(batch.deferred.items.len == batch.count() + 1);
     }
 
     /// Marks the samples added since the last deferred one as not deferred.
     fn padDeferred(batch: *SampleBatch, allocator: std.mem.Allocator) !void {
-        try batch.deferred.appendNTimes(allocator, not_deferred, batch.count() - batch.deferred.items.len);
+        assert(batch.deferred.items.len <= batch.count());
+        try batch.deferred.appendNTimes(
+            allocator,
+            not_deferred,
+            batch.count() - batch.deferred.items.len,
+        );
     }
 
     /// The deferred payload of sample `sample`, if it has one.
@@ -220,6 +257,7 @@ pub const SampleBatch = struct {
     pub fn finishDeferred(batch: *SampleBatch, allocator: std.mem.Allocator) !void {
         if (batch.deferred.items.len == 0) return;
         try batch.padDeferred(allocator);
+        assert(batch.deferred.items.len == batch.count());
         batch.deferred_lengths = try allocator.alloc(u64, batch.deferred.items.len);
         for (batch.deferred.items, batch.deferred_lengths) |entry, *len| len.* = entry.location.len;
         for (batch.deferred.items) |entry| {
@@ -227,27 +265,42 @@ pub const SampleBatch = struct {
         } else return;
         batch.mapped_addresses = try allocator.alloc(?[*]const u8, batch.deferred.items.len);
         batch.mapped_mappings = try allocator.alloc(?*ShardMapping, batch.deferred.items.len);
-        for (batch.deferred.items, batch.mapped_addresses, batch.mapped_mappings) |entry, *address, *mapping| {
+        const deferred = batch.deferred.items;
+        for (deferred, batch.mapped_addresses, batch.mapped_mappings) |entry, *address, *mapping| {
             address.* = if (entry.mapped) |m| m.bytes.ptr else null;
             mapping.* = if (entry.mapped) |m| m.mapping else null;
         }
+        assert(batch.mapped_addresses.len == batch.deferred_lengths.len);
     }
 
     /// Codes each string column whose samples hold at most a quarter as many
     /// distinct strings as samples (labels, splits, sources), so that a reader
     /// decodes each distinct string once per batch. Call after the last sample.
     pub fn codeStrings(batch: *SampleBatch, allocator: std.mem.Allocator) !void {
+        assert(batch.string_codes.len == 0);
         batch.string_codes = try allocator.alloc(StringCodes, batch.columns.len);
         @memset(batch.string_codes, .{});
         for (batch.columns, batch.string_codes) |*column, *codes| switch (column.*) {
-            .string => |strings| codes.* = try dictionaryCodes(allocator, strings.offsets.items, strings.bytes.items),
+            .string => |strings| codes.* = try dictionaryCodes(
+                allocator,
+                strings.offsets.items,
+                strings.bytes.items,
+            ),
             else => {},
         };
+        for (batch.string_codes) |coded| {
+            assert(coded.codes.len == 0 or coded.codes.len == batch.count());
+        }
     }
 
     /// One code per string (numbered by first occurrence), or none when more
     /// than a quarter of them are distinct.
-    fn dictionaryCodes(allocator: std.mem.Allocator, offsets: []const u64, bytes: []const u8) !StringCodes {
+    fn dictionaryCodes(
+        allocator: std.mem.Allocator,
+        offsets: []const u64,
+        bytes: []const u8,
+    ) !StringCodes {
+        assert(offsets.len >= 1 and offsets[offsets.len - 1] == bytes.len);
         const rows = offsets.len - 1;
         const distinct_max: u32 = @intCast(@min(rows / 4, std.math.maxInt(u32)));
         if (distinct_max == 0) return .{};
@@ -266,6 +319,7 @@ pub const SampleBatch = struct {
             }
             code.* = entry.value_ptr.*;
         }
+        assert(seen.count() >= 1 and seen.count() <= distinct_max);
         return .{ .codes = codes, .distinct = seen.count() };
     }
 
@@ -273,17 +327,22 @@ pub const SampleBatch = struct {
     /// binding takes it in one copy instead of a call per array. Call after
     /// `finishDeferred` and `codeStrings`. Layout (native-endian, each part
     /// zero-padded to a multiple of 8 bytes): the head words, a descriptor per
-    /// column, payload lengths (u64), sample ids (u64), cache ids (u32), then
+    /// column, payload lengths (u64), sample ids (u64), cache ids (u64), then
     /// per column its values, offsets and bytes, then the skipped samples.
     /// The buffer is the payloads' own, from the first multiple of 8 bytes at
     /// or after their end: nothing may be added to `payloads` afterwards.
     pub fn pack(batch: *SampleBatch, allocator: std.mem.Allocator) !void {
         const n = batch.count();
-        var len = (packed_head_words + packed_column_words * batch.columns.len + 3 * n) * 8;
+        // After `finishDeferred` and `codeStrings`.
+        assert(batch.deferred_lengths.len == 0 or batch.deferred_lengths.len == n);
+        assert(batch.string_codes.len == batch.columns.len);
+        const head_words = packed_head_words + packed_column_words * batch.columns.len + 3 * n;
+        var len = head_words * 8;
         len += batch.skipped.items.len * @sizeOf(Skipped);
         for (0..batch.columns.len) |index| {
             const parts = batch.columnParts(index);
-            len += padded8(parts.values.len) + padded8(parts.offsets.len) + padded8(parts.bytes.len);
+            len += padded8(parts.values.len) + padded8(parts.offsets.len);
+            len += padded8(parts.bytes.len);
         }
         // In the payloads' buffer, after them: a binding takes both in one copy.
         const payload_len = batch.payloads.items.len;
@@ -295,11 +354,23 @@ pub const SampleBatch = struct {
         const out = after_payloads[packed_at - payload_len ..];
         batch.packed_bytes = out;
         var at: usize = 0;
-        const head = [packed_head_words]u64{ n, batch.columns.len, batch.payloads.items.len, @intFromBool(batch.deferred_lengths.len > 0), batch.skipped.items.len };
+        const head = [packed_head_words]u64{
+            n,
+            batch.columns.len,
+            batch.payloads.items.len,
+            @intFromBool(batch.deferred_lengths.len > 0),
+            batch.skipped.items.len,
+        };
         at = putPadded(out, at, std.mem.sliceAsBytes(&head));
         for (0..batch.columns.len) |index| {
             const parts = batch.columnParts(index);
-            const words = [packed_column_words]u64{ @backingInt(parts.kind), parts.distinct, parts.values.len, parts.offsets.len, parts.bytes.len };
+            const words = [packed_column_words]u64{
+                @backingInt(parts.kind),
+                parts.distinct,
+                parts.values.len,
+                parts.offsets.len,
+                parts.bytes.len,
+            };
             at = putPadded(out, at, std.mem.sliceAsBytes(&words));
         }
         for (batch.payload_offsets.items[0..n], batch.payload_offsets.items[1..]) |start, end| {
@@ -315,29 +386,59 @@ pub const SampleBatch = struct {
             at = putPadded(out, at, parts.bytes);
         }
         at = putPadded(out, at, std.mem.sliceAsBytes(batch.skipped.items));
-        std.debug.assert(at == len);
+        assert(at == len);
+        assert(batch.packed_bytes.ptr == batch.payloads.items.ptr + packed_at);
     }
 
     /// Copies `bytes` to `out[at..]`; returns the offset after it, padded to 8.
     fn putPadded(out: []u8, at: usize, bytes: []const u8) usize {
+        assert(at % 8 == 0 and at + padded8(bytes.len) <= out.len);
         @memcpy(out[at..][0..bytes.len], bytes);
         return at + padded8(bytes.len);
     }
 
     fn columnParts(batch: *const SampleBatch, index: usize) ColumnParts {
+        assert(index < batch.columns.len);
         return switch (batch.columns[index]) {
-            .bool => |list| .{ .kind = .bool, .distinct = 0, .values = list.items, .offsets = &.{}, .bytes = &.{} },
-            .int => |list| .{ .kind = .int, .distinct = 0, .values = std.mem.sliceAsBytes(list.items), .offsets = &.{}, .bytes = &.{} },
-            .float => |list| .{ .kind = .float, .distinct = 0, .values = std.mem.sliceAsBytes(list.items), .offsets = &.{}, .bytes = &.{} },
+            .bool => |list| .{
+                .kind = .bool,
+                .distinct = 0,
+                .values = list.items,
+                .offsets = &.{},
+                .bytes = &.{},
+            },
+            .int => |list| .{
+                .kind = .int,
+                .distinct = 0,
+                .values = std.mem.sliceAsBytes(list.items),
+                .offsets = &.{},
+                .bytes = &.{},
+            },
+            .float => |list| .{
+                .kind = .float,
+                .distinct = 0,
+                .values = std.mem.sliceAsBytes(list.items),
+                .offsets = &.{},
+                .bytes = &.{},
+            },
             .string => |strings| blk: {
-                const coded: StringCodes = if (index < batch.string_codes.len) batch.string_codes[index] else .{};
-                break :blk .{ .kind = .string, .distinct = coded.distinct, .values = std.mem.sliceAsBytes(coded.codes), .offsets = std.mem.sliceAsBytes(strings.offsets.items), .bytes = strings.bytes.items };
+                const codes = batch.string_codes;
+                const coded: StringCodes = if (index < codes.len) codes[index] else .{};
+                break :blk .{
+                    .kind = .string,
+                    .distinct = coded.distinct,
+                    .values = std.mem.sliceAsBytes(coded.codes),
+                    .offsets = std.mem.sliceAsBytes(strings.offsets.items),
+                    .bytes = strings.bytes.items,
+                };
             },
         };
     }
 
     /// Points `view` at the lists; call after the last sample is added.
     pub fn seal(batch: *SampleBatch) *View {
+        assert(batch.payload_offsets.items.len == batch.count() + 1);
+        assert(batch.metadata_offsets.items.len == batch.count() + 1);
         for (batch.column_views, 0..) |*view, index| {
             const parts = batch.columnParts(index);
             const string = parts.kind == .string;
@@ -376,11 +477,17 @@ pub const SampleBatch = struct {
 
 test "string columns with few distinct values are coded by first occurrence" {
     const allocator = std.testing.allocator;
-    const schema = [_]types.Field{ .{ .name = "label", .kind = .string }, .{ .name = "n", .kind = .int } };
+    const schema = [_]types.Field{ .{
+        .name = "label",
+        .kind = .string,
+    }, .{ .name = "n", .kind = .int } };
     var batch = try SampleBatch.init(allocator, 12, &schema);
     defer batch.deinit(allocator);
     // 3 distinct strings among 12 samples: at most a quarter.
-    const labels = [_][]const u8{ "dog", "cat", "dog", "dog", "", "cat", "cat", "dog", "", "", "cat", "dog" };
+    const labels = [_][]const u8{
+        "dog", "cat", "dog", "dog", "",    "cat",
+        "cat", "dog", "",    "",    "cat", "dog",
+    };
     for (labels, 0..) |label, i| {
         try batch.columns[0].append(allocator, .{ .string = label });
         try batch.columns[1].append(allocator, .{ .int = @intCast(i) });
@@ -413,7 +520,10 @@ test "string columns with many distinct values are not coded" {
 
 test "pack lays out the batch's arrays and columns in one buffer" {
     const allocator = std.testing.allocator;
-    const schema = [_]types.Field{ .{ .name = "ok", .kind = .bool }, .{ .name = "label", .kind = .string }, .{ .name = "n", .kind = .int } };
+    const schema = [_]types.Field{ .{
+        .name = "ok",
+        .kind = .bool,
+    }, .{ .name = "label", .kind = .string }, .{ .name = "n", .kind = .int } };
     var batch = try SampleBatch.init(allocator, 5, &schema);
     defer batch.deinit(allocator);
     const payloads = [_][]const u8{ "a", "bcd", "", "ef", "g" };

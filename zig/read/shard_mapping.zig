@@ -9,6 +9,7 @@
 //! Where the system will not map the file, `FileView` reads it into memory
 //! instead: the views stay valid, at the cost of one copy of the shard.
 const std = @import("std");
+const assert = std.debug.assert;
 const FileView = @import("../base/file_view.zig").FileView;
 const error_words = @import("../base/error_words.zig");
 const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
@@ -24,8 +25,14 @@ pub const ShardMapping = struct {
 
     /// Maps the first `len` bytes of `file` (the shard's length from its
     /// manifest); the caller holds the one reference. `name` for messages.
-    pub fn create(allocator: std.mem.Allocator, file: std.Io.File, len: u64, name: []const u8, diagnostic: *Diagnostic) Error!*ShardMapping {
-        std.debug.assert(len > 0);
+    pub fn create(
+        allocator: std.mem.Allocator,
+        file: std.Io.File,
+        len: u64,
+        name: []const u8,
+        diagnostic: *Diagnostic,
+    ) Error!*ShardMapping {
+        assert(len > 0);
         // Reading a mapping past the end of its file ends the process (SIGBUS),
         // so a shard shortened since the cache was opened is refused here. One
         // shortened after this still ends the process when the missing bytes
@@ -35,17 +42,27 @@ pub const ShardMapping = struct {
             return error.Io;
         };
         if (actual < len) {
-            diagnostic.set("shard length mismatch: {s} has {d} bytes but the manifest says {d}", .{ name, actual, len });
+            diagnostic.set(
+                "shard length mismatch: {s} has {d} bytes but the manifest says {d}",
+                .{ name, actual, len },
+            );
             return error.InvalidCache;
         }
         const mapping = try allocator.create(ShardMapping);
         errdefer allocator.destroy(mapping);
-        const view = FileView.open(allocator, file, @intCast(len), name, diagnostic) catch |err| switch (err) {
+        const view = FileView.open(
+            allocator,
+            file,
+            @intCast(len),
+            name,
+            diagnostic,
+        ) catch |err| switch (err) {
             error.OutOfMemory => return error.OutOfMemory,
             error.Io => return error.Io,
             error.ShortFile => return error.InvalidCache,
         };
         mapping.* = .{ .allocator = allocator, .view = view, .references = .init(1) };
+        assert(mapping.bytes().len == len);
         return mapping;
     }
 
@@ -54,12 +71,16 @@ pub const ShardMapping = struct {
     }
 
     pub fn retain(mapping: *ShardMapping) void {
-        _ = mapping.references.fetchAdd(1, .monotonic);
+        // Only a holder of a reference takes another.
+        const before = mapping.references.fetchAdd(1, .monotonic);
+        assert(before > 0);
     }
 
     /// Drops one reference; the last unmaps and frees the mapping.
     pub fn release(mapping: *ShardMapping) void {
-        if (mapping.references.fetchSub(1, .acq_rel) != 1) return;
+        const before = mapping.references.fetchSub(1, .acq_rel);
+        assert(before > 0);
+        if (before != 1) return;
         const allocator = mapping.allocator;
         mapping.view.close(allocator);
         allocator.destroy(mapping);
@@ -87,5 +108,8 @@ test "a mapping holds the shard's bytes until its last reference is released" {
 
     const again = try tmp.dir.openFile(io, "000000.bin", .{});
     defer again.close(io);
-    try std.testing.expectError(error.InvalidCache, ShardMapping.create(allocator, again, bytes.len + 1, "000000.bin", &diagnostic));
+    try std.testing.expectError(
+        error.InvalidCache,
+        ShardMapping.create(allocator, again, bytes.len + 1, "000000.bin", &diagnostic),
+    );
 }

@@ -26,6 +26,7 @@ const manifest = @import("../format/manifest.zig");
 const column_builder = @import("../format/column_builder.zig");
 const cache_reader = @import("cache_reader.zig");
 const Cache = cache_reader.Cache;
+const record_read = @import("record_read.zig");
 
 pub const Error = error{ OutOfMemory, Io };
 
@@ -56,19 +57,31 @@ pub const Verifier = struct {
     bytes_done: std.atomic.Value(u64) = .init(0),
     bytes_total: std.atomic.Value(u64) = .init(0),
 
-    pub fn create(allocator: std.mem.Allocator, pool: *thread_pool.ThreadPool, path: []const u8) error{OutOfMemory}!*Verifier {
+    pub fn create(
+        allocator: std.mem.Allocator,
+        pool: *thread_pool.ThreadPool,
+        path: []const u8,
+    ) error{OutOfMemory}!*Verifier {
         const verifier = try allocator.create(Verifier);
         errdefer allocator.destroy(verifier);
-        verifier.* = .{ .allocator = allocator, .pool = pool.acquire(), .path = undefined, .arena = .init(allocator) };
+        verifier.* = .{
+            .allocator = allocator,
+            .pool = pool.acquire(),
+            .path = undefined,
+            .arena = .init(allocator),
+        };
         verifier.path = allocator.dupe(u8, path) catch |err| {
             pool.release();
             return err;
         };
+        assert(verifier.problems.items.len == 0 and verifier.problems_total == 0);
         return verifier;
     }
 
     pub fn destroy(verifier: *Verifier) void {
         const allocator = verifier.allocator;
+        assert(verifier.problems.items.len <= problems_kept_max);
+        assert(verifier.problems.items.len <= verifier.problems_total);
         verifier.problems.deinit(allocator);
         verifier.arena.deinit();
         allocator.free(verifier.path);
@@ -88,60 +101,109 @@ pub const Verifier = struct {
         var parsed = verifier.readManifest() orelse return;
         defer parsed.deinit();
         const listed = parsed.manifest;
-
-        // Pass 1, and what pass 2 will read, counted up front for progress.
-        var files: std.ArrayList(FileJob) = .empty;
-        defer files.deinit(allocator);
-        const index_len = std.math.mul(u64, listed.sample_count, index_file.row_bytes) catch std.math.maxInt(u64);
-        try files.append(allocator, .{ .verifier = verifier, .name = cache_layout.index_file, .expected_len = index_len, .digest = listed.index_sha256 });
-        try files.append(allocator, .{ .verifier = verifier, .name = cache_layout.metadata_file, .expected_len = null, .digest = listed.metadata_sha256 });
-        if (listed.record_checksums) |checksums| {
-            try files.append(allocator, .{ .verifier = verifier, .name = cache_layout.record_checksums_file, .expected_len = checksums.byte_len, .digest = checksums.sha256 });
-        }
         const shard_names = try allocator.alloc(cache_layout.ShardName, listed.shards.len);
         defer allocator.free(shard_names);
-        var shard_bytes: u64 = 0;
-        for (listed.shards, shard_names, 0..) |shard, *name, index| {
-            name.* = .of(index);
-            try files.append(allocator, .{ .verifier = verifier, .name = name.slice(), .in_shards = true, .expected_len = shard.byte_len, .digest = shard.sha256 });
-            shard_bytes +|= shard.byte_len;
-        }
-        var total: u64 = shard_bytes;
-        for (files.items) |job| total +|= job.expected_len orelse 0;
+        for (shard_names, 0..) |*name, index| name.* = .of(index);
+        const files = try verifier.fileJobs(listed, shard_names);
+        defer allocator.free(files);
+        const checksums_listed: usize = @intFromBool(listed.record_checksums != null);
+        assert(files.len == 2 + checksums_listed + listed.shards.len);
+        // Pass 1, and what pass 2 will read (the shards again), counted up
+        // front for progress.
+        var total: u64 = 0;
+        for (listed.shards) |shard| total +|= shard.byte_len;
+        for (files) |job| total +|= job.expected_len orelse 0;
         verifier.bytes_total.store(total, .monotonic);
-
         var group: thread_pool.WaitGroup = .{};
-        group.add(files.items.len);
-        for (files.items) |*job| {
+        group.add(files.len);
+        for (files) |*job| {
             job.group = &group;
             verifier.pool.submit(&job.job);
         }
         group.wait();
+        assert(group.pendingCount() == 0);
+        try verifier.checkRecords();
+    }
 
-        try verifier.checkRecords(listed);
+    /// Pass 1's jobs: index.bin, metadata.arrow, records.crc32c when the
+    /// manifest lists it, and every shard (named by `shard_names`).
+    fn fileJobs(
+        verifier: *Verifier,
+        listed: manifest.Manifest,
+        shard_names: []const cache_layout.ShardName,
+    ) error{OutOfMemory}![]FileJob {
+        assert(shard_names.len == listed.shards.len);
+        const allocator = verifier.allocator;
+        var files: std.ArrayList(FileJob) = .empty;
+        errdefer files.deinit(allocator);
+        const index_len = std.math.mul(u64, listed.sample_count, index_file.row_bytes) catch
+            std.math.maxInt(u64);
+        try files.append(allocator, .{
+            .verifier = verifier,
+            .name = cache_layout.index_file,
+            .expected_len = index_len,
+            .digest = listed.index_sha256,
+        });
+        try files.append(allocator, .{
+            .verifier = verifier,
+            .name = cache_layout.metadata_file,
+            .expected_len = null,
+            .digest = listed.metadata_sha256,
+        });
+        if (listed.record_checksums) |checksums| try files.append(allocator, .{
+            .verifier = verifier,
+            .name = cache_layout.record_checksums_file,
+            .expected_len = checksums.byte_len,
+            .digest = checksums.sha256,
+        });
+        for (listed.shards, shard_names) |shard, *name| try files.append(allocator, .{
+            .verifier = verifier,
+            .name = name.slice(),
+            .in_shards = true,
+            .expected_len = shard.byte_len,
+            .digest = shard.sha256,
+        });
+        assert(files.items.len >= 2 + listed.shards.len);
+        return files.toOwnedSlice(allocator);
     }
 
     fn readManifest(verifier: *Verifier) ?manifest.Parsed {
         const io = system.io();
         var diagnostic: Diagnostic = .{};
         var dir = std.Io.Dir.cwd().openDir(io, verifier.path, .{}) catch |err| {
-            verifier.report(.{ .file = "", .message = "" }, "cannot open the cache directory: {f}", .{error_words.of(err)});
+            verifier.report(
+                .{ .file = "", .message = "" },
+                "cannot open the cache directory: {f}",
+                .{error_words.of(err)},
+            );
             return null;
         };
         defer dir.close(io);
         var digest: [sha256.digest_length]u8 = undefined;
-        return Cache.readManifest(verifier.allocator, dir, &digest, &diagnostic) catch {
-            verifier.report(.{ .file = cache_layout.manifest_file, .message = "" }, "{s}", .{diagnostic.message()});
+        const parsed = Cache.readManifest(verifier.allocator, dir, &digest, &diagnostic) catch {
+            verifier.report(
+                .{ .file = cache_layout.manifest_file, .message = "" },
+                "{s}",
+                .{diagnostic.message()},
+            );
             return null;
         };
+        assert(manifest.versionSupported(parsed.manifest.format_version));
+        return parsed;
     }
 
     /// Records a problem; `where.message` is replaced by the formatted text.
-    fn report(verifier: *Verifier, where: Problem, comptime format: []const u8, args: anytype) void {
+    fn report(
+        verifier: *Verifier,
+        where: Problem,
+        comptime format: []const u8,
+        args: anytype,
+    ) void {
         const io = system.io();
         verifier.mutex.lockUncancelable(io);
         defer verifier.mutex.unlock(io);
         verifier.problems_total += 1;
+        assert(verifier.problems.items.len < verifier.problems_total);
         if (verifier.problems.items.len >= problems_kept_max) return;
         const arena = verifier.arena.allocator();
         var problem = where;
@@ -150,17 +212,26 @@ pub const Verifier = struct {
         verifier.problems.append(verifier.allocator, problem) catch return;
     }
 
-    fn checkRecords(verifier: *Verifier, listed: manifest.Manifest) Error!void {
+    /// Pass 2, on the cache as a reader opens it now (its manifest may
+    /// differ from the one pass 1 read, if the cache changed meanwhile).
+    fn checkRecords(verifier: *Verifier) Error!void {
         const allocator = verifier.allocator;
         var diagnostic: Diagnostic = .{};
         const cache = Cache.open(allocator, verifier.path, false, &diagnostic) catch |err| {
             if (err == error.OutOfMemory) return error.OutOfMemory;
             // Pass 1 has named the file in most cases; this says why records were not read.
-            verifier.report(.{ .file = "", .message = "" }, "records not checked: {s}", .{diagnostic.message()});
+            verifier.report(
+                .{ .file = "", .message = "" },
+                "records not checked: {s}",
+                .{diagnostic.message()},
+            );
             return;
         };
         defer cache.close();
-        const jobs_count: usize = @intCast(std.math.divCeil(u64, listed.sample_count, samples_per_job) catch unreachable);
+        const listed = cache.parsed.manifest;
+        const jobs_count: usize = @intCast(
+            std.math.divCeil(u64, listed.sample_count, samples_per_job) catch unreachable,
+        );
         const jobs = try allocator.alloc(RecordJob, jobs_count);
         defer allocator.free(jobs);
         const payload_totals = try allocator.alloc(std.atomic.Value(u64), listed.shards.len);
@@ -182,17 +253,38 @@ pub const Verifier = struct {
                 .shard_failed = shard_failed,
                 .group = &group,
             };
+            assert(job.first < job.end);
             verifier.pool.submit(&job.job);
         }
         group.wait();
+        verifier.checkPayloadTotals(listed, payload_totals, shard_failed);
+    }
+
+    /// Reports each shard whose records, all read, hold other than its
+    /// manifest's `uncompressed_byte_len` payload bytes.
+    fn checkPayloadTotals(
+        verifier: *Verifier,
+        listed: manifest.Manifest,
+        payload_totals: []const std.atomic.Value(u64),
+        shard_failed: []const std.atomic.Value(bool),
+    ) void {
+        assert(payload_totals.len == listed.shards.len);
+        assert(shard_failed.len == listed.shards.len);
         for (listed.shards, payload_totals, shard_failed) |shard, *total, *failed| {
             if (failed.load(.monotonic)) continue;
             const sum = total.load(.monotonic);
-            if (sum != shard.uncompressed_byte_len) {
-                var name: [64]u8 = undefined;
-                const file = std.fmt.bufPrint(&name, "{s}/{s}", .{ cache_layout.shards_dir, shard.name }) catch unreachable;
-                verifier.report(.{ .file = file, .message = "" }, "payloads add up to {d} bytes but the manifest says uncompressed_byte_len {d}", .{ sum, shard.uncompressed_byte_len });
-            }
+            if (sum == shard.uncompressed_byte_len) continue;
+            var name: [64]u8 = undefined;
+            const file = std.fmt.bufPrint(
+                &name,
+                "{s}/{s}",
+                .{ cache_layout.shards_dir, shard.name },
+            ) catch unreachable;
+            verifier.report(
+                .{ .file = file, .message = "" },
+                "payloads add up to {d} bytes but the manifest says uncompressed_byte_len {d}",
+                .{ sum, shard.uncompressed_byte_len },
+            );
         }
     }
 };
@@ -215,52 +307,101 @@ const FileJob = struct {
     }
 
     fn check(job: *FileJob) void {
+        assert(job.name.len > 0);
         const io = system.io();
         const verifier = job.verifier;
         var path_buffer: [64]u8 = undefined;
         const relative = if (job.in_shards)
-            std.fmt.bufPrint(&path_buffer, "{s}/{s}", .{ cache_layout.shards_dir, job.name }) catch unreachable
+            std.fmt.bufPrint(
+                &path_buffer,
+                "{s}/{s}",
+                .{ cache_layout.shards_dir, job.name },
+            ) catch unreachable
         else
             job.name;
         const where: Problem = .{ .file = relative, .message = "" };
         var dir = std.Io.Dir.cwd().openDir(io, verifier.path, .{}) catch |err| {
-            return verifier.report(where, "cannot open the cache directory: {f}", .{error_words.of(err)});
+            return verifier.report(
+                where,
+                "cannot open the cache directory: {f}",
+                .{error_words.of(err)},
+            );
         };
         defer dir.close(io);
         const file = dir.openFile(io, relative, .{}) catch |err| {
-            return verifier.report(where, "cannot open {s}: {f}", .{ relative, error_words.of(err) });
+            return verifier.report(
+                where,
+                "cannot open {s}: {f}",
+                .{ relative, error_words.of(err) },
+            );
         };
         defer file.close(io);
         const actual_len = file_status.length(file) catch |err| {
-            return verifier.report(where, "cannot stat {s}: {f}", .{ relative, error_words.of(err) });
+            return verifier.report(
+                where,
+                "cannot stat {s}: {f}",
+                .{ relative, error_words.of(err) },
+            );
         };
+        job.checkLength(where, actual_len);
+        job.checkHash(where, file);
+    }
+
+    /// Reports a length other than the listed one, and counts the file's
+    /// bytes as they are for progress.
+    fn checkLength(job: *const FileJob, where: Problem, actual_len: u64) void {
+        assert(where.file.len > 0);
+        const verifier = job.verifier;
         const counted = job.expected_len orelse 0;
         if (job.expected_len) |expected| {
             if (actual_len != expected) {
                 const phrase = if (job.in_shards) "shard length mismatch: " else "";
-                verifier.report(where, "{s}{s} has {d} bytes, the manifest says {d}", .{ phrase, relative, actual_len, expected });
+                verifier.report(
+                    where,
+                    "{s}{s} has {d} bytes, the manifest says {d}",
+                    .{ phrase, where.file, actual_len, expected },
+                );
             }
         }
-        // Progress counts what is read: this file's bytes as they are.
-        if (actual_len > counted) _ = verifier.bytes_total.fetchAdd(actual_len - counted, .monotonic);
-        if (actual_len < counted) _ = verifier.bytes_total.fetchSub(counted - actual_len, .monotonic);
+        if (actual_len > counted) {
+            _ = verifier.bytes_total.fetchAdd(actual_len - counted, .monotonic);
+        } else {
+            const before = verifier.bytes_total.fetchSub(counted - actual_len, .monotonic);
+            assert(before >= counted - actual_len); // `counted` is in the total
+        }
+    }
+
+    /// Hashes the whole file and reports a digest other than the listed one.
+    fn checkHash(job: *const FileJob, where: Problem, file: std.Io.File) void {
+        assert(where.file.len > 0);
+        const io = system.io();
+        const verifier = job.verifier;
         const buffer = std.heap.c_allocator.alloc(u8, hash_chunk_bytes) catch {
-            return verifier.report(where, "out of memory while hashing {s}", .{relative});
+            return verifier.report(where, "out of memory while hashing {s}", .{where.file});
         };
         defer std.heap.c_allocator.free(buffer);
         var hasher = sha256.Hasher.init();
         var offset: u64 = 0;
         while (true) {
             const read = file.readPositionalAll(io, buffer, offset) catch |err| {
-                return verifier.report(where, "cannot read {s} at offset {d}: {f}", .{ relative, offset, error_words.of(err) });
+                return verifier.report(
+                    where,
+                    "cannot read {s} at offset {d}: {f}",
+                    .{ where.file, offset, error_words.of(err) },
+                );
             };
+            assert(read <= buffer.len);
             hasher.update(buffer[0..read]);
             offset += read;
             _ = verifier.bytes_done.fetchAdd(read, .monotonic);
             if (read < buffer.len) break;
         }
         if (!std.mem.eql(u8, &hasher.final(), &job.digest)) {
-            verifier.report(where, "checksum mismatch: {s}: SHA-256 does not match the manifest", .{relative});
+            verifier.report(
+                where,
+                "checksum mismatch: {s}: SHA-256 does not match the manifest",
+                .{where.file},
+            );
         }
     }
 };
@@ -281,46 +422,84 @@ const RecordJob = struct {
         const record_job: *RecordJob = @fieldParentPtr("job", job);
         defer record_job.group.finish();
         record_job.check() catch |err| {
-            record_job.verifier.report(.{ .file = "", .message = "" }, "records {d}..{d} not checked: {f}", .{ record_job.first, record_job.end - 1, error_words.of(err) });
+            record_job.verifier.report(
+                .{ .file = "", .message = "" },
+                "records {d}..{d} not checked: {f}",
+                .{ record_job.first, record_job.end - 1, error_words.of(err) },
+            );
         };
     }
 
     fn check(job: *RecordJob) error{OutOfMemory}!void {
+        assert(job.first < job.end);
         const allocator = job.verifier.allocator;
-        const cache = job.cache;
-        var scratch: Cache.SampleScratch = .{};
+        var scratch: record_read.Scratch = .{};
         defer scratch.deinit(allocator);
         var payload: std.ArrayList(u8) = .empty;
         defer payload.deinit(allocator);
         var metadata: std.ArrayList(u8) = .empty;
         defer metadata.deinit(allocator);
-        const columns = try column_builder.initAll(allocator, cache.schema());
+        const columns = try column_builder.initAll(allocator, job.cache.schema());
         defer {
             column_builder.deinitAll(allocator, columns);
             allocator.free(columns);
         }
+        const output: record_read.Output = .{
+            .allocator = allocator,
+            .payload = &payload,
+            .metadata_json = &metadata,
+            .columns = columns,
+        };
         var sample_id = job.first;
         while (sample_id < job.end) : (sample_id += 1) {
             payload.clearRetainingCapacity();
             metadata.clearRetainingCapacity();
             for (columns) |*column| column.clear();
-            var diagnostic: Diagnostic = .{};
-            const location = cache.locate(sample_id);
-            const shard_len = if (location.shard_name != null) cache.shard_byte_lens[@intCast(location.shard_id)] else 0;
-            _ = job.verifier.bytes_done.fetchAdd(@min(location.record_len, shard_len), .monotonic);
-            const deferred = cache.readSample(sample_id, job.end - sample_id, &scratch, &payload, &metadata, columns, 0, &diagnostic) catch |err| {
-                if (err == error.OutOfMemory) return error.OutOfMemory;
-                var name: [64]u8 = undefined;
-                const file = if (location.shard_name) |shard|
-                    std.fmt.bufPrint(&name, "{s}/{s}", .{ cache_layout.shards_dir, shard }) catch unreachable
-                else
-                    cache_layout.index_file;
-                job.verifier.report(.{ .file = file, .sample_id = sample_id, .offset = location.offset, .message = "" }, "{s}", .{diagnostic.message()});
-                if (location.shard_name != null) job.shard_failed[@intCast(location.shard_id)].store(true, .monotonic);
-                continue;
-            };
-            assert(deferred == null);
-            if (location.shard_name != null) _ = job.payload_totals[@intCast(location.shard_id)].fetchAdd(payload.items.len, .monotonic);
+            try job.checkSample(sample_id, &scratch, output);
         }
+    }
+
+    /// Reads sample `sample_id` into the emptied `output`; reports it if it
+    /// fails its checks, else adds its payload to its shard's total.
+    fn checkSample(
+        job: *RecordJob,
+        sample_id: u64,
+        scratch: *record_read.Scratch,
+        output: record_read.Output,
+    ) error{OutOfMemory}!void {
+        assert(output.payload.items.len == 0);
+        const cache = job.cache;
+        const location = cache.locate(sample_id);
+        const listed = location.shard_name != null;
+        const shard_len = if (listed) cache.shards.byteLen(location.shard_id) else 0;
+        _ = job.verifier.bytes_done.fetchAdd(@min(location.record_len, shard_len), .monotonic);
+        const request: record_read.Request = .{
+            .sample_id = sample_id,
+            .run_samples = job.end - sample_id,
+        };
+        var diagnostic: Diagnostic = .{};
+        const deferred = cache.readSample(request, scratch, output, &diagnostic) catch |err| {
+            if (err == error.OutOfMemory) return error.OutOfMemory;
+            var name: [64]u8 = undefined;
+            const file = if (location.shard_name) |shard|
+                std.fmt.bufPrint(&name, "{s}/{s}", .{ cache_layout.shards_dir, shard }) catch
+                    unreachable
+            else
+                cache_layout.index_file;
+            const where: Problem = .{
+                .file = file,
+                .sample_id = sample_id,
+                .offset = location.offset,
+                .message = "",
+            };
+            job.verifier.report(where, "{s}", .{diagnostic.message()});
+            if (listed) job.shard_failed[@intCast(location.shard_id)].store(true, .monotonic);
+            return;
+        };
+        // Read whole (nothing is deferred without a deferral size), from a listed shard.
+        assert(deferred == null);
+        assert(listed);
+        const total = &job.payload_totals[@intCast(location.shard_id)];
+        _ = total.fetchAdd(output.payload.items.len, .monotonic);
     }
 };

@@ -36,6 +36,7 @@ pub const Encoder = struct {
     /// Whether a record's payload is left out of `Batch.encoded`, which then
     /// holds only the record's head (`external_payload_bytes_min`).
     pub fn isExternal(encoder: *const Encoder, payload_len: u64) bool {
+        comptime assert(external_payload_bytes_min > 0);
         return encoder.compression == .none and payload_len >= external_payload_bytes_min;
     }
 
@@ -45,6 +46,8 @@ pub const Encoder = struct {
         if (batch.columnar) return encoder.encodeColumnar(batch, &lz4_table);
         const allocator = encoder.allocator;
         const schema = batch.schema;
+        assert(batch.count > 0 and batch.columns.len == 0);
+        assert(batch.encoded.items.len == 0);
         batch.record_lens = try allocator.alloc(u64, batch.count);
         batch.record_checksums = try allocator.alloc(u32, batch.count);
         batch.columns = try column_builder.initAll(allocator, schema);
@@ -65,7 +68,10 @@ pub const Encoder = struct {
                 batch.diagnostic.prefix("sample {d}: ", .{sample});
                 return error.InvalidInput;
             }) orelse {
-                batch.diagnostic.set("metadata array holds {d} objects but {d} payloads were given", .{ i, batch.count });
+                batch.diagnostic.set(
+                    "metadata array holds {d} objects but {d} payloads were given",
+                    .{ i, batch.count },
+                );
                 return error.InvalidInput;
             };
             metadata_json.matchSchema(schema, entries, values, &batch.diagnostic) catch {
@@ -84,10 +90,14 @@ pub const Encoder = struct {
             return error.InvalidInput;
         };
         if (extra != null) {
-            batch.diagnostic.set("metadata array holds more objects than the {d} payloads given", .{batch.count});
+            batch.diagnostic.set(
+                "metadata array holds more objects than the {d} payloads given",
+                .{batch.count},
+            );
             return error.InvalidInput;
         }
         parser.finish(&batch.diagnostic) catch return error.InvalidInput;
+        for (batch.columns) |*column| assert(column.rowCount() == batch.count);
         encoder.countCompression(batch, compression_ns);
     }
 
@@ -95,6 +105,7 @@ pub const Encoder = struct {
     fn encodeColumnar(encoder: *const Encoder, batch: *Batch, lz4_table: *lz4.Table) !void {
         const allocator = encoder.allocator;
         assert(batch.columns.len == batch.schema.len);
+        for (batch.columns) |*column| assert(column.rowCount() == batch.count);
         batch.record_lens = try allocator.alloc(u64, batch.count);
         batch.record_checksums = try allocator.alloc(u32, batch.count);
         var canonical: std.ArrayList(u8) = .empty;
@@ -108,27 +119,60 @@ pub const Encoder = struct {
             try metadata_canonical.writeCanonical(allocator, batch.schema, values, &canonical);
             compression_ns += try encoder.appendRecord(batch, i, canonical.items, lz4_table);
         }
+        assert(batch.record_lens.len == batch.count);
         encoder.countCompression(batch, compression_ns);
     }
 
     /// Frames sample `i` of the batch after its canonical metadata and
     /// checksums the record; returns the nanoseconds spent compressing.
-    fn appendRecord(encoder: *const Encoder, batch: *Batch, i: usize, canonical: []const u8, lz4_table: *lz4.Table) !u64 {
+    fn appendRecord(
+        encoder: *const Encoder,
+        batch: *Batch,
+        i: usize,
+        canonical: []const u8,
+        lz4_table: *lz4.Table,
+    ) !u64 {
+        assert(i < batch.count and batch.record_lens.len == batch.count);
         const payload_len: usize = @intCast(batch.payload_lens[i]);
         const payload = batch.payload_parts[i][0..payload_len];
         const start = batch.encoded.items.len;
         if (encoder.isExternal(payload_len)) {
             // Only the head is framed; the committer writes the payload from where it is.
-            try batch.encoded.ensureUnusedCapacity(encoder.allocator, shard_record.header_bytes + canonical.len);
-            const head_len = shard_record.appendAssumeCapacity(&batch.encoded, canonical, "", .none, lz4_table);
+            try batch.encoded.ensureUnusedCapacity(
+                encoder.allocator,
+                shard_record.header_bytes + canonical.len,
+            );
+            const head_len = shard_record.appendAssumeCapacity(
+                &batch.encoded,
+                canonical,
+                "",
+                .none,
+                lz4_table,
+            );
             batch.record_lens[i] = head_len + payload_len;
-            batch.record_checksums[i] = record_checksums.ofParts(batch.encoded.items[start..], payload);
+            assert(head_len == shard_record.header_bytes + canonical.len);
+            batch.record_checksums[i] = record_checksums.ofParts(
+                batch.encoded.items[start..],
+                payload,
+            );
             return 0;
         }
-        try batch.encoded.ensureUnusedCapacity(encoder.allocator, shard_record.encodedBytesMax(canonical.len, payload_len, encoder.compression));
+        try batch.encoded.ensureUnusedCapacity(
+            encoder.allocator,
+            shard_record.encodedBytesMax(canonical.len, payload_len, encoder.compression),
+        );
         const compress_started = system.monotonicNanoseconds();
-        batch.record_lens[i] = shard_record.appendAssumeCapacity(&batch.encoded, canonical, payload, encoder.compression, lz4_table);
-        const compression_ns = if (encoder.compression == .lz4) system.monotonicNanoseconds() - compress_started else 0;
+        batch.record_lens[i] = shard_record.appendAssumeCapacity(
+            &batch.encoded,
+            canonical,
+            payload,
+            encoder.compression,
+            lz4_table,
+        );
+        const compression_ns = if (encoder.compression == .lz4)
+            system.monotonicNanoseconds() - compress_started
+        else
+            0;
         assert(batch.encoded.items.len - start == batch.record_lens[i]);
         batch.record_checksums[i] = record_checksums.ofRecord(batch.encoded.items[start..]);
         return compression_ns;
@@ -182,6 +226,7 @@ pub const Batch = struct {
         metadata_text: []const u8,
         payload_bytes: u64,
     ) error{OutOfMemory}!*Batch {
+        assert(payload_lens.len > 0);
         const allocator = encoder.allocator;
         const batch = try allocator.create(Batch);
         batch.* = .{
@@ -193,10 +238,13 @@ pub const Batch = struct {
         errdefer batch.destroy(allocator);
         batch.payload_lens = try allocator.dupe(u64, payload_lens);
         batch.metadata_text = try allocator.dupe(u8, metadata_text);
+        assert(batch.count == batch.payload_lens.len and !batch.columnar);
         return batch;
     }
 
     pub fn destroy(batch: *Batch, allocator: std.mem.Allocator) void {
+        assert(batch.payload_parts.len == 0 or batch.payload_parts.len == batch.count);
+        assert(batch.record_lens.len == 0 or batch.record_lens.len == batch.count);
         allocator.free(batch.payloads);
         allocator.free(batch.payload_parts);
         allocator.free(batch.payload_lens);
@@ -216,8 +264,13 @@ pub const Batch = struct {
         const started = system.monotonicNanoseconds();
         encoder.encode(batch) catch |err| {
             batch.failed = true;
-            if (err == error.OutOfMemory) batch.diagnostic.set("out of memory while encoding samples", .{});
+            if (err == error.OutOfMemory) {
+                batch.diagnostic.set("out of memory while encoding samples", .{});
+            }
         };
+        // An encoded batch has every record framed; a failed one says why.
+        assert(batch.failed or batch.record_checksums.len == batch.count);
+        assert(!batch.failed or batch.diagnostic.len > 0);
         encoder.stats.encode.add(started, batch.payload_bytes);
         encoder.encoded(encoder, batch);
     }
@@ -225,7 +278,12 @@ pub const Batch = struct {
 
 /// Where each payload starts in `payloads`, whose length the lengths add up
 /// to (checked at push).
-pub fn joinedParts(allocator: std.mem.Allocator, payloads: []const u8, payload_lens: []const u64) error{OutOfMemory}![]const [*]const u8 {
+pub fn joinedParts(
+    allocator: std.mem.Allocator,
+    payloads: []const u8,
+    payload_lens: []const u64,
+) error{OutOfMemory}![]const [*]const u8 {
+    assert(payload_lens.len > 0);
     const parts = try allocator.alloc([*]const u8, payload_lens.len);
     var offset: usize = 0;
     for (parts, payload_lens) |*part, len| {
@@ -238,9 +296,15 @@ pub fn joinedParts(allocator: std.mem.Allocator, payloads: []const u8, payload_l
 
 /// The caller's payload pointers; a NULL one (allowed for an empty payload,
 /// checked at push) points at no bytes.
-pub fn borrowedParts(allocator: std.mem.Allocator, payloads: []const ?[*]const u8) error{OutOfMemory}![]const [*]const u8 {
+pub fn borrowedParts(
+    allocator: std.mem.Allocator,
+    payloads: []const ?[*]const u8,
+) error{OutOfMemory}![]const [*]const u8 {
+    assert(payloads.len > 0);
     const parts = try allocator.alloc([*]const u8, payloads.len);
-    for (parts, payloads) |*part, payload| part.* = payload orelse &no_bytes; // only for empty payloads
+    // `no_bytes` only for empty payloads.
+    for (parts, payloads) |*part, payload| part.* = payload orelse &no_bytes;
+    assert(parts.len == payloads.len);
     return parts;
 }
 

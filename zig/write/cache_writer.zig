@@ -13,14 +13,12 @@
 //! on an unfinished writer removes the staging directory (`staging.zig`).
 const std = @import("std");
 const assert = std.debug.assert;
-const cache_layout = @import("../format/cache_layout.zig");
 const system = @import("../base/system.zig");
 const types = @import("../format/metadata_types.zig");
 const metadata_json = @import("../format/metadata_json.zig");
 const metadata_columns = @import("../format/metadata_columns.zig");
 const manifest = @import("../format/manifest.zig");
 const cache_identity = @import("../format/cache_identity.zig");
-const arrow_ipc_write = @import("../format/arrow_ipc_write.zig");
 const sha256 = @import("../codec/sha256.zig");
 const index_file = @import("../format/index_file.zig");
 const record_checksums = @import("../format/record_checksums.zig");
@@ -36,6 +34,8 @@ const batch_encoding = @import("batch_encoding.zig");
 const Batch = batch_encoding.Batch;
 const Encoder = batch_encoding.Encoder;
 const shard_files = @import("shard_files.zig");
+const push_checks = @import("push_checks.zig");
+const FinishFiles = @import("finish_files.zig").FinishFiles;
 const page_cache_policy = @import("page_cache_policy.zig");
 pub const PageCacheMode = page_cache_policy.Mode;
 const ShardFiles = shard_files.ShardFiles;
@@ -119,11 +119,8 @@ pub const CacheWriter = struct {
         diagnostic: *Diagnostic,
     ) Error!*CacheWriter {
         try validateOptions(options, diagnostic);
-        if (base_dir_path.len == 0 or std.mem.indexOfScalar(u8, base_dir_path, 0) != null) {
-            diagnostic.set("base cache directory '{s}' must be a non-empty path without NUL bytes", .{base_dir_path});
-            return error.InvalidArgument;
-        }
-        try checkSourceName(source_name, diagnostic);
+        try push_checks.checkBaseDir(base_dir_path, diagnostic);
+        try push_checks.checkSourceName(source_name, diagnostic);
         const writer = try allocator.create(CacheWriter);
         errdefer allocator.destroy(writer);
         writer.* = .{
@@ -146,7 +143,10 @@ pub const CacheWriter = struct {
                 .syncs = &writer.file_syncs,
                 .stats = &writer.stats,
                 .max_shard_bytes = options.max_shard_bytes,
-                .compression = manifestCompression(options.compression, options.compression_ratio),
+                .compression = push_checks.manifestCompression(
+                    options.compression,
+                    options.compression_ratio,
+                ),
                 .page_cache = .init(.auto, page_cache_policy.availableMemoryBytes()),
             },
             .file_syncs = .{
@@ -160,28 +160,23 @@ pub const CacheWriter = struct {
         errdefer allocator.free(writer.source_name);
         writer.target_path = try std.fs.path.joinZ(allocator, &.{ base_dir_path, source_name });
         errdefer allocator.free(writer.target_path);
-        writer.staging = try Staging.open(allocator, base_dir_path, writer.source_name, writer.target_path, diagnostic);
+        writer.staging = try Staging.open(
+            allocator,
+            base_dir_path,
+            writer.source_name,
+            writer.target_path,
+            diagnostic,
+        );
         _ = pool.acquire(); // released by destroy
+        assert(writer.in_flight_limit >= 1);
+        assert(writer.in_flight_limit <= options.batches_in_flight_max);
+        assert(writer.phase == .open and writer.samples_pushed == 0);
         return writer;
     }
 
-    /// A source name must be one plain path segment other than the staging directory's.
-    pub fn checkSourceName(source_name: []const u8, diagnostic: *Diagnostic) Error!void {
-        if (durable_files.plainSegmentProblem(source_name)) |problem| {
-            // Escaped: a NUL or control byte would cut or garble the C-string message.
-            diagnostic.set("source name \"{f}\" {s}; it must be one plain path segment", .{ std.zig.fmtString(source_name), problem });
-            return error.InvalidArgument;
-        }
-        if (!std.unicode.utf8ValidateSlice(source_name)) {
-            // The manifest records the name as a JSON string: it must be text.
-            diagnostic.set("source name \"{f}\" is not valid UTF-8", .{std.zig.fmtString(source_name)});
-            return error.InvalidArgument;
-        }
-        if (std.mem.eql(u8, source_name, cache_layout.staging_dir)) {
-            diagnostic.set("source name 'tmp' is reserved for the staging directory", .{});
-            return error.InvalidArgument;
-        }
-    }
+    /// For the C ABI: checks made before any writer exists.
+    pub const checkSourceName = push_checks.checkSourceName;
+    pub const checkCompression = push_checks.checkCompression;
 
     fn validateOptions(options: Options, diagnostic: *Diagnostic) Error!void {
         if (options.max_shard_bytes == 0) {
@@ -192,7 +187,11 @@ pub const CacheWriter = struct {
             diagnostic.set("batches_in_flight_max must be at least 1", .{});
             return error.InvalidArgument;
         }
-        try checkCompression(options.compression, options.compression_ratio, diagnostic);
+        try push_checks.checkCompression(
+            options.compression,
+            options.compression_ratio,
+            diagnostic,
+        );
         if (!manifest.versionSupported(options.format_version)) {
             const phrase = "format_version must be {d} or {d}, got {d}";
             const oldest = manifest.format_version_oldest;
@@ -200,28 +199,15 @@ pub const CacheWriter = struct {
             diagnostic.set(phrase, .{ oldest, newest, options.format_version });
             return error.InvalidArgument;
         }
-    }
-
-    /// Refuses a ratio that does not fit the codec (`manifest.compressionProblem`).
-    pub fn checkCompression(compression: shard_record.Compression, ratio: f64, diagnostic: *Diagnostic) Error!void {
-        if (manifest.compressionProblem(manifestCompression(compression, ratio))) |problem| {
-            diagnostic.set("shard_compression.ratio {s}, got {d}", .{ problem, ratio });
-            return error.InvalidArgument;
-        }
-    }
-
-    /// The compression setting as the manifest records it for every shard.
-    fn manifestCompression(compression: shard_record.Compression, ratio: f64) manifest.Compression {
-        return .{ .algo = switch (compression) {
-            .none => .none,
-            .lz4 => .lz4,
-        }, .ratio = ratio };
+        assert(options.max_shard_bytes >= 1 and options.batches_in_flight_max >= 1);
     }
 
     /// Releases everything; an unpublished cache's staging directory is removed.
     pub fn destroy(writer: *CacheWriter) void {
         const allocator = writer.allocator;
         writer.waitForInFlight();
+        // Every batch pushed was committed (or dropped after a failure).
+        assert(writer.encoded_waiting.items.len == 0);
         writer.file_syncs.deinit();
         writer.shard_files.deinit();
         for (writer.encoded_waiting.items) |batch| batch.destroy(allocator);
@@ -249,10 +235,21 @@ pub const CacheWriter = struct {
     ) Error!void {
         try writer.checkPushable(payloads.len, payload_lens, metadata_text, diagnostic);
         if (payload_lens.len == 0) return;
-        const batch = try Batch.create(&writer.encoder, writer.schema, payload_lens, metadata_text, payloads.len);
+        const batch = try Batch.create(
+            &writer.encoder,
+            writer.schema,
+            payload_lens,
+            metadata_text,
+            payloads.len,
+        );
         errdefer batch.destroy(writer.allocator);
         batch.payloads = try writer.allocator.dupe(u8, payloads);
-        batch.payload_parts = try batch_encoding.joinedParts(writer.allocator, batch.payloads, payload_lens);
+        batch.payload_parts = try batch_encoding.joinedParts(
+            writer.allocator,
+            batch.payloads,
+            payload_lens,
+        );
+        assert(batch.count == payload_lens.len and batch.payload_parts.len == batch.count);
         try writer.submitBatch(batch);
     }
 
@@ -266,12 +263,21 @@ pub const CacheWriter = struct {
         metadata_text: []const u8,
         diagnostic: *Diagnostic,
     ) Error!void {
-        const total = try borrowedBytes(payloads, payload_lens, writer.samples_pushed, diagnostic);
+        assert(payloads.len == payload_lens.len);
+        const first = writer.samples_pushed;
+        const total = try push_checks.borrowedBytes(payloads, payload_lens, first, diagnostic);
         try writer.checkPushable(total, payload_lens, metadata_text, diagnostic);
         if (payload_lens.len == 0) return;
-        const batch = try Batch.create(&writer.encoder, writer.schema, payload_lens, metadata_text, total);
+        const batch = try Batch.create(
+            &writer.encoder,
+            writer.schema,
+            payload_lens,
+            metadata_text,
+            total,
+        );
         errdefer batch.destroy(writer.allocator);
         batch.payload_parts = try batch_encoding.borrowedParts(writer.allocator, payloads);
+        assert(batch.count == payload_lens.len and batch.payload_parts.len == batch.count);
         try writer.submitBatch(batch);
     }
 
@@ -284,8 +290,16 @@ pub const CacheWriter = struct {
         pushed: []const metadata_columns.PushColumn,
         diagnostic: *Diagnostic,
     ) Error!void {
-        const total = try borrowedBytes(payloads, payload_lens, writer.samples_pushed, diagnostic);
-        try writer.pushColumnsOf(.{ .separate = payloads }, total, payload_lens, pushed, diagnostic);
+        assert(payloads.len == payload_lens.len);
+        const first = writer.samples_pushed;
+        const total = try push_checks.borrowedBytes(payloads, payload_lens, first, diagnostic);
+        try writer.pushColumnsOf(
+            .{ .separate = payloads },
+            total,
+            payload_lens,
+            pushed,
+            diagnostic,
+        );
     }
 
     /// Like `pushColumns`, with the payloads back to back in one borrowed
@@ -297,7 +311,14 @@ pub const CacheWriter = struct {
         pushed: []const metadata_columns.PushColumn,
         diagnostic: *Diagnostic,
     ) Error!void {
-        try writer.pushColumnsOf(.{ .joined = payloads }, payloads.len, payload_lens, pushed, diagnostic);
+        assert(pushed.len <= std.math.maxInt(u32));
+        try writer.pushColumnsOf(
+            .{ .joined = payloads },
+            payloads.len,
+            payload_lens,
+            pushed,
+            diagnostic,
+        );
     }
 
     fn pushColumnsOf(
@@ -310,13 +331,21 @@ pub const CacheWriter = struct {
     ) Error!void {
         try writer.checkPushable(total, payload_lens, null, diagnostic);
         if (payload_lens.len == 0) return;
+        assert(writer.phase == .open);
         const allocator = writer.allocator;
         const columns = try allocator.alloc(types.Column, pushed.len);
         defer allocator.free(columns);
-        for (pushed, columns) |column, *out| out.* = metadata_columns.view(column, payload_lens.len, writer.samples_pushed, diagnostic) catch |err| return columnError(err);
+        const first_sample = writer.samples_pushed;
+        const rows = payload_lens.len;
+        for (pushed, columns) |column, *out| {
+            out.* = metadata_columns.view(column, rows, first_sample, diagnostic) catch |err| {
+                return columnError(err);
+            };
+        }
         if (writer.schema.len == 0) {
-            const schema = metadata_columns.inferSchema(allocator, columns, diagnostic) catch |err| {
-                diagnostic.prefix("sample {d}: ", .{writer.samples_pushed});
+            const inferred = metadata_columns.inferSchema(allocator, columns, diagnostic);
+            const schema = inferred catch |err| {
+                diagnostic.prefix("sample {d}: ", .{first_sample});
                 return columnError(err);
             };
             try writer.adoptSchema(schema);
@@ -324,13 +353,17 @@ pub const CacheWriter = struct {
         const ordered = try allocator.alloc(types.ColumnValues, writer.schema.len);
         defer allocator.free(ordered);
         metadata_columns.orderBySchema(writer.schema, columns, ordered, diagnostic) catch |err| {
-            diagnostic.prefix("samples {d}..{d}: ", .{ writer.samples_pushed, writer.samples_pushed + payload_lens.len - 1 });
+            diagnostic.prefix(
+                "samples {d}..{d}: ",
+                .{ writer.samples_pushed, writer.samples_pushed + payload_lens.len - 1 },
+            );
             return columnError(err);
         };
         const batch = try Batch.create(&writer.encoder, writer.schema, payload_lens, "", total);
         errdefer batch.destroy(allocator);
         batch.columns = try column_builder.initAll(allocator, writer.schema);
         for (batch.columns, ordered) |*column, values| try column.appendValues(allocator, values);
+        for (batch.columns) |*column| assert(column.rowCount() == payload_lens.len);
         batch.columnar = true;
         batch.payload_parts = switch (payloads) {
             .separate => |separate| try batch_encoding.borrowedParts(allocator, separate),
@@ -347,34 +380,41 @@ pub const CacheWriter = struct {
         };
     }
 
-    /// The payloads' total length; a NULL payload must be empty.
-    fn borrowedBytes(payloads: []const ?[*]const u8, payload_lens: []const u64, first_sample: u64, diagnostic: *Diagnostic) Error!u64 {
-        var total: u64 = 0;
-        for (payloads, payload_lens, 0..) |payload, len, i| {
-            if (payload == null and len != 0) {
-                diagnostic.set("sample {d}: payload pointer is NULL for {d} bytes", .{ first_sample + i, len });
-                return error.InvalidArgument;
-            }
-            total +|= len;
-        }
-        return total;
-    }
-
-    /// `metadata_text`: the JSON array that fixes the schema if none is fixed yet (null: by column).
-    fn checkPushable(writer: *CacheWriter, payload_bytes: u64, payload_lens: []const u64, metadata_text: ?[]const u8, diagnostic: *Diagnostic) Error!void {
+    /// `metadata_text`: the JSON array that fixes the schema if none is fixed
+    /// yet (null: by column).
+    fn checkPushable(
+        writer: *CacheWriter,
+        payload_bytes: u64,
+        payload_lens: []const u64,
+        metadata_text: ?[]const u8,
+        diagnostic: *Diagnostic,
+    ) Error!void {
         if (writer.phase != .open) {
             diagnostic.set("the writer has already finished", .{});
             return error.State;
         }
         try writer.checkFailure(diagnostic);
-        try checkPayloadLens(payload_bytes, payload_lens, writer.options.compression, writer.samples_pushed, diagnostic);
+        try push_checks.checkPayloadLens(
+            payload_bytes,
+            payload_lens,
+            writer.options.compression,
+            writer.samples_pushed,
+            diagnostic,
+        );
         if (metadata_text) |text| {
-            if (payload_lens.len != 0 and writer.schema.len == 0) try writer.inferSchema(text, diagnostic);
+            if (payload_lens.len != 0 and writer.schema.len == 0) {
+                try writer.inferSchema(text, diagnostic);
+            }
         }
+        assert(writer.phase == .open);
+        assert(writer.columns.len == writer.schema.len);
     }
 
     /// Queues the batch's encoding; blocks while too many batches are in flight.
     fn submitBatch(writer: *CacheWriter, batch: *Batch) error{OutOfMemory}!void {
+        // Not encoded yet: its job encodes it once submitted.
+        assert(batch.count > 0 and batch.payload_parts.len == batch.count);
+        assert(batch.record_lens.len == 0 and !batch.failed);
         const io = system.io();
         const wait_started = system.monotonicNanoseconds();
         writer.mutex.lockUncancelable(io);
@@ -398,32 +438,13 @@ pub const CacheWriter = struct {
         writer.pool.submit(&batch.job);
     }
 
-    fn checkPayloadLens(
-        payloads_len: u64,
-        payload_lens: []const u64,
-        compression: shard_record.Compression,
-        first_sample: u64,
+    /// The first sample decides the schema; every later sample must match it.
+    fn inferSchema(
+        writer: *CacheWriter,
+        metadata_text: []const u8,
         diagnostic: *Diagnostic,
     ) Error!void {
-        var total: u64 = 0;
-        for (payload_lens, 0..) |len, i| {
-            if (compression == .lz4 and len > shard_record.lz4_payload_bytes_max) {
-                diagnostic.set("sample {d}: payload of {d} bytes is too large for lz4 records (at most {d})", .{ first_sample + i, len, shard_record.lz4_payload_bytes_max });
-                return error.InvalidInput;
-            }
-            total = std.math.add(u64, total, len) catch {
-                diagnostic.set("payload lengths overflow", .{});
-                return error.InvalidArgument;
-            };
-        }
-        if (total != payloads_len) {
-            diagnostic.set("payload lengths add up to {d} bytes but {d} bytes were given", .{ total, payloads_len });
-            return error.InvalidArgument;
-        }
-    }
-
-    /// The first sample decides the schema; every later sample must match it.
-    fn inferSchema(writer: *CacheWriter, metadata_text: []const u8, diagnostic: *Diagnostic) Error!void {
+        assert(writer.schema.len == 0 and writer.columns.len == 0);
         const allocator = writer.allocator;
         var scratch: metadata_json.Scratch = .empty;
         defer scratch.deinit(allocator);
@@ -447,6 +468,8 @@ pub const CacheWriter = struct {
     /// Makes `schema` (owned, freed here on failure) the cache's schema.
     fn adoptSchema(writer: *CacheWriter, schema: []types.Field) Error!void {
         errdefer metadata_json.freeSchema(writer.allocator, schema);
+        assert(writer.schema.len == 0 and writer.sample_count == 0);
+        assert(types.isSortedUnique(schema));
         writer.columns = try column_builder.initAll(writer.allocator, schema);
         writer.schema = schema;
     }
@@ -456,6 +479,7 @@ pub const CacheWriter = struct {
         writer.mutex.lockUncancelable(io);
         defer writer.mutex.unlock(io);
         if (writer.failed) {
+            assert(writer.failure.len > 0);
             diagnostic.* = writer.failure;
             return writer.failure_error;
         }
@@ -466,6 +490,8 @@ pub const CacheWriter = struct {
         const io = system.io();
         writer.mutex.lockUncancelable(io);
         defer writer.mutex.unlock(io);
+        // Every failure says why.
+        assert(diagnostic.len > 0);
         if (writer.failed) return;
         writer.failed = true;
         writer.failure = diagnostic.*;
@@ -483,6 +509,7 @@ pub const CacheWriter = struct {
         writer.mutex.lockUncancelable(io);
         defer writer.mutex.unlock(io);
         writer.waitUntilInFlightBelow(1);
+        assert(writer.batches_pushed == writer.batches_committed);
     }
 
     /// Waits until fewer than `limit` batches are in flight, doing waiting
@@ -490,6 +517,7 @@ pub const CacheWriter = struct {
     /// and hash instead of sleeping in an fsync. Mutex held (released while
     /// waiting or syncing).
     fn waitUntilInFlightBelow(writer: *CacheWriter, limit: u64) void {
+        assert(limit >= 1);
         const io = system.io();
         while (writer.batches_pushed - writer.batches_committed >= limit) {
             if (writer.file_syncs.takeLocked(null)) |work| {
@@ -500,6 +528,7 @@ pub const CacheWriter = struct {
                 writer.changed.waitUncancelable(io, &writer.mutex);
             }
         }
+        assert(writer.batches_pushed - writer.batches_committed < limit);
     }
 
     // ---- commit (one committer at a time, in push order) ----------------
@@ -517,7 +546,9 @@ pub const CacheWriter = struct {
         // `submitBatch` reserved room for every batch in flight.
         writer.encoded_waiting.appendAssumeCapacity(batch);
         // Every waiting batch is in flight: pushed and not yet committed.
-        assert(writer.encoded_waiting.items.len <= writer.batches_pushed - writer.batches_committed);
+        assert(
+            writer.encoded_waiting.items.len <= writer.batches_pushed - writer.batches_committed,
+        );
         if (writer.committer_active) {
             writer.mutex.unlock(io);
             return;
@@ -530,7 +561,12 @@ pub const CacheWriter = struct {
                 writer.fail(error.InvalidInput, &next.diagnostic);
             } else if (!already_failed) {
                 var diagnostic: Diagnostic = .{};
-                writer.commitBatch(next, &diagnostic) catch |err| writer.fail(err, &diagnostic);
+                writer.commitBatch(next, &diagnostic) catch |err| {
+                    if (err == error.OutOfMemory and diagnostic.len == 0) {
+                        diagnostic.set("out of memory while committing samples", .{});
+                    }
+                    writer.fail(err, &diagnostic);
+                };
             }
             next.destroy(writer.allocator);
             writer.mutex.lockUncancelable(io);
@@ -546,7 +582,8 @@ pub const CacheWriter = struct {
     /// Removes and returns the batch whose turn it is, if it is encoded. Mutex held.
     fn takeNextEncoded(writer: *CacheWriter) ?*Batch {
         for (writer.encoded_waiting.items, 0..) |batch, i| {
-            if (batch.sequence == writer.batches_committed) return writer.encoded_waiting.swapRemove(i);
+            if (batch.sequence != writer.batches_committed) continue;
+            return writer.encoded_waiting.swapRemove(i);
         }
         return null;
     }
@@ -561,15 +598,24 @@ pub const CacheWriter = struct {
         const allocator = writer.allocator;
         try writer.index_bytes.ensureUnusedCapacity(allocator, batch.count * index_file.row_bytes);
         assert(batch.record_checksums.len == batch.count);
-        for (batch.record_checksums) |checksum| try record_checksums.append(allocator, &writer.checksum_bytes, checksum);
+        for (batch.record_checksums) |checksum| {
+            try record_checksums.append(allocator, &writer.checksum_bytes, checksum);
+        }
         // The bytes going to the current shard, in order: runs of framed records
         // and, between them, external payloads.
         var run: shard_files.Segments = .{ .allocator = allocator };
         defer run.deinit();
         var encoded_start: usize = 0;
         var payload_bytes: u64 = 0;
-        for (batch.record_lens, batch.payload_lens, batch.payload_parts) |record_len, payload_len, payload| {
-            const place = try writer.shard_files.place(writer.staging.shards_dir.?, &run, record_len, payload_len, diagnostic);
+        const parts = batch.payload_parts;
+        for (batch.record_lens, batch.payload_lens, parts) |record_len, payload_len, payload| {
+            const place = try writer.shard_files.place(
+                writer.staging.shards_dir.?,
+                &run,
+                record_len,
+                payload_len,
+                diagnostic,
+            );
             var row: [index_file.row_bytes]u8 = undefined;
             index_file.encodeRow(.{
                 .shard_id = place.shard_id,
@@ -578,7 +624,9 @@ pub const CacheWriter = struct {
             }, &row);
             writer.index_bytes.appendSliceAssumeCapacity(&row);
             const external = writer.encoder.isExternal(payload_len);
-            const framed_len: usize = @intCast(if (external) record_len - payload_len else record_len);
+            const framed_len: usize = @intCast(
+                if (external) record_len - payload_len else record_len,
+            );
             try run.append(batch.encoded.items[encoded_start..][0..framed_len]);
             if (external) try run.append(payload[0..@intCast(payload_len)]);
             encoded_start += framed_len;
@@ -586,11 +634,14 @@ pub const CacheWriter = struct {
         }
         assert(encoded_start == batch.encoded.items.len);
         try writer.shard_files.append(&run, diagnostic);
-        for (writer.columns, batch.columns) |*column, *chunk| try column.appendColumn(allocator, chunk);
+        for (writer.columns, batch.columns) |*column, *chunk| {
+            try column.appendColumn(allocator, chunk);
+        }
         writer.sample_count += batch.count;
         // One index row and one checksum per committed sample.
         assert(writer.index_bytes.items.len == writer.sample_count * index_file.row_bytes);
-        assert(writer.checksum_bytes.items.len == writer.sample_count * record_checksums.checksum_bytes);
+        const checksums_len = writer.sample_count * record_checksums.checksum_bytes;
+        assert(writer.checksum_bytes.items.len == checksums_len);
         // Release: a borrowed payload's owner frees it once this count passes it
         // (drt_writer_stats_get loads it with acquire), so every read of it above
         // must happen before.
@@ -602,11 +653,16 @@ pub const CacheWriter = struct {
     /// Which of the shards it writes keep their pages in the page cache
     /// (`page_cache_policy`; `.auto` unless set, with the budget taken when the
     /// writer was created). Only before the first push.
-    pub fn setPageCache(writer: *CacheWriter, mode: PageCacheMode, diagnostic: *Diagnostic) Error!void {
+    pub fn setPageCache(
+        writer: *CacheWriter,
+        mode: PageCacheMode,
+        diagnostic: *Diagnostic,
+    ) Error!void {
         if (writer.samples_pushed != 0 or writer.phase != .open) {
             diagnostic.set("the page cache policy is set before the first push", .{});
             return error.State;
         }
+        assert(writer.shard_files.shards.items.len == 0 and writer.shard_files.shard == null);
         writer.shard_files.page_cache.mode = mode;
     }
 
@@ -620,7 +676,11 @@ pub const CacheWriter = struct {
         writer.waitForInFlight();
         try writer.checkFailure(diagnostic);
         if (writer.sample_count == 0) {
-            diagnostic.set("cache source yielded no samples: source '{s}' produced none, and a cache needs at least one", .{writer.source_name});
+            diagnostic.set(
+                "cache source yielded no samples: source '{s}' produced none, and a cache needs " ++
+                    "at least one",
+                .{writer.source_name},
+            );
             return error.InvalidInput;
         }
         // One index row per committed sample.
@@ -628,13 +688,40 @@ pub const CacheWriter = struct {
         writer.phase = .finished;
         const started = system.monotonicNanoseconds();
         try writer.shard_files.closeLast();
-        const index_digest = try writer.writeIndex(diagnostic);
-        const checksums_digest = try writer.writeChecksums(diagnostic);
-        const metadata_digest = try writer.writeMetadata(diagnostic);
+        const files: FinishFiles = .{
+            .allocator = writer.allocator,
+            .staging = &writer.staging,
+            .syncs = &writer.file_syncs,
+        };
+        const index_sha256 = try files.writeIndex(writer.index_bytes.items, diagnostic);
+        const checksums_sha256 = try files.writeChecksums(writer.checksum_bytes.items, diagnostic);
+        const metadata_sha256 = try files.writeMetadata(
+            writer.schema,
+            writer.columns,
+            writer.sample_count,
+            diagnostic,
+        );
         writer.shard_files.waitForHashes();
         try writer.checkFailure(diagnostic);
         try writer.shard_files.collectDigests(diagnostic);
-        try writer.writeManifest(index_digest, checksums_digest, metadata_digest, diagnostic);
+        const version = writer.options.format_version;
+        try files.writeManifest(.{
+            .format_version = version,
+            .cache_id = if (version == manifest.format_version_with_cache_id)
+                cache_identity.fromSourceName(writer.source_name)
+            else
+                null,
+            .source_name = writer.source_name,
+            .sample_count = writer.sample_count,
+            .metadata_schema = writer.schema,
+            .metadata_sha256 = metadata_sha256,
+            .index_sha256 = index_sha256,
+            .shards = writer.shard_files.shards.items,
+            .record_checksums = .{
+                .byte_len = writer.checksum_bytes.items.len,
+                .sha256 = checksums_sha256,
+            },
+        }, diagnostic);
         const sync_started = system.monotonicNanoseconds();
         // The files' fsyncs run side by side, so the file system can serve
         // them with fewer journal commits than one after the other.
@@ -645,66 +732,11 @@ pub const CacheWriter = struct {
         try writer.staging.syncDirs(diagnostic);
         writer.stats.finish_manifest.add(started, writer.index_bytes.items.len);
         try writer.publish(diagnostic);
-    }
-
-    fn writeIndex(writer: *CacheWriter, diagnostic: *Diagnostic) Error![32]u8 {
-        writer.file_syncs.inBackground(try writer.staging.writeFile(cache_layout.index_file, writer.index_bytes.items, diagnostic), .{ .staging = cache_layout.index_file });
-        return sha256.hash(writer.index_bytes.items);
-    }
-
-    fn writeChecksums(writer: *CacheWriter, diagnostic: *Diagnostic) Error![32]u8 {
-        const name = cache_layout.record_checksums_file;
-        writer.file_syncs.inBackground(try writer.staging.writeFile(name, writer.checksum_bytes.items, diagnostic), .{ .staging = name });
-        return sha256.hash(writer.checksum_bytes.items);
-    }
-
-    fn writeMetadata(writer: *CacheWriter, diagnostic: *Diagnostic) Error![32]u8 {
-        const allocator = writer.allocator;
-        const columns = try allocator.alloc(types.Column, writer.schema.len);
-        defer allocator.free(columns);
-        for (columns, writer.schema, writer.columns) |*column, field, *builder| {
-            assert(builder.rowCount() == writer.sample_count);
-            column.* = .{ .name = field.name, .values = builder.view() };
-        }
-        const bytes = arrow_ipc_write.writeFile(allocator, columns, writer.sample_count) catch |err| switch (err) {
-            error.OutOfMemory => return error.OutOfMemory,
-            error.TooLarge => {
-                diagnostic.set("metadata table is too large for an Arrow IPC file", .{});
-                return error.InvalidInput;
-            },
-        };
-        defer allocator.free(bytes);
-        writer.file_syncs.inBackground(try writer.staging.writeFile(cache_layout.metadata_file, bytes, diagnostic), .{ .staging = cache_layout.metadata_file });
-        return sha256.hash(bytes);
-    }
-
-    fn writeManifest(writer: *CacheWriter, index_digest: [32]u8, checksums_digest: [32]u8, metadata_digest: [32]u8, diagnostic: *Diagnostic) Error!void {
-        const version = writer.options.format_version;
-        const text = manifest.write(writer.allocator, .{
-            .format_version = version,
-            .cache_id = if (version == manifest.format_version_with_cache_id)
-                cache_identity.fromSourceName(writer.source_name)
-            else
-                null,
-            .source_name = writer.source_name,
-            .sample_count = writer.sample_count,
-            .metadata_schema = writer.schema,
-            .metadata_sha256 = metadata_digest,
-            .index_sha256 = index_digest,
-            .shards = writer.shard_files.shards.items,
-            .record_checksums = .{ .byte_len = writer.checksum_bytes.items.len, .sha256 = checksums_digest },
-        }) catch return error.OutOfMemory;
-        defer writer.allocator.free(text);
-        // Shards are capped (`manifest.shards_max`); only a schema of huge field
-        // names can still make a manifest no reader would open.
-        if (text.len > manifest.manifest_bytes_max) {
-            diagnostic.set("manifest.json would take {d} bytes, more than the {d} MiB a reader accepts; the metadata field names take too much of it", .{ text.len, manifest.manifest_bytes_max >> 20 });
-            return error.InvalidInput;
-        }
-        writer.file_syncs.inBackground(try writer.staging.writeFile(cache_layout.manifest_file, text, diagnostic), .{ .staging = cache_layout.manifest_file });
+        assert(writer.phase == .published);
     }
 
     fn publish(writer: *CacheWriter, diagnostic: *Diagnostic) Error!void {
+        assert(writer.phase == .finished);
         const started = system.monotonicNanoseconds();
         try writer.staging.publish(diagnostic);
         writer.phase = .published;
@@ -713,13 +745,10 @@ pub const CacheWriter = struct {
     }
 };
 
-test "inFlightLimit: the caller's cap, else enough for the floor or two per worker" {
-    try std.testing.expectEqual(@as(u32, 8), inFlightLimit(64, 1));
-    try std.testing.expectEqual(@as(u32, 8), inFlightLimit(64, 4));
-    try std.testing.expectEqual(@as(u32, 12), inFlightLimit(64, 6));
-    try std.testing.expectEqual(@as(u32, 3), inFlightLimit(3, 6));
-    try std.testing.expectEqual(@as(u32, 1), inFlightLimit(1, 1));
-    try std.testing.expectEqual(@as(u32, std.math.maxInt(u32)), inFlightLimit(std.math.maxInt(u32), std.math.maxInt(u32)));
+test {
+    _ = @import("cache_writer_test.zig");
+    _ = @import("finish_files.zig");
+    _ = @import("push_checks.zig");
 }
 
 test "validateOptions: format_version 2 or 3, anything else refused by name" {

@@ -77,6 +77,12 @@ pub const FileSyncs = struct {
 
     /// fsyncs and closes `file` on this thread.
     pub fn syncAndClose(syncs: *FileSyncs, file: std.Io.File, what: SyncedFile) void {
+        // Counted pending until done (`Work.perform`), or done here by `close`.
+        assert(syncs.pending.pendingCount() > 0 or what == .shard);
+        switch (what) {
+            .shard => |shard| assert(shard.hasher.name.slice().len > 0),
+            .staging => |name| assert(name.len > 0),
+        }
         const io = system.io();
         if (file.sync(io)) {
             // Hashed and on disk: its pages may go, unless the policy keeps them. If
@@ -91,8 +97,14 @@ pub const FileSyncs = struct {
         } else |err| {
             var diagnostic: Diagnostic = .{};
             switch (what) {
-                .shard => |shard| diagnostic.set("cannot fsync shard {s}: {f}", .{ ShardName.of(shard.index).slice(), error_words.of(err) }),
-                .staging => |name| diagnostic.set("cannot fsync {s}: {f}", .{ name, error_words.of(err) }),
+                .shard => |shard| diagnostic.set(
+                    "cannot fsync shard {s}: {f}",
+                    .{ ShardName.of(shard.index).slice(), error_words.of(err) },
+                ),
+                .staging => |name| diagnostic.set(
+                    "cannot fsync {s}: {f}",
+                    .{ name, error_words.of(err) },
+                ),
             }
             syncs.failed(syncs, &diagnostic);
         }

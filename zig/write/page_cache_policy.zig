@@ -36,6 +36,7 @@ pub const PageCachePolicy = struct {
 
     /// Whether a just-closed shard of `shard_bytes` keeps its pages.
     pub fn keeps(policy: *PageCachePolicy, shard_bytes: u64) bool {
+        assert(shard_bytes > 0);
         switch (policy.mode) {
             .keep => return true,
             .drop => return false,
@@ -48,6 +49,7 @@ pub const PageCachePolicy = struct {
                     return false;
                 }
                 policy.kept_bytes = total;
+                assert(policy.kept_bytes <= policy.budget_bytes);
                 return true;
             },
         }
@@ -64,6 +66,7 @@ pub fn availableMemoryBytes() ?u64 {
 }
 
 fn readProcFile(path: [*:0]const u8, buffer: []u8) ?[]const u8 {
+    assert(buffer.len > 0);
     const linux = std.os.linux;
     const opened = linux.open(path, .{ .ACCMODE = .RDONLY, .CLOEXEC = true }, 0);
     if (linux.errno(opened) != .SUCCESS) return null;
@@ -76,6 +79,7 @@ fn readProcFile(path: [*:0]const u8, buffer: []u8) ?[]const u8 {
         if (read == 0) break;
         len += read;
     }
+    assert(len <= buffer.len);
     return buffer[0..len];
 }
 
@@ -90,7 +94,9 @@ fn parseMemAvailable(text: []const u8) ?u64 {
         const kilobytes = std.fmt.parseInt(u64, number, 10) catch return null;
         const unit = fields.next() orelse return null;
         if (!std.mem.eql(u8, unit, "kB")) return null;
-        return std.math.mul(u64, kilobytes, 1024) catch null;
+        const bytes = std.math.mul(u64, kilobytes, 1024) catch return null;
+        assert(bytes % 1024 == 0);
+        return bytes;
     }
     return null;
 }
@@ -100,7 +106,7 @@ test "auto keeps shards up to half the available memory, then drops every later 
     try std.testing.expect(policy.keeps(300));
     try std.testing.expect(policy.keeps(200)); // 500: exactly half
     try std.testing.expect(!policy.keeps(1)); // past the budget
-    try std.testing.expect(!policy.keeps(0)); // and every shard after it
+    try std.testing.expect(!policy.keeps(1)); // and every shard after it, however small
     var unknown = PageCachePolicy.init(.auto, null);
     try std.testing.expect(!unknown.keeps(1));
     var large = PageCachePolicy.init(.auto, std.math.maxInt(u64));

@@ -71,6 +71,9 @@ pub const ShardFiles = struct {
     /// Once no fsync is pending: waits for the hash jobs and frees everything
     /// (an unfinished write's open shard is closed as it is).
     pub fn deinit(files: *ShardFiles) void {
+        // The open shard, if any, has the last hasher; every closed one its own.
+        const open_count: usize = @intFromBool(files.shard != null);
+        assert(files.hashers.items.len == files.shards.items.len + open_count);
         files.hashing.wait();
         for (files.hashers.items) |hasher| hasher.destroy();
         files.hashers.deinit(files.allocator);
@@ -84,7 +87,16 @@ pub const ShardFiles = struct {
     /// not written yet. When the record would take the shard past
     /// `max_shard_bytes`, `run` is written and the shard closed first (a shard
     /// holds at least one record); a shard is opened in `dir` if none is open.
-    pub fn place(files: *ShardFiles, dir: std.Io.Dir, run: *Segments, record_len: u64, payload_len: u64, diagnostic: *Diagnostic) Error!Place {
+    pub fn place(
+        files: *ShardFiles,
+        dir: std.Io.Dir,
+        run: *Segments,
+        record_len: u64,
+        payload_len: u64,
+        diagnostic: *Diagnostic,
+    ) Error!Place {
+        // (An lz4 record may be shorter than its payload.)
+        assert(files.max_shard_bytes > 0 and record_len > 0);
         if (files.shard) |shard| {
             const would_be = shard.byte_len + run.bytes + record_len;
             if (shard.byte_len + run.bytes > 0 and would_be > files.max_shard_bytes) {
@@ -100,6 +112,8 @@ pub const ShardFiles = struct {
         assert(offset == shard.record_bytes);
         shard.record_bytes += record_len;
         shard.uncompressed_byte_len += payload_len;
+        // Within the bound, unless the record alone exceeds it (a shard of its own).
+        assert(shard.record_bytes <= files.max_shard_bytes or offset == 0);
         return .{ .shard_id = files.shards.items.len, .offset = offset };
     }
 
@@ -109,9 +123,13 @@ pub const ShardFiles = struct {
         if (bytes == 0) return;
         const pieces = run.list.items;
         const shard = &files.shard.?;
+        assert(pieces.len > 0 and shard.byte_len + bytes <= shard.record_bytes);
         const write_started = system.monotonicNanoseconds();
         writeAllAt(shard.file, pieces, shard.byte_len) catch |err| {
-            diagnostic.set("cannot write shard {d}: {f}", .{ files.shards.items.len, error_words.of(err) });
+            diagnostic.set(
+                "cannot write shard {d}: {f}",
+                .{ files.shards.items.len, error_words.of(err) },
+            );
             return error.Io;
         };
         files.stats.disk_write.add(write_started, bytes);
@@ -119,7 +137,11 @@ pub const ShardFiles = struct {
         // The run held every record placed since the last write, whole.
         assert(shard.byte_len == shard.record_bytes);
         if (shard.byte_len - shard.writeback_start >= writeback_bytes) {
-            durable_files.startWriteback(shard.file, shard.writeback_start, shard.byte_len - shard.writeback_start);
+            durable_files.startWriteback(
+                shard.file,
+                shard.writeback_start,
+                shard.byte_len - shard.writeback_start,
+            );
             shard.writeback_start = shard.byte_len;
             shard.hasher.advance(shard.byte_len, false);
         }
@@ -128,7 +150,9 @@ pub const ShardFiles = struct {
     /// Closes the last shard once every record is written; the manifest's
     /// shard entries then name their files.
     pub fn closeLast(files: *ShardFiles) Error!void {
+        assert(files.shard != null); // a finished write holds at least one sample
         try files.close();
+        assert(files.names.items.len == files.shards.items.len);
         for (files.shards.items, files.names.items) |*shard, *name| shard.name = name.slice();
     }
 
@@ -140,6 +164,7 @@ pub const ShardFiles = struct {
             work.perform(files.syncs);
         }
         files.hashing.wait();
+        assert(files.hashing.pendingCount() == 0);
     }
 
     /// Once every shard is closed and hashed: their digests into their
@@ -163,17 +188,30 @@ pub const ShardFiles = struct {
         const io = system.io();
         try files.checkShardCount(diagnostic);
         const name = ShardName.of(files.shards.items.len);
-        const file = dir.createFile(io, name.slice(), .{ .truncate = true, .exclusive = true }) catch |err| {
+        const file = dir.createFile(
+            io,
+            name.slice(),
+            .{ .truncate = true, .exclusive = true },
+        ) catch |err| {
             diagnostic.set("cannot create shard {s}: {f}", .{ name.slice(), error_words.of(err) });
             return error.Io;
         };
         errdefer file.close(io);
         // A second, read-only handle for the hasher, which reads the shard back.
         const reading = dir.openFile(io, name.slice(), .{}) catch |err| {
-            diagnostic.set("cannot open shard {s} to hash it: {f}", .{ name.slice(), error_words.of(err) });
+            diagnostic.set(
+                "cannot open shard {s} to hash it: {f}",
+                .{ name.slice(), error_words.of(err) },
+            );
             return error.Io;
         };
-        const hasher = ShardHasher.create(files.allocator, files.pool, &files.hashing, reading, name) catch {
+        const hasher = ShardHasher.create(
+            files.allocator,
+            files.pool,
+            &files.hashing,
+            reading,
+            name,
+        ) catch {
             reading.close(io);
             return error.OutOfMemory;
         };
@@ -190,10 +228,12 @@ pub const ShardFiles = struct {
         assert(files.shards_max <= manifest.shards_max);
         if (files.shards.items.len < files.shards_max) return;
         assert(files.shards.items.len == files.shards_max);
-        diagnostic.set("the cache needs more than {d} shards, the most one manifest.json can list " ++
-            "(a reader refuses manifests over {d} MiB); use a larger max_shard_bytes than {d}", .{
-            files.shards_max, manifest.manifest_bytes_max >> 20, files.max_shard_bytes,
-        });
+        diagnostic.set(
+            "the cache needs more than {d} shards, the most one manifest.json can list " ++
+                "(a reader refuses manifests over {d} MiB); " ++
+                "use a larger max_shard_bytes than {d}",
+            .{ files.shards_max, manifest.manifest_bytes_max >> 20, files.max_shard_bytes },
+        );
         return error.InvalidInput;
     }
 
@@ -215,8 +255,14 @@ pub const ShardFiles = struct {
         // files: past a few dozen, finish them here so small shards cannot
         // exhaust the descriptor limit (about a queue's worth, 1024, otherwise).
         const crowded = files.syncs.pending.pendingCount() >= closed_shards_pending_max;
-        const what: file_syncs.SyncedFile = .{ .shard = .{ .index = files.shards.items.len, .hasher = shard.hasher } };
-        if (crowded) files.syncs.syncAndClose(shard.file, what) else files.syncs.inBackground(shard.file, what);
+        const what: file_syncs.SyncedFile = .{
+            .shard = .{ .index = files.shards.items.len, .hasher = shard.hasher },
+        };
+        if (crowded) {
+            files.syncs.syncAndClose(shard.file, what);
+        } else {
+            files.syncs.inBackground(shard.file, what);
+        }
         try files.names.append(files.allocator, shard.hasher.name);
         try files.shards.append(files.allocator, .{
             .name = &.{}, // pointed at `names` once the list stops growing
@@ -245,6 +291,7 @@ pub const Segments = struct {
     }
 
     pub fn append(segments: *Segments, piece: []const u8) error{OutOfMemory}!void {
+        assert(segments.bytes <= segments.total);
         if (piece.len == 0) return;
         segments.bytes += piece.len;
         segments.total += piece.len;
@@ -254,6 +301,7 @@ pub const Segments = struct {
             return;
         }
         try segments.list.append(segments.allocator, piece);
+        assert(segments.list.items.len > 0);
     }
 
     pub fn clear(segments: *Segments) void {
@@ -270,6 +318,7 @@ fn writeAllAt(file: std.Io.File, pieces: []const []const u8, offset: u64) !void 
     var next: usize = 0; // first piece not fully written
     var skip: usize = 0; // bytes of pieces[next] already written
     var vectors: [16][]const u8 = undefined;
+    for (pieces) |piece| assert(piece.len > 0); // `Segments` keeps no empty piece
     while (next < pieces.len) {
         const count = @min(vectors.len, pieces.len - next);
         @memcpy(vectors[0..count], pieces[next..][0..count]);
@@ -289,7 +338,9 @@ fn writeAllAt(file: std.Io.File, pieces: []const []const u8, offset: u64) !void 
             next += 1;
         }
         skip = written;
+        assert(next == pieces.len or skip < pieces[next].len);
     }
+    assert(skip == 0);
 }
 
 /// At most this many bytes per write call: the page cache sizes its folios
@@ -336,7 +387,8 @@ test "pieces longer than one call's bytes, and pieces across a call's end, land 
     const file = try tmp.dir.createFile(io, "shard.bin", .{ .read = true });
     defer file.close(io);
     const cap = write_call_bytes_max;
-    // Lengths chosen so calls end inside a piece, exactly at a piece's end, and after several pieces.
+    // Lengths chosen so calls end inside a piece, exactly at a piece's end,
+    // and after several pieces.
     const lens = [_]usize{ 7, cap - 7, 3 * cap + 5, 1, cap, 2, cap / 2, cap / 2 + 1 };
     var total: usize = 0;
     for (lens) |len| total += len;
@@ -370,7 +422,13 @@ test "the shard after shards_max is refused before it is created, naming the lim
     var mutex: std.Io.Mutex = .init;
     var changed: std.Io.Condition = .init;
     var stats: Stats = .{};
-    var syncs: FileSyncs = .{ .allocator = allocator, .pool = pool, .mutex = &mutex, .changed = &changed, .failed = syncFailed };
+    var syncs: FileSyncs = .{
+        .allocator = allocator,
+        .pool = pool,
+        .mutex = &mutex,
+        .changed = &changed,
+        .failed = syncFailed,
+    };
     var files: ShardFiles = .{
         .allocator = allocator,
         .pool = pool,
@@ -400,7 +458,10 @@ test "the shard after shards_max is refused before it is created, naming the lim
     );
     try std.testing.expectEqual(@as(usize, 3), files.shards.items.len);
     const io = system.io();
-    try std.testing.expectError(error.FileNotFound, tmp.dir.access(io, ShardName.of(3).slice(), .{}));
+    try std.testing.expectError(
+        error.FileNotFound,
+        tmp.dir.access(io, ShardName.of(3).slice(), .{}),
+    );
 }
 
 test "a manifest listing shards_max of the longest shard entries stays below the reader's cap" {
@@ -453,6 +514,7 @@ test "a manifest listing shards_max of the longest shard entries stays below the
     defer allocator.free(text);
     try std.testing.expect(text.len <= manifest.manifest_bytes_max);
     // Each entry is at most the bound `shards_max` is derived from.
-    try std.testing.expect(text.len - rest.len <= manifest.shards_max * manifest.shard_entry_bytes_max);
-    try std.testing.expect(rest.len + manifest.shards_max * manifest.shard_entry_bytes_max <= manifest.manifest_bytes_max);
+    const entries_bytes_max = manifest.shards_max * manifest.shard_entry_bytes_max;
+    try std.testing.expect(text.len - rest.len <= entries_bytes_max);
+    try std.testing.expect(rest.len + entries_bytes_max <= manifest.manifest_bytes_max);
 }

@@ -9,6 +9,7 @@
 //! shard is closed only its last few MiB are left to hash. `group` counts the
 //! running jobs: once it is done, every closed shard's digest is final.
 const std = @import("std");
+const assert = std.debug.assert;
 const builtin = @import("builtin");
 const system = @import("../base/system.zig");
 const file_status = @import("../base/file_status.zig");
@@ -62,9 +63,18 @@ pub const ShardHasher = struct {
         file: std.Io.File,
         name: ShardName,
     ) error{OutOfMemory}!*ShardHasher {
+        assert(name.len > 0);
         const hasher = try allocator.create(ShardHasher);
         errdefer allocator.destroy(hasher);
-        hasher.* = .{ .allocator = allocator, .pool = pool, .group = group, .file = file, .name = name, .hasher = sha256.Hasher.init() };
+        hasher.* = .{
+            .allocator = allocator,
+            .pool = pool,
+            .group = group,
+            .file = file,
+            .name = name,
+            .hasher = sha256.Hasher.init(),
+        };
+        assert(hasher.hashed == 0 and hasher.written == 0 and !hasher.closed);
         return hasher;
     }
 
@@ -78,7 +88,7 @@ pub const ShardHasher = struct {
     pub fn advanceAs(hasher: *ShardHasher, written: u64, closed: bool, here: bool) void {
         const io = system.io();
         hasher.mutex.lockUncancelable(io);
-        std.debug.assert(written >= hasher.written and !hasher.closed);
+        assert(written >= hasher.written and !hasher.closed);
         hasher.written = written;
         hasher.closed = closed;
         const start = !hasher.running and hasher.failure == null;
@@ -101,16 +111,20 @@ pub const ShardHasher = struct {
 
     /// The shard's digest, once it was closed and `group` is done.
     pub fn result(hasher: *const ShardHasher, diagnostic: *Diagnostic) Error![32]u8 {
+        assert(!hasher.running and hasher.closed);
         if (hasher.failure) |failure| {
             diagnostic.* = hasher.diagnostic;
             return failure;
         }
+        // Hashed to the end of what was written.
+        assert(hasher.hashed == hasher.written);
         return hasher.digest.?;
     }
 
     /// Once `group` is done: closes the file if the digest never became final
     /// (an unfinished write) and frees the hasher.
     pub fn destroy(hasher: *ShardHasher) void {
+        assert(!hasher.running);
         if (hasher.file) |file| file.close(system.io());
         hasher.allocator.destroy(hasher);
     }
@@ -121,6 +135,7 @@ pub const ShardHasher = struct {
         // buffer is freed after it.
         const allocator = hasher.allocator;
         const group = hasher.group;
+        assert(hasher.running and group.pendingCount() > 0);
         var buffer: []u8 = &.{};
         hasher.hashWhatIsWritten(&buffer);
         allocator.free(buffer);
@@ -134,6 +149,7 @@ pub const ShardHasher = struct {
         while (true) {
             hasher.mutex.lockUncancelable(io);
             const target = hasher.written;
+            assert(hasher.running and hasher.hashed <= target);
             if (hasher.hashed == target) {
                 const final = hasher.closed;
                 if (final) hasher.digest = hasher.hasher.final();
@@ -158,10 +174,17 @@ pub const ShardHasher = struct {
                 return;
             };
             hasher.nanoseconds += system.monotonicNanoseconds() -| started;
+            assert(hasher.hashed == target);
         }
     }
 
-    fn hashUpTo(hasher: *ShardHasher, target: u64, buffer: *[]u8, diagnostic: *Diagnostic) Error!void {
+    fn hashUpTo(
+        hasher: *ShardHasher,
+        target: u64,
+        buffer: *[]u8,
+        diagnostic: *Diagnostic,
+    ) Error!void {
+        assert(hasher.hashed < target and hasher.file != null);
         // Mapped only when the file holds every byte up to `target`: a mapping
         // reads zeros past the file's end up to the page's, where reading back
         // names the shortfall. One length check covers every piece of the call.
@@ -169,23 +192,37 @@ pub const ShardHasher = struct {
         while (hasher.hashed < target) {
             if (mappable and hasher.map_pieces and hasher.hashMappedPiece(target)) continue;
             if (buffer.len == 0) {
-                buffer.* = hasher.allocator.alloc(u8, @intCast(@min(piece_bytes, target - hasher.hashed))) catch {
+                buffer.* = hasher.allocator.alloc(
+                    u8,
+                    @intCast(@min(piece_bytes, target - hasher.hashed)),
+                ) catch {
                     diagnostic.set("out of memory while hashing shard {s}", .{hasher.name.slice()});
                     return error.OutOfMemory;
                 };
             }
             const piece = buffer.*[0..@intCast(@min(buffer.len, target - hasher.hashed))];
-            const read = hasher.file.?.readPositionalAll(system.io(), piece, hasher.hashed) catch |err| {
-                diagnostic.set("cannot read shard {s} back to hash it: {f}", .{ hasher.name.slice(), error_words.of(err) });
+            const read = hasher.file.?.readPositionalAll(
+                system.io(),
+                piece,
+                hasher.hashed,
+            ) catch |err| {
+                diagnostic.set(
+                    "cannot read shard {s} back to hash it: {f}",
+                    .{ hasher.name.slice(), error_words.of(err) },
+                );
                 return error.Io;
             };
             if (read != piece.len) {
-                diagnostic.set("shard {s} holds {d} bytes, {d} were written", .{ hasher.name.slice(), hasher.hashed + read, target });
+                diagnostic.set(
+                    "shard {s} holds {d} bytes, {d} were written",
+                    .{ hasher.name.slice(), hasher.hashed + read, target },
+                );
                 return error.Io;
             }
             hasher.hasher.update(piece);
             hasher.hashed += read;
         }
+        assert(hasher.hashed == target);
     }
 
     /// Hashes the next piece below `target` from a read-only mapping of the
@@ -202,18 +239,29 @@ pub const ShardHasher = struct {
     /// could fault (SIGBUS): the shard sits in the writer's own locked staging
     /// directory, as the reader's mapped index files sit in a published cache.
     fn hashMappedPiece(hasher: *ShardHasher, target: u64) bool {
+        assert(hasher.hashed < target and hasher.map_pieces);
         const linux = std.os.linux;
         const file = hasher.file.?;
         const page_bytes = std.heap.pageSize();
         const start = hasher.hashed / page_bytes * page_bytes;
         const end = @min(target, hasher.hashed + piece_bytes);
         const len: usize = @intCast(end - start);
-        const mapped = std.c.mmap(null, len, .{ .READ = true }, .{ .TYPE = .SHARED }, file.handle, @intCast(start));
+        const mapped = std.c.mmap(
+            null,
+            len,
+            .{ .READ = true },
+            .{ .TYPE = .SHARED },
+            file.handle,
+            @intCast(start),
+        );
         if (mapped == std.c.MAP_FAILED) {
             hasher.map_pieces = false;
             return false;
         }
-        const memory = @as([*]align(std.heap.page_size_min) u8, @ptrCast(@alignCast(mapped)))[0..len];
+        const memory = @as(
+            [*]align(std.heap.page_size_min) u8,
+            @ptrCast(@alignCast(mapped)),
+        )[0..len];
         defer _ = std.c.munmap(memory.ptr, memory.len);
         const populate_read = 22; // MADV_POPULATE_READ: fails instead of faulting past the end
         if (linux.errno(linux.madvise(memory.ptr, memory.len, populate_read)) != .SUCCESS) {
@@ -221,6 +269,7 @@ pub const ShardHasher = struct {
             return false;
         }
         hasher.hasher.update(memory[@intCast(hasher.hashed - start)..]);
+        assert(end > hasher.hashed and end <= target);
         hasher.hashed = end;
         return true;
     }
@@ -293,11 +342,20 @@ test "a shard shorter than was written fails its hash, naming it" {
     const writing = try tmp.dir.createFile(io, "000003.bin", .{});
     defer writing.close(io);
     try writing.writePositionalAll(io, "only ten b", 0);
-    const hasher = try ShardHasher.create(std.testing.allocator, pool, &group, try tmp.dir.openFile(io, "000003.bin", .{}), .of(3));
+    const hasher = try ShardHasher.create(
+        std.testing.allocator,
+        pool,
+        &group,
+        try tmp.dir.openFile(io, "000003.bin", .{}),
+        .of(3),
+    );
     defer hasher.destroy();
     hasher.advance(25, true);
     group.wait();
     var diagnostic: Diagnostic = .{};
     try std.testing.expectError(error.Io, hasher.result(&diagnostic));
-    try std.testing.expectEqualStrings("shard 000003.bin holds 10 bytes, 25 were written", diagnostic.message());
+    try std.testing.expectEqualStrings(
+        "shard 000003.bin holds 10 bytes, 25 were written",
+        diagnostic.message(),
+    );
 }

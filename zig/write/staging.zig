@@ -7,6 +7,7 @@
 //! writer that never publishes removes it, so nothing half-written is ever
 //! visible under the target path.
 const std = @import("std");
+const assert = std.debug.assert;
 const cache_layout = @import("../format/cache_layout.zig");
 const system = @import("../base/system.zig");
 const durable_files = @import("../base/durable_files.zig");
@@ -43,6 +44,9 @@ pub const Staging = struct {
         target_path: []const u8,
         diagnostic: *Diagnostic,
     ) Error!Staging {
+        // The target is the source name under the base directory (`baseDirPath`).
+        assert(std.mem.endsWith(u8, target_path, source_name));
+        assert(source_name.len > 0 and base_dir_path.len > 0);
         const io = system.io();
         try durable_files.createDirectories(base_dir_path, diagnostic);
         var staging: Staging = .{
@@ -50,15 +54,25 @@ pub const Staging = struct {
             .source_name = source_name,
             .target_path = target_path,
             .base_dir = std.Io.Dir.cwd().openDir(io, base_dir_path, .{}) catch |err| {
-                diagnostic.set("cannot open cache directory {s}: {f}", .{ base_dir_path, error_words.of(err) });
+                diagnostic.set(
+                    "cannot open cache directory {s}: {f}",
+                    .{ base_dir_path, error_words.of(err) },
+                );
                 return error.Io;
             },
         };
         errdefer staging.base_dir.close(io);
-        staging.base_dir.createDir(io, cache_layout.staging_dir, .default_dir) catch |err| switch (err) {
+        staging.base_dir.createDir(
+            io,
+            cache_layout.staging_dir,
+            .default_dir,
+        ) catch |err| switch (err) {
             error.PathAlreadyExists => {},
             else => {
-                diagnostic.set("cannot create {s}/tmp: {f}", .{ base_dir_path, error_words.of(err) });
+                diagnostic.set(
+                    "cannot create {s}/tmp: {f}",
+                    .{ base_dir_path, error_words.of(err) },
+                );
                 return error.Io;
             },
         };
@@ -69,27 +83,38 @@ pub const Staging = struct {
             return error.AlreadyExists;
         }
         try staging.createStaging(diagnostic);
+        assert(staging.dir != null and staging.shards_dir != null);
         return staging;
     }
 
     /// Releases the lock and the directories; an unpublished staging
     /// directory is removed with everything in it.
     pub fn deinit(staging: *Staging, published: bool) void {
+        assert(staging.name.len > 0 and staging.lock_name.len > 0);
         const io = system.io();
         staging.closeDirs();
-        if (!published) directory_entries.deleteTree(io, staging.base_dir, staging.baseDirPath(), staging.name);
+        if (!published) {
+            directory_entries.deleteTree(io, staging.base_dir, staging.baseDirPath(), staging.name);
+        }
         staging.releaseLock();
         staging.base_dir.close(io);
         staging.allocator.free(staging.name);
     }
 
     /// Writes the file `name` of the staging directory; the caller fsyncs and closes it.
-    pub fn writeFile(staging: *const Staging, name: []const u8, bytes: []const u8, diagnostic: *Diagnostic) Error!std.Io.File {
+    pub fn writeFile(
+        staging: *const Staging,
+        name: []const u8,
+        bytes: []const u8,
+        diagnostic: *Diagnostic,
+    ) Error!std.Io.File {
+        assert(name.len > 0 and std.mem.indexOfScalar(u8, name, '/') == null);
         return durable_files.writeFile(staging.dir.?, name, bytes, diagnostic);
     }
 
     /// fsyncs the shards directory and the staging directory (their entries).
     pub fn syncDirs(staging: *const Staging, diagnostic: *Diagnostic) Error!void {
+        assert(staging.dir != null and staging.shards_dir != null);
         try durable_files.syncDir(staging.shards_dir.?, cache_layout.shards_dir, diagnostic);
         try durable_files.syncDir(staging.dir.?, staging.name, diagnostic);
     }
@@ -98,16 +123,27 @@ pub const Staging = struct {
     /// the base directory (`base_dir`).
     pub fn publish(staging: *Staging, diagnostic: *Diagnostic) Error!void {
         const io = system.io();
+        assert(staging.dir != null);
         staging.closeDirs();
         // The lock is held, so only a writer that ignores it could have created the target.
         if (staging.targetExists()) {
             diagnostic.set("cache path already exists: {s}", .{staging.target_path});
             return error.AlreadyExists;
         }
-        directory_entries.rename(io, staging.base_dir, staging.baseDirPath(), staging.name, staging.source_name) catch |err| {
-            diagnostic.set("cannot publish {s}: {f}", .{ staging.target_path, error_words.of(err) });
+        directory_entries.rename(
+            io,
+            staging.base_dir,
+            staging.baseDirPath(),
+            staging.name,
+            staging.source_name,
+        ) catch |err| {
+            diagnostic.set(
+                "cannot publish {s}: {f}",
+                .{ staging.target_path, error_words.of(err) },
+            );
             return error.Io;
         };
+        assert(staging.dir == null and staging.shards_dir == null);
     }
 
     /// One writer per target across threads and processes: a second writer
@@ -116,7 +152,7 @@ pub const Staging = struct {
     /// file retries on the current one.
     pub fn lockTarget(staging: *Staging, diagnostic: *Diagnostic) Error!void {
         const taken = try staging.takeLock(.wait, diagnostic);
-        std.debug.assert(taken);
+        assert(taken);
     }
 
     /// Like `lockTarget` without waiting: false (and no lock) when another
@@ -132,12 +168,24 @@ pub const Staging = struct {
         mode: enum { wait, try_once },
         diagnostic: *Diagnostic,
     ) LockError!bool {
+        assert(staging.lock_name.len == 0);
         const io = system.io();
-        staging.lock_name = try std.fmt.allocPrint(staging.allocator, "{s}/{s}{s}", .{ cache_layout.staging_dir, staging.source_name, cache_layout.lock_suffix });
+        staging.lock_name = try std.fmt.allocPrint(
+            staging.allocator,
+            "{s}/{s}{s}",
+            .{ cache_layout.staging_dir, staging.source_name, cache_layout.lock_suffix },
+        );
         errdefer staging.allocator.free(staging.lock_name);
         for (0..lock_attempts_max) |_| {
-            const file = staging.base_dir.createFile(io, staging.lock_name, .{ .truncate = false }) catch |err| {
-                diagnostic.set("cannot create lock file {s}{s}: {f}", .{ staging.baseDirPath(), staging.lock_name, error_words.of(err) });
+            const file = staging.base_dir.createFile(
+                io,
+                staging.lock_name,
+                .{ .truncate = false },
+            ) catch |err| {
+                diagnostic.set(
+                    "cannot create lock file {s}{s}: {f}",
+                    .{ staging.baseDirPath(), staging.lock_name, error_words.of(err) },
+                );
                 return error.Io;
             };
             const locked = switch (mode) {
@@ -146,27 +194,38 @@ pub const Staging = struct {
                     if (!taken) {
                         file.close(io);
                         staging.allocator.free(staging.lock_name);
+                        staging.lock_name = &.{};
                         return false;
                     }
                 } else |err| err,
             };
             locked catch |err| {
                 file.close(io);
-                diagnostic.set("cannot lock {s}{s}: {f}", .{ staging.baseDirPath(), staging.lock_name, error_words.of(err) });
+                diagnostic.set(
+                    "cannot lock {s}{s}: {f}",
+                    .{ staging.baseDirPath(), staging.lock_name, error_words.of(err) },
+                );
                 return error.Io;
             };
             const current = staging.isCurrentLockFile(file) catch |err| {
                 file.close(io);
-                diagnostic.set("cannot check lock file {s}{s}: {f}", .{ staging.baseDirPath(), staging.lock_name, error_words.of(err) });
+                diagnostic.set(
+                    "cannot check lock file {s}{s}: {f}",
+                    .{ staging.baseDirPath(), staging.lock_name, error_words.of(err) },
+                );
                 return error.Io;
             };
             if (current) {
                 staging.lock_file = file;
+                assert(staging.lock_name.len > 0);
                 return true;
             }
             file.close(io);
         }
-        diagnostic.set("could not take the lock {s} after {d} attempts", .{ staging.lock_name, lock_attempts_max });
+        diagnostic.set(
+            "could not take the lock {s} after {d} attempts",
+            .{ staging.lock_name, lock_attempts_max },
+        );
         return error.Io;
     }
 
@@ -175,8 +234,12 @@ pub const Staging = struct {
     /// Whether `file` is still the lock file at its path: not deleted (and perhaps
     /// created again) by the holder it waited for.
     fn isCurrentLockFile(staging: *const Staging, file: std.Io.File) file_status.Error!bool {
+        assert(staging.lock_name.len > 0);
         const held = try file_status.inode(file);
-        const current = file_status.pathInode(staging.base_dir, staging.lock_name) catch |err| switch (err) {
+        const current = file_status.pathInode(
+            staging.base_dir,
+            staging.lock_name,
+        ) catch |err| switch (err) {
             error.FileNotFound => return false,
             else => |other| return other,
         };
@@ -184,18 +247,31 @@ pub const Staging = struct {
     }
 
     pub fn releaseLock(staging: *Staging) void {
+        // Only once the staging directory is closed: nothing is written after.
+        assert(staging.dir == null and staging.shards_dir == null);
         const io = system.io();
-        directory_entries.deleteFile(io, staging.base_dir, staging.baseDirPath(), staging.lock_name) catch {};
+        directory_entries.deleteFile(
+            io,
+            staging.base_dir,
+            staging.baseDirPath(),
+            staging.lock_name,
+        ) catch {};
         file_lock.unlock(io, staging.lock_file);
         staging.lock_file.close(io);
         staging.allocator.free(staging.lock_name);
     }
 
     fn targetExists(staging: *const Staging) bool {
-        return directory_entries.exists(system.io(), staging.base_dir, staging.source_name, staging.target_path);
+        return directory_entries.exists(
+            system.io(),
+            staging.base_dir,
+            staging.source_name,
+            staging.target_path,
+        );
     }
 
     fn createStaging(staging: *Staging, diagnostic: *Diagnostic) Error!void {
+        assert(staging.name.len == 0 and staging.dir == null);
         const io = system.io();
         const Counter = struct {
             var next: std.atomic.Value(u64) = .init(0);
@@ -208,24 +284,42 @@ pub const Staging = struct {
         });
         errdefer staging.allocator.free(staging.name);
         staging.base_dir.createDir(io, staging.name, .default_dir) catch |err| {
-            diagnostic.set("cannot create staging directory {s}{s}: {f}", .{ staging.baseDirPath(), staging.name, error_words.of(err) });
+            diagnostic.set(
+                "cannot create staging directory {s}{s}: {f}",
+                .{ staging.baseDirPath(), staging.name, error_words.of(err) },
+            );
             return error.Io;
         };
-        errdefer directory_entries.deleteTree(io, staging.base_dir, staging.baseDirPath(), staging.name);
+        errdefer directory_entries.deleteTree(
+            io,
+            staging.base_dir,
+            staging.baseDirPath(),
+            staging.name,
+        );
         const dir = staging.base_dir.openDir(io, staging.name, .{}) catch |err| {
-            diagnostic.set("cannot open staging directory {s}{s}: {f}", .{ staging.baseDirPath(), staging.name, error_words.of(err) });
+            diagnostic.set(
+                "cannot open staging directory {s}{s}: {f}",
+                .{ staging.baseDirPath(), staging.name, error_words.of(err) },
+            );
             return error.Io;
         };
         staging.dir = dir;
         errdefer staging.closeDirs();
         dir.createDir(io, cache_layout.shards_dir, .default_dir) catch |err| {
-            diagnostic.set("cannot create {s}{s}/shards: {f}", .{ staging.baseDirPath(), staging.name, error_words.of(err) });
+            diagnostic.set(
+                "cannot create {s}{s}/shards: {f}",
+                .{ staging.baseDirPath(), staging.name, error_words.of(err) },
+            );
             return error.Io;
         };
         staging.shards_dir = dir.openDir(io, cache_layout.shards_dir, .{}) catch |err| {
-            diagnostic.set("cannot open {s}{s}/shards: {f}", .{ staging.baseDirPath(), staging.name, error_words.of(err) });
+            diagnostic.set(
+                "cannot open {s}{s}/shards: {f}",
+                .{ staging.baseDirPath(), staging.name, error_words.of(err) },
+            );
             return error.Io;
         };
+        assert(staging.dir != null and staging.shards_dir != null);
     }
 
     fn closeDirs(staging: *Staging) void {
@@ -238,6 +332,7 @@ pub const Staging = struct {
 
     /// The base directory's path as given, with a trailing separator.
     pub fn baseDirPath(staging: *const Staging) []const u8 {
+        assert(staging.target_path.len > staging.source_name.len);
         return staging.target_path[0 .. staging.target_path.len - staging.source_name.len];
     }
 };
