@@ -1,6 +1,7 @@
 """Fuzz harness: every parser of a cache's untrusted bytes, through the C ABI.
 
-It writes small seed caches with the library, and for each input mutates one of
+It writes small seed caches with the library (formats 2 and 3, with and without
+records.crc32c, none and lz4), and for each input mutates one of
 their files (manifest.json, metadata.arrow, index.bin, records.crc32c, a shard)
 or one record (its header and metadata JSON, or its LZ4 block), writes the
 mutated cache to a temporary directory (tmpfs when there is one), and reads it
@@ -49,7 +50,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import cache_reference as reference
 from cache_mutations import Choices, json_tokens, mutate_bytes, mutate_json
@@ -258,31 +259,46 @@ class Harness:
     # ---- seeds ------------------------------------------------------------------
 
     def _write_seeds(self, base: Path) -> list[Variant]:
+        """The format 2 seeds, then their format 3 twins in the same order: an input
+        picks variant `b % len(variants)`, so an input of the four format 2 seeds
+        now picks its seed or that seed's twin."""
         variants = []
-        for compression in (ShardCompression(), ShardCompression(algo="lz4", ratio=2.0)):
-            algo = compression.algo
-            config = WriterConfig(
-                show_progress=False, max_shard_bytes=600, shard_compression=compression
-            )
-            [result] = self.runtime.write_cache(
-                ListSource(algo, self.samples), base, writer_config=config
-            )
-            path = getattr(result, "path", None)
-            if path is None:
-                raise RuntimeError(f"cannot write the seed cache: {result}")
-            files = {
-                str(file.relative_to(path)): file.read_bytes()
-                for file in sorted(path.rglob("*"))
-                if file.is_file()
-            }
-            variants.append(self._variant(algo, files))
-            # As dataset-rt 0.2.4 writes it: no records.crc32c, reads reach the checks behind it.
-            without = {path: data for path, data in files.items() if path != CHECKSUMS}
-            manifest = json.loads(files[MANIFEST])
-            del manifest["record_checksums"]
-            without[MANIFEST] = json.dumps(manifest, indent=2).encode()
-            variants.append(self._variant(f"{algo}-peer", without))
+        versions: tuple[Literal[2, 3], ...] = (2, 3)
+        for version in versions:
+            for compression in (ShardCompression(), ShardCompression(algo="lz4", ratio=2.0)):
+                variants += self._write_seed(base / f"v{version}", compression, version)
         return variants
+
+    def _write_seed(
+        self, base: Path, compression: ShardCompression, version: Literal[2, 3]
+    ) -> list[Variant]:
+        """A seed cache as this library writes it, and as dataset-rt writes it (no
+        records.crc32c: 0.2.4 for format 2, 0.4.8 for format 3)."""
+        algo = compression.algo
+        name = algo if version == 2 else f"{algo}-v3"
+        config = WriterConfig(
+            show_progress=False,
+            max_shard_bytes=600,
+            shard_compression=compression,
+            format_version=version,
+        )
+        [result] = self.runtime.write_cache(
+            ListSource(name, self.samples), base, writer_config=config
+        )
+        path = getattr(result, "path", None)
+        if path is None:
+            raise RuntimeError(f"cannot write the seed cache: {result}")
+        files = {
+            str(file.relative_to(path)): file.read_bytes()
+            for file in sorted(path.rglob("*"))
+            if file.is_file()
+        }
+        # As dataset-rt writes it: no records.crc32c, reads reach the checks behind it.
+        without = {path: data for path, data in files.items() if path != CHECKSUMS}
+        manifest = json.loads(files[MANIFEST])
+        del manifest["record_checksums"]
+        without[MANIFEST] = json.dumps(manifest, indent=2).encode()
+        return [self._variant(name, files), self._variant(f"{name}-peer", without)]
 
     def _variant(self, name: str, files: dict[str, bytes]) -> Variant:
         manifest = json.loads(files[MANIFEST])
@@ -583,7 +599,10 @@ class Harness:
                 raise Violation(f"a manifest breaking documented rules was accepted: {problems}")
             model = Model(files, manifest)
             models = [self.other_model, model] if two_caches else [model]
-            self._check_read(result, models, validate)
+            ids = reference.cache_ids([m.manifest for m in models])
+            if len(set(ids)) != len(ids):
+                raise Violation(f"caches with one cache_id were opened together: {ids}")
+            self._check_read(result, models, ids, validate)
             summaries.append("ok" if self._same_as_seed(result, models) else "ok-changed")
         refused = reads[False]
         if isinstance(reads[True], Read) and isinstance(refused, Failure):
@@ -650,14 +669,18 @@ class Harness:
             raise Violation(f"{stage}: unexpected {type(error).__name__}: {error}") from error
         return Read(samples, rows, again)
 
-    def _check_read(self, read: Read, models: list[Model], validate: bool) -> None:
-        """Everything a successful read returned against what the files mean."""
-        expected = [(c, k) for c, model in enumerate(models) for k in range(model.count)]
+    def _check_read(self, read: Read, models: list[Model], ids: list[int], validate: bool) -> None:
+        """Everything a successful read returned against what the files mean; the
+        caches' cache_ids are `ids` (format 3: the manifest's, format 2: the position)."""
+        expected = [
+            (c, k) for c, model in zip(ids, models, strict=True) for k in range(model.count)
+        ]
         got = [(c, k) for c, k, _, _ in read.samples]
         if got != expected:
             raise Violation(f"identities {got[:8]}... differ from the table order {expected[:8]}")
+        by_id = dict(zip(ids, models, strict=True))
         for cache_id, sample_id, payload, metadata in read.samples:
-            model = models[cache_id]
+            model = by_id[cache_id]
             meaning = model.sample(sample_id)
             where = f"cache {cache_id} sample {sample_id}"
             if isinstance(meaning, str):
@@ -667,7 +690,7 @@ class Harness:
             if not reference.same_value(metadata, meaning.metadata):
                 raise Violation(f"{where}: metadata {metadata!r} but the record says so")
             self._check_record_checksum(model, sample_id, where)
-        self._check_table(read, models)
+        self._check_table(read, by_id)
         if read.again != list(reversed(read.samples)):
             raise Violation("get_many returned other samples than iteration did")
         for model in models:
@@ -685,7 +708,7 @@ class Harness:
         if record_crc32c(record) != listed:
             raise Violation(f"{where}: its record's CRC-32C differs from records.crc32c")
 
-    def _check_table(self, read: Read, models: list[Model]) -> None:
+    def _check_table(self, read: Read, models: dict[int, Model]) -> None:
         if len(read.rows) != len(read.samples):
             raise Violation(f"get_metadata has {len(read.rows)} rows for {len(read.samples)}")
         for row, (cache_id, sample_id, _, metadata) in zip(read.rows, read.samples, strict=True):

@@ -34,6 +34,7 @@ _U32 = struct.Struct("<I")
 KINDS = {"bool": bool, "int": int, "float": float, "string": str}
 METADATA_FIELDS_MAX = 4096
 U64_MAX = 2**64 - 1
+CACHE_ID_LIMIT = 2**63  # format 3: every cache_id is below it
 LZ4_MIN_MATCH = 4
 
 
@@ -340,8 +341,10 @@ def manifest_problems(manifest: object) -> list[str]:
         return ["root is not an object"]
     problems: list[str] = []
     version = manifest.get("format_version")
-    if not (_is_u64(version) and version == 2):
+    if not (_is_u64(version) and version in (2, 3)):
         problems.append(f"format_version is {version!r}")
+    if version == 3:
+        problems += _field_problems(manifest, "cache_id", _is_cache_id)
     problems += _field_problems(manifest, "sample_count", _is_u64)
     name = manifest.get("source_name")
     plain = (
@@ -358,6 +361,19 @@ def manifest_problems(manifest: object) -> list[str]:
     if "record_checksums" in manifest:
         problems += _record_checksums_problems(manifest["record_checksums"], manifest)
     return problems
+
+
+def cache_ids(manifests: list[dict[str, Any]]) -> list[int]:
+    """The cache_id of each cache of a dataset opened from caches with these (valid)
+    manifests, in order: a format 3 manifest's `cache_id`, else the position."""
+    return [
+        manifest["cache_id"] if manifest["format_version"] == 3 else position
+        for position, manifest in enumerate(manifests)
+    ]
+
+
+def _is_cache_id(value: object) -> bool:
+    return type(value) is int and 0 <= value < CACHE_ID_LIMIT
 
 
 def _is_u64(value: object) -> TypeGuard[int]:

@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
 TOP = {
     "c_api.zig",
     "c_api_integrity.zig",
+    "c_api_formats.zig",
     "c_status.zig",
     "c_types.zig",
     "root.zig",

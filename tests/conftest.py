@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import subprocess
@@ -102,6 +103,24 @@ def without_record_checksums(cache: Path) -> None:
     del manifest["record_checksums"]
     cache_reference.write_manifest(cache, manifest)
     (cache / "records.crc32c").unlink()
+
+
+def as_format_3(cache: Path, cache_id: int) -> None:
+    """Make `cache`'s manifest format 3 with `cache_id`, laid out as dataset-rt 0.4.8
+    lays it out: the v2 text with ``"format_version": 3`` and the cache_id after it."""
+    manifest_path = cache / "manifest.json"
+    text = manifest_path.read_text()
+    head = '{\n  "format_version": 2,\n'
+    assert text.startswith(head), f"{manifest_path} is not a format 2 manifest"
+    manifest_path.write_text(
+        f'{{\n  "format_version": 3,\n  "cache_id": {cache_id},\n' + text[len(head) :]
+    )
+
+
+def name_cache_id(name: str) -> int:
+    """The cache_id a writer gives a new format 3 cache of source `name`."""
+    digest = hashlib.sha256(name.encode()).digest()
+    return int.from_bytes(digest[:8], "big") & (2**63 - 1)
 
 
 def record(cache: Path, sample_id: int) -> tuple[Path, int, int]:

@@ -15,7 +15,13 @@ PLAN.json is a list of operations; OUT.json receives one result per operation:
   -> ``{"results": [["success", name, path] | ["error", name, message], ...]}``
 - ``{"op": "read", "paths": [...], "validate_cache": bool, "seed": int}`` (shuffle=False)
   -> ``{"len", "samples": [[cache_id, sample_id, data, metadata], ...], "table"}``
-  or ``{"error": [type name, message]}``
+  or ``{"error": [type name, message]}``; with ``"pairs": [[cache_id, sample_id], ...]``
+  also ``"get"``: those samples read by identity (`get` here, `get_item` in dataset-rt
+  0.4.8) or the error; with ``"keep_cache_ids": [...]`` also ``"kept"``: the
+  identities iterated after `set_samples_metadata` keeps only those caches' rows.
+- ``{"op": "update_manifests", "paths": [...]}`` -> ``{"entries": [[manifest path,
+  cache_id, status], ...]}`` or ``{"error": ...}`` (dataset-rt 0.4.8 and DatasetRT; the
+  former returns a result object, the latter raises).
 - ``{"op": "user_script", "workdir": DIR}`` -> what `user_script` observed.
 - ``{"op": "environment"}`` -> the implementation's file and version.
 
@@ -129,6 +135,8 @@ def writer_config(spec: dict[str, Any]) -> Any:
     }
     if spec.get("max_shard_bytes") is not None:
         options["max_shard_bytes"] = spec["max_shard_bytes"]
+    if "format_version" in spec:  # DatasetRT only: dataset-rt writes its one format
+        options["format_version"] = spec["format_version"]
     return WriterConfig(**options)
 
 
@@ -175,10 +183,47 @@ def op_read(plan: dict[str, Any]) -> dict[str, Any]:
         dataset = runtime.cached_dataset(plan["paths"], reader_config=config)
         length = len(dataset)
         samples = encode_samples(dataset)
-        table = encode_table(dataset.samples_metadata())
+        table = dataset.samples_metadata()
     except Exception as error:  # noqa: BLE001 - reported to the test, which decides
         return {"error": [type(error).__name__, str(error)]}
-    return {"len": length, "samples": samples, "table": table}
+    read: dict[str, Any] = {"len": length, "samples": samples, "table": encode_table(table)}
+    if "pairs" in plan:
+        read["get"] = read_by_identity(dataset, plan["pairs"])
+    if "keep_cache_ids" in plan:
+        import polars as pl
+
+        kept = table.filter(pl.col("cache_id").is_in(plan["keep_cache_ids"]))
+        dataset.set_samples_metadata(kept)
+        read["kept"] = [[s.cache_id, s.sample_id] for s in dataset]
+    return read
+
+
+def read_by_identity(dataset: Any, pairs: list[list[int]]) -> Any:
+    """The samples `pairs` name, one call each (`get` here, `get_item` in dataset-rt 0.4.8)."""
+    get = getattr(dataset, "get", None) or dataset.get_item
+    try:
+        return encode_samples([get(cache_id, sample_id) for cache_id, sample_id in pairs])
+    except IndexError as error:  # the class both raise (DatasetRT's derives from it)
+        return {"error": ["IndexError", str(error)]}
+    except Exception as error:  # noqa: BLE001 - reported to the test, which decides
+        return {"error": [type(error).__name__, str(error)]}
+
+
+def op_update_manifests(plan: dict[str, Any]) -> dict[str, Any]:
+    """Migrate the caches of a dataset opened from `paths` to format 3."""
+    from dataset_rt import DatasetRuntime, ReaderConfig
+
+    runtime = DatasetRuntime(num_workers=plan.get("num_workers", 2))
+    try:
+        dataset = runtime.cached_dataset(plan["paths"], reader_config=ReaderConfig(seed=0))
+        result = dataset.update_manifests(3)
+    except Exception as error:  # noqa: BLE001 - reported to the test, which decides
+        return {"error": [type(error).__name__, str(error)]}
+    # dataset-rt 0.4.8 returns Ok(report) or Err(error); DatasetRT the report.
+    if hasattr(result, "error"):
+        return {"error": [type(result.error).__name__, str(result.error)]}
+    report = getattr(result, "value", result)
+    return {"entries": [[str(e.path), e.cache_id, e.status] for e in report.entries]}
 
 
 def op_environment(plan: dict[str, Any]) -> dict[str, Any]:
@@ -491,6 +536,7 @@ def user_script(plan: dict[str, Any]) -> dict[str, Any]:
 OPERATIONS = {
     "write": op_write,
     "read": op_read,
+    "update_manifests": op_update_manifests,
     "user_script": user_script,
     "environment": op_environment,
 }

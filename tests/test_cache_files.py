@@ -1,4 +1,4 @@
-"""The on-disk format v2, checked byte by byte with independent readers
+"""The on-disk formats 2 and 3, checked byte by byte with independent readers
 (json, hashlib, the reference decoder fuzz/cache_reference.py, pyarrow, the
 reference lz4)."""
 
@@ -74,18 +74,19 @@ SCHEMA = sorted((name, KIND_OF[type(value)]) for name, value in SAMPLES[0][1].it
 SOURCE_NAME = "files é😀"
 
 
-@pytest.fixture(scope="module", params=["none", "lz4"])
+@pytest.fixture(scope="module", params=["none", "lz4", "lz4_v3"])
 def cache(
     request: pytest.FixtureRequest,
     runtime: DatasetRuntime,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Path:
     base = tmp_path_factory.mktemp(f"files_{request.param}")
-    ratio = 1.0 if request.param == "none" else 2.5
+    algo = "none" if request.param == "none" else "lz4"
     config = WriterConfig(
         show_progress=False,
         max_shard_bytes=3000,
-        shard_compression=ShardCompression(algo=request.param, ratio=ratio),
+        shard_compression=ShardCompression(algo=algo, ratio=1.0 if algo == "none" else 2.5),
+        format_version=3 if request.param.endswith("_v3") else 2,
     )
     results = runtime.write_cache(ListSource(SOURCE_NAME, SAMPLES), base, writer_config=config)
     assert results == [CacheWriteSuccess(SOURCE_NAME, base / SOURCE_NAME)], (
@@ -153,14 +154,18 @@ def whitespace_outside_strings(text: str) -> list[int]:
 # ---- manifest.json ---------------------------------------------------------------
 
 
-def test_manifest_has_exactly_the_v2_fields_with_their_values(cache: Path) -> None:
+def test_manifest_has_exactly_the_fields_of_its_version_with_their_values(cache: Path) -> None:
     manifest = manifest_of(cache)
-    assert set(manifest) == MANIFEST_KEYS, (
-        f"manifest keys {sorted(manifest)} != v2 keys {sorted(MANIFEST_KEYS)}"
+    version = 3 if "_v3" in cache.parent.name else 2
+    keys = MANIFEST_KEYS | ({"cache_id"} if version == 3 else set())
+    assert set(manifest) == keys, f"manifest keys {sorted(manifest)} != v{version} {sorted(keys)}"
+    assert manifest["format_version"] == version and type(manifest["format_version"]) is int, (
+        f"format_version is not {version}"
     )
-    assert manifest["format_version"] == 2 and type(manifest["format_version"]) is int, (
-        "format_version is not 2"
-    )
+    if version == 3:
+        digest = hashlib.sha256(SOURCE_NAME.encode()).digest()
+        assert manifest["cache_id"] == int.from_bytes(digest[:8], "big") & (2**63 - 1)
+        assert list(manifest)[:2] == ["format_version", "cache_id"]
     assert manifest["source_name"] == SOURCE_NAME, f"source_name {manifest['source_name']!r}"
     assert manifest["sample_count"] == len(SAMPLES), f"sample_count {manifest['sample_count']}"
 
@@ -432,3 +437,30 @@ def test_the_core_calls_a_directory_with_a_manifest_published(cache: Path, tmp_p
     assert not _native.cache_published(unpublished)
     (unpublished / "manifest.json").write_text("{}")
     assert _native.cache_published(unpublished)  # published; whether valid is the reader's call
+
+
+def test_a_format_3_cache_is_the_format_2_cache_with_a_cache_id_line(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    # The same files, and the manifest text of format 2 with one line more (as
+    # dataset-rt 0.4.8 writes it); records.crc32c in both.
+    caches = {}
+    for version in (2, 3):
+        config = WriterConfig(show_progress=False, max_shard_bytes=3000, format_version=version)
+        [result] = runtime.write_cache(
+            ListSource(SOURCE_NAME, SAMPLES), tmp_path / f"v{version}", writer_config=config
+        )
+        assert isinstance(result, CacheWriteSuccess), result
+        caches[version] = result.path
+    files = {
+        version: {str(p.relative_to(path)): p.read_bytes() for p in path.rglob("*") if p.is_file()}
+        for version, path in caches.items()
+    }
+    v2_manifest = files[2].pop("manifest.json").decode()
+    v3_manifest = files[3].pop("manifest.json").decode()
+    assert files[2] == files[3] and "records.crc32c" in files[3]
+    cache_id = manifest_of(caches[3])["cache_id"]
+    head_v2 = '{\n  "format_version": 2,\n'
+    head_v3 = f'{{\n  "format_version": 3,\n  "cache_id": {cache_id},\n'
+    assert v2_manifest.startswith(head_v2) and v3_manifest.startswith(head_v3)
+    assert v3_manifest[len(head_v3) :] == v2_manifest[len(head_v2) :]

@@ -79,6 +79,7 @@ COMMANDS = [
     ["head"],
     ["metadata"],
     ["verify"],
+    ["migrate"],
     ["write"],
     ["write", "folder"],
     ["write", "parquet"],
@@ -144,6 +145,7 @@ def test_info_reports_what_the_cache_holds(
         "path": str(cache),
         "source_name": "c",
         "format_version": 2,
+        "cache_id": None,
         "samples": len(SAMPLES),
         "shards": len(shard_files),
         "bytes_on_disk": sum(p.stat().st_size for p in files),
@@ -352,7 +354,7 @@ def test_verify_lists_the_problems_of_a_corrupt_cache_and_exits_1(
     assert record_problem["offset"] == record(cache, 5)[1]
     assert "checksum" in record_problem["message"]
     text = invoke("verify", cache, code=1).stdout
-    assert f"FAILED: {cache}: {corrupt['problems_total']} problems" in text
+    assert f"FAILED: {cache} (format 2): {corrupt['problems_total']} problems" in text
     # Each problem on a line of its own; the messages say where (file, sample, offset).
     assert f"\n  {record_problem['message']}\n" in text
     assert f"sample 5 at offset {record_problem['offset']}" in record_problem["message"]
@@ -561,6 +563,8 @@ def cache_row(cache: Path, samples: int, algo: str = "none") -> dict[str, object
         "name": cache.name,
         "path": str(cache),
         "samples": samples,
+        "format_version": 2,
+        "cache_id": None,
         "bytes_on_disk": sum(p.stat().st_size for p in cache.rglob("*") if p.is_file()),
         "compression": [{"algo": algo, "ratio": 1.0}],
         "record_checksums": True,
@@ -630,13 +634,13 @@ def test_ls_lists_a_cache_whose_manifest_the_core_refuses_as_unreadable(
     base = tmp_path / "caches"
     newer = write(runtime, base, "newer")
     manifest = json.loads((newer / "manifest.json").read_text())
-    (newer / "manifest.json").write_text(json.dumps({**manifest, "format_version": 3}))
+    (newer / "manifest.json").write_text(json.dumps({**manifest, "format_version": 4}))
     (base / "junk").mkdir()
     (base / "junk" / "manifest.json").write_text("{")
     listing = invoke_json("ls", base)
     assert listing["caches"] == []
     notes = {entry["path"]: (entry["kind"], entry["note"]) for entry in listing["other"]}
-    version = "unsupported cache format version 3 (this reader supports version 2)"
+    version = "unsupported cache format version 4 (this reader supports versions 2 and 3)"
     assert notes["newer"] == (
         "unreadable",
         f"its manifest.json cannot be read (cache {newer}: manifest.json: {version})",

@@ -6,8 +6,13 @@ Every example works on a fresh `shutil.copytree` of a small pristine cache.
 Every record is covered by records.crc32c, so with default settings a flipped
 byte anywhere in a shard is an error. What is exempt, and only that:
 - manifest.json has no checksum of its own: a flip that leaves its JSON meaning
-  unchanged (whitespace), or changes only ``source_name`` (caches may be renamed)
-  or the advisory lz4 ``ratio``, may go unnoticed even with ``validate_cache=True``.
+  unchanged (whitespace), or changes only ``source_name`` (caches may be renamed),
+  the advisory lz4 ``ratio``, or a format 3 cache's identity (its ``cache_id``, or
+  ``format_version`` 3 to 2, which makes the id the cache's position), may go
+  unnoticed even with ``validate_cache=True``; the samples then carry the id the
+  manifest states.
+
+The flips run on a format 2 cache of each codec and on a format 3 cache.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ from dataset_rt import (
 )
 
 ALGOS = ("none", "lz4")
+# The caches the flip tests damage, and their codecs: "v3" is a format 3 cache.
+KINDS = {"none": "none", "lz4": "lz4", "v3": "none"}
 FILE_REFERENCE = re.compile(
     r"manifest\.json|index\.bin|metadata\.arrow|records\.crc32c|shards?[/ ]"
 )
@@ -49,19 +56,20 @@ SAMPLES = [
 @pytest.fixture(scope="module")
 def pristine(runtime: DatasetRuntime, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     caches = {}
-    for algo in ALGOS:
-        base = tmp_path_factory.mktemp(f"pristine_{algo}")
+    for kind, algo in KINDS.items():
+        base = tmp_path_factory.mktemp(f"pristine_{kind}")
         config = WriterConfig(
             show_progress=False,
             max_shard_bytes=180,
             shard_compression=ShardCompression(algo=algo, ratio=1.0),
+            format_version=3 if kind == "v3" else 2,
         )
         results = runtime.write_cache(ListSource("c", SAMPLES), base, writer_config=config)
         assert results == [CacheWriteSuccess("c", base / "c")], f"pristine write failed: {results}"
         assert len(list((base / "c" / "shards").iterdir())) >= 3, (
             "the pristine cache should have several shards"
         )
-        caches[algo] = base / "c"
+        caches[kind] = base / "c"
     return caches
 
 
@@ -88,13 +96,20 @@ def load(runtime: DatasetRuntime, cache: Path, validate: bool) -> list[Any]:
     return list(dataset)
 
 
-def assert_original(samples: list[Any], what: str) -> None:
-    """The samples are exactly SAMPLES."""
+def stated_cache_id(cache: Path) -> int:
+    """The cache_id the manifest of `cache` (a dataset's only cache) gives it."""
+    manifest = json.loads((cache / "manifest.json").read_bytes())
+    cache_id: int = manifest["cache_id"] if manifest["format_version"] == 3 else 0
+    return cache_id
+
+
+def assert_original(samples: list[Any], what: str, cache_id: int = 0) -> None:
+    """The samples are exactly SAMPLES, of the cache `cache_id`."""
     assert len(samples) == len(SAMPLES), (
         f"{what}: read {len(samples)} samples, wrote {len(SAMPLES)}"
     )
     for sample_id, (sample, (payload, metadata)) in enumerate(zip(samples, SAMPLES, strict=True)):
-        assert (sample.cache_id, sample.sample_id) == (0, sample_id), (
+        assert (sample.cache_id, sample.sample_id) == (cache_id, sample_id), (
             f"{what}: sample {sample_id} has identity {sample[2:]}"
         )
         got = dict(sample.metadata)
@@ -124,7 +139,8 @@ def assert_names_cache_and_file(
 
 
 def manifest_change_is_undetectable(original: bytes, corrupted: bytes, algo: str) -> bool:
-    """True when the corrupted manifest means the same but for source_name / the lz4 ratio."""
+    """True when the corrupted manifest means the same but for source_name, the lz4
+    ratio, or the cache's identity (cache_id, format_version 2 or 3)."""
     try:
         before = json.loads(original.decode("utf-8"))
         after = json.loads(corrupted.decode("utf-8"))
@@ -134,6 +150,9 @@ def manifest_change_is_undetectable(original: bytes, corrupted: bytes, algo: str
         return False
     for document in (before, after):
         document.pop("source_name", None)
+        if document.get("format_version") in (2, 3):
+            document.pop("format_version")
+            document.pop("cache_id", None)
         if algo == "lz4":
             for shard in (
                 document.get("shards", []) if isinstance(document.get("shards"), list) else []
@@ -172,15 +191,15 @@ CORRUPTION = settings(
 
 
 @CORRUPTION
-@given(algo=st.sampled_from(ALGOS), data=st.data())
+@given(kind=st.sampled_from(sorted(KINDS)), data=st.data())
 def test_a_flipped_byte_anywhere_is_detected_with_validation_and_detected_or_harmless_without(
     runtime: DatasetRuntime,
     pristine: dict[str, Path],
     tmp_path_factory: pytest.TempPathFactory,
-    algo: str,
+    kind: str,
     data: st.DataObject,
 ) -> None:
-    source = pristine[algo]
+    source, algo = pristine[kind], KINDS[kind]
     file = data.draw(st.sampled_from(files_of(source)), label="file")
     size = (source / file).stat().st_size
     framing = framing_positions(source, file, algo)
@@ -189,7 +208,7 @@ def test_a_flipped_byte_anywhere_is_detected_with_validation_and_detected_or_har
         st.one_of(anywhere, st.sampled_from(framing)) if framing else anywhere, label="position"
     )
     mask = data.draw(st.integers(1, 255), label="mask")
-    what = f"{algo} cache, {file} byte {position} ^ {mask:#04x}"
+    what = f"{kind} cache, {file} byte {position} ^ {mask:#04x}"
 
     cache = fresh_copy(source, tmp_path_factory)
     flip(cache / file, position, mask)
@@ -208,7 +227,7 @@ def test_a_flipped_byte_anywhere_is_detected_with_validation_and_detected_or_har
         assert undetectable, (
             f"{what}: validate_cache=True loaded the corrupted cache without an error"
         )
-        assert_original(samples, f"{what} (validate_cache=True)")
+        assert_original(samples, f"{what} (validate_cache=True)", stated_cache_id(cache))
 
     # validate_cache=False: every record's checksum and structure; whatever is
     # returned must be the original data, payloads included.
@@ -219,19 +238,19 @@ def test_a_flipped_byte_anywhere_is_detected_with_validation_and_detected_or_har
         # test_read_time_record_errors_name_the_shard.
         assert_names_cache_and_file(error, cache, f"{what} (validate_cache=False)")
     else:
-        assert_original(samples, f"{what} (validate_cache=False)")
+        assert_original(samples, f"{what} (validate_cache=False)", stated_cache_id(cache))
 
 
-@pytest.mark.parametrize("algo", ALGOS)
+@pytest.mark.parametrize("kind", sorted(KINDS))
 def test_every_single_byte_flip_of_every_file_is_an_error_or_changes_nothing(
     runtime: DatasetRuntime,
     pristine: dict[str, Path],
     tmp_path_factory: pytest.TempPathFactory,
-    algo: str,
+    kind: str,
 ) -> None:
     # Exhaustive over positions, with default settings (the hypothesis test
     # above draws the flipped bits too): never different bytes returned as data.
-    cache = fresh_copy(pristine[algo], tmp_path_factory)
+    cache = fresh_copy(pristine[kind], tmp_path_factory)
     flips = errors = 0
     for file in files_of(cache):
         path = cache / file
@@ -240,14 +259,14 @@ def test_every_single_byte_flip_of_every_file_is_an_error_or_changes_nothing(
             corrupted = bytearray(original)
             corrupted[position] ^= 0x01
             path.write_bytes(bytes(corrupted))
-            what = f"{algo} cache, {file} byte {position} ^ 0x01"
+            what = f"{kind} cache, {file} byte {position} ^ 0x01"
             try:
                 samples = load(runtime, cache, validate=False)
             except (ValueError, OSError) as error:
                 assert_names_cache_and_file(error, cache, what)
                 errors += 1
             else:
-                assert_original(samples, what)
+                assert_original(samples, what, stated_cache_id(cache))
             flips += 1
         path.write_bytes(original)
     # Every flip in a shard, index.bin or records.crc32c is an error; the rest
@@ -386,7 +405,7 @@ def test_read_time_record_errors_name_the_shard(
         assert "claims 4294967295 decoded bytes, impossible" in message, message
 
 
-@pytest.mark.parametrize("version", [3, 1, 0, "2", 2.5, None])
+@pytest.mark.parametrize("version", [4, 1, 0, "2", 2.5, None])
 def test_a_manifest_of_another_format_version_is_refused_naming_the_version(
     runtime: DatasetRuntime,
     pristine: dict[str, Path],
@@ -401,8 +420,8 @@ def test_a_manifest_of_another_format_version_is_refused_naming_the_version(
     assert "version" in message, (
         f"format_version {version!r}: message does not mention the version: {message!r}"
     )
-    if version == 3:
-        assert "3" in message, f"message does not say which version was found: {message!r}"
+    if version == 4:
+        assert "4" in message, f"message does not say which version was found: {message!r}"
 
 
 @pytest.mark.parametrize("algo", ALGOS)
@@ -562,3 +581,32 @@ def test_a_record_mismatch_on_a_very_long_key_still_says_what_differs(
     cut_key = "k" * 200 + "..."
     assert f"does not match metadata.arrow: field '{cut_key}': " in message, message[-300:]
     assert "12346" in message and "12345" in message, message[-300:]
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda text: text.replace('  "cache_id": ', '  "cache_idx": '), "'cache_id' is missing"),
+        (
+            lambda text: re.sub(r'"cache_id": \d+', '"cache_id": 9223372036854775808', text),
+            "'cache_id' is 9223372036854775808; a cache_id must be below 2^63",
+        ),
+        (
+            lambda text: re.sub(r'"cache_id": \d+', '"cache_id": -1', text),
+            "'cache_id' must be a non-negative integer",
+        ),
+    ],
+    ids=["missing", "2^63", "negative"],
+)
+def test_a_format_3_manifest_without_a_valid_cache_id_is_refused_naming_it(
+    runtime: DatasetRuntime,
+    pristine: dict[str, Path],
+    tmp_path_factory: pytest.TempPathFactory,
+    edit: Any,
+    message: str,
+) -> None:
+    cache = fresh_copy(pristine["v3"], tmp_path_factory)
+    text = (cache / "manifest.json").read_text()
+    (cache / "manifest.json").write_text(edit(text))
+    refused = expect_failure(runtime, cache, "format 3 cache_id", "manifest.json")
+    assert f"manifest field {message}" in refused, refused

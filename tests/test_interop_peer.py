@@ -50,8 +50,10 @@ from conftest import load_script, pythonpath_before_inherited
 from dataset_rt import DatasetRuntime, ReaderConfig
 
 PEER_VERSION = "0.2.4"
-PEER_REQUIREMENT = f"dataset-rt=={PEER_VERSION}"
 VENV_ENV_VAR = "DATASET_RT_PEER_VENV"
+# The environment variable naming each peer version's virtual environment
+# (tests/test_interop_peer_048.py drives dataset-rt 0.4.8 the same way).
+VENV_ENV_VARS = {PEER_VERSION: VENV_ENV_VAR, "0.4.8": "DATASET_RT_PEER_048_VENV"}
 VENV_CREATE_TIMEOUT = 300
 PIP_INSTALL_TIMEOUT = 900
 DRIVER_TIMEOUT = 300
@@ -89,12 +91,12 @@ def pip_could_not_reach_index(output: str) -> bool:
     return any(marker in output for marker in NETWORK_FAILURE_MARKERS)
 
 
-def default_venv_dir() -> Path:
-    configured = os.environ.get(VENV_ENV_VAR)
+def default_venv_dir(version: str = PEER_VERSION) -> Path:
+    configured = os.environ.get(VENV_ENV_VARS[version])
     if configured:
         return Path(configured).expanduser().absolute()
     cache_home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache_home / "dataset_rt_tests" / f"peer-{PEER_VERSION}"
+    return cache_home / "dataset_rt_tests" / f"peer-{version}"
 
 
 def venv_python(venv: Path) -> Path:
@@ -119,8 +121,8 @@ PROBE = (
 )
 
 
-def probe_peer(venv: Path) -> str | None:
-    """None when `venv` holds a working dataset-rt 0.2.4, else why not."""
+def probe_peer(venv: Path, version: str = PEER_VERSION) -> str | None:
+    """None when `venv` holds a working dataset-rt of `version`, else why not."""
     python = venv_python(venv)
     if not python.exists():
         return f"{python} does not exist"
@@ -141,8 +143,8 @@ def probe_peer(venv: Path) -> str | None:
         found = json.loads(completed.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         return f"unexpected probe output: {completed.stdout!r}"
-    if found["version"] != PEER_VERSION:
-        return f"installed dataset-rt is {found['version']}, not {PEER_VERSION}"
+    if found["version"] != version:
+        return f"installed dataset-rt is {found['version']}, not {version}"
     if not Path(found["file"]).resolve().is_relative_to(venv.resolve()):
         return f"dataset_rt imported from {found['file']}, outside {venv}"
     return None
@@ -180,7 +182,8 @@ def run_step(command: list[str], timeout: int, what: str) -> subprocess.Complete
         )
 
 
-def create_peer_venv(venv: Path) -> None:
+def create_peer_venv(venv: Path, version: str = PEER_VERSION) -> None:
+    requirement = f"dataset-rt=={version}"
     if venv.exists():
         shutil.rmtree(venv)
     created = run_step(
@@ -190,7 +193,7 @@ def create_peer_venv(venv: Path) -> None:
     )
     if created.returncode != 0:
         pytest.fail(
-            f"could not create a virtual environment for {PEER_REQUIREMENT} at {venv} "
+            f"could not create a virtual environment for {requirement} at {venv} "
             f"with {sys.executable}:\n"
             f"{created.stdout}{created.stderr}"
         )
@@ -205,9 +208,9 @@ def create_peer_venv(venv: Path) -> None:
         "30",
         "--retries",
         "2",
-        PEER_REQUIREMENT,
+        requirement,
     ]
-    installed = run_step(command, PIP_INSTALL_TIMEOUT, f"pip install {PEER_REQUIREMENT}")
+    installed = run_step(command, PIP_INSTALL_TIMEOUT, f"pip install {requirement}")
     if installed.returncode != 0:
         output = f"{installed.stdout}\n{installed.stderr}"
         shutil.rmtree(venv, ignore_errors=True)
@@ -218,27 +221,31 @@ def create_peer_venv(venv: Path) -> None:
                 if "ERROR" in line or pip_could_not_reach_index(line)
             ]
             pytest.skip(
-                f"PyPI could not be reached to install {PEER_REQUIREMENT}, so the "
+                f"PyPI could not be reached to install {requirement}, so the "
                 "interoperability tests against it were NOT run. pip said: " + " | ".join(said[-3:])
             )
-        pytest.fail(
-            f"pip install {PEER_REQUIREMENT} failed (not a network failure):\n{output[-4000:]}"
-        )
+        pytest.fail(f"pip install {requirement} failed (not a network failure):\n{output[-4000:]}")
+
+
+def peer_venv_python(version: str) -> Path:
+    """The interpreter of a virtual environment with dataset-rt==`version`, created once
+    (skipping the test when PyPI cannot be reached), then reused."""
+    venv = default_venv_dir(version)
+    with venv_lock(venv):
+        if probe_peer(venv, version) is not None:
+            create_peer_venv(venv, version)
+            problem = probe_peer(venv, version)
+            if problem is not None:
+                pytest.fail(
+                    f"dataset-rt=={version} was installed into {venv} but does not work: {problem}"
+                )
+    return venv_python(venv)
 
 
 @pytest.fixture(scope="session")
 def peer_python() -> Path:
     """The interpreter of a virtual environment with dataset-rt==0.2.4, created once, reused."""
-    venv = default_venv_dir()
-    with venv_lock(venv):
-        if probe_peer(venv) is not None:
-            create_peer_venv(venv)
-            problem = probe_peer(venv)
-            if problem is not None:
-                pytest.fail(
-                    f"{PEER_REQUIREMENT} was installed into {venv} but does not work: {problem}"
-                )
-    return venv_python(venv)
+    return peer_venv_python(PEER_VERSION)
 
 
 def run_driver(

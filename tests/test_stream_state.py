@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import QUIET, ListSource, simple_samples
+from conftest import QUIET, ListSource, as_format_3, simple_samples
 from dataset_rt import CachedDataset, DatasetRuntime, ReaderConfig, _native
 
 FIRST = simple_samples(13)
@@ -359,5 +359,20 @@ def test_the_table_digest_is_the_documented_one(
         if edit:
             reweight(ds)
         table = ds.get_metadata()
+        rows = list(zip(table["cache_id"], table["sample_id"], table["weight"], strict=True))
+        assert ds.state_dict()["table"] == table_digest(rows)
+
+
+def test_the_table_digest_names_a_format_3_cache_by_its_cache_id(
+    runtime: DatasetRuntime, caches: list[Path], tmp_path: Path
+) -> None:
+    shutil.copytree(caches[1], tmp_path / "second")
+    as_format_3(tmp_path / "second", 77)
+    for edit in (False, True):
+        ds = load(runtime, [caches[0], tmp_path / "second"])
+        if edit:
+            reweight(ds)
+        table = ds.get_metadata()
+        assert 77 in set(table["cache_id"])
         rows = list(zip(table["cache_id"], table["sample_id"], table["weight"], strict=True))
         assert ds.state_dict()["table"] == table_digest(rows)

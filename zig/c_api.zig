@@ -62,7 +62,7 @@ const checkProcess = c_status.checkProcess;
 const byteString = c_status.byteString;
 const Runtime = c_status.Runtime;
 
-const abi_version: u32 = 3;
+const abi_version: u32 = 4;
 
 export fn drt_abi_version() u32 {
     return abi_version;
@@ -116,6 +116,7 @@ export fn drt_writer_create(
         .batches_in_flight_max = opts.batches_in_flight_max,
         .compression = compression,
         .compression_ratio = opts.compression_ratio,
+        .format_version = if (opts.format_version == 0) 2 else opts.format_version,
     }, &diagnostic) catch |err| return failError(err, &diagnostic);
     return status_ok;
 }
@@ -608,7 +609,7 @@ export fn drt_iterator_create_shard(
 
 export fn drt_iterator_create_reads(
     dataset: ?*dataset_module.Dataset,
-    cache_ids: ?[*]const u32,
+    cache_ids: ?[*]const u64,
     sample_ids: ?[*]const u64,
     count: u64,
     defer_payload_bytes: u64,
@@ -617,7 +618,8 @@ export fn drt_iterator_create_reads(
     const d = dataset orelse return nullArgument("dataset");
     if (!checkProcess(d.pool)) return status_wrong_process;
     const out_ptr = out orelse return nullArgument("out pointer");
-    const caches: []const u32 = if (count == 0) &.{} else (cache_ids orelse return nullArgument("cache_ids"))[0..@intCast(count)];
+    const caches: []const u64 = if (count == 0) &.{} else (cache_ids orelse
+        return nullArgument("cache_ids"))[0..@intCast(count)];
     const samples: []const u64 = if (count == 0) &.{} else (sample_ids orelse return nullArgument("sample_ids"))[0..@intCast(count)];
     var diagnostic: Diagnostic = .{};
     out_ptr.* = dataset_module.Iterator.createReads(d, caches, samples, defer_payload_bytes, &diagnostic) catch |err| return failError(err, &diagnostic);

@@ -11,6 +11,9 @@ pub const WriterOptions = extern struct {
     batches_in_flight_max: u32,
     compression: u32,
     compression_ratio: f64,
+    /// 2 or 3; 0 means 2 (ABI 4).
+    format_version: u32,
+    reserved: u32,
 };
 
 pub const StageStats = extern struct { calls: u64, nanoseconds: u64, bytes: u64 };

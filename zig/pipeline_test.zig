@@ -183,7 +183,7 @@ test "a written cache reads back in order, shuffled, without replacement and by 
 
     // By identity, in the order asked, repeats included.
     var diagnostic: Diagnostic = .{};
-    const cache_ids = [_]u32{ 1, 0, 1 };
+    const cache_ids = [_]u64{ 1, 0, 1 };
     const sample_ids = [_]u64{ 299, 3, 299 };
     const reads = try Iterator.createReads(ordered, &cache_ids, &sample_ids, 0, &diagnostic);
     defer reads.destroy();

@@ -1,9 +1,10 @@
-//! The DatasetRT core. Every exported symbol lives in c_api.zig or
-//! c_api_integrity.zig (reporting through c_status.zig); this file only
+//! The DatasetRT core. Every exported symbol lives in c_api.zig,
+//! c_api_integrity.zig or c_api_formats.zig (reporting through c_status.zig); this file only
 //! pulls the modules into the build so their exports and unit tests are compiled.
 comptime {
     _ = @import("c_api.zig");
     _ = @import("c_api_integrity.zig");
+    _ = @import("c_api_formats.zig");
 }
 
 /// No per-thread alternate signal stack: std's default (256 KiB) is a
@@ -32,6 +33,7 @@ test {
     _ = @import("format/arrow_ipc_read.zig");
     _ = @import("format/arrow_ipc_test.zig");
     _ = @import("format/arrow_ipc_write.zig");
+    _ = @import("format/cache_identity.zig");
     _ = @import("format/cache_layout.zig");
     _ = @import("format/column_builder.zig");
     _ = @import("format/index_file.zig");
@@ -63,6 +65,7 @@ test {
     _ = @import("table/cache_info.zig");
     _ = @import("table/metadata_table.zig");
     _ = @import("write/batch_encoding.zig");
+    _ = @import("write/cache_migration.zig");
     _ = @import("write/cache_writer.zig");
     _ = @import("write/file_syncs.zig");
     _ = @import("write/page_cache_policy.zig");

@@ -20,7 +20,7 @@ const koffi = require('koffi');
 
 // ---- The header's declarations, in koffi's C-like syntax -------------------------
 
-const DRT_ABI_VERSION = 3;
+const DRT_ABI_VERSION = 4;
 const DRT_OK = 0;
 const DRT_ERR_INVALID_ARGUMENT = 1;
 const DRT_ERR_INVALID_CACHE = 3;
@@ -44,6 +44,8 @@ function declare(libraryPath) {
         batches_in_flight_max: 'uint32_t',
         compression: 'uint32_t',
         compression_ratio: 'double',
+        format_version: 'uint32_t', // 2 or 3 (0 means 2)
+        reserved: 'uint32_t',
     });
     koffi.struct('drt_reader_options', {
         seed: 'uint64_t',
@@ -160,6 +162,8 @@ function writeCache(runtime, baseDir, name) {
         batches_in_flight_max: 4,
         compression: DRT_COMPRESSION_LZ4,
         compression_ratio: 2.0,
+        format_version: 2,
+        reserved: 0,
     };
     const out = [null];
     check(drt.writer_create(runtime, baseDir, Buffer.byteLength(baseDir), name, Buffer.byteLength(name), options, out),
@@ -234,7 +238,7 @@ function checkBatch(batch, order) {
     const metadataOffsets = numbers(batch.metadata_offsets, 'uint64_t', n + 1);
     const payloads = bytes(batch.payloads, payloadOffsets[n]);
     const metadata = bytes(batch.metadata_json, metadataOffsets[n]);
-    const cacheIds = numbers(batch.cache_ids, 'uint32_t', n);
+    const cacheIds = numbers(batch.cache_ids, 'uint64_t', n);
     const sampleIds = numbers(batch.sample_ids, 'uint64_t', n);
     const columnCount = Number(batch.column_count);
     const columns = columnCount === 0 ? [] : koffi.decode(batch.columns, drt.batchColumn, columnCount);
@@ -275,7 +279,10 @@ function checkErrors(runtime, baseDir, name) {
     expectFailure(drt.runtime_create(0, out), DRT_ERR_INVALID_ARGUMENT, 'drt_runtime_create with 0 workers');
 
     // The cache exists now: a second writer of the name is refused.
-    const options = { max_shard_bytes: 1 << 20, batches_in_flight_max: 4, compression: DRT_COMPRESSION_NONE, compression_ratio: 1.0 };
+    const options = {
+        max_shard_bytes: 1 << 20, batches_in_flight_max: 4, compression: DRT_COMPRESSION_NONE, compression_ratio: 1.0,
+        format_version: 2, reserved: 0,
+    };
     let status = drt.writer_create(runtime, baseDir, Buffer.byteLength(baseDir), name, Buffer.byteLength(name), options, out);
     if (status === DRT_OK) drt.writer_destroy(out[0]);
     expectFailure(status, DRT_ERR_ALREADY_EXISTS, 'a second writer of a published cache');

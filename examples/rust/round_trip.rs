@@ -24,7 +24,7 @@ use std::ptr;
 
 // ---- The header's declarations, by hand -------------------------------------
 
-const DRT_ABI_VERSION: u32 = 3;
+const DRT_ABI_VERSION: u32 = 4;
 const DRT_OK: i32 = 0;
 const DRT_ERR_INVALID_ARGUMENT: i32 = 1;
 const DRT_ERR_INVALID_CACHE: i32 = 3;
@@ -57,6 +57,8 @@ struct DrtWriterOptions {
     batches_in_flight_max: u32,
     compression: u32,
     compression_ratio: f64,
+    format_version: u32, // 2 or 3 (0 means 2)
+    reserved: u32,
 }
 
 #[repr(C)]
@@ -84,7 +86,7 @@ struct DrtBatch {
     payload_offsets: *const u64,
     metadata_json: *const u8,
     metadata_offsets: *const u64,
-    cache_ids: *const u32,
+    cache_ids: *const u64,
     sample_ids: *const u64,
     column_count: u64,
     columns: *const DrtBatchColumn,
@@ -233,6 +235,8 @@ fn write_cache(runtime: *mut DrtRuntime, base_dir: &str, name: &str, samples: &[
         batches_in_flight_max: 4,
         compression: DRT_COMPRESSION_LZ4,
         compression_ratio: 2.0,
+        format_version: 2,
+        reserved: 0,
     };
     let mut writer: *mut DrtWriter = ptr::null_mut();
     check(
@@ -361,7 +365,10 @@ fn check_errors(runtime: *mut DrtRuntime, base_dir: &str, name: &str) -> Result<
                    "drt_runtime_create with 0 workers")?;
 
     // The cache exists now: a second writer of the name is refused.
-    let options = DrtWriterOptions { max_shard_bytes: 1 << 20, batches_in_flight_max: 4, compression: 0, compression_ratio: 1.0 };
+    let options = DrtWriterOptions {
+        max_shard_bytes: 1 << 20, batches_in_flight_max: 4, compression: 0, compression_ratio: 1.0,
+        format_version: 2, reserved: 0,
+    };
     let mut writer: *mut DrtWriter = ptr::null_mut();
     let status = unsafe {
         drt_writer_create(runtime, base_dir.as_ptr(), base_dir.len() as u64, name.as_ptr(),

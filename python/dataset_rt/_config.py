@@ -133,6 +133,12 @@ class WriterConfig(BaseModel):
     cache that fits comes from memory and a much larger write does not fill it;
     ``"keep"`` keeps every shard, ``"drop"`` none."""
 
+    format_version: Literal[2, 3] = 2
+    """The storage format of new caches. 2 (the default) is read by dataset-rt 0.2.4
+    and 0.4.8; 3 is read by dataset-rt 0.4.8 and not 0.2.4, and stores each cache's
+    ``cache_id`` (derived from its source name) in its manifest, so samples keep
+    their ids whatever the order of the caches a dataset is opened with."""
+
 
 class ReaderConfig(BaseModel):
     """How caches are read and sampled.

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     import polars as pl
 
     from dataset_rt import _metadata_frame
+    from dataset_rt._migration import ManifestUpdateReport
 
 
 class CachedDataset:
@@ -45,7 +46,7 @@ class CachedDataset:
     """
 
     cache_paths: list[Path]
-    """The loaded caches; a sample's ``cache_id`` is its cache's position here."""
+    """The loaded caches, in the order they were given."""
 
     reader_config: ReaderConfig
     """The configuration the dataset was loaded with."""
@@ -93,6 +94,20 @@ class CachedDataset:
             assert recipe is not None
             handle = self._reopen(recipe, recipe["num_workers"])
         return handle
+
+    @property
+    def cache_ids(self) -> list[int]:
+        """The ``cache_id`` of each cache of `cache_paths`, in that order.
+
+        A format 3 cache's id is the one its manifest stores; a format 2
+        cache's id is its position in `cache_paths` (docs/storage-format.md,
+        "Format 3: persisted cache ids").
+
+        Examples:
+            >>> dataset.cache_ids
+            [0]
+        """
+        return list(self._handle.cache_ids)
 
     def __len__(self) -> int:
         """Samples the next iteration yields: the epoch length, or what is left
@@ -244,6 +259,37 @@ class CachedDataset:
     samples_metadata = get_metadata
     set_samples_metadata = update_metadata
 
+    def update_manifests(self, version: int) -> ManifestUpdateReport:
+        """Make every format 2 cache of the dataset format 3, keeping its cache_id.
+
+        A format 2 cache's id is its position in `cache_paths`; migrating writes
+        that id into its manifest, so samples keep their ids (and saved tables
+        keep naming them) however the caches are listed afterwards. Only
+        manifest.json changes, atomically; format 3 caches are left unchanged,
+        so running it again is safe. Every cache is checked before anything is
+        written: a cache a writer is writing (its lock in the base folder's
+        ``tmp/`` held) is refused (`errors.StateError`), and so is a manifest
+        that could not be rewritten without loss. Afterwards dataset-rt 0.2.4 no
+        longer reads the caches, and resume states saved before name the old
+        manifests: take new ones. This dataset keeps naming the old manifests
+        too, so open the caches again before pickling it or handing it to
+        DataLoader workers. ``version`` must be 3.
+
+        Examples:
+            >>> quiet = WriterConfig(show_progress=False)
+            >>> [written] = runtime.write_cache(Squares(10), "caches", writer_config=quiet)
+            >>> legacy = runtime.cached_dataset([written.path], reader_config=ReaderConfig(seed=0))
+            >>> report = legacy.update_manifests(version=3)
+            >>> [(entry.cache_id, entry.status) for entry in report.entries]
+            [(0, 'updated')]
+            >>> [entry.status for entry in legacy.update_manifests(version=3).entries]
+            ['unchanged']
+        """
+        from dataset_rt import _migration
+
+        _migration.check_version(version)
+        return _migration.update_manifests(self.cache_paths, self.cache_ids)
+
     # ---- random access --------------------------------------------------------
 
     def get(self, cache_id: int, sample_id: int) -> CachedSample:
@@ -279,7 +325,7 @@ class CachedDataset:
         return self._read(*_identity_arrays(pairs))
 
     def _read(self, cache_ids: array[int], sample_ids: array[int]) -> list[CachedSample]:
-        """The samples (cache_ids[i], sample_ids[i]) (uint32 and uint64 arrays)."""
+        """The samples (cache_ids[i], sample_ids[i]) (uint64 arrays)."""
         if not sample_ids:
             return []
         native = NativeIterator(self._handle, identities=(cache_ids, sample_ids))
@@ -462,10 +508,10 @@ def _unpickle_dataset(pickled: dict[str, Any]) -> CachedDataset:
 
 
 def _identity_arrays(pairs: Any) -> tuple[array[int], array[int]]:
-    """(uint32 cache ids, uint64 sample ids) of `get_many`'s argument."""
-    cache_ids: array[int] = array("I")
+    """(uint64 cache ids, uint64 sample ids) of `get_many`'s argument."""
+    cache_ids: array[int] = array("Q")
     sample_ids: array[int] = array("Q")
-    assert cache_ids.itemsize == 4 and sample_ids.itemsize == 8
+    assert cache_ids.itemsize == 8 and sample_ids.itemsize == 8
     if type(pairs).__module__.startswith("polars") and hasattr(pairs, "get_column"):
         from dataset_rt import _metadata_frame
 
@@ -482,7 +528,7 @@ def _identity_arrays(pairs: Any) -> tuple[array[int], array[int]]:
                 raise TypeError(
                     f"get_many: item {index}: {name} must be an int, got {type(value).__name__}"
                 )
-        if not (0 <= cache_id <= _native.U32_MAX and 0 <= sample_id <= _native.U64_MAX):
+        if not (0 <= cache_id <= _native.U64_MAX and 0 <= sample_id <= _native.U64_MAX):
             raise errors.SampleNotFoundError(
                 f"no sample (cache_id={cache_id}, sample_id={sample_id}) (request {index})"
             )

@@ -106,7 +106,7 @@ def identity_arrays(frame: pl.DataFrame) -> tuple[array[int], array[int]]:
     outside = (
         frame.select(*IDENTITY_COLUMNS)
         .with_row_index("request")
-        .filter((cache_id < 0) | (cache_id > _native.U32_MAX) | (sample_id < 0))
+        .filter((cache_id < 0) | (sample_id < 0))
     )
     if outside.height:
         request, bad_cache, bad_sample = outside.row(0)
@@ -114,7 +114,7 @@ def identity_arrays(frame: pl.DataFrame) -> tuple[array[int], array[int]]:
             f"no sample (cache_id={bad_cache}, sample_id={bad_sample}) (request {request})"
         )
     return (
-        _packed(frame.get_column("cache_id"), pl.UInt32, "I"),
+        _packed(frame.get_column("cache_id"), pl.UInt64, "Q"),
         _packed(frame.get_column("sample_id"), pl.UInt64, "Q"),
     )
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from dataset_rt import errors
 
-ABI_VERSION = 3
+ABI_VERSION = 4
 MAX_WORKERS = 256
 """The core's limit on native worker threads per runtime."""
 
@@ -72,6 +72,8 @@ class WriterOptions(Structure):
         ("batches_in_flight_max", c_uint32),
         ("compression", c_uint32),
         ("compression_ratio", c_double),
+        ("format_version", c_uint32),
+        ("reserved", c_uint32),
     ]
 
 
@@ -143,7 +145,7 @@ class Batch(Structure):
         ("payload_offsets", POINTER(c_uint64)),
         ("metadata_json", c_void_p),
         ("metadata_offsets", POINTER(c_uint64)),
-        ("cache_ids", POINTER(c_uint32)),
+        ("cache_ids", POINTER(c_uint64)),
         ("sample_ids", POINTER(c_uint64)),
         ("column_count", c_uint64),
         ("columns", POINTER(BatchColumn)),
@@ -302,6 +304,10 @@ def _declare(library: ctypes.CDLL) -> None:
             [c_char_p, c_uint64, c_char_p, c_uint64, c_char_p, c_uint64, POINTER(c_uint32)],
             c_int32,
         ),
+        "drt_caches_migrate": (
+            [c_void_p, c_void_p, c_void_p, c_uint32, c_void_p],
+            c_int32,
+        ),
         "drt_writer_push": (
             [handle, c_char_p, c_uint64, POINTER(c_uint64), c_uint64, c_char_p, c_uint64],
             c_int32,
@@ -354,6 +360,7 @@ def _declare(library: ctypes.CDLL) -> None:
             c_int32,
         ),
         "drt_dataset_cache_sha256s": ([handle, c_void_p, c_uint32], c_int32),
+        "drt_dataset_cache_ids": ([handle, c_void_p, c_uint32], c_int32),
         "drt_dataset_position": ([handle, POINTER(StreamPosition)], c_int32),
         "drt_dataset_state": ([handle, POINTER(StreamState)], c_int32),
         "drt_dataset_take_state": ([handle, POINTER(StreamState)], c_int32),
@@ -512,6 +519,38 @@ def replace_cache(base: str | os.PathLike[str], name: str, fresh: str) -> bool:
     return bool(replaced.value)
 
 
+MIGRATE_OUTCOMES = ("updated", "unchanged", "not reached")
+"""What `drt_caches_migrate` did to each cache, by its DRT_MIGRATE_* code."""
+
+
+def migrate_caches(paths: list[Path], cache_ids: list[int]) -> list[str]:
+    """Make the caches at `paths` format 3 with `cache_ids` (the core's
+    `drt_caches_migrate`); each cache's outcome, from `MIGRATE_OUTCOMES`. On a
+    failure the exception's message also names the caches updated before it."""
+    encoded = [os.fsencode(path) for path in paths]
+    count = len(encoded)
+    array = (ctypes.c_char_p * count)(*encoded)
+    lengths = (c_uint64 * count)(*map(len, encoded))
+    ids = (c_uint64 * count)(*cache_ids)
+    outcomes = (c_uint32 * count)()
+    status = lib.drt_caches_migrate(array, lengths, ids, count, outcomes)
+    done = [MIGRATE_OUTCOMES[outcome] for outcome in outcomes]
+    try:
+        check(status)
+    except errors.DatasetRtError as error:
+        updated = [
+            str(path) for path, outcome in zip(paths, done, strict=True) if outcome == "updated"
+        ]
+        if updated:
+            error.args = (
+                f"{error.args[0]}; updated before the failure: {', '.join(updated)} "
+                "(running the migration again completes it)",
+                *error.args[1:],
+            )
+        raise
+    return done
+
+
 def check_compression(algo: str, ratio: float) -> None:
     """Raise `ValueError` unless `ratio` fits the codec (the core's rule)."""
     check(lib.drt_check_compression(COMPRESSION_CODES[algo], ratio))
@@ -530,6 +569,8 @@ class CacheInfo:
     """A cache described by the core from its manifest alone (``drt_cache_info``)."""
 
     format_version: int
+    cache_id: int | None
+    """The cache_id a format 3 manifest persists; None in format 2."""
     source_name: str
     samples: int
     shards: int
@@ -553,6 +594,7 @@ def cache_info(path: os.PathLike[str] | str) -> CacheInfo:
     info = json.loads(text.decode("utf-8", "surrogatepass"))
     return CacheInfo(
         format_version=info["format_version"],
+        cache_id=info["cache_id"],
         source_name=info["source_name"],
         samples=info["sample_count"],
         shards=info["shard_count"],

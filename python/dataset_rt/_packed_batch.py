@@ -13,9 +13,9 @@ from dataset_rt._native import KIND_BOOL, KIND_FLOAT, KIND_INT
 
 # The head: count, column_count, payload_bytes, deferred and skipped; then five
 # words per column (kind, distinct, values_len, offsets_len, bytes_len); the
-# skipped samples (drt_skipped: at, sample_id, cache_id u32 + 4 bytes) end it.
+# skipped samples (drt_skipped: at, sample_id, cache_id) end it.
 _HEAD_WORDS = 5
-_SKIPPED = struct.Struct("=QQI4x")
+_SKIPPED = struct.Struct("=QQQ")
 _HEAD = struct.Struct(f"={_HEAD_WORDS}Q")
 _COLUMN_WORDS = 5
 
@@ -38,9 +38,10 @@ class PackedBatch(NamedTuple):
     each standing before the batch's sample `at`, in stream order."""
 
 
-def unpack(packed: bytes, names: list[str], single_cache: bool) -> PackedBatch:
+def unpack(packed: bytes, names: list[str], single_cache_id: int | None) -> PackedBatch:
     """The parts of a packed batch whose schema has the fields `names`; with
-    `single_cache` every cache id is 0 and is not read."""
+    `single_cache_id` (a dataset of one cache) every cache id is that one and is
+    not read."""
     count, column_count, payload_bytes, deferred, skipped_count = _HEAD.unpack_from(packed)
     skipped = []
     if skipped_count:
@@ -50,18 +51,17 @@ def unpack(packed: bytes, names: list[str], single_cache: bool) -> PackedBatch:
     words = memoryview(packed).cast("Q")
     lengths_at = _HEAD_WORDS + _COLUMN_WORDS * column_count
     ids_at = lengths_at + count
-    cache_ids_at = 8 * (ids_at + count)
-    # With one cache every id is 0: repeating it spares unpacking one per sample.
+    # With one cache every id is the same: repeating it spares unpacking one per sample.
     cache_ids: Iterable[int] = (
-        repeat(0, count)
-        if single_cache
-        else memoryview(packed)[cache_ids_at : cache_ids_at + 4 * count].cast("I")
+        repeat(single_cache_id, count)
+        if single_cache_id is not None
+        else words[ids_at + count : ids_at + 2 * count]
     )
     metadata = BatchMetadata(
         names,
         packed,
         words[_HEAD_WORDS:lengths_at],
-        cache_ids_at + _padded8(4 * count),
+        8 * (ids_at + 2 * count),
     )
     return PackedBatch(
         count,

@@ -78,6 +78,11 @@ class DatasetHandle:
         _native.check(_native.lib.drt_dataset_cache_sha256s(handle, digests, len(paths)))
         joined = bytes(digests)
         self.cache_sha256s = [joined[at : at + 32] for at in range(0, len(joined), 32)]
+        ids = (ctypes.c_uint64 * len(paths))()
+        _native.check(_native.lib.drt_dataset_cache_ids(handle, ids, len(paths)))
+        # What samples and tables call each cache (see `CachedDataset.cache_ids`).
+        self.cache_ids: list[int] = list(ids)
+        self._path_of_id = dict(zip(self.cache_ids, paths, strict=True))
         self.mirror = self.position()
 
     def mapped_view(self, mapping: int) -> tuple[int, memoryview]:
@@ -99,6 +104,15 @@ class DatasetHandle:
             entry = (address, memoryview(array).cast("B").toreadonly())
             self.mapped_views[mapping] = entry
         return entry
+
+    @property
+    def single_cache_id(self) -> int | None:
+        """The only cache's cache_id, or None when there are several."""
+        return self.cache_ids[0] if self.cache_count == 1 else None
+
+    def path_of(self, cache_id: int) -> Path:
+        """The path of the cache whose cache_id is `cache_id`."""
+        return self._path_of_id[cache_id]
 
     def stored_names(self) -> list[str]:
         """The stored metadata columns' names, in schema order."""
@@ -211,7 +225,7 @@ class NativeIterator:
         self.finished = False
         handle = ctypes.c_void_p()
         if identities is not None:
-            # Arrays of uint32 cache ids and uint64 sample ids; the core copies them.
+            # Arrays of uint64 cache ids and sample ids; the core copies them.
             cache_ids, sample_ids = identities
             status = _native.lib.drt_iterator_create_reads(
                 dataset.value,
@@ -282,7 +296,7 @@ class NativeIterator:
         dataset = self.dataset
         if cache_id not in dataset.warned_caches:
             dataset.warned_caches.add(cache_id)
-            path = dataset.paths[cache_id]
+            path = dataset.path_of(cache_id)
             warnings.warn(
                 f"dataset_rt: skipped corrupt sample (cache_id={cache_id}, "
                 f"sample_id={sample_id}) of cache {path} (on_corrupt='skip'); later "
@@ -321,7 +335,7 @@ class NativeIterator:
                 # Small payloads and packed in one copy.
                 joined = ctypes.string_at(base, packed_at + contents.packed_len)
                 packed = joined[packed_at:]
-            parts = unpack(packed, self.dataset.stored_names(), self.dataset.cache_count == 1)
+            parts = unpack(packed, self.dataset.stored_names(), self.dataset.single_cache_id)
             count = parts.sample_count
             payloads: Iterable[bytes | memoryview]
             if parts.deferred and self.dataset.payload_views:

@@ -179,10 +179,13 @@ class DatasetRuntime:
     def cached_dataset(
         self, paths: Sequence[str | Path], *, reader_config: ReaderConfig
     ) -> CachedDataset:
-        """Load caches in order (``cache_id`` = position) for reading.
+        """Load caches in order for reading.
 
-        Validates manifests, sample counts, index sizes, shard existence and
-        lengths, and with ``reader_config.validate_cache`` every SHA-256.
+        A sample's ``cache_id`` is its cache's: the id a format 3 manifest
+        stores, else the cache's position in `paths`; two caches with one id
+        are refused. Validates manifests, sample counts, index sizes, shard
+        existence and lengths, and with ``reader_config.validate_cache`` every
+        SHA-256.
 
         Examples:
             >>> dataset = runtime.cached_dataset([cache_path], reader_config=ReaderConfig(seed=0))

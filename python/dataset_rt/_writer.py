@@ -61,6 +61,7 @@ class NativeWriter:
             batches_in_flight_max=config.prefetch_size,
             compression=_native.COMPRESSION_CODES[config.shard_compression.algo],
             compression_ratio=config.shard_compression.ratio,
+            format_version=config.format_version,
         )
         base = os.fsencode(base_cache_dir)
         encoded_name = name.encode("utf-8", "surrogatepass")

@@ -2,6 +2,7 @@
 
 from dataset_rt._config import ReaderConfig, ShardCompression, WriterConfig, WriterProfilerConfig
 from dataset_rt._dataset import CachedDataset
+from dataset_rt._migration import ManifestUpdateEntry, ManifestUpdateReport
 from dataset_rt._records import (
     BytesLike,
     CachedSample,
@@ -35,6 +36,8 @@ __all__ = [
     "CachedDataset",
     "CachedSample",
     "DatasetRuntime",
+    "ManifestUpdateEntry",
+    "ManifestUpdateReport",
     "Metadata",
     "MetadataValue",
     "ReaderConfig",

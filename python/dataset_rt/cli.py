@@ -228,6 +228,27 @@ def _compression(info: _native.CacheInfo) -> list[dict[str, Any]]:
     return [{"algo": algo, "ratio": ratio} for algo, ratio in info.compression]
 
 
+def _format_of(info: _native.CacheInfo | None) -> dict[str, Any]:
+    """The cache's format version and the cache_id its manifest persists (None in
+    format 2, where a cache's id is its position among the caches read)."""
+    if info is None:
+        return {"format_version": None, "cache_id": None}
+    return {"format_version": info.format_version, "cache_id": info.cache_id}
+
+
+def _format_text(entry: dict[str, Any]) -> str:
+    """`2`, or `3, cache_id N`."""
+    if entry["cache_id"] is None:
+        return str(entry["format_version"])
+    return f"{entry['format_version']}, cache_id {entry['cache_id']}"
+
+
+def _cache_id_text(entry: dict[str, Any]) -> str:
+    if entry["cache_id"] is None:
+        return "none (format 2)"
+    return str(entry["cache_id"])
+
+
 def _codecs_text(compression: list[dict[str, Any]]) -> str:
     return ", ".join(
         c["algo"] if c["algo"] == "none" else f"{c['algo']} (ratio {c['ratio']})"
@@ -360,6 +381,7 @@ def _base_listing(base: Path) -> dict[str, Any]:
                 "name": entry.name,
                 "path": str(entry),
                 "samples": summary.samples,
+                **_format_of(summary),
                 "bytes_on_disk": _directory_bytes(entry),
                 "compression": _compression(summary),
                 "record_checksums": summary.record_checksums,
@@ -384,13 +406,18 @@ def _is_base(path: Path) -> bool:
 def _show_listing(console: Console, listing: dict[str, Any], title: str) -> None:
     if listing["caches"]:
         table = Table(title=title, title_justify="left")
-        for column in ("name", "samples", "bytes on disk", "compression", "record checksums"):
+        columns = ("name", "format", "cache id", "samples", "bytes on disk", "compression")
+        for column in (*columns, "record checksums"):
             table.add_column(
-                column, justify="right" if column in ("samples", "bytes on disk") else "left"
+                column,
+                justify="right" if column in ("samples", "bytes on disk") else "left",
+                overflow="fold" if column == "cache id" else "ellipsis",
             )
         for cache in listing["caches"]:
             table.add_row(
                 cache["name"],
+                str(cache["format_version"]),
+                "" if cache["cache_id"] is None else str(cache["cache_id"]),
                 f"{cache['samples']:,}",
                 f"{cache['bytes_on_disk']:,}",
                 _codecs_text(cache["compression"]),
@@ -453,7 +480,7 @@ def _cache_info(runtime: DatasetRuntime, cache: Path) -> dict[str, Any]:
     return {
         "path": str(cache),
         "source_name": summary.source_name,
-        "format_version": summary.format_version,
+        **_format_of(summary),
         "samples": summary.samples,
         "shards": summary.shards,
         "bytes_on_disk": _directory_bytes(cache),
@@ -479,6 +506,7 @@ def _show_info(console: Console, info: dict[str, Any]) -> None:
     table.add_column("value")
     table.add_row("source name", info["source_name"])
     table.add_row("format version", str(info["format_version"]))
+    table.add_row("cache id", _cache_id_text(info))
     table.add_row("samples", f"{info['samples']:,}")
     table.add_row("shards", f"{info['shards']:,}")
     table.add_row("bytes on disk", _bytes_text(info["bytes_on_disk"]))
@@ -854,7 +882,7 @@ def metadata(
     json_output: _JsonOption = False,
 ) -> None:
     """Export the metadata table of the caches, loaded together, to one file:
-    cache_id (the cache's position on the command line), sample_id, the stored
+    cache_id (a format 2 cache's position on the command line), sample_id, the stored
     metadata columns and weight, as DatasetRT's get_metadata() returns it.
 
     The caches must share one metadata schema. An existing file is replaced.
@@ -942,6 +970,7 @@ def verify_command(
         {
             "path": str(report.path),
             "ok": report.ok,
+            **_format_of(_readable_info(report.path)),
             "bytes": size,
             "problems_total": report.problems_total,
             "problems": [problem._asdict() for problem in report.problems],
@@ -958,12 +987,24 @@ def verify_command(
         raise typer.Exit(_EXIT_PROBLEM)
 
 
+def _readable_info(cache: Path) -> _native.CacheInfo | None:
+    """The core's description of a cache, or None when its manifest is unreadable
+    (verify reports why)."""
+    try:
+        return _native.cache_info(cache)
+    except _PROBLEMS:
+        return None
+
+
 def _show_verify_result(result: dict[str, Any]) -> None:
+    stated = "" if result["format_version"] is None else f"format {_format_text(result)}; "
     if result["ok"]:
-        typer.echo(f"ok: {result['path']} ({result['bytes']:,} bytes checked)")
+        typer.echo(f"ok: {result['path']} ({stated}{result['bytes']:,} bytes checked)")
         return
     total = result["problems_total"]
-    typer.echo(f"FAILED: {result['path']}: {total:,} problem{'s' if total != 1 else ''}")
+    problems = f"{total:,} problem{'s' if total != 1 else ''}"
+    where = f" ({stated[:-2]})" if stated else ""
+    typer.echo(f"FAILED: {result['path']}{where}: {problems}")
     for problem in result["problems"]:
         typer.echo(f"  {_problem_line(problem)}")
     if total > len(result["problems"]):
@@ -981,6 +1022,48 @@ def _problem_line(problem: dict[str, Any]) -> str:
         if problem["offset"] is not None:
             where.append(f"offset {problem['offset']}")
     return f"{', '.join(where)}: {message}" if where else message
+
+
+# --- migrate --------------------------------------------------------------------------------
+
+
+@app.command("migrate")
+def migrate_command(
+    caches: _CacheArguments,
+    to: Annotated[
+        int,
+        typer.Option("--to", help="The format to migrate to: 3.", show_default=False),
+    ],
+    json_output: _JsonOption = False,
+) -> None:
+    """Make format 2 caches format 3 in place, each keeping the cache_id it has in a
+    dataset opened from the CACHE arguments in this order (a format 2 cache's id is
+    its position), as CachedDataset.update_manifests(version=3) does.
+
+    Only manifest.json changes, atomically; format 3 caches are left unchanged, so
+    running it again is safe. Nothing is written unless every cache can be
+    migrated: a cache a writer is writing is refused. Exits with 1 on a problem.
+    """
+    try:
+        with DatasetRuntime(num_workers=1) as runtime:
+            dataset = runtime.cached_dataset(caches, reader_config=ReaderConfig(seed=0))
+            report = dataset.update_manifests(version=to)
+    except (*_PROBLEMS, TypeError) as error:
+        _fail(_error_message(error))
+    results = [
+        {
+            "path": str(cache),
+            "manifest": str(entry.path),
+            "cache_id": entry.cache_id,
+            "status": entry.status,
+        }
+        for cache, entry in zip(caches, report.entries, strict=True)
+    ]
+    if json_output:
+        _print_json({"caches": results})
+        return
+    for result in results:
+        typer.echo(f"{result['status']}: {result['path']} (cache_id {result['cache_id']})")
 
 
 # --- write ----------------------------------------------------------------------------------

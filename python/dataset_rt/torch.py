@@ -492,7 +492,7 @@ class TorchMapDataset(torch_data.Dataset):  # type: ignore[type-arg]
         if torch_data.get_worker_info() is not None:
             self._dataset._open_here(self._worker_threads)
         count = len(self._sample_ids)
-        cache_ids, sample_ids = array("I"), array("Q")
+        cache_ids, sample_ids = array("Q"), array("Q")
         for index in indices:
             index = operator.index(index)  # ints, and numpy or torch integer scalars
             row = index + count if index < 0 else index

@@ -212,7 +212,7 @@ static int check_packed(const drt_batch *batch, const uint64_t *deferred) {
     }
     at += 8 * n;
     if (packed_part(batch, &at, batch->sample_ids, 8 * n, "sample ids") != 0) return 1;
-    if (packed_part(batch, &at, batch->cache_ids, 4 * n, "cache ids") != 0) return 1;
+    if (packed_part(batch, &at, batch->cache_ids, 8 * n, "cache ids") != 0) return 1;
     for (uint64_t c = 0; c < batch->column_count; c++) {
         const drt_batch_column *column = &batch->columns[c];
         int string = column->kind == 3;
@@ -686,7 +686,7 @@ static int check_permutation_and_reads(drt_runtime *runtime, const char *base_di
             }
         }
     }
-    const uint32_t cache_ids[3] = {0, 0, 0};
+    const uint64_t cache_ids[3] = {0, 0, 0};
     const uint64_t sample_ids[3] = {42, 7, 42};
     drt_iterator *reads = NULL;
     if (drt_iterator_create_reads(dataset, cache_ids, sample_ids, 3, 0, &reads) != DRT_OK) return fail("iterator_create_reads");
@@ -773,7 +773,7 @@ static int check_cache_info(const char *base_dir) {
     snprintf(text, sizeof text, "%.*s", (int)info->len, (const char *)info->data);
     drt_buffer_release(info);
     const char *expected[] = {
-        "\"format_version\":2,\"source_name\":\"c_source\",\"sample_count\":1000,",
+        "\"format_version\":2,\"cache_id\":null,\"source_name\":\"c_source\",\"sample_count\":1000,",
         "\"compression\":[{\"algo\":\"lz4\",\"ratio\":2.0}],\"record_checksums\":true,",
         "{\"name\":\"label\",\"kind\":\"string\",\"arrow_type\":\"utf8\"}",
     };

@@ -16,6 +16,17 @@ pub fn lockExclusive(io: std.Io, file: std.Io.File) Error!void {
     return windowsError();
 }
 
+/// Takes the exclusive lock on `file` if no one holds it: true when taken,
+/// false when another holder has it (this process's other handles included).
+pub fn tryLockExclusive(io: std.Io, file: std.Io.File) Error!bool {
+    if (builtin.os.tag != .windows) return file.tryLock(io, .exclusive);
+    var overlapped: Overlapped = .{};
+    const flags = lockfile_exclusive_lock | lockfile_fail_immediately;
+    if (LockFileEx(file.handle, flags, 0, 1, 0, &overlapped) != 0) return true;
+    if (std.os.windows.GetLastError() == .LOCK_VIOLATION) return false;
+    return windowsError();
+}
+
 pub fn unlock(io: std.Io, file: std.Io.File) void {
     if (builtin.os.tag != .windows) return file.unlock(io);
     var overlapped: Overlapped = .{};
@@ -32,6 +43,7 @@ fn windowsError() Error {
 }
 
 const lockfile_exclusive_lock: u32 = 0x2;
+const lockfile_fail_immediately: u32 = 0x1;
 
 /// Win32's OVERLAPPED: the locked range starts at offset 0 (one byte, as std locks).
 const Overlapped = extern struct {
@@ -55,4 +67,19 @@ test "a lock is taken, released and taken again" {
     unlock(io, file);
     try lockExclusive(io, file);
     unlock(io, file);
+}
+
+test "tryLockExclusive takes a free lock and reports a held one" {
+    const io = @import("system.zig").io();
+    var tmp = std.testing.tmpDir(.{});
+    defer tmp.cleanup();
+    const holder = try tmp.dir.createFile(io, "target.lock", .{ .truncate = false });
+    defer holder.close(io);
+    const other = try tmp.dir.openFile(io, "target.lock", .{ .mode = .read_write });
+    defer other.close(io);
+    try std.testing.expect(try tryLockExclusive(io, holder));
+    try std.testing.expect(!try tryLockExclusive(io, other));
+    unlock(io, holder);
+    try std.testing.expect(try tryLockExclusive(io, other));
+    unlock(io, other);
 }

@@ -1,15 +1,20 @@
-//! manifest.json, format v2: the publication marker of a cache, written last.
+//! manifest.json, formats 2 and 3: the publication marker of a cache, written last.
 //!
-//! `write` lays the manifest out exactly like the peer implementation (serde_json's pretty
+//! `write` lays the manifest out exactly like the peer implementations (serde_json's pretty
 //! printer: two-space indent, `"key": value`, no trailing newline). `parse` accepts any
 //! valid JSON with these fields, ignores fields it does not know (later minor additions
 //! stay readable), and refuses everything else with a message naming the field.
+//!
+//! Format 3 (dataset-rt 0.4.8) is format 2 plus one field, `cache_id`, right after
+//! `format_version`: the cache's persisted identity (`cache_identity.zig`). A v2
+//! manifest has no `cache_id`; one found there is ignored like any unknown field.
 const std = @import("std");
 const assert = std.debug.assert;
 const error_words = @import("../base/error_words.zig");
 const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
 const Excerpt = @import("../base/diagnostic.zig").Excerpt;
 const cache_layout = @import("cache_layout.zig");
+const cache_identity = @import("cache_identity.zig");
 const sha256 = @import("../codec/sha256.zig");
 const record_checksums = @import("record_checksums.zig");
 const hexDigest = sha256.hexDigest;
@@ -20,8 +25,16 @@ const metadata_types = @import("metadata_types.zig");
 const Field = metadata_types.Field;
 const Kind = metadata_types.Kind;
 
-/// The only format version this implementation reads and writes.
-pub const format_version_supported: u32 = 2;
+/// The format versions this implementation reads and writes: 2, and 3 with a `cache_id`.
+pub const format_version_oldest: u32 = 2;
+pub const format_version_newest: u32 = 3;
+
+/// The version that persists `cache_id`.
+pub const format_version_with_cache_id: u32 = 3;
+
+pub fn versionSupported(version: u64) bool {
+    return version >= format_version_oldest and version <= format_version_newest;
+}
 
 /// The largest manifest.json a reader reads: a larger file is refused unread.
 /// The writer stays below it by giving a cache at most `shards_max` shards.
@@ -96,6 +109,8 @@ pub const RecordChecksums = struct {
 /// Everything manifest.json records, in its key order.
 pub const Manifest = struct {
     format_version: u32,
+    /// Exactly with format 3: the cache's identity, below `cache_identity.cache_id_limit`.
+    cache_id: ?u64 = null,
     source_name: []const u8,
     sample_count: u64,
     /// Sorted by name, names unique.
@@ -109,11 +124,18 @@ pub const Manifest = struct {
 
 /// Renders `manifest` as the pretty JSON the peer writes. The caller owns the result.
 pub fn write(allocator: std.mem.Allocator, manifest: Manifest) error{OutOfMemory}![]u8 {
-    assert(manifest.format_version == format_version_supported);
+    assert(versionSupported(manifest.format_version));
+    const with_cache_id = manifest.format_version == format_version_with_cache_id;
+    assert(with_cache_id == (manifest.cache_id != null));
     assert(metadata_types.isSortedUnique(manifest.metadata_schema));
     var out: std.ArrayList(u8) = .empty;
     errdefer out.deinit(allocator);
-    try out.print(allocator, "{{\n  \"format_version\": {d},\n  \"source_name\": ", .{manifest.format_version});
+    try out.print(allocator, "{{\n  \"format_version\": {d},\n", .{manifest.format_version});
+    if (manifest.cache_id) |cache_id| {
+        assert(cache_id < cache_identity.cache_id_limit);
+        try out.print(allocator, "  \"cache_id\": {d},\n", .{cache_id});
+    }
+    try out.appendSlice(allocator, "  \"source_name\": ");
     try metadata_canonical.appendJsonString(allocator, &out, manifest.source_name);
     try out.print(allocator, ",\n  \"sample_count\": {d},\n  \"metadata_schema\": ", .{manifest.sample_count});
     try writeSchema(allocator, &out, manifest.metadata_schema);
@@ -202,7 +224,7 @@ pub const Parsed = struct {
 pub const ParseError = error{ UnsupportedFormatVersion, InvalidManifest, OutOfMemory };
 
 /// Parses and validates manifest.json. Returns `error.UnsupportedFormatVersion` for any
-/// `format_version` but 2, and `error.InvalidManifest` with a message naming the field
+/// `format_version` but 2 and 3, and `error.InvalidManifest` with a message naming the field
 /// for anything else wrong.
 pub fn parse(allocator: std.mem.Allocator, text: []const u8, diagnostic: *Diagnostic) ParseError!Parsed {
     // The JSON tree lives only while it is walked; the manifest keeps copies in its own arena.
@@ -254,6 +276,10 @@ const TreeReader = struct {
         const object = root.object;
         // The version comes first: a newer format may have changed any other field.
         const version = try reader.readVersion(object);
+        const cache_id: ?u64 = if (version == format_version_with_cache_id)
+            try reader.readCacheId(object)
+        else
+            null;
         const schema = try reader.readSchema(try reader.member(object, "", "metadata_schema"));
         const shards = try reader.readShards(try reader.member(object, "", "shards"));
         const sample_count = try reader.readUnsigned(try reader.member(object, "", "sample_count"), "sample_count");
@@ -263,6 +289,7 @@ const TreeReader = struct {
             null;
         return .{
             .format_version = version,
+            .cache_id = cache_id,
             .source_name = try reader.readSourceName(try reader.member(object, "", "source_name")),
             .sample_count = sample_count,
             .metadata_schema = schema,
@@ -299,13 +326,24 @@ const TreeReader = struct {
     fn readVersion(reader: *TreeReader, object: std.json.ObjectMap) ParseError!u32 {
         const value = try reader.member(object, "", "format_version");
         const version = try reader.readUnsigned(value, "format_version");
-        if (version != format_version_supported) {
-            reader.diagnostic.set("unsupported cache format version {d} (this reader supports version {d})", .{
-                version, format_version_supported,
-            });
+        if (!versionSupported(version)) {
+            const phrase = "unsupported cache format version {d} " ++
+                "(this reader supports versions {d} and {d})";
+            const supported = .{ format_version_oldest, format_version_newest };
+            reader.diagnostic.set(phrase, .{ version, supported[0], supported[1] });
             return error.UnsupportedFormatVersion;
         }
-        return format_version_supported;
+        return @intCast(version);
+    }
+
+    fn readCacheId(reader: *TreeReader, object: std.json.ObjectMap) ParseError!u64 {
+        const value = try reader.member(object, "", "cache_id");
+        const cache_id = try reader.readUnsigned(value, "cache_id");
+        if (cache_id >= cache_identity.cache_id_limit) {
+            const phrase = "manifest field 'cache_id' is {d}; a cache_id must be below 2^63";
+            return reader.fail(phrase, .{cache_id});
+        }
+        return cache_id;
     }
 
     fn readSourceName(reader: *TreeReader, value: std.json.Value) ParseError![]const u8 {

@@ -189,6 +189,7 @@ const peer_manifest_z_value: Manifest = .{
 
 fn expectManifestsEqual(expected: Manifest, actual: Manifest) !void {
     try testing.expectEqual(expected.format_version, actual.format_version);
+    try testing.expectEqual(expected.cache_id, actual.cache_id);
     try testing.expectEqualStrings(expected.source_name, actual.source_name);
     try testing.expectEqual(expected.sample_count, actual.sample_count);
     try testing.expectEqual(expected.metadata_schema.len, actual.metadata_schema.len);
@@ -295,10 +296,24 @@ fn replaced(comptime needle: []const u8, comptime replacement: []const u8) []con
 
 test "parse refuses other format versions" {
     var diagnostic: Diagnostic = .{};
+    const supported = "(this reader supports versions 2 and 3)";
     const texts = [_]struct { text: []const u8, message: []const u8 }{
-        .{ .text = replaced("\"format_version\": 2", "\"format_version\": 3"), .message = "unsupported cache format version 3 (this reader supports version 2)" },
-        .{ .text = replaced("\"format_version\": 2", "\"format_version\": 1"), .message = "unsupported cache format version 1 (this reader supports version 2)" },
-        .{ .text = "{\"format_version\": 3, \"whatever\": []}", .message = "unsupported cache format version 3 (this reader supports version 2)" },
+        .{
+            .text = replaced("\"format_version\": 2", "\"format_version\": 4"),
+            .message = "unsupported cache format version 4 " ++ supported,
+        },
+        .{
+            .text = replaced("\"format_version\": 2", "\"format_version\": 1"),
+            .message = "unsupported cache format version 1 " ++ supported,
+        },
+        .{
+            .text = "{\"format_version\": 4, \"whatever\": []}",
+            .message = "unsupported cache format version 4 " ++ supported,
+        },
+        .{
+            .text = replaced("\"format_version\": 2", "\"format_version\": 4294967298"),
+            .message = "unsupported cache format version 4294967298 " ++ supported,
+        },
     };
     for (texts) |case| {
         try testing.expectError(error.UnsupportedFormatVersion, parse(testing.allocator, case.text, &diagnostic));
@@ -453,3 +468,158 @@ test "record_checksums: each invalid field is refused by name" {
         try testing.expectEqualStrings(case.message, diagnostic.message());
     }
 }
+
+/// manifest.json of cache "train-00" written by dataset-rt 0.4.8 (format 3).
+const peer_manifest_v3 =
+    \\{
+    \\  "format_version": 3,
+    \\  "cache_id": 4883758774605530659,
+    \\  "source_name": "train-00",
+    \\  "sample_count": 3,
+    \\  "metadata_schema": [
+    \\    {
+    \\      "name": "b",
+    \\      "kind": "bool"
+    \\    },
+    \\    {
+    \\      "name": "f",
+    \\      "kind": "float"
+    \\    },
+    \\    {
+    \\      "name": "i",
+    \\      "kind": "int"
+    \\    },
+    \\    {
+    \\      "name": "s",
+    \\      "kind": "string"
+    \\    }
+    \\  ],
+    \\  "metadata_sha256": "43c741cb4bad41b435491f092b382a7c5c0c506683cc981ea00a97e03fa1e853",
+    \\  "index_sha256": "c5d4f5815d293bc0cbf9f318c1121197391c22b1b2f9cd6a3360421b55f7bd8a",
+    \\  "shards": [
+    \\    {
+    \\      "name": "000000.bin",
+    \\      "uncompressed_byte_len": 30,
+    \\      "byte_len": 150,
+    \\      "compression": {
+    \\        "algo": "none",
+    \\        "ratio": 1.0
+    \\      },
+    \\      "sha256": "ee195bd011cb8cabe041b5d3ddc0cb68376479e4c2fc6e267782b448e9bd7bef"
+    \\    }
+    \\  ]
+    \\}
+;
+
+const peer_manifest_v3_value: Manifest = .{
+    .format_version = 3,
+    .cache_id = 4883758774605530659,
+    .source_name = "train-00",
+    .sample_count = 3,
+    .metadata_schema = &.{
+        .{ .name = "b", .kind = .bool },
+        .{ .name = "f", .kind = .float },
+        .{ .name = "i", .kind = .int },
+        .{ .name = "s", .kind = .string },
+    },
+    .metadata_sha256 = digestFromHex("43c741cb4bad41b435491f092b382a7c5c0c506683cc981e" ++
+        "a00a97e03fa1e853"),
+    .index_sha256 = digestFromHex("c5d4f5815d293bc0cbf9f318c1121197391c22b1b2f9cd6a" ++
+        "3360421b55f7bd8a"),
+    .shards = &.{.{
+        .name = "000000.bin",
+        .uncompressed_byte_len = 30,
+        .byte_len = 150,
+        .compression = .{ .algo = .none, .ratio = 1.0 },
+        .sha256 = digestFromHex("ee195bd011cb8cabe041b5d3ddc0cb68376479e4c2fc6e267782b448e9bd7bef"),
+    }},
+};
+
+/// peer_manifest_v3 with one substring replaced; the replaced text must occur.
+fn replacedV3(comptime needle: []const u8, comptime replacement: []const u8) []const u8 {
+    return comptime blk: {
+        @setEvalBranchQuota(100_000);
+        const at = std.mem.find(u8, peer_manifest_v3, needle).?;
+        break :blk peer_manifest_v3[0..at] ++ replacement ++ peer_manifest_v3[at + needle.len ..];
+    };
+}
+
+test "format 3: write reproduces dataset-rt 0.4.8's manifest byte for byte, parse reads it" {
+    const text = try write(testing.allocator, peer_manifest_v3_value);
+    defer testing.allocator.free(text);
+    try testing.expectEqualStrings(peer_manifest_v3, text);
+    var diagnostic: Diagnostic = .{};
+    var parsed = try parse(testing.allocator, peer_manifest_v3, &diagnostic);
+    defer parsed.deinit();
+    try expectManifestsEqual(peer_manifest_v3_value, parsed.manifest);
+}
+
+test "format 3 is format 2 plus the cache_id line, record_checksums included" {
+    var v2 = peer_manifest_v3_value;
+    v2.format_version = 2;
+    v2.cache_id = null;
+    v2.record_checksums = .{ .byte_len = 12, .sha256 = digestFromHex(checksums_hash) };
+    var v3 = v2;
+    v3.format_version = 3;
+    v3.cache_id = std.math.maxInt(u63);
+    const v2_text = try write(testing.allocator, v2);
+    defer testing.allocator.free(v2_text);
+    const v3_text = try write(testing.allocator, v3);
+    defer testing.allocator.free(v3_text);
+    const head_v2 = "{\n  \"format_version\": 2,\n";
+    const head_v3 = "{\n  \"format_version\": 3,\n  \"cache_id\": 9223372036854775807,\n";
+    try testing.expect(std.mem.startsWith(u8, v2_text, head_v2));
+    try testing.expect(std.mem.startsWith(u8, v3_text, head_v3));
+    try testing.expectEqualStrings(v2_text[head_v2.len..], v3_text[head_v3.len..]);
+    var diagnostic: Diagnostic = .{};
+    var parsed = try parse(testing.allocator, v3_text, &diagnostic);
+    defer parsed.deinit();
+    try expectManifestsEqual(v3, parsed.manifest);
+    try testing.expect(parsed.manifest.record_checksums != null);
+}
+
+test "format 2 ignores a cache_id field, as dataset-rt 0.4.8 does" {
+    var diagnostic: Diagnostic = .{};
+    const texts = [_][]const u8{
+        replaced("\"format_version\": 2,", "\"format_version\": 2, \"cache_id\": 5,"),
+        replaced("\"format_version\": 2,", "\"format_version\": 2, \"cache_id\": \"x\","),
+    };
+    for (texts) |text| {
+        var parsed = try parse(testing.allocator, text, &diagnostic);
+        defer parsed.deinit();
+        try expectManifestsEqual(peer_manifest_z_value, parsed.manifest);
+    }
+}
+
+test "format 3 refuses a missing or invalid cache_id by name" {
+    const id = "\"cache_id\": 4883758774605530659";
+    const cases = [_]struct { text: []const u8, message: []const u8 }{
+        .{ .text = replacedV3(id ++ ",", ""), .message = "manifest field 'cache_id' is missing" },
+        .{
+            .text = replacedV3(id, "\"cache_id\": 9223372036854775808"),
+            .message = "manifest field 'cache_id' is 9223372036854775808; " ++
+                "a cache_id must be below 2^63",
+        },
+        .{
+            .text = replacedV3(id, "\"cache_id\": 18446744073709551616"),
+            .message = "manifest field 'cache_id' is larger than 2^64 - 1",
+        },
+        .{ .text = replacedV3(id, "\"cache_id\": -1"), .message = non_negative },
+        .{ .text = replacedV3(id, "\"cache_id\": 5.0"), .message = non_negative },
+        .{ .text = replacedV3(id, "\"cache_id\": \"5\""), .message = non_negative },
+        .{ .text = replacedV3(id, "\"cache_id\": null"), .message = non_negative },
+    };
+    for (cases) |case| {
+        var diagnostic: Diagnostic = .{};
+        const refused = parse(testing.allocator, case.text, &diagnostic);
+        try testing.expectError(error.InvalidManifest, refused);
+        try testing.expectEqualStrings(case.message, diagnostic.message());
+    }
+    // Any id below 2^63 is read as it is: a migrated cache keeps its position.
+    var diagnostic: Diagnostic = .{};
+    var parsed = try parse(testing.allocator, replacedV3(id, "\"cache_id\": 0"), &diagnostic);
+    defer parsed.deinit();
+    try testing.expectEqual(@as(?u64, 0), parsed.manifest.cache_id);
+}
+
+const non_negative = "manifest field 'cache_id' must be a non-negative integer";

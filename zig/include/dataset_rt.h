@@ -25,7 +25,7 @@ extern "C" {
 #endif
 
 /* Bumped on any incompatible change of a signature or struct below. */
-#define DRT_ABI_VERSION 3u
+#define DRT_ABI_VERSION 4u
 
 enum {
     DRT_OK = 0,
@@ -69,6 +69,9 @@ typedef struct drt_writer_options {
                                      * min(this, max(8, 2 * num_workers)) batches */
     uint32_t compression;           /* DRT_COMPRESSION_* */
     double compression_ratio;       /* none: 1.0; lz4: positive and finite (advisory) */
+    uint32_t format_version;        /* 2 or 3 (0 means 2): the manifest's format; 3 persists
+                                     * the cache_id of source_name (ABI 4) */
+    uint32_t reserved;              /* 0 */
 } drt_writer_options;
 
 typedef struct drt_stage_stats {
@@ -120,6 +123,21 @@ int32_t drt_check_source_name(const char *source_name, uint64_t source_name_len)
 int32_t drt_cache_replace(const char *base_dir, uint64_t base_dir_len, const char *source_name,
                           uint64_t source_name_len, const char *fresh_name,
                           uint64_t fresh_name_len, uint32_t *replaced);
+
+/* Makes the caches at paths[i] format 3 with the cache_id cache_ids[i] (ABI 4):
+ * only manifest.json changes, replaced atomically (new text written to the base
+ * folder's tmp/ and fsynced, renamed over it, the cache directory fsynced).
+ * Every cache is checked first, and nothing is written when one fails: listed
+ * once, its name's writer lock free (DRT_ERR_STATE when a writer holds it; it
+ * is held to the end), its manifest valid and, in format 2, laid out as the
+ * writers lay it out, or already format 3 with that id (left unchanged).
+ * outcomes[i] (count entries, set also on failure): DRT_MIGRATE_UPDATED,
+ * DRT_MIGRATE_UNCHANGED, or DRT_MIGRATE_NOT_REACHED for a cache an error
+ * stopped the run before (only an I/O failure while replacing can leave some
+ * caches updated and others not; running it again is safe). */
+enum { DRT_MIGRATE_UPDATED = 0, DRT_MIGRATE_UNCHANGED = 1, DRT_MIGRATE_NOT_REACHED = 2 };
+int32_t drt_caches_migrate(const char *const *paths, const uint64_t *path_lens,
+                           const uint64_t *cache_ids, uint32_t count, uint32_t *outcomes);
 
 /*
  * Hands `count` samples to the core. Payload i is
@@ -217,8 +235,10 @@ typedef struct drt_reader_options {
                                    * each epoch a permutation of the rows (ABI 2) */
 } drt_reader_options;
 
-/* Loads the caches in order (cache_id = position) and validates them. All caches
- * must share one metadata schema. */
+/* Loads the caches in order and validates them. All caches must share one
+ * metadata schema. A cache's cache_id is the one its format 3 manifest persists,
+ * else its position in `paths`; two caches with one cache_id are refused (ABI 4).
+ * Every cache_id below is such an id, never a position unless the two agree. */
 int32_t drt_dataset_open(drt_runtime *runtime, const char *const *paths, const uint64_t *path_lens,
                          uint32_t path_count, const drt_reader_options *options, drt_dataset **out);
 /* Releases the caller's reference; iterators hold their own, so the caches
@@ -349,7 +369,7 @@ typedef struct drt_batch {
     const uint64_t *payload_offsets;  /* count + 1 entries */
     const uint8_t *metadata_json;     /* sample i: canonical JSON object of its metadata row */
     const uint64_t *metadata_offsets; /* count + 1 entries */
-    const uint32_t *cache_ids;
+    const uint64_t *cache_ids;        /* each sample's cache_id (uint64_t since ABI 4) */
     const uint64_t *sample_ids;
     uint64_t column_count;            /* the metadata schema's fields */
     const drt_batch_column *columns;  /* the same metadata, by column */
@@ -365,7 +385,7 @@ typedef struct drt_batch {
  *                deferred (1 when drt_batch_deferred gives lengths, else 0),
  *                skipped (drt_batch_skipped's count; ABI 3)
  *   per column:  u64 kind, distinct, values_len, offsets_len, bytes_len (in bytes)
- *   u64 payload lengths[count]; u64 sample_ids[count]; u32 cache_ids[count]
+ *   u64 payload lengths[count]; u64 sample_ids[count]; u64 cache_ids[count] (ABI 4)
  *   per column:  values (values_len bytes: bool u8, int i64, float f64, or a
  *                string column's u32 codes when distinct > 0), then offsets
  *                (offsets_len bytes: u64, string columns only), then bytes
@@ -447,8 +467,12 @@ typedef struct drt_share drt_shard;
 typedef struct drt_share_counts drt_shard_counts;
 
 /* The SHA-256 of each cache's manifest.json as read when the dataset was opened,
- * 32 bytes per cache in cache_id order; cache_count must be the dataset's. */
+ * 32 bytes per cache in the order of drt_dataset_open's paths; cache_count must
+ * be the dataset's. */
 int32_t drt_dataset_cache_sha256s(drt_dataset *dataset, uint8_t *out, uint32_t cache_count);
+/* The cache_id of each cache, in the order of drt_dataset_open's paths;
+ * cache_count must be the dataset's (ABI 4). */
+int32_t drt_dataset_cache_ids(drt_dataset *dataset, uint64_t *out, uint32_t cache_count);
 /* Where the next iterator starts. */
 int32_t drt_dataset_position(drt_dataset *dataset, drt_stream_position *out);
 /* Where the next iterator starts, with the fingerprint (the table digest costs
@@ -461,7 +485,7 @@ int32_t drt_dataset_take_state(drt_dataset *dataset, drt_stream_state *out);
 /* Continues the stream from a state: the next iterator yields the rest of its
  * epoch (nothing is skipped or repeated), the one after the next epoch. Refused
  * with DRT_ERR_INVALID_ARGUMENT and a message naming what differs unless
- * cache_sha256s (cache_count digests of 32 bytes, in cache_id order), the table
+ * cache_sha256s (cache_count digests of 32 bytes, in the order of the paths), the table
  * digest, seed, shuffle, algorithm and epoch_len match this dataset; nothing
  * changes then. */
 int32_t drt_dataset_load_state(drt_dataset *dataset, const drt_stream_state *state,
@@ -481,7 +505,7 @@ int32_t drt_iterator_create_share(drt_dataset *dataset, const drt_share *share, 
  * position (drt_iterator_state and drt_iterator_span return DRT_ERR_STATE). An
  * identity that names no sample fails with DRT_ERR_OUT_OF_RANGE before anything
  * is read. (ABI 2) */
-int32_t drt_iterator_create_reads(drt_dataset *dataset, const uint32_t *cache_ids,
+int32_t drt_iterator_create_reads(drt_dataset *dataset, const uint64_t *cache_ids,
                                   const uint64_t *sample_ids, uint64_t count,
                                   uint64_t defer_payload_bytes, drt_iterator **out);
 /* The state the iterator's share was cut from: the rest of the epoch as it
@@ -612,8 +636,7 @@ int32_t drt_dataset_set_on_corrupt(drt_dataset *dataset, uint32_t policy);
 typedef struct drt_skipped {
     uint64_t at;
     uint64_t sample_id;
-    uint32_t cache_id;
-    uint32_t reserved;
+    uint64_t cache_id; /* uint64_t since ABI 4 */
 } drt_skipped;
 
 /* *count_out samples were left out of this batch, listed in stream order at

@@ -279,7 +279,7 @@ pub const Cache = struct {
                 return error.InvalidCache;
             },
         };
-        assert(parsed.manifest.format_version == manifest.format_version_supported);
+        assert(manifest.versionSupported(parsed.manifest.format_version));
         assert(types.isSortedUnique(parsed.manifest.metadata_schema));
         return parsed;
     }

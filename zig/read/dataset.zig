@@ -1,7 +1,10 @@
 //! Caches loaded together for reading, their active table and stream state.
 //!
-//! cache_id is the position of a cache in the list given to `open`; sample_id
-//! is the physical row inside that cache. The dataset owns the stream position:
+//! Inside the core a cache is named by its position in the list given to `open`
+//! (`Location.cache_id`); what users see is its cache_id (`cacheIds`: the id a
+//! format 3 manifest persists, else the position), translated where samples and
+//! tables cross out and identities come in. sample_id is the physical row inside
+//! that cache. The dataset owns the stream position:
 //! each new iterator takes the next epoch (`epoch_len` positions, or the rest of
 //! an epoch a loaded resume state stopped in), or one rank's and worker's share
 //! of it (`stream_share`); installing a new table resets the position to 0 and
@@ -12,6 +15,7 @@ const system = @import("../base/system.zig");
 const types = @import("../format/metadata_types.zig");
 const sampler = @import("../stream/sampler.zig");
 const Cache = @import("cache_reader.zig").Cache;
+const cache_identity = @import("../format/cache_identity.zig");
 const active_table = @import("../stream/active_table.zig");
 const ActiveTable = active_table.ActiveTable;
 const read_pipeline = @import("read_pipeline.zig");
@@ -63,6 +67,8 @@ pub const Dataset = struct {
     /// Samples before cache i, so a global row maps to (cache_id, sample_id).
     cache_starts: []u64,
     sample_count: u64,
+    /// Each cache's cache_id, and the position of each id.
+    ids: cache_identity.CacheIds = .{ .by_position = &.{}, .sorted = &.{} },
 
     /// The binding's handle and every iterator hold one reference.
     references: std.atomic.Value(u32) = .init(1),
@@ -110,6 +116,8 @@ pub const Dataset = struct {
         errdefer allocator.free(dataset.cache_starts);
         try openCaches(allocator, pool, paths, options.validate_cache, dataset.caches, diagnostic);
         errdefer for (dataset.caches) |cache| cache.close();
+        dataset.ids = try buildIds(allocator, dataset.caches, diagnostic);
+        errdefer dataset.ids.deinit(allocator);
         dataset.sample_count = try countSamples(dataset.caches, dataset.cache_starts, diagnostic);
         dataset.table = try ActiveTable.createDefault(
             allocator,
@@ -288,30 +296,72 @@ pub const Dataset = struct {
         return error.InvalidCache;
     }
 
-    /// Refuses an identity that names no sample; `index` is its place in the request.
-    fn checkIdentity(
+    /// The caches' ids by position, and refuses two caches with one id.
+    fn buildIds(
+        allocator: std.mem.Allocator,
+        caches: []const *Cache,
+        diagnostic: *Diagnostic,
+    ) Error!cache_identity.CacheIds {
+        const persisted = try allocator.alloc(?u64, caches.len);
+        defer allocator.free(persisted);
+        for (persisted, caches) |*id, cache| id.* = cache.parsed.manifest.cache_id;
+        var duplicate: cache_identity.Duplicate = undefined;
+        return cache_identity.CacheIds.build(allocator, persisted, &duplicate) catch |err| {
+            switch (err) {
+                error.OutOfMemory => return error.OutOfMemory,
+                error.DuplicateCacheId => {
+                    const first = caches[duplicate.first].path;
+                    const second = caches[duplicate.second].path;
+                    const phrase = "duplicate cache_id {d}: {s} (paths[{d}]) and {s} (paths[{d}])";
+                    const at = .{ duplicate.first, duplicate.second };
+                    diagnostic.set(phrase, .{ duplicate.id, first, at[0], second, at[1] });
+                    return error.InvalidCache;
+                },
+            }
+        };
+    }
+
+    /// The cache_id of each cache, by position.
+    pub fn cacheIds(dataset: *const Dataset) []const u64 {
+        assert(dataset.ids.by_position.len == dataset.caches.len);
+        return dataset.ids.by_position;
+    }
+
+    /// The position of the cache whose cache_id is `cache_id`, if any.
+    pub fn positionOf(dataset: *const Dataset, cache_id: u64) ?u32 {
+        return dataset.ids.positionOf(cache_id);
+    }
+
+    /// Where the sample a request names by (cache_id, sample_id) is; refuses
+    /// one that names no sample. `index` is its place in the request.
+    fn locateIdentity(
         dataset: *const Dataset,
-        identity: active_table.Location,
+        cache_id: u64,
+        sample_id: u64,
         index: usize,
         diagnostic: *Diagnostic,
-    ) Error!void {
-        assert(dataset.caches.len > 0 and dataset.caches.len <= caches_max);
-        if (identity.cache_id >= dataset.caches.len) {
-            diagnostic.set(
-                "no sample (cache_id={d}, sample_id={d}) (request {d}): the dataset has {d} caches",
-                .{ identity.cache_id, identity.sample_id, index, dataset.caches.len },
-            );
+    ) Error!active_table.Location {
+        const phrase = "no sample (cache_id={d}, sample_id={d}) (request {d}): ";
+        const position = dataset.positionOf(cache_id) orelse {
+            if (dataset.ids.isPositional()) {
+                const count = dataset.caches.len;
+                const reason = "the dataset has {d} caches";
+                diagnostic.set(phrase ++ reason, .{ cache_id, sample_id, index, count });
+            } else {
+                const reason = "no cache of the dataset has cache_id {d}";
+                diagnostic.set(phrase ++ reason, .{ cache_id, sample_id, index, cache_id });
+            }
+            return error.OutOfRange;
+        };
+        const sample_count = dataset.caches[position].sampleCount();
+        if (sample_id >= sample_count) {
+            const reason = "cache {d} has {d} samples";
+            const values = .{ cache_id, sample_id, index, cache_id, sample_count };
+            diagnostic.set(phrase ++ reason, values);
             return error.OutOfRange;
         }
-        const sample_count = dataset.caches[identity.cache_id].sampleCount();
-        if (identity.sample_id >= sample_count) {
-            diagnostic.set(
-                "no sample (cache_id={d}, sample_id={d}) (request {d}): cache {d} has {d} samples",
-                .{ identity.cache_id, identity.sample_id, index, identity.cache_id, sample_count },
-            );
-            return error.OutOfRange;
-        }
-        assert(identity.sample_id < dataset.caches[identity.cache_id].sampleCount());
+        assert(dataset.cacheIds()[position] == cache_id);
+        return .{ .cache_id = position, .sample_id = sample_id };
     }
 
     pub fn acquire(dataset: *Dataset) *Dataset {
@@ -332,6 +382,7 @@ pub const Dataset = struct {
         for (dataset.caches) |cache| cache.close();
         dataset.allocator.free(dataset.caches);
         dataset.allocator.free(dataset.cache_starts);
+        dataset.ids.deinit(dataset.allocator);
         dataset.allocator.destroy(dataset);
         pool.release();
     }
@@ -472,7 +523,7 @@ pub const Dataset = struct {
             .seed = dataset.options.seed,
             .shuffle = dataset.options.shuffle,
             .algorithm = dataset.options.sampling().algorithm(),
-            .table_sha256 = table.digest(),
+            .table_sha256 = table.digest(dataset.cacheIds()),
             .cache_sha256s = cache_sha256s,
         };
     }
@@ -556,6 +607,7 @@ pub const Dataset = struct {
         assert(dataset.consumed == 0);
         return .{
             .caches = dataset.caches,
+            .cache_ids = dataset.cacheIds(),
             .table = dataset.table.acquire(),
             .sampling = dataset.options.sampling(),
             .key = dataset.key,
@@ -614,7 +666,7 @@ pub const Iterator = struct {
     /// (error.OutOfRange) before anything is read.
     pub fn createReads(
         dataset: *Dataset,
-        cache_ids: []const u32,
+        cache_ids: []const u64,
         sample_ids: []const u64,
         defer_payload_bytes: u64,
         diagnostic: *Diagnostic,
@@ -624,8 +676,7 @@ pub const Iterator = struct {
         const identities = try allocator.alloc(active_table.Location, cache_ids.len);
         errdefer allocator.free(identities);
         for (identities, cache_ids, sample_ids, 0..) |*identity, cache_id, sample_id, index| {
-            identity.* = .{ .cache_id = cache_id, .sample_id = sample_id };
-            try dataset.checkIdentity(identity.*, index, diagnostic);
+            identity.* = try dataset.locateIdentity(cache_id, sample_id, index, diagnostic);
         }
         const iterator = try allocator.create(Iterator);
         errdefer allocator.destroy(iterator);
@@ -633,6 +684,7 @@ pub const Iterator = struct {
         errdefer snapshot.release();
         const plan: read_pipeline.Plan = .{
             .caches = dataset.caches,
+            .cache_ids = dataset.cacheIds(),
             .table = snapshot,
             .sampling = dataset.options.sampling(),
             .key = dataset.key,

@@ -61,7 +61,7 @@ fn openPaths(
 }
 
 /// One sample as an iterator handed it out.
-const Got = struct { cache_id: u32, sample_id: u64 };
+const Got = struct { cache_id: u64, sample_id: u64 };
 
 /// Every sample of `iterator`, in order, each payload checked against the
 /// cache it names.
@@ -74,7 +74,7 @@ fn drain(caches: *const Caches, iterator: *Iterator) ![]Got {
         const offsets = batch.payload_offsets.items;
         for (batch.cache_ids.items, batch.sample_ids.items, 0..) |cache_id, sample_id, k| {
             var buffer: [64]u8 = undefined;
-            const expected = caches.written[cache_id].payloadOf(sample_id, &buffer);
+            const expected = caches.written[@intCast(cache_id)].payloadOf(sample_id, &buffer);
             try testing.expectEqualSlices(
                 u8,
                 expected,
@@ -106,9 +106,10 @@ test "several caches open as one dataset, their samples in cache order" {
     defer testing.allocator.free(got);
     try testing.expectEqual(@as(usize, 19), got.len);
     for (got, 0..) |sample, position| {
-        const cache_id: u32 = if (position < 10) 0 else if (position < 16) 1 else 2;
+        const cache_id: u64 = if (position < 10) 0 else if (position < 16) 1 else 2;
         try testing.expectEqual(cache_id, sample.cache_id);
-        try testing.expectEqual(position - dataset.cache_starts[cache_id], sample.sample_id);
+        const start = dataset.cache_starts[@intCast(cache_id)];
+        try testing.expectEqual(position - start, sample.sample_id);
     }
 }
 
@@ -122,7 +123,7 @@ test "reads by identity come from the cache each names" {
     var diagnostic: Diagnostic = .{};
     const dataset = try caches.open(&diagnostic);
     defer dataset.release();
-    const cache_ids = [_]u32{ 2, 0, 1, 2 };
+    const cache_ids = [_]u64{ 2, 0, 1, 2 };
     const sample_ids = [_]u64{ 1, 9, 5, 1 };
     const iterator = try Iterator.createReads(dataset, &cache_ids, &sample_ids, 0, &diagnostic);
     defer iterator.destroy();
@@ -136,13 +137,58 @@ test "reads by identity come from the cache each names" {
     try testing.expectError(error.State, iterator.position(0, &diagnostic));
 }
 
+test "format 3 caches are named by their persisted ids, format 2 ones by position" {
+    var caches = try Caches.write(&.{
+        .{ .sample_count = 3 },
+        .{ .sample_count = 4, .cache_id = 4883758774605530659 },
+        .{ .sample_count = 2 },
+    });
+    defer caches.deinit();
+    var diagnostic: Diagnostic = .{};
+    const dataset = try caches.open(&diagnostic);
+    defer dataset.release();
+    try testing.expectEqualSlices(u64, &.{ 0, 4883758774605530659, 2 }, dataset.cacheIds());
+    try testing.expectEqual(@as(?u32, 1), dataset.positionOf(4883758774605530659));
+    try testing.expectEqual(@as(?u32, null), dataset.positionOf(1));
+    const cache_ids = [_]u64{ 4883758774605530659, 2 };
+    const sample_ids = [_]u64{ 3, 1 };
+    const reads = try Iterator.createReads(dataset, &cache_ids, &sample_ids, 0, &diagnostic);
+    defer reads.destroy();
+    var got: std.ArrayList(u64) = .empty;
+    defer got.deinit(testing.allocator);
+    while (try reads.next(&diagnostic)) |batch| {
+        defer read_pipeline.Pipeline.releaseBatch(testing.allocator, batch);
+        for (batch.cache_ids.items, batch.sample_ids.items) |cache_id, sample_id| {
+            try got.appendSlice(testing.allocator, &.{ cache_id, sample_id });
+        }
+    }
+    const expected = [_]u64{ 4883758774605530659, 3, 2, 1 };
+    try testing.expectEqualSlices(u64, &expected, got.items);
+    const position_of_format_3 = [_]u64{1};
+    const refused = Iterator.createReads(dataset, &position_of_format_3, &.{0}, 0, &diagnostic);
+    try testing.expectError(error.OutOfRange, refused);
+    const phrase = "(request 0): no cache of the dataset has cache_id 1";
+    try testing.expect(std.mem.endsWith(u8, diagnostic.message(), phrase));
+}
+
+test "two caches with one cache_id are refused, naming both" {
+    var caches = try Caches.write(&.{ .{}, .{ .cache_id = 0 } });
+    defer caches.deinit();
+    var diagnostic: Diagnostic = .{};
+    try testing.expectError(error.InvalidCache, caches.open(&diagnostic));
+    var expected: [1024]u8 = undefined;
+    const message = try std.fmt.bufPrint(&expected, "duplicate cache_id 0: {s} (paths[0]) " ++
+        "and {s} (paths[1])", .{ caches.paths[0], caches.paths[1] });
+    try testing.expectEqualStrings(message, diagnostic.message());
+}
+
 test "an identity outside the dataset is refused before anything is read" {
     var caches = try Caches.write(&.{ .{ .sample_count = 4 }, .{ .sample_count = 6 } });
     defer caches.deinit();
     var diagnostic: Diagnostic = .{};
     const dataset = try caches.open(&diagnostic);
     defer dataset.release();
-    const cases = [_]struct { cache_id: u32, sample_id: u64, message: []const u8 }{
+    const cases = [_]struct { cache_id: u64, sample_id: u64, message: []const u8 }{
         .{
             .cache_id = 2,
             .sample_id = 0,
@@ -155,7 +201,7 @@ test "an identity outside the dataset is refused before anything is read" {
         },
     };
     for (cases) |case| {
-        const cache_ids = [_]u32{ 0, case.cache_id };
+        const cache_ids = [_]u64{ 0, case.cache_id };
         const sample_ids = [_]u64{ 3, case.sample_id };
         const created = Iterator.createReads(dataset, &cache_ids, &sample_ids, 0, &diagnostic);
         try testing.expectError(error.OutOfRange, created);
@@ -265,7 +311,7 @@ test "a corrupt record is left out of its batch with skip, and fails the read wi
     while (try skipping.next(&diagnostic)) |batch| {
         defer read_pipeline.Pipeline.releaseBatch(testing.allocator, batch);
         for (batch.skipped.items) |entry| {
-            try testing.expectEqual(@as(u32, 1), entry.cache_id);
+            try testing.expectEqual(@as(u64, 1), entry.cache_id);
             try testing.expectEqual(@as(u64, 3), entry.sample_id);
             skipped += 1;
         }

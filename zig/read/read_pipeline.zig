@@ -80,6 +80,8 @@ test "chunks hold about chunk_bytes_max of records, 1 to chunk_samples_max sampl
 /// What an iterator reads: fixed at creation (the snapshot).
 pub const Plan = struct {
     caches: []const *Cache,
+    /// The cache_id of each cache (`Dataset.cache_ids`): what a batch says of its samples.
+    cache_ids: []const u64,
     table: *ActiveTable,
     sampling: stream_state.Sampling,
     key: sampler.Key,
@@ -435,13 +437,14 @@ pub const Pipeline = struct {
                 // readSample left the batch as it was; the sample's position is
                 // still consumed, so the stream and its states stay the same.
                 chunk.diagnostic = .{};
-                try batch.skipSample(allocator, location.cache_id, location.sample_id);
+                const cache_id = plan.cache_ids[location.cache_id];
+                try batch.skipSample(allocator, cache_id, location.sample_id);
                 continue;
             };
             if (deferred) |payload| {
                 try pipeline.deferPayload(chunk, batch, location.cache_id, payload);
             }
-            try batch.closeSample(allocator, location.cache_id, location.sample_id);
+            try batch.closeSample(allocator, plan.cache_ids[location.cache_id], location.sample_id);
         }
     }
 

@@ -47,7 +47,7 @@ pub const View = extern struct {
     payload_offsets: [*]const u64,
     metadata_json: [*]const u8,
     metadata_offsets: [*]const u64,
-    cache_ids: [*]const u32,
+    cache_ids: [*]const u64,
     sample_ids: [*]const u64,
     column_count: u64,
     columns: [*]const ColumnView,
@@ -66,8 +66,7 @@ pub const packed_head_words = 5;
 pub const Skipped = extern struct {
     at: u64,
     sample_id: u64,
-    cache_id: u32,
-    reserved: u32 = 0,
+    cache_id: u64,
 };
 /// 8-byte words of one packed column descriptor: kind, distinct, values_len,
 /// offsets_len, bytes_len.
@@ -100,7 +99,8 @@ pub const SampleBatch = struct {
     payload_offsets: std.ArrayList(u64) = .empty,
     metadata_json: std.ArrayList(u8) = .empty,
     metadata_offsets: std.ArrayList(u64) = .empty,
-    cache_ids: std.ArrayList(u32) = .empty,
+    /// Each sample's cache_id (`Dataset.cache_ids`), not its cache's position.
+    cache_ids: std.ArrayList(u64) = .empty,
     sample_ids: std.ArrayList(u64) = .empty,
     /// The samples' metadata rows by column, in schema order.
     columns: []ColumnBuilder = &.{},
@@ -186,7 +186,7 @@ pub const SampleBatch = struct {
     pub fn closeSample(
         batch: *SampleBatch,
         allocator: std.mem.Allocator,
-        cache_id: u32,
+        cache_id: u64,
         sample_id: u64,
     ) !void {
         // One more row in each column than samples closed before it.
@@ -205,7 +205,7 @@ pub const SampleBatch = struct {
     pub fn skipSample(
         batch: *SampleBatch,
         allocator: std.mem.Allocator,
-        cache_id: u32,
+        cache_id: u64,
         sample_id: u64,
     ) !void {
         // Left out before it was closed: no row of it in the columns.
@@ -331,7 +331,7 @@ pub const SampleBatch = struct {
     /// binding takes it in one copy instead of a call per array. Call after
     /// `finishDeferred` and `codeStrings`. Layout (native-endian, each part
     /// zero-padded to a multiple of 8 bytes): the head words, a descriptor per
-    /// column, payload lengths (u64), sample ids (u64), cache ids (u32), then
+    /// column, payload lengths (u64), sample ids (u64), cache ids (u64), then
     /// per column its values, offsets and bytes, then the skipped samples.
     /// The buffer is the payloads' own, from the first multiple of 8 bytes at
     /// or after their end: nothing may be added to `payloads` afterwards.
@@ -340,8 +340,8 @@ pub const SampleBatch = struct {
         // After `finishDeferred` and `codeStrings`.
         assert(batch.deferred_lengths.len == 0 or batch.deferred_lengths.len == n);
         assert(batch.string_codes.len == batch.columns.len);
-        const head_words = packed_head_words + packed_column_words * batch.columns.len + 2 * n;
-        var len = head_words * 8 + padded8(4 * n);
+        const head_words = packed_head_words + packed_column_words * batch.columns.len + 3 * n;
+        var len = head_words * 8;
         len += batch.skipped.items.len * @sizeOf(Skipped);
         for (0..batch.columns.len) |index| {
             const parts = batch.columnParts(index);
@@ -554,28 +554,18 @@ test "pack lays out the batch's arrays and columns in one buffer" {
     try std.testing.expectEqualSlices(u64, &.{ 0, 0, 5, 0, 0 }, words[5..10]);
     try std.testing.expectEqualSlices(u64, &.{ 3, 0, 0, 6 * 8, 15 }, words[10..15]);
     try std.testing.expectEqualSlices(u64, &.{ 1, 0, 5 * 8, 0, 0 }, words[15..20]);
-    // Payload lengths, sample ids, cache ids (five u32 in three words).
+    // Payload lengths, sample ids, cache ids.
     try std.testing.expectEqualSlices(u64, &.{ 1, 3, 0, 2, 1 }, words[20..25]);
     try std.testing.expectEqualSlices(u64, &.{ 100, 101, 102, 103, 104 }, words[25..30]);
-    try std.testing.expectEqualSlices(
-        u32,
-        &.{ 0, 1, 0, 1, 0, 0 },
-        std.mem.bytesAsSlice(u32, std.mem.sliceAsBytes(words[30..33])),
-    );
+    try std.testing.expectEqualSlices(u64, &.{ 0, 1, 0, 1, 0 }, words[30..35]);
     // Columns: bools padded to a word, string offsets and bytes, ints.
-    try std.testing.expectEqualSlices(
-        u8,
-        &.{ 1, 0, 1, 0, 1, 0, 0, 0 },
-        std.mem.sliceAsBytes(words[33..34]),
-    );
-    try std.testing.expectEqualSlices(u64, &.{ 0, 3, 6, 9, 12, 15 }, words[34..40]);
-    try std.testing.expectEqualStrings("catdogcatcatcat\x00", std.mem.sliceAsBytes(words[40..42]));
-    try std.testing.expectEqualSlices(
-        i64,
-        &.{ 0, -1, -2, -3, -4 },
-        std.mem.bytesAsSlice(i64, std.mem.sliceAsBytes(words[42..47])),
-    );
-    // The skipped sample: at, sample id, cache id (and the reserved half word).
-    try std.testing.expectEqualSlices(u64, &.{ 2, 999, 1 }, words[47..50]);
-    try std.testing.expectEqual(@as(usize, 50 * 8), bytes.len);
+    const bools = std.mem.sliceAsBytes(words[35..36]);
+    try std.testing.expectEqualSlices(u8, &.{ 1, 0, 1, 0, 1, 0, 0, 0 }, bools);
+    try std.testing.expectEqualSlices(u64, &.{ 0, 3, 6, 9, 12, 15 }, words[36..42]);
+    try std.testing.expectEqualStrings("catdogcatcatcat\x00", std.mem.sliceAsBytes(words[42..44]));
+    const ints = std.mem.bytesAsSlice(i64, std.mem.sliceAsBytes(words[44..49]));
+    try std.testing.expectEqualSlices(i64, &.{ 0, -1, -2, -3, -4 }, ints);
+    // The skipped sample: at, sample id, cache id.
+    try std.testing.expectEqualSlices(u64, &.{ 2, 999, 1 }, words[49..52]);
+    try std.testing.expectEqual(@as(usize, 52 * 8), bytes.len);
 }

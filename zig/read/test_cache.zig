@@ -34,6 +34,8 @@ pub const Spec = struct {
     /// Without the "label" column: another schema.
     with_label: bool = true,
     source_name: []const u8 = "test",
+    /// Set: a format 3 cache with this cache_id; null: format 2.
+    cache_id: ?u64 = null,
 };
 
 pub const TestCache = struct {
@@ -293,7 +295,11 @@ pub const TestCache = struct {
             .sha256 = try cache.hashFile(cache_layout.record_checksums_file),
         };
         const text = try manifest.write(allocator, .{
-            .format_version = manifest.format_version_supported,
+            .format_version = if (cache.spec.cache_id == null)
+                manifest.format_version_oldest
+            else
+                manifest.format_version_with_cache_id,
+            .cache_id = cache.spec.cache_id,
             .source_name = cache.spec.source_name,
             .sample_count = cache.spec.sample_count,
             .metadata_schema = cache.schema,

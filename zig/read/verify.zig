@@ -188,7 +188,7 @@ pub const Verifier = struct {
             );
             return null;
         };
-        assert(parsed.manifest.format_version == manifest.format_version_supported);
+        assert(manifest.versionSupported(parsed.manifest.format_version));
         return parsed;
     }
 

@@ -87,18 +87,20 @@ pub const ActiveTable = struct {
 
     /// SHA-256 of the table's identities and weights, row by row (docs/determinism.md,
     /// "Resume states"): equal tables have equal digests however they were built.
+    /// `cache_ids` is the id of the cache at each position, the same on every call.
     /// O(rows) the first time, then cached.
-    pub fn digest(table: *ActiveTable) [sha256.digest_length]u8 {
+    pub fn digest(table: *ActiveTable, cache_ids: []const u64) [sha256.digest_length]u8 {
+        std.debug.assert(cache_ids.len == table.cache_starts.len);
         const io = system.io();
         table.digest_mutex.lockUncancelable(io);
         defer table.digest_mutex.unlock(io);
         if (table.digest_cached) |cached| return cached;
-        const computed = table.computeDigest();
+        const computed = table.computeDigest(cache_ids);
         table.digest_cached = computed;
         return computed;
     }
 
-    fn computeDigest(table: *const ActiveTable) [sha256.digest_length]u8 {
+    fn computeDigest(table: *const ActiveTable, cache_ids: []const u64) [sha256.digest_length]u8 {
         var hasher: sha256.Hasher = .init();
         hasher.update(digest_domain);
         var count: [8]u8 = undefined;
@@ -110,7 +112,7 @@ pub const ActiveTable = struct {
         while (row < table.row_count) : (row += 1) {
             const at = table.location(row);
             const bytes = buffer[filled..][0..digest_row_bytes];
-            std.mem.writeInt(u64, bytes[0..8], at.cache_id, .little);
+            std.mem.writeInt(u64, bytes[0..8], cache_ids[at.cache_id], .little);
             std.mem.writeInt(u64, bytes[8..16], at.sample_id, .little);
             std.mem.writeInt(u64, bytes[16..24], @bitCast(table.weight(row)), .little);
             filled += digest_row_bytes;
@@ -208,11 +210,12 @@ test "an unshuffled default table walks rows cyclically in physical order" {
 test "the digest depends on rows and weights, not on how the table was built" {
     const allocator = std.testing.allocator;
     const starts = [_]u64{ 0, 2 };
+    const ids = [_]u64{ 0, 1 };
     const default_table = try ActiveTable.createDefault(allocator, &starts, 3);
     defer default_table.release();
     const explicit = try explicitTable(allocator, &starts, &.{ 0, 1, 2 }, &.{ 1.0, 1.0, 1.0 });
     defer explicit.release();
-    try std.testing.expectEqual(default_table.digest(), explicit.digest());
+    try std.testing.expectEqual(default_table.digest(&ids), explicit.digest(&ids));
     // The documented bytes: domain, u64 row count, then per row u64 cache_id,
     // u64 sample_id and the weight's binary64 bits, all little-endian.
     var expected: std.ArrayList(u8) = .empty;
@@ -223,7 +226,7 @@ test "the digest depends on rows and weights, not on how the table was built" {
         std.mem.writeInt(u64, &bytes, word, .little);
         try expected.appendSlice(allocator, &bytes);
     }
-    try std.testing.expectEqual(sha256.hash(expected.items), default_table.digest());
+    try std.testing.expectEqual(sha256.hash(expected.items), default_table.digest(&ids));
 
     const reweighted = try explicitTable(allocator, &starts, &.{ 0, 1, 2 }, &.{ 1.0, 2.0, 1.0 });
     defer reweighted.release();
@@ -231,9 +234,28 @@ test "the digest depends on rows and weights, not on how the table was built" {
     defer reordered.release();
     const shorter = try explicitTable(allocator, &starts, &.{ 0, 1 }, &.{ 1.0, 1.0 });
     defer shorter.release();
-    try std.testing.expect(!std.mem.eql(u8, &default_table.digest(), &reweighted.digest()));
-    try std.testing.expect(!std.mem.eql(u8, &default_table.digest(), &reordered.digest()));
-    try std.testing.expect(!std.mem.eql(u8, &default_table.digest(), &shorter.digest()));
+    const digest = default_table.digest(&ids);
+    try std.testing.expect(!std.mem.eql(u8, &digest, &reweighted.digest(&ids)));
+    try std.testing.expect(!std.mem.eql(u8, &digest, &reordered.digest(&ids)));
+    try std.testing.expect(!std.mem.eql(u8, &digest, &shorter.digest(&ids)));
+}
+
+test "the digest names each row's cache by its cache_id, not its position" {
+    const allocator = std.testing.allocator;
+    const starts = [_]u64{ 0, 1 };
+    const table = try ActiveTable.createDefault(allocator, &starts, 2);
+    defer table.release();
+    var expected: std.ArrayList(u8) = .empty;
+    defer expected.deinit(allocator);
+    try expected.appendSlice(allocator, "dataset_rt/table/v1");
+    const id: u64 = 4883758774605530659;
+    const words = [_]u64{ 2, 0, 0, 0x3ff0000000000000, id, 0, 0x3ff0000000000000 };
+    for (words) |word| {
+        var bytes: [8]u8 = undefined;
+        std.mem.writeInt(u64, &bytes, word, .little);
+        try expected.appendSlice(allocator, &bytes);
+    }
+    try std.testing.expectEqual(sha256.hash(expected.items), table.digest(&.{ 0, id }));
 }
 
 test "the digest of a table larger than one hashing buffer covers every row" {
@@ -255,8 +277,9 @@ test "the digest of a table larger than one hashing buffer covers every row" {
     weights[row_count - 1] = 0.5;
     const last_differs = try explicitTable(allocator, &starts, rows, weights);
     defer last_differs.release();
-    try std.testing.expectEqual(default_table.digest(), same.digest());
-    try std.testing.expect(!std.mem.eql(u8, &same.digest(), &last_differs.digest()));
+    const ids = [_]u64{0};
+    try std.testing.expectEqual(default_table.digest(&ids), same.digest(&ids));
+    try std.testing.expect(!std.mem.eql(u8, &same.digest(&ids), &last_differs.digest(&ids)));
 }
 
 fn explicitTable(allocator: std.mem.Allocator, starts: []const u64, rows: []const u64, weights: []const f64) !*ActiveTable {

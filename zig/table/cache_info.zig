@@ -55,14 +55,15 @@ fn readManifest(
 }
 
 /// The description of a cache whose manifest is `the_manifest`:
-/// `{"format_version", "source_name", "sample_count", "shard_count", "shard_bytes",
-/// "payload_bytes_uncompressed", "compression", "record_checksums", "metadata_schema"}`.
+/// `{"format_version", "cache_id", "source_name", "sample_count", "shard_count",
+/// "shard_bytes", "payload_bytes_uncompressed", "compression", "record_checksums",
+/// "metadata_schema"}`; `cache_id` is null in format 2.
 pub fn render(
     allocator: std.mem.Allocator,
     the_manifest: manifest.Manifest,
 ) error{OutOfMemory}![]u8 {
     // What `manifest.parse` promises of every manifest it returns.
-    assert(the_manifest.format_version == manifest.format_version_supported);
+    assert(manifest.versionSupported(the_manifest.format_version));
     assert(metadata_types.isSortedUnique(the_manifest.metadata_schema));
     // Wider than any one length: a manifest's lengths may add up past 2^64 - 1.
     var shard_bytes: u128 = 0;
@@ -73,9 +74,15 @@ pub fn render(
     }
     var out: std.ArrayList(u8) = .empty;
     errdefer out.deinit(allocator);
-    try out.print(allocator, "{{\"format_version\":{d},\"source_name\":", .{
+    try out.print(allocator, "{{\"format_version\":{d},\"cache_id\":", .{
         the_manifest.format_version,
     });
+    if (the_manifest.cache_id) |cache_id| {
+        try out.print(allocator, "{d}", .{cache_id});
+    } else {
+        try out.appendSlice(allocator, "null");
+    }
+    try out.appendSlice(allocator, ",\"source_name\":");
     try metadata_canonical.appendJsonString(allocator, &out, the_manifest.source_name);
     try out.print(allocator, ",\"sample_count\":{d},\"shard_count\":{d},\"shard_bytes\":{d}", .{
         the_manifest.sample_count, the_manifest.shards.len, shard_bytes,
@@ -167,7 +174,7 @@ test "a description adds up the shards and lists each compression setting once, 
     defer testing.allocator.free(text);
     // 10 + 20 + (2^64 - 1) and 20 + 40 + (2^64 - 1): past any u64.
     try testing.expectEqualStrings(
-        \\{"format_version":2,"source_name":"q\"s","sample_count":7,"shard_count":3,
+        \\{"format_version":2,"cache_id":null,"source_name":"q\"s","sample_count":7,"shard_count":3,
     ++
         \\"shard_bytes":18446744073709551645,"payload_bytes_uncompressed":18446744073709551675,
     ++
@@ -228,12 +235,13 @@ fn testDir() !TestDir {
     return dir;
 }
 
-test "a cache is described from its manifest.json alone" {
+test "a cache is described from its manifest.json alone, its cache_id included" {
     var dir = try testDir();
     defer dir.tmp.cleanup();
     const shards = [_]manifest.Shard{testShard(0, 5, .{ .algo = .none, .ratio = 1.0 })};
     const text = try manifest.write(testing.allocator, .{
-        .format_version = 2,
+        .format_version = 3,
+        .cache_id = 42,
         .source_name = "c",
         .sample_count = 1,
         .metadata_schema = &.{.{ .name = "k", .kind = .bool }},
@@ -247,7 +255,9 @@ test "a cache is described from its manifest.json alone" {
     const description = try describe(testing.allocator, dir.path(), &diagnostic);
     defer testing.allocator.free(description);
     try testing.expectEqualStrings(
-        \\{"format_version":2,"source_name":"c","sample_count":1,"shard_count":1,"shard_bytes":5,
+        \\{"format_version":3,"cache_id":42,"source_name":"c","sample_count":1,"shard_count":1,
+    ++
+        \\"shard_bytes":5,
     ++
         \\"payload_bytes_uncompressed":10,"compression":[{"algo":"none","ratio":1.0}],
     ++
@@ -273,11 +283,11 @@ test "a folder without a manifest, a bad manifest and a missing folder fail as t
     try expectMessage(&diagnostic, dir.path(), "missing manifest: cannot read manifest.json: " ++
         "no such file or directory");
 
-    try dir.write("manifest.json", "{\"format_version\": 3}");
+    try dir.write("manifest.json", "{\"format_version\": 4}");
     diagnostic = .{};
     try testing.expectError(error.InvalidCache, describe(allocator, dir.path(), &diagnostic));
     try expectMessage(&diagnostic, dir.path(), "manifest.json: unsupported cache format " ++
-        "version 3 (this reader supports version 2)");
+        "version 4 (this reader supports versions 2 and 3)");
 
     try dir.write("manifest.json", "{\"format_version\": 2}");
     diagnostic = .{};

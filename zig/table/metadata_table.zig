@@ -106,6 +106,9 @@ fn gather(allocator: std.mem.Allocator, dataset: *const Dataset, table: *const A
         }
         for (stored, built) |*values, *column| values.* = column.view();
     }
+    // Positions become what users see: each cache's cache_id.
+    const ids = dataset.cacheIds();
+    for (cache_ids) |*cache_id| cache_id.* = ids[@intCast(cache_id.*)];
     gathered.* = .{
         .allocator = allocator,
         .cache_ids = cache_ids,
@@ -294,11 +297,13 @@ pub fn buildTable(allocator: std.mem.Allocator, dataset: *const Dataset, update:
     for (0..row_count) |row| {
         const cache_id = try identityValue("cache_id", update.cache_ids, cache_ids[row], row, diagnostic);
         const sample_id = try identityValue("sample_id", update.sample_ids, sample_ids[row], row, diagnostic);
-        if (cache_id >= dataset.caches.len or sample_id >= dataset.caches[@intCast(cache_id)].sampleCount()) {
+        const position = dataset.positionOf(cache_id);
+        if (position == null or sample_id >= dataset.caches[position.?].sampleCount()) {
             diagnostic.set("unknown samples metadata row identity (cache_id={d}, sample_id={d}) in row {d}", .{ cache_id, sample_id, row });
             return error.InvalidInput;
         }
-        global_rows[row] = active_table.globalRow(dataset.cache_starts, .{ .cache_id = @intCast(cache_id), .sample_id = sample_id });
+        const location: active_table.Location = .{ .cache_id = position.?, .sample_id = sample_id };
+        global_rows[row] = active_table.globalRow(dataset.cache_starts, location);
         if (!isValid(update.weights.validity, update.weights.validity_offset, row)) {
             diagnostic.set("samples metadata column 'weight' contains null in row {d}; it must be non-null", .{row});
             return error.InvalidInput;

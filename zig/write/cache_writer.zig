@@ -18,6 +18,7 @@ const types = @import("../format/metadata_types.zig");
 const metadata_json = @import("../format/metadata_json.zig");
 const metadata_columns = @import("../format/metadata_columns.zig");
 const manifest = @import("../format/manifest.zig");
+const cache_identity = @import("../format/cache_identity.zig");
 const sha256 = @import("../codec/sha256.zig");
 const index_file = @import("../format/index_file.zig");
 const record_checksums = @import("../format/record_checksums.zig");
@@ -47,6 +48,9 @@ pub const Options = struct {
     batches_in_flight_max: u32,
     compression: shard_record.Compression,
     compression_ratio: f64,
+    /// The manifest's format: 2, or 3 with the cache_id of the source name
+    /// (`cache_identity.fromSourceName`).
+    format_version: u32 = manifest.format_version_oldest,
 };
 
 /// Batches in flight the writer keeps without a cap from its caller: enough that
@@ -188,6 +192,13 @@ pub const CacheWriter = struct {
             options.compression_ratio,
             diagnostic,
         );
+        if (!manifest.versionSupported(options.format_version)) {
+            const phrase = "format_version must be {d} or {d}, got {d}";
+            const oldest = manifest.format_version_oldest;
+            const newest = manifest.format_version_newest;
+            diagnostic.set(phrase, .{ oldest, newest, options.format_version });
+            return error.InvalidArgument;
+        }
         assert(options.max_shard_bytes >= 1 and options.batches_in_flight_max >= 1);
     }
 
@@ -693,8 +704,13 @@ pub const CacheWriter = struct {
         writer.shard_files.waitForHashes();
         try writer.checkFailure(diagnostic);
         try writer.shard_files.collectDigests(diagnostic);
+        const version = writer.options.format_version;
         try files.writeManifest(.{
-            .format_version = manifest.format_version_supported,
+            .format_version = version,
+            .cache_id = if (version == manifest.format_version_with_cache_id)
+                cache_identity.fromSourceName(writer.source_name)
+            else
+                null,
             .source_name = writer.source_name,
             .sample_count = writer.sample_count,
             .metadata_schema = writer.schema,
@@ -733,4 +749,28 @@ test {
     _ = @import("cache_writer_test.zig");
     _ = @import("finish_files.zig");
     _ = @import("push_checks.zig");
+}
+
+test "validateOptions: format_version 2 or 3, anything else refused by name" {
+    const valid: Options = .{
+        .max_shard_bytes = 1,
+        .batches_in_flight_max = 1,
+        .compression = .none,
+        .compression_ratio = 1.0,
+    };
+    var diagnostic: Diagnostic = .{};
+    for ([_]u32{ 2, 3 }) |version| {
+        var options = valid;
+        options.format_version = version;
+        try CacheWriter.validateOptions(options, &diagnostic);
+    }
+    for ([_]u32{ 0, 1, 4, std.math.maxInt(u32) }) |version| {
+        var options = valid;
+        options.format_version = version;
+        const refused = CacheWriter.validateOptions(options, &diagnostic);
+        try std.testing.expectError(error.InvalidArgument, refused);
+        const message = diagnostic.message();
+        const phrase = "format_version must be 2 or 3, got ";
+        try std.testing.expect(std.mem.startsWith(u8, message, phrase));
+    }
 }

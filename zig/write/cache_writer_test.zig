@@ -211,7 +211,7 @@ test "the manifest lists every file as written, and the records hold what was pu
         var published = try Published.read(&base, name);
         defer published.deinit();
         const listed = published.parsed.manifest;
-        try testing.expectEqual(manifest.format_version_supported, listed.format_version);
+        try testing.expectEqual(manifest.format_version_oldest, listed.format_version);
         try testing.expectEqualStrings(name, listed.source_name);
         try testing.expectEqual(@as(u64, 30), listed.sample_count);
         try testing.expectEqual(@as(usize, 1), listed.metadata_schema.len);

@@ -81,7 +81,7 @@ pub const FinishFiles = struct {
         diagnostic: *Diagnostic,
     ) Error!void {
         assert(listed.sample_count > 0 and listed.shards.len > 0);
-        assert(listed.format_version == manifest.format_version_supported);
+        assert(manifest.versionSupported(listed.format_version));
         const text = manifest.write(files.allocator, listed) catch return error.OutOfMemory;
         defer files.allocator.free(text);
         // Shards are capped (`manifest.shards_max`); only a schema of huge field

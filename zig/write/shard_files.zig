@@ -497,7 +497,8 @@ test "a manifest listing shards_max of the longest shard entries stays below the
         };
     }
     var maximal: manifest.Manifest = .{
-        .format_version = manifest.format_version_supported,
+        .format_version = manifest.format_version_newest,
+        .cache_id = std.math.maxInt(u63),
         .source_name = &@as([250]u8, @splat(0x01)),
         .sample_count = std.math.maxInt(u64),
         .metadata_schema = schema,

@@ -151,6 +151,23 @@ pub const Staging = struct {
     /// the lock file before unlocking, so a waiter that wakes up on a deleted
     /// file retries on the current one.
     pub fn lockTarget(staging: *Staging, diagnostic: *Diagnostic) Error!void {
+        const taken = try staging.takeLock(.wait, diagnostic);
+        assert(taken);
+    }
+
+    /// Like `lockTarget` without waiting: false (and no lock) when another
+    /// writer holds the lock.
+    pub fn tryLockTarget(staging: *Staging, diagnostic: *Diagnostic) LockError!bool {
+        return staging.takeLock(.try_once, diagnostic);
+    }
+
+    pub const LockError = error{ Io, OutOfMemory };
+
+    fn takeLock(
+        staging: *Staging,
+        mode: enum { wait, try_once },
+        diagnostic: *Diagnostic,
+    ) LockError!bool {
         assert(staging.lock_name.len == 0);
         const io = system.io();
         staging.lock_name = try std.fmt.allocPrint(
@@ -171,7 +188,18 @@ pub const Staging = struct {
                 );
                 return error.Io;
             };
-            file_lock.lockExclusive(io, file) catch |err| {
+            const locked = switch (mode) {
+                .wait => file_lock.lockExclusive(io, file),
+                .try_once => if (file_lock.tryLockExclusive(io, file)) |taken| {
+                    if (!taken) {
+                        file.close(io);
+                        staging.allocator.free(staging.lock_name);
+                        staging.lock_name = &.{};
+                        return false;
+                    }
+                } else |err| err,
+            };
+            locked catch |err| {
                 file.close(io);
                 diagnostic.set(
                     "cannot lock {s}{s}: {f}",
@@ -190,7 +218,7 @@ pub const Staging = struct {
             if (current) {
                 staging.lock_file = file;
                 assert(staging.lock_name.len > 0);
-                return;
+                return true;
             }
             file.close(io);
         }
