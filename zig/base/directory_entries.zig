@@ -11,15 +11,42 @@ const builtin = @import("builtin");
 
 /// Renames `old_name` to `new_name` in `dir`, whose path (as the process
 /// opened it, ending with a separator) is `dir_path`.
+/// On the kernel32 path an existing `new_name` is never replaced.
 pub fn rename(io: std.Io, dir: std.Io.Dir, dir_path: []const u8, old_name: []const u8, new_name: []const u8) !void {
+    try renameWith(io, dir, dir_path, old_name, new_name, 0);
+}
+
+/// Renames the file `old_name` over the file `new_name` (both relative to
+/// `dir`, see `rename` for `dir_path`), replacing it atomically.
+pub fn replaceFile(
+    io: std.Io,
+    dir: std.Io.Dir,
+    dir_path: []const u8,
+    old_name: []const u8,
+    new_name: []const u8,
+) !void {
+    const flags = move_replace_existing | move_write_through;
+    try renameWith(io, dir, dir_path, old_name, new_name, flags);
+}
+
+fn renameWith(
+    io: std.Io,
+    dir: std.Io.Dir,
+    dir_path: []const u8,
+    old_name: []const u8,
+    new_name: []const u8,
+    move_flags: u32,
+) !void {
     std.Io.Dir.rename(dir, old_name, dir, new_name, io) catch |err| {
         if (builtin.os.tag != .windows or err != error.Unexpected) return err;
         var paths: WidePaths = try .init(dir_path, old_name, new_name);
         defer paths.deinit();
-        // Without MOVEFILE_REPLACE_EXISTING: an existing target is never replaced.
-        if (MoveFileExW(paths.first.ptr, paths.second.?.ptr, 0) == 0) return windowsError();
+        if (MoveFileExW(paths.first.ptr, paths.second.?.ptr, move_flags) == 0) return windowsError();
     };
 }
+
+const move_replace_existing: u32 = 0x1;
+const move_write_through: u32 = 0x8;
 
 /// Deletes the file `name` in `dir` (see `rename` for `dir_path`).
 pub fn deleteFile(io: std.Io, dir: std.Io.Dir, dir_path: []const u8, name: []const u8) !void {

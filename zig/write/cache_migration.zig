@@ -184,8 +184,13 @@ const Plan = struct {
         const synced = file.sync(io);
         file.close(io);
         synced catch |err| return plan.failReplace(temporary, "fsync", err, diagnostic);
-        const into = cache_layout.manifest_file;
-        std.Io.Dir.rename(base_dir, temporary, plan.cache_dir, into, io) catch |err| {
+        // Both named from the base folder: on Windows the fallback renames by path.
+        const into = try std.fmt.allocPrint(plan.allocator, "{s}/{s}", .{
+            plan.name, cache_layout.manifest_file,
+        });
+        defer plan.allocator.free(into);
+        const base_path = staging.baseDirPath();
+        directory_entries.replaceFile(io, base_dir, base_path, temporary, into) catch |err| {
             return plan.failReplace(temporary, "rename", err, diagnostic);
         };
         try durable_files.syncDir(plan.cache_dir, plan.real_path, diagnostic);
