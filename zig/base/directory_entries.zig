@@ -41,7 +41,8 @@ fn renameWith(
         if (builtin.os.tag != .windows or err != error.Unexpected) return err;
         var paths: WidePaths = try .init(dir_path, old_name, new_name);
         defer paths.deinit();
-        if (MoveFileExW(paths.first.ptr, paths.second.?.ptr, move_flags) == 0) return windowsError();
+        const moved = MoveFileExW(paths.first.ptr, paths.second.?.ptr, move_flags);
+        if (moved == 0) return windowsError();
     };
 }
 
