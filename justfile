@@ -30,9 +30,10 @@ tsan *args:
 tidy *args:
     python scripts/tidy.py {{ args }}
 
-# The tidy check, then the Zig layer rules
+# The tidy check, then the Zig and Python layer rules
 lint: tidy
     python scripts/check_layers.py
+    python scripts/check_python_layers.py
 
 # Lint, then the full test suite
 check: lint test

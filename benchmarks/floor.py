@@ -27,13 +27,13 @@ from itertools import repeat
 
 import workload  # this directory's measurement helpers
 
-from dataset_rt._metadata_columns import to_columns
-from dataset_rt._metadata_row import MetadataRow
-from dataset_rt._packed_batch import BatchMetadata
-from dataset_rt._reader import _samples
+from dataset_rt._binding.metadata_columns import to_columns
+from dataset_rt._binding.metadata_row import MetadataRow
+from dataset_rt._binding.packed_batch import BatchMetadata
+from dataset_rt._binding.reader import _samples
+from dataset_rt._binding.writer import _addresses, payload_lengths
+from dataset_rt._core.writing import _encode_metadata
 from dataset_rt._records import CacheInput
-from dataset_rt._writer import _addresses
-from dataset_rt._writing import _encode_metadata, _lengths
 
 SAMPLES = 200_000
 CHUNK = 64  # samples per batch with the default prefetch_size
@@ -105,7 +105,7 @@ def write_floor(by_columns: bool) -> tuple[float, float]:
         datas.append(data)
         metadatas.append(metadata.copy())
         if len(metadatas) == 1024:
-            _lengths(datas)
+            payload_lengths(datas)
             if by_columns:
                 set(map(len, metadatas))  # the binding's check that keys can match
                 to_columns(metadatas, schema)

@@ -258,7 +258,11 @@ def ensure_peer(explicit: str | None) -> Path:
 
 def check_ours() -> None:
     done = subprocess.run(
-        [sys.executable, "-c", "import dataset_rt, dataset_rt._native; print(dataset_rt.__file__)"],
+        [
+            sys.executable,
+            "-c",
+            "import dataset_rt, dataset_rt._binding.native; print(dataset_rt.__file__)",
+        ],
         env=side_environment("ours"),
         capture_output=True,
         text=True,

@@ -172,14 +172,14 @@ def implementation_info(expect: str) -> dict:
     import dataset_rt
 
     location = str(Path(dataset_rt.__file__).resolve().parent)
-    is_ours = hasattr(dataset_rt, "__version__") and _has_module("dataset_rt._native")
+    is_ours = hasattr(dataset_rt, "__version__") and _has_module("dataset_rt._binding.native")
     if expect == "ours" and not is_ours:
         raise SystemExit(f"expected this project's dataset_rt, imported {location}")
     if expect == "peer" and is_ours:
         raise SystemExit(f"expected the peer dataset_rt, imported this project's from {location}")
     info = {"module_path": location}
     if is_ours:
-        from dataset_rt import _native
+        from dataset_rt._binding import native as _native
 
         info["version"] = dataset_rt.__version__
         info["library"] = str(getattr(_native.lib, "_name", ""))

@@ -61,9 +61,9 @@ from dataset_rt import (
     ReaderConfig,
     ShardCompression,
     WriterConfig,
-    _native,
     verify,
 )
+from dataset_rt._binding import native as _native
 from dataset_rt.errors import DatasetRtError, InvalidInputError
 
 try:

@@ -4,7 +4,8 @@
 #   1. the tidy check (scripts/tidy.py: ruff lint and format over all Python, mypy --strict
 #      over the package, tests, scripts and benchmarks, `zig fmt --check`, the function, line
 #      and file limits, unused declarations), the Zig unit tests, the Zig layer rules
-#      (scripts/check_layers.py) and `mkdocs build --strict` of the documentation site
+#      (scripts/check_layers.py), the Python layer rules (scripts/check_python_layers.py)
+#      and `mkdocs build --strict` of the documentation site
 #   2. pytest against the installed ReleaseFast library, then examples/ddp_train.py --quick
 #      and examples/digits/train.py --quick
 #   3. pytest against a ReleaseSafe build: out-of-bounds and overflow panic there instead of
@@ -86,6 +87,7 @@ phase "1/7 tidy (ruff, mypy, zig fmt, limits), Zig unit tests (zig build test), 
 python scripts/tidy.py
 python -m ziglang build test --summary all
 python scripts/check_layers.py
+python scripts/check_python_layers.py
 # The documentation site: broken links, anchors and docstrings fail the build.
 NO_MKDOCS_2_WARNING=1 python -m mkdocs build --strict --quiet --site-dir "$(mktemp -d)"
 

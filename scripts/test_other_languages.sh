@@ -7,7 +7,7 @@
 #   bash scripts/test_other_languages.sh [LIBRARY]
 #
 # LIBRARY: the shared library to test (default: the installed package's,
-# dataset_rt._native.library_path, found with the `python` first on PATH). The Rust
+# dataset_rt._binding.native.library_path, found with the `python` first on PATH). The Rust
 # program is compiled into a temporary directory and linked against it; the Node program
 # loads it. koffi is installed with `npm ci` into examples/node/node_modules, at the
 # version examples/node/package-lock.json pins (npm needs the registry the first time).

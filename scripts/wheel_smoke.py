@@ -26,9 +26,9 @@ from dataset_rt import (
     ReaderConfig,
     ShardCompression,
     WriterConfig,
-    _native,
     verify,
 )
+from dataset_rt._binding import native as _native
 
 Metadata = dict[str, bool | int | float | str]
 

@@ -9,7 +9,8 @@ import subprocess
 from pathlib import Path
 
 from conftest import QUIET, ListSource, compile_c, simple_samples
-from dataset_rt import CacheWriteSuccess, DatasetRuntime, _native
+from dataset_rt import CacheWriteSuccess, DatasetRuntime
+from dataset_rt._binding import native as _native
 
 HERE = Path(__file__).parent
 HEADER_DIR = HERE.parent / "zig" / "include"

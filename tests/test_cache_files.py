@@ -427,7 +427,7 @@ def test_a_single_sample_cache_has_one_shard_and_one_index_row(
 
 
 def test_the_core_calls_a_directory_with_a_manifest_published(cache: Path, tmp_path: Path) -> None:
-    from dataset_rt import _native
+    from dataset_rt._binding import native as _native
 
     assert _native.cache_published(cache)
     assert not _native.cache_published(tmp_path / "absent")

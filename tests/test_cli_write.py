@@ -21,7 +21,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import pythonpath_before_inherited
-from dataset_rt import CacheInput, DatasetRuntime, _native
+from dataset_rt import CacheInput, DatasetRuntime
+from dataset_rt._binding import native as _native
 from dataset_rt.sources import FolderSource, ParquetSource
 from test_cli import PACKAGE_ROOT, invoke, invoke_json, make_folder, make_parquet, read_back
 

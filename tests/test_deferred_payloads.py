@@ -263,7 +263,7 @@ def test_a_record_shorter_than_its_header_is_an_error_with_any_deferral_size(
     manifest = cache_reference.read_manifest(path)
     manifest["shards"][0]["byte_len"] = manifest["shards"][0]["uncompressed_byte_len"] = record_len
     cache_reference.write_manifest(path, manifest, indent=None)
-    monkeypatch.setattr("dataset_rt._native.DEFER_DEFAULT", 1)
+    monkeypatch.setattr("dataset_rt._binding.native.DEFER_DEFAULT", 1)
     ds = runtime.cached_dataset([path], reader_config=ReaderConfig(seed=0, shuffle=False))
     expected = f"record of {record_len} bytes is shorter than its 8-byte header"
     with pytest.raises(ValueError, match=expected):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from dataset_rt import demo
-from dataset_rt._dataset import CachedDataset
+from dataset_rt._core.dataset import CachedDataset
 
 
 def test_the_demo_writes_reads_back_and_verifies_a_cache(

@@ -26,9 +26,9 @@ from dataset_rt import (
     DatasetRuntime,
     ReaderConfig,
     WriterConfig,
-    _native,
     verify,
 )
+from dataset_rt._binding import native as _native
 from dataset_rt.errors import (
     CacheExistsError,
     CacheIOError,
@@ -141,13 +141,13 @@ def test_bad_arguments_and_tables_raise_their_classes(runtime: DatasetRuntime, c
 def test_a_write_target_that_exists_is_a_cache_exists_error(
     runtime: DatasetRuntime, tmp_path: Path
 ) -> None:
-    from dataset_rt._writer import NativeWriter
+    from dataset_rt._binding.writer import NativeWriter
 
     (tmp_path / "taken").mkdir()
     writer = NativeWriter()
     try:
         with pytest.raises(CacheExistsError, match="cache path already exists"):
-            writer.create(runtime._live_handle().value, tmp_path, "taken", QUIET)
+            writer.create(runtime._live_handle(), tmp_path, "taken", QUIET)
     finally:
         writer.destroy()
 

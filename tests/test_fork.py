@@ -12,7 +12,7 @@ import pytest
 
 from conftest import QUIET, ListSource, simple_samples
 from dataset_rt import CacheWriteSuccess, DatasetRuntime, ReaderConfig
-from dataset_rt._writing import NativeWriter
+from dataset_rt._core.writing import NativeWriter
 from dataset_rt.errors import WrongProcessError
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
@@ -78,7 +78,7 @@ def test_a_forked_child_gets_a_clear_error_and_can_start_its_own_runtime(tmp_pat
 def test_a_child_destroying_an_inherited_writer_keeps_the_parents_staging(tmp_path: Path) -> None:
     runtime = DatasetRuntime(num_workers=2)
     writer = NativeWriter()
-    writer.create(runtime._live_handle().value, tmp_path, "forked", QUIET)
+    writer.create(runtime._live_handle(), tmp_path, "forked", QUIET)
     payloads, metadatas = zip(*simple_samples(10), strict=True)
     writer.push(_batch(writer, list(payloads), list(metadatas)))
 
@@ -98,7 +98,7 @@ def test_a_child_destroying_an_inherited_writer_keeps_the_parents_staging(tmp_pa
 
 
 def _batch(writer: NativeWriter, payloads: list[bytes], metadatas: list[dict[str, object]]):
-    from dataset_rt._writing import _serialize
+    from dataset_rt._core.writing import _serialize
 
     return _serialize(writer, payloads, metadatas, 0, sum(map(len, payloads)))
 
@@ -106,7 +106,7 @@ def _batch(writer: NativeWriter, payloads: list[bytes], metadatas: list[dict[str
 def test_a_lock_another_thread_held_at_the_fork_is_free_in_the_child() -> None:
     import threading
 
-    from dataset_rt._fork_safe_lock import ForkSafeLock
+    from dataset_rt._binding.fork_safe_lock import ForkSafeLock
 
     lock = ForkSafeLock()
     taken, release = threading.Event(), threading.Event()

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from dataset_rt import DatasetRuntime, _native
+from dataset_rt import DatasetRuntime
+from dataset_rt._binding import native as _native
 from dataset_rt.errors import InvalidCacheError, StateError
 
 FUZZ_DIR = Path(__file__).resolve().parent.parent / "fuzz"

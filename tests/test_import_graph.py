@@ -9,26 +9,38 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "python" / "dataset_rt"
 
 
+def module_name(path: Path) -> str:
+    """`_core.dataset` for `_core/dataset.py`; `_binding` for `_binding/__init__.py`."""
+    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    if len(parts) > 1 and parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
 def imports_of(path: Path) -> set[str]:
     """The dataset_rt modules `path` imports, anywhere in the file."""
     found: set[str] = set()
-    modules = {p.stem for p in PACKAGE.glob("*.py")}
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module:
             if node.module == "dataset_rt":
-                found.update(alias.name for alias in node.names if alias.name in modules)
+                found.update(alias.name for alias in node.names if alias.name in MODULES)
             elif node.module.startswith("dataset_rt."):
-                found.add(node.module.split(".")[1])
+                base = node.module.removeprefix("dataset_rt.")
+                subs = {f"{base}.{alias.name}" for alias in node.names}
+                found.update(subs & MODULES.keys() or {base})
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.startswith("dataset_rt."):
-                    found.add(alias.name.split(".")[1])
-    found.discard(path.stem)
+                    found.add(alias.name.removeprefix("dataset_rt."))
+    found.discard(module_name(path))
     return found
 
 
 def import_graph() -> dict[str, set[str]]:
-    return {path.stem: imports_of(path) for path in PACKAGE.glob("*.py") if path.stem != "__init__"}
+    return {name: imports_of(path) for name, path in MODULES.items() if name != "__init__"}
 
 
 def cycle_in(graph: dict[str, set[str]]) -> list[str] | None:
@@ -66,18 +78,19 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 
 # The native boundary: the library and its signatures, the read path's handle
 # owners, the write path's.
-BOUNDARY = ["_native.py", "_reader.py", "_writer.py"]
+BOUNDARY = ["_binding.native", "_binding.reader", "_binding.writer"]
 
 
 def test_only_the_native_boundary_calls_the_library() -> None:
-    callers = sorted(path.name for path in PACKAGE.glob("*.py") if "lib.drt_" in path.read_text())
+    callers = sorted(name for name, path in MODULES.items() if "lib.drt_" in path.read_text())
     assert callers == BOUNDARY
 
 
 def test_the_native_boundary_imports_no_public_module_above_it() -> None:
     graph = import_graph()
-    above = {"_dataset", "_runtime", "_writing", "_metadata_frame", "torch", "api", "demo"}
-    for module in (name.removesuffix(".py") for name in BOUNDARY):
+    above = {name for name in MODULES if name.startswith("_core")}
+    above |= {"torch", "api", "demo", "cli", "sources"}
+    for module in BOUNDARY:
         assert not graph[module] & above, (module, graph[module] & above)
 
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from conftest import pythonpath_before_inherited
-from dataset_rt import _native
+from dataset_rt._binding import native as _native
 
-IMPORT = "import dataset_rt, dataset_rt._native as n; print('loaded', n.library_path)"
+IMPORT = "import dataset_rt, dataset_rt._binding.native as n; print('loaded', n.library_path)"
 
 
 def import_with(library: str, cwd: Path) -> subprocess.CompletedProcess[str]:

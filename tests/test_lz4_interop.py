@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from dataset_rt import _native
+from dataset_rt._binding import native as _native
 
 lz4_block = pytest.importorskip("lz4.block")
 

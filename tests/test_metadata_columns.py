@@ -13,9 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import ListSource
-from dataset_rt import DatasetRuntime, ReaderConfig, WriterConfig, _native
-from dataset_rt import _writing as writing_module
-from dataset_rt._metadata_columns import to_columns
+from dataset_rt import DatasetRuntime, ReaderConfig, WriterConfig
+from dataset_rt._binding import native as _native
+from dataset_rt._binding.metadata_columns import to_columns
+from dataset_rt._core import writing as writing_module
 
 QUIET = WriterConfig(show_progress=False, prefetch_size=1)  # batches of 1,024 samples
 

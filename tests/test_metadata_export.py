@@ -17,7 +17,9 @@ from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from conftest import QUIET, ListSource
-from dataset_rt import CachedDataset, DatasetRuntime, ReaderConfig, _metadata_frame, _native
+from dataset_rt import CachedDataset, DatasetRuntime, ReaderConfig
+from dataset_rt._binding import native as _native
+from dataset_rt._core import metadata_frame as _metadata_frame
 
 IN_ORDER = ReaderConfig(seed=0, shuffle=False)
 KIND_VALUES = {

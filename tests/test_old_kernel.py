@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import compile_c, pythonpath_before_inherited
-from dataset_rt import _native
+from dataset_rt._binding import native as _native
 
 HERE = Path(__file__).parent
 # x86_64 system call numbers grow with the kernel: 314 (sched_setattr) arrived

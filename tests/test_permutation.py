@@ -12,7 +12,8 @@ import polars as pl
 import pytest
 
 from conftest import QUIET, ListSource, simple_samples
-from dataset_rt import CachedDataset, DatasetRuntime, ReaderConfig, _native
+from dataset_rt import CachedDataset, DatasetRuntime, ReaderConfig
+from dataset_rt._binding import native as _native
 
 
 def permutation_rows(n: int, seed: int, start: int, count: int) -> list[int]:

@@ -18,7 +18,8 @@ import polars as pl
 import pytest
 
 from conftest import QUIET, ListSource, pythonpath_before_inherited
-from dataset_rt import DatasetRuntime, ReaderConfig, _native
+from dataset_rt import DatasetRuntime, ReaderConfig
+from dataset_rt._binding import native as _native
 
 JOIN_TIMEOUT = 60.0
 

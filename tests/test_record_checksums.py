@@ -99,7 +99,7 @@ def test_a_flipped_payload_byte_fails_every_read_path(
     offset = flip_payload_byte(cache, bad)
     if how == "no_deferral":
         # Large payloads then go through the batch path, read straight into it.
-        monkeypatch.setattr("dataset_rt._native.DEFER_DEFAULT", 0)
+        monkeypatch.setattr("dataset_rt._binding.native.DEFER_DEFAULT", 0)
     ds = open_dataset(runtime, cache, shuffle=how == "shuffled")
     good = ds.get(0, bad - 1)
     assert good.data == payload(bad - 1, SIZES[size])

@@ -22,9 +22,7 @@ from dataset_rt import (
     ShardCompression,
     WriterConfig,
 )
-from dataset_rt import (
-    _packed_batch as packed_batch,
-)
+from dataset_rt._binding import packed_batch as packed_batch
 
 IN_ORDER = ReaderConfig(seed=0, shuffle=False)
 MiB = 1024 * 1024

@@ -236,7 +236,7 @@ def test_equal_weights_build_the_identity_table(n: int, value: float) -> None:
 @pytest.fixture(scope="module")
 def library_draws() -> Callable[[Sequence[float], int, int, int], list[int]]:
     """`drt_sampler_draws` called through ctypes: (weights, seed, start, count) -> rows."""
-    from dataset_rt import _native
+    from dataset_rt._binding import native as _native
 
     if not hasattr(_native.lib, "drt_sampler_draws"):
         pytest.skip("library does not export drt_sampler_draws yet")
@@ -403,7 +403,7 @@ PINNED_PERMUTATIONS = [
 @pytest.fixture(scope="module")
 def library_permutation() -> Callable[[int, int, int, int], list[int]]:
     """`drt_permutation_rows` through ctypes: (n, seed, start, count) -> rows."""
-    from dataset_rt import _native
+    from dataset_rt._binding import native as _native
 
     function = _native.lib.drt_permutation_rows
     function.argtypes = [ctypes.c_uint64] * 4 + [ctypes.POINTER(ctypes.c_uint64)]

@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import QUIET, ListSource, as_format_3, simple_samples
-from dataset_rt import CachedDataset, DatasetRuntime, ReaderConfig, _native
+from dataset_rt import CachedDataset, DatasetRuntime, ReaderConfig
+from dataset_rt._binding import native as _native
 
 FIRST = simple_samples(13)
 SECOND = simple_samples(8, payload_bytes=30)

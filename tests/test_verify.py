@@ -15,7 +15,8 @@ import pytest
 import conftest
 import dataset_rt
 from conftest import ListSource, without_record_checksums
-from dataset_rt import DatasetRuntime, ShardCompression, WriterConfig, _verify
+from dataset_rt import DatasetRuntime, ShardCompression, WriterConfig
+from dataset_rt._core import verify as _verify
 
 SAMPLES = [
     (random.Random(i).randbytes(300 + i), {"i": i, "label": f"l{i % 5}"}) for i in range(400)

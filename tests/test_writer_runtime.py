@@ -29,9 +29,9 @@ from dataset_rt import (
     ReaderConfig,
     WriterConfig,
     WriterProfilerConfig,
-    _native,
 )
-from dataset_rt._profiling import WriterProfile
+from dataset_rt._binding import native as _native
+from dataset_rt._core.profiling import WriterProfile
 
 REQUIRED_STAGES = {
     "python_next",
@@ -309,7 +309,7 @@ def test_an_interrupted_profile_write_leaves_no_temporary_file(
     def interrupted_replace(source: object, target: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("dataset_rt._profiling.os.replace", interrupted_replace)
+    monkeypatch.setattr("dataset_rt._core.profiling.os.replace", interrupted_replace)
     with pytest.raises(KeyboardInterrupt):
         runtime.write_cache(
             ListSource("s", simple_samples(3)),

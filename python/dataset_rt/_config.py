@@ -44,7 +44,7 @@ class ShardCompression(BaseModel):
 
     @model_validator(mode="after")
     def _ratio_fits_algo(self) -> ShardCompression:
-        from dataset_rt import _native  # the core owns the rule
+        from dataset_rt._binding import native as _native  # the core owns the rule
 
         _native.check_compression(self.algo, self.ratio)
         return self

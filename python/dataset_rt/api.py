@@ -1,8 +1,15 @@
 """The public API in one module, for code written against ``dataset_rt.api``."""
 
 from dataset_rt._config import ReaderConfig, ShardCompression, WriterConfig, WriterProfilerConfig
-from dataset_rt._dataset import CachedDataset
-from dataset_rt._migration import ManifestUpdateEntry, ManifestUpdateReport
+from dataset_rt._core.dataset import CachedDataset
+from dataset_rt._core.migration import ManifestUpdateEntry, ManifestUpdateReport
+from dataset_rt._core.runtime import (
+    CacheSourcesDatasetError,
+    CacheSourcesDatasetResult,
+    CacheSourcesDatasetSuccess,
+    DatasetRuntime,
+)
+from dataset_rt._core.verify import VerifyProblem, VerifyReport, verify
 from dataset_rt._records import (
     BytesLike,
     CachedSample,
@@ -15,13 +22,6 @@ from dataset_rt._records import (
     MetadataValue,
     SizedTorchIterableDataset,
 )
-from dataset_rt._runtime import (
-    CacheSourcesDatasetError,
-    CacheSourcesDatasetResult,
-    CacheSourcesDatasetSuccess,
-    DatasetRuntime,
-)
-from dataset_rt._verify import VerifyProblem, VerifyReport, verify
 
 __all__ = [
     "BytesLike",

@@ -63,9 +63,9 @@ from dataset_rt import (
     ReaderConfig,
     ShardCompression,
     WriterConfig,
-    _native,
     verify,
 )
+from dataset_rt._binding import native as _native
 
 # What the library raises for a bad cache or a failed operation (docs/api.md, "Errors"):
 # each becomes one line on stderr and exit code 1, never a traceback.

@@ -26,7 +26,7 @@ from dataset_rt import (
     WriterConfig,
     verify,
 )
-from dataset_rt._native import MAX_WORKERS
+from dataset_rt._binding.native import MAX_WORKERS
 
 LABELS = ("cat", "dog", "bird", "fish")
 

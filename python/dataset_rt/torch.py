@@ -35,9 +35,10 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch.utils.data as torch_data
 
-from dataset_rt import _native, errors
-from dataset_rt._native import MAX_WORKERS
-from dataset_rt._reader import SampleIterator
+from dataset_rt import errors
+from dataset_rt._binding import native as _native
+from dataset_rt._binding.native import MAX_WORKERS
+from dataset_rt._binding.reader import SampleIterator
 from dataset_rt._records import CachedSample
 
 __all__ = ["DataLoader", "TorchIterableDataset", "TorchMapDataset"]
@@ -463,7 +464,7 @@ class TorchMapDataset(torch_data.Dataset):  # type: ignore[type-arg]
     ) -> None:
         _check_dataset_and_transform(dataset, transform)
         _check_int("worker_threads", worker_threads, 1, MAX_WORKERS)
-        from dataset_rt import _metadata_frame
+        from dataset_rt._core import metadata_frame as _metadata_frame
 
         self._dataset = dataset
         self._transform = transform

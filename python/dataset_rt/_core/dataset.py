@@ -10,18 +10,19 @@ from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dataset_rt import _native, errors
+from dataset_rt import errors
+from dataset_rt._binding import native as _native
+from dataset_rt._binding.fork_safe_lock import ForkSafeLock
+from dataset_rt._binding.native import RuntimeHandle
+from dataset_rt._binding.reader import DatasetHandle, NativeIterator, SampleIterator
 from dataset_rt._config import ReaderConfig
-from dataset_rt._fork_safe_lock import ForkSafeLock
-from dataset_rt._native import RuntimeHandle
-from dataset_rt._reader import DatasetHandle, NativeIterator, SampleIterator
 from dataset_rt._records import CachedSample
 
 if TYPE_CHECKING:
     import polars as pl
 
-    from dataset_rt import _metadata_frame
-    from dataset_rt._migration import ManifestUpdateReport
+    from dataset_rt._core import metadata_frame as _metadata_frame
+    from dataset_rt._core.migration import ManifestUpdateReport
 
 
 class CachedDataset:
@@ -224,7 +225,9 @@ class CachedDataset:
             >>> table.height
             100
         """
-        from dataset_rt import _metadata_frame  # Polars is loaded on first use
+        from dataset_rt._core import (
+            metadata_frame as _metadata_frame,  # Polars is loaded on first use
+        )
 
         with self._metadata_lock.held():
             return _metadata_frame.read(self._handle, self._extra_columns)
@@ -248,7 +251,9 @@ class CachedDataset:
             ([3], 10)
             >>> dataset.update_metadata(table.with_columns(weight=pl.col("i") + 1.0))
         """
-        from dataset_rt import _metadata_frame  # Polars is loaded on first use
+        from dataset_rt._core import (
+            metadata_frame as _metadata_frame,  # Polars is loaded on first use
+        )
 
         with self._metadata_lock.held():
             handle = self._handle
@@ -285,7 +290,7 @@ class CachedDataset:
             >>> [entry.status for entry in legacy.update_manifests(version=3).entries]
             ['unchanged']
         """
-        from dataset_rt import _migration
+        from dataset_rt._core import migration as _migration
 
         _migration.check_version(version)
         return _migration.update_manifests(self.cache_paths, self.cache_ids)
@@ -417,7 +422,7 @@ class CachedDataset:
         recipe = self._recipe()
         identities, extra = recipe["identity_columns"], recipe["extra_columns"]
         if identities is not None or extra is not None:
-            from dataset_rt import _metadata_frame
+            from dataset_rt._core import metadata_frame as _metadata_frame
 
             recipe = {
                 **recipe,
@@ -494,7 +499,7 @@ def _restore(dataset: CachedDataset, handle: DatasetHandle, recipe: dict[str, An
 def _unpickle_dataset(pickled: dict[str, Any]) -> CachedDataset:
     recipe = dict(pickled)
     if pickled["identity_columns"] is not None or pickled["extra_columns"] is not None:
-        from dataset_rt import _metadata_frame
+        from dataset_rt._core import metadata_frame as _metadata_frame
 
         if pickled["identity_columns"] is not None:
             recipe["identity_columns"] = _metadata_frame.IdentityColumns.from_ipc(
@@ -513,7 +518,7 @@ def _identity_arrays(pairs: Any) -> tuple[array[int], array[int]]:
     sample_ids: array[int] = array("Q")
     assert cache_ids.itemsize == 8 and sample_ids.itemsize == 8
     if type(pairs).__module__.startswith("polars") and hasattr(pairs, "get_column"):
-        from dataset_rt import _metadata_frame
+        from dataset_rt._core import metadata_frame as _metadata_frame
 
         return _metadata_frame.identity_arrays(pairs)
     for index, pair in enumerate(pairs):

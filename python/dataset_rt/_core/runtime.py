@@ -7,17 +7,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple, TypeAlias
 
-from dataset_rt import _native, errors
+from dataset_rt import errors
+from dataset_rt._binding import native as _native
+from dataset_rt._binding.native import MAX_WORKERS, RuntimeHandle
 from dataset_rt._config import ReaderConfig, WriterConfig
-from dataset_rt._dataset import CachedDataset
-from dataset_rt._native import MAX_WORKERS, RuntimeHandle
-from dataset_rt._records import (
-    CacheSource,
-    CacheWriteError,
-    CacheWriteResult,
-    CacheWriteSuccess,
-)
-from dataset_rt._writing import (
+from dataset_rt._core.dataset import CachedDataset
+from dataset_rt._core.writing import (
     Reuse,
     SampleError,
     check_unique_targets,
@@ -25,6 +20,12 @@ from dataset_rt._writing import (
     source_list,
     source_name,
     write_sources,
+)
+from dataset_rt._records import (
+    CacheSource,
+    CacheWriteError,
+    CacheWriteResult,
+    CacheWriteSuccess,
 )
 
 
@@ -174,7 +175,7 @@ class DatasetRuntime:
             except SampleError as error:
                 names.append(CacheWriteError(invalid_source_label(position), str(error)))
         check_unique_targets((n for n in names if isinstance(n, str)), base)
-        return write_sources(handle.value, listed, names, base, writer_config, reuse=reuse)
+        return write_sources(handle, listed, names, base, writer_config, reuse=reuse)
 
     def cached_dataset(
         self, paths: Sequence[str | Path], *, reader_config: ReaderConfig

@@ -14,7 +14,7 @@ import threading
 import warnings
 from typing import Any
 
-from dataset_rt import _native
+from dataset_rt._binding import native as _native
 from dataset_rt._config import WriterProfilerConfig
 
 FORMAT_VERSION = 1

@@ -12,9 +12,9 @@ from itertools import repeat
 from pathlib import Path
 from typing import Any
 
-from dataset_rt import _native
+from dataset_rt._binding import native as _native
+from dataset_rt._binding.metadata_columns import PushColumns, Schema, schema_of
 from dataset_rt._config import WriterConfig
-from dataset_rt._metadata_columns import PushColumns, Schema, schema_of
 
 # Batches whose payloads average at least this many bytes are handed to the core
 # without copying (drt_writer_push_borrowed, drt_writer_push_columns); smaller
@@ -29,6 +29,12 @@ SerializedBatch = tuple[list[bytes], ctypes.Array[ctypes.c_uint64], int, "bytes 
 _POINTER_TYPECODE = "Q" if ctypes.sizeof(ctypes.c_void_p) == 8 else "I"
 assert array(_POINTER_TYPECODE).itemsize == ctypes.sizeof(ctypes.c_void_p)
 assert array("Q").itemsize == 8
+
+
+def payload_lengths(payloads: list[bytes]) -> ctypes.Array[ctypes.c_uint64]:
+    """Each payload's length, as the core reads a batch's lengths."""
+    lengths = array("Q", map(len, payloads))
+    return (ctypes.c_uint64 * len(lengths)).from_buffer(lengths)
 
 
 class NativeWriter:
@@ -50,7 +56,7 @@ class NativeWriter:
 
     def create(
         self,
-        runtime_handle: ctypes.c_void_p,
+        runtime_handle: _native.RuntimeHandle,
         base_cache_dir: Path,
         name: str,
         config: WriterConfig,
@@ -67,7 +73,7 @@ class NativeWriter:
         encoded_name = name.encode("utf-8", "surrogatepass")
         _native.check(
             _native.lib.drt_writer_create(
-                runtime_handle,
+                runtime_handle.value,
                 base,
                 len(base),
                 encoded_name,

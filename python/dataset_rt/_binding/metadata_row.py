@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from dataset_rt._packed_batch import BatchMetadata
+from dataset_rt._binding.packed_batch import BatchMetadata
 
 
 class _SingleRow(dict[str, list[Any]]):

@@ -17,7 +17,7 @@ from array import array
 from operator import itemgetter
 from typing import Any
 
-from dataset_rt import _native
+from dataset_rt._binding import native as _native
 
 Schema = dict[str, type]
 """Field name to the exact Python type of its values, fixed by the first sample."""

@@ -233,7 +233,7 @@ def _library_path() -> Path:
         name = "libdataset_rt.dylib"
     else:
         name = "libdataset_rt.so"
-    return Path(__file__).parent / "_lib" / name
+    return Path(__file__).parent.parent / "_lib" / name
 
 
 def _load(path: Path) -> ctypes.CDLL:

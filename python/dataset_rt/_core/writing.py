@@ -9,19 +9,20 @@ shard rotation, publication — happens in the core.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import time
-from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from dataset_rt import _native, errors
+from dataset_rt import errors
+from dataset_rt._binding import native as _native
+from dataset_rt._binding.metadata_columns import to_columns
+from dataset_rt._binding.native import RuntimeHandle
+from dataset_rt._binding.writer import NativeWriter, SerializedBatch, payload_lengths
 from dataset_rt._config import WriterConfig
-from dataset_rt._metadata_columns import to_columns
-from dataset_rt._profiling import WriterProfile
-from dataset_rt._progress import WriteProgress
+from dataset_rt._core.profiling import WriterProfile
+from dataset_rt._core.progress import WriteProgress
 from dataset_rt._records import (
     CacheInput,
     CacheSource,
@@ -29,7 +30,6 @@ from dataset_rt._records import (
     CacheWriteResult,
     CacheWriteSuccess,
 )
-from dataset_rt._writer import NativeWriter, SerializedBatch
 
 # A batch closes at whichever bound it reaches first. Each batch is a pool job,
 # a commit and a wake-up of this thread, so large payloads go in a few MiB at a
@@ -153,12 +153,6 @@ def _encodes(value: object) -> bool:
     return True
 
 
-def _lengths(payloads: list[bytes]) -> ctypes.Array[ctypes.c_uint64]:
-    """Each payload's length, as ``_addresses`` builds its array."""
-    lengths = array("Q", map(len, payloads))
-    return (ctypes.c_uint64 * len(lengths)).from_buffer(lengths)
-
-
 def _serialize(
     writer: NativeWriter,
     payloads: list[bytes],
@@ -169,7 +163,7 @@ def _serialize(
     """One batch for the core: (payloads, lengths, count, metadata by column or as a
     JSON array, `payload_bytes`: the payloads' bytes in all, counted by the caller)."""
     count = len(payloads)
-    lengths = _lengths(payloads)
+    lengths = payload_lengths(payloads)
     schema = writer.column_schema(metadatas[0])
     # Same number of keys as the schema in every sample, and (to_columns) each of
     # the schema's keys present: exactly the schema's keys, all str.
@@ -275,7 +269,7 @@ def _push(
 
 
 def write_sources(
-    runtime_handle: ctypes.c_void_p,
+    runtime_handle: RuntimeHandle,
     sources: list[CacheSource],
     names: list[str | CacheWriteError],
     base_cache_dir: Path,
@@ -318,7 +312,7 @@ def write_sources(
 
 
 def _write_one(
-    runtime_handle: ctypes.c_void_p,
+    runtime_handle: RuntimeHandle,
     source: CacheSource,
     position_and_name: tuple[int, str],
     base_cache_dir: Path,

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal, NamedTuple
 
-from dataset_rt import _native, errors
+from dataset_rt import errors
+from dataset_rt._binding import native as _native
 
 
 class ManifestUpdateEntry(NamedTuple):

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from itertools import repeat
 from typing import Any, NamedTuple
 
-from dataset_rt._native import KIND_BOOL, KIND_FLOAT, KIND_INT
+from dataset_rt._binding.native import KIND_BOOL, KIND_FLOAT, KIND_INT
 
 # The head: count, column_count, payload_bytes, deferred and skipped; then five
 # words per column (kind, distinct, values_len, offsets_len, bytes_len); the

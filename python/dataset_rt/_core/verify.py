@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from dataset_rt import _native, errors
-from dataset_rt._reader import NativeVerifier
+from dataset_rt import errors
+from dataset_rt._binding import native as _native
+from dataset_rt._binding.reader import NativeVerifier
 
 _REFRESH_SECONDS = 0.5
 _LOG_REFRESH_SECONDS = 10.0

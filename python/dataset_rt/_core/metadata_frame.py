@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from dataset_rt import _native, errors
-from dataset_rt._arrow_c_stream import ColumnBuffers, CoreStream
+from dataset_rt import errors
+from dataset_rt._binding import native as _native
+from dataset_rt._binding.arrow_c_stream import ColumnBuffers, CoreStream
 
 if TYPE_CHECKING:
-    from dataset_rt._reader import DatasetHandle
+    from dataset_rt._binding.reader import DatasetHandle
 
 IDENTITY_COLUMNS = ("cache_id", "sample_id")
 WEIGHT_COLUMN = "weight"

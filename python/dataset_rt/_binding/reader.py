@@ -15,12 +15,14 @@ from itertools import repeat
 from pathlib import Path
 from typing import Any, cast
 
-from dataset_rt import _native, _stream_state, errors
+from dataset_rt import errors
+from dataset_rt._binding import native as _native
+from dataset_rt._binding import stream_state as _stream_state
+from dataset_rt._binding.fork_safe_lock import ForkSafeLock
+from dataset_rt._binding.metadata_row import MetadataRow
+from dataset_rt._binding.native import RuntimeHandle
+from dataset_rt._binding.packed_batch import unpack
 from dataset_rt._config import ReaderConfig
-from dataset_rt._fork_safe_lock import ForkSafeLock
-from dataset_rt._metadata_row import MetadataRow
-from dataset_rt._native import RuntimeHandle
-from dataset_rt._packed_batch import unpack
 from dataset_rt._records import CachedSample
 
 

@@ -12,7 +12,8 @@ import ctypes
 from collections.abc import Mapping
 from typing import Any
 
-from dataset_rt import _native, errors
+from dataset_rt import errors
+from dataset_rt._binding import native as _native
 
 STATE_VERSION = 1
 """The layout of the dicts `state_dict()` returns; bumped if a key changes meaning."""

@@ -1,0 +1,1 @@
+"""The binding to the native core: the only modules that use ctypes."""

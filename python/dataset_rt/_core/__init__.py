@@ -1,0 +1,1 @@
+"""The Python API's machinery, on top of the binding."""
