@@ -51,8 +51,9 @@ import sys
 import time
 from pathlib import Path
 
-import run  # the peer's environment and the child runner
+import run_sides  # the peer's environment and the child runner
 import workload  # the measurement script each child runs
+from run_plan import WRITE_SETTLE_SECONDS
 from workload import spread
 
 HERE = Path(__file__).resolve().parent
@@ -105,9 +106,9 @@ def log(message: str) -> None:
 # --------------------------------------------------------------------------- measuring
 
 
-def measure_size(runner: run.Runner, samples: int, first: int, work: Path) -> dict:
+def measure_size(runner: run_sides.Runner, samples: int, first: int, work: Path) -> dict:
     """One repeat at one size: both sides write, then both sides open."""
-    order = run.SIDES if first % 2 == 0 else run.SIDES[::-1]
+    order = run_sides.SIDES if first % 2 == 0 else run_sides.SIDES[::-1]
     base = work / f"n{samples}"
     shutil.rmtree(base, ignore_errors=True)
     measured: dict[str, dict] = {}
@@ -195,7 +196,7 @@ def slopes(summary: dict[int, dict[str, dict]]) -> dict[str, dict[str, list[floa
     sizes = sorted(summary)
     result: dict[str, dict[str, list[float | None]]] = {}
     for figure, cost in COSTS.items():
-        for side in run.SIDES:
+        for side in run_sides.SIDES:
             row = []
             for low, high in zip(sizes, sizes[1:], strict=False):
                 cost_low = cost(low, summary[low][figure][side]["median"])
@@ -236,7 +237,7 @@ def markdown(report: dict) -> str:
     for samples in sizes:
         for figure, (label, unit, _higher) in FIGURES.items():
             cells = []
-            for side in run.SIDES:
+            for side in run_sides.SIDES:
                 values = [scaled(v, unit) for v in summary[samples][figure][side]["values"]]
                 digits = 0 if unit in ("samples/s", "MiB") else 2
                 cells.append(spread(values, digits))
@@ -302,7 +303,7 @@ def write_chart(report: dict, out_path: Path) -> None:
                 medians = [figures["median"] for figures in one]
                 spread_low = [m - f["min"] for m, f in zip(medians, one, strict=True)]
                 spread_high = [f["max"] - m for m, f in zip(medians, one, strict=True)]
-                label = "ours" if side == "ours" else f"dataset-rt {run.PEER_VERSION}"
+                label = "ours" if side == "ours" else f"dataset-rt {run_sides.PEER_VERSION}"
                 axis.errorbar(
                     sizes, medians, yerr=[spread_low, spread_high], color=color, linestyle=line,
                     marker=marker, markersize=4, capsize=2, label=None if position else label,
@@ -345,9 +346,9 @@ def measure(args: argparse.Namespace) -> dict:
     repeats = args.repeats or (1 if args.quick else DEFAULT_REPEATS)
     if repeats < 1:
         raise SystemExit(f"--repeats must be at least 1, got {repeats}")
-    run.check_ours()
-    pythons = {"ours": Path(sys.executable), "peer": run.ensure_peer(args.peer_python)}
-    runner = run.Runner(pythons, args.workers, 0.0 if args.quick else run.WRITE_SETTLE_SECONDS)
+    run_sides.check_ours()
+    pythons = {"ours": Path(sys.executable), "peer": run_sides.ensure_peer(args.peer_python)}
+    runner = run_sides.Runner(pythons, args.workers, 0.0 if args.quick else WRITE_SETTLE_SECONDS)
     work = Path(args.work_dir)
     started = dt.datetime.now().astimezone()
     wall_start = time.perf_counter()
@@ -357,7 +358,7 @@ def measure(args: argparse.Namespace) -> dict:
         for repeat in range(repeats):
             for index, samples in enumerate(sizes):
                 measured = measure_size(runner, samples, repeat + index, work)
-                for side in run.SIDES:
+                for side in run_sides.SIDES:
                     raw.setdefault(samples, {}).setdefault(side, []).append(measured[side])
     finally:
         shutil.rmtree(work, ignore_errors=True)
