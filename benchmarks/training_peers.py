@@ -44,7 +44,7 @@ import types
 from pathlib import Path
 
 import workload  # this directory's helpers: payloads, metadata, page-cache warming
-from training import ChildClock, collate_dicts, finish_child, run_epoch
+from training_child import ChildClock, collate_dicts, finish_child, run_epoch
 
 CHUNK_BYTES = 64 << 20
 SHARD_BYTES = 64_000_000
