@@ -34,19 +34,26 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import workload  # this directory's measurement helpers
+from children import Json
 from workload import spread
+
+if TYPE_CHECKING:
+    import dataset_rt
 
 HERE = Path(__file__).resolve().parent
 RUNTIME_THREADS = 2
 
 
 def log(message: str) -> None:
+    """A progress line, on stderr."""
     print(f"[access {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def open_dataset(path: str, seed: int, replacement: bool):
+def open_dataset(path: str, seed: int, replacement: bool) -> dataset_rt.CachedDataset:
+    """The cache at `path`, shuffled with `seed`, with or without replacement."""
     import dataset_rt
 
     runtime = dataset_rt.DatasetRuntime(num_workers=RUNTIME_THREADS)
@@ -54,14 +61,16 @@ def open_dataset(path: str, seed: int, replacement: bool):
     return runtime.cached_dataset([path], reader_config=config)
 
 
-def child_pass(path: str, seed: int, replacement: bool, samples: int) -> dict:
+def child_pass(path: str, seed: int, replacement: bool, samples: int) -> Json:
+    """One timed shuffled pass."""
     workload.warm_page_cache(Path(path))
     dataset = open_dataset(path, seed, replacement)
     result = workload.read_pass(dataset, "shuffled", samples)
     return {"samples_per_second": samples / result["seconds"], **result}
 
 
-def child_access(path: str, seed: int, samples: int) -> dict:
+def child_access(path: str, seed: int, samples: int) -> Json:
+    """Latencies of `get` by identity and the rate of `get_many`."""
     workload.warm_page_cache(Path(path))
     dataset = open_dataset(path, seed, True)
     rng = random.Random(seed)
@@ -88,6 +97,7 @@ def child_access(path: str, seed: int, samples: int) -> dict:
 
 
 def child_main(argv: list[str]) -> None:
+    """`access.py child KIND PATH SEED SAMPLES [REPLACEMENT]`: one measurement's JSON."""
     kind, path, seed, samples, *rest = argv
     if kind == "pass":
         result = child_pass(path, int(seed), rest[0] == "true", int(samples))
@@ -96,7 +106,8 @@ def child_main(argv: list[str]) -> None:
     print(json.dumps(result))
 
 
-def run_child(*arguments: object) -> dict:
+def run_child(*arguments: object) -> Json:
+    """One measurement process; its result."""
     done = subprocess.run(
         [sys.executable, __file__, "child", *map(str, arguments)],
         check=True,
@@ -104,10 +115,11 @@ def run_child(*arguments: object) -> dict:
         text=True,
         timeout=600,
     )
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return cast(Json, json.loads(done.stdout.strip().splitlines()[-1]))
 
 
 def write_w1(work: Path, samples: int) -> Path:
+    """W1's cache of `samples` samples under `work`; its path."""
     import dataset_rt
 
     runtime = dataset_rt.DatasetRuntime(num_workers=RUNTIME_THREADS)
@@ -116,6 +128,8 @@ def write_w1(work: Path, samples: int) -> Path:
     )
     config = dataset_rt.WriterConfig(show_progress=False)
     [result] = runtime.write_cache([source], work, writer_config=config)
+    if not isinstance(result, dataset_rt.CacheWriteSuccess):
+        raise SystemExit(f"write failed: {result!r}")
     return result.path
 
 
@@ -134,7 +148,7 @@ def main() -> None:
     try:
         path = write_w1(work, samples)
         log(f"wrote W1: {samples:,} samples")
-        rows: dict[str, list[dict]] = {"replacement": [], "permutation": [], "access": []}
+        rows: dict[str, list[Json]] = {"replacement": [], "permutation": [], "access": []}
         for repeat in range(repeats):
             order = [True, False] if repeat % 2 == 0 else [False, True]
             for replacement in order:

@@ -20,8 +20,10 @@ import argparse
 import json
 import statistics
 from pathlib import Path
+from typing import cast
 
 import peers  # this directory's --peers stage: its systems and figures
+from children import Json
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -32,17 +34,19 @@ SKIPPED_SUFFIXES = ("_mbps", "_ceiling_frac")  # the same ratio as the samples/s
 SKIPPED_FIGURES = ("write_bound_sps",)
 
 
-def advantage(row: dict) -> float | None:
+def advantage(row: Json) -> float | None:
+    """How many times better than the peer a row is (None: a row not charted)."""
     if row["figure"].endswith(SKIPPED_SUFFIXES) or row["figure"] in SKIPPED_FIGURES:
         return None
-    ratio = row.get("ratio")
+    ratio: float | None = row.get("ratio")
     if not ratio:
         return None
     return ratio if row["higher_is_better"] else 1.0 / ratio
 
 
-def target_advantage(row: dict) -> float | None:
-    target = row.get("target") or ""
+def target_advantage(row: Json) -> float | None:
+    """A row's target as an advantage over the peer (None: no ratio target)."""
+    target: str = row.get("target") or ""
     if target.startswith(">=") and target.endswith("x"):
         return float(target[2:-1])
     if target == "<= peer":
@@ -50,7 +54,7 @@ def target_advantage(row: dict) -> float | None:
     return None
 
 
-def run_kind(meta: dict) -> str:
+def run_kind(meta: Json) -> str:
     """ "full run", "quick run" or "0.25 of the full run's samples"."""
     if meta.get("quick"):
         return "quick run"
@@ -59,16 +63,18 @@ def run_kind(meta: dict) -> str:
 
 
 def write_chart(report_path: Path, out_path: Path) -> None:
+    """The ours/peer advantage of every row of run.py's report, with its target."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    report = json.loads(Path(report_path).read_text())
-    rows = [row for row in report["rows"] if advantage(row) is not None]
-    rows.reverse()  # first row at the top
+    report = cast(Json, json.loads(Path(report_path).read_text()))
+    charted = [(row, value) for row in report["rows"] if (value := advantage(row)) is not None]
+    charted.reverse()  # first row at the top
+    rows = [row for row, _value in charted]
     labels = [f"{row['workload']}: {row['label']}" for row in rows]
-    values = [advantage(row) for row in rows]
+    values = [value for _row, value in charted]
     colors = []
     for row in rows:
         if row["pass"] is None:
@@ -126,7 +132,7 @@ def write_peers_chart(report_path: Path, out_path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    report = json.loads(Path(report_path).read_text())
+    report = cast(Json, json.loads(Path(report_path).read_text()))
     workloads = report["workloads"]
     fig, axes = plt.subplots(1, len(workloads), figsize=(6.5 * len(workloads), 4.6))
     axes = axes if len(workloads) > 1 else [axes]

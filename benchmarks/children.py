@@ -9,6 +9,11 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import Any, cast
+
+# A measurement's result: the JSON object a measurement process prints, as json.loads gives
+# it. Its fields are the measuring script's (workload.py, training.py, training_peers.py).
+Json = dict[str, Any]
 
 
 class ChildFailed(RuntimeError):
@@ -25,7 +30,7 @@ class ChildFailed(RuntimeError):
         return "\n".join(self.stderr.strip().splitlines()[-lines:])
 
 
-def run_json(command: list[str], env: dict[str, str], cwd: Path, timeout: float) -> dict:
+def run_json(command: list[str], env: dict[str, str], cwd: Path, timeout: float) -> Json:
     """Run `command`; its last stdout line parsed as JSON, or ChildFailed."""
     done = subprocess.run(
         command,
@@ -38,4 +43,4 @@ def run_json(command: list[str], env: dict[str, str], cwd: Path, timeout: float)
     )
     if done.returncode != 0:
         raise ChildFailed(done.returncode, done.stdout, done.stderr)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return cast(Json, json.loads(done.stdout.strip().splitlines()[-1]))

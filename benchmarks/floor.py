@@ -24,6 +24,7 @@ import statistics
 import time
 from collections.abc import Iterator
 from itertools import repeat
+from typing import Any
 
 import workload  # this directory's measurement helpers
 
@@ -33,7 +34,7 @@ from dataset_rt._binding.packed_batch import BatchMetadata
 from dataset_rt._binding.reader import _samples
 from dataset_rt._binding.writer import _addresses, payload_lengths
 from dataset_rt._core.writing import _encode_metadata
-from dataset_rt._records import CacheInput
+from dataset_rt._records import CachedSample, CacheInput, MetadataValue
 
 SAMPLES = 200_000
 CHUNK = 64  # samples per batch with the default prefetch_size
@@ -59,11 +60,11 @@ class FloorDataset:
     def __len__(self) -> int:
         return self.count
 
-    def __iter__(self) -> Iterator[tuple]:
+    def __iter__(self) -> Iterator[CachedSample]:
         batches = (self.batch(min(CHUNK, self.count - at)) for at in range(0, self.count, CHUNK))
         return itertools.chain.from_iterable(batches)
 
-    def batch(self, count: int) -> list[tuple]:
+    def batch(self, count: int) -> list[CachedSample]:
         """One batch as `NativeIterator.next_batch` builds it from the core's."""
         payloads = map(io.BytesIO(self.joined).read, self.lengths[:count])
         metadata = BatchMetadata(self.names, b"", self.no_columns, 0)
@@ -76,7 +77,8 @@ def read_floor(count: int = SAMPLES) -> float:
     """Samples/s of a data-only pass over a `FloorDataset`, consumed by the very
     loop that times the benchmark's read passes (`workload.read_pass`)."""
     result = workload.read_pass(FloorDataset(count), "ordered", count)
-    return result["samples"] / result["seconds"]
+    samples_per_second: float = result["samples"] / result["seconds"]
+    return samples_per_second
 
 
 def write_floor(by_columns: bool) -> tuple[float, float]:
@@ -84,9 +86,13 @@ def write_floor(by_columns: bool) -> tuple[float, float]:
     the batch metadata transposed into columns (the binding's usual route) or as JSON."""
     payloads = [os.urandom(512) + bytes(512) for _ in range(16)]
 
-    def source():
+    def source() -> Iterator[CacheInput]:
         for i in range(SAMPLES):
-            metadata = {"index": i, "label": LABELS[i % 4], "score": i * 0.5}
+            metadata: dict[str, MetadataValue] = {
+                "index": i,
+                "label": LABELS[i % 4],
+                "score": i * 0.5,
+            }
             yield CacheInput(payloads[i % 16], metadata)
 
     started = time.perf_counter()
@@ -96,14 +102,15 @@ def write_floor(by_columns: bool) -> tuple[float, float]:
 
     schema = {"index": int, "label": str, "score": float}
     started = time.perf_counter()
-    metadatas: list[dict] = []
+    metadatas: list[dict[str, Any]] = []
     datas: list[bytes] = []
     for item in source():
         data, metadata = item
         if type(data) is not bytes:
             raise TypeError(type(data))
         datas.append(data)
-        metadatas.append(metadata.copy())
+        # As the binding copies it (a dict here: the other branch is not taken).
+        metadatas.append(metadata.copy() if type(metadata) is dict else dict(metadata))
         if len(metadatas) == 1024:
             payload_lengths(datas)
             if by_columns:

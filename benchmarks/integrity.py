@@ -40,9 +40,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import cast
 
 import report  # this directory's tables (the same as docs/integrity.md's)
 import workload  # this directory's measurement helpers
+from children import Json
 
 HERE = Path(__file__).resolve().parent
 RUNTIME_THREADS = 2
@@ -52,10 +54,12 @@ SIDES = ("checked", "unchecked")
 
 
 def log(message: str) -> None:
+    """A progress line, on stderr."""
     print(f"[integrity {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def child_main(checked: str, unchecked: str, mode: str, rounds: int) -> None:
+    """`integrity.py child CHECKED UNCHECKED MODE ROUNDS`: both caches read in turns."""
     import dataset_rt
 
     paths = {"checked": checked, "unchecked": unchecked}
@@ -66,7 +70,7 @@ def child_main(checked: str, unchecked: str, mode: str, rounds: int) -> None:
     datasets = {
         side: runtime.cached_dataset([path], reader_config=config) for side, path in paths.items()
     }
-    passes: dict[str, list[dict]] = {side: [] for side in SIDES}
+    passes: dict[str, list[Json]] = {side: [] for side in SIDES}
     ticks = workload.machine_ticks()
     for round_index in range(rounds):
         for side in SIDES if round_index % 2 == 0 else reversed(SIDES):
@@ -77,7 +81,7 @@ def child_main(checked: str, unchecked: str, mode: str, rounds: int) -> None:
         off["seconds"] / on["seconds"]
         for on, off in zip(passes["checked"], passes["unchecked"], strict=True)
     ]
-    figures = {}
+    figures: dict[str, Json] = {}
     for side in SIDES:
         middle = workload.median_pass(passes[side])
         figures[side] = {
@@ -98,7 +102,8 @@ def child_main(checked: str, unchecked: str, mode: str, rounds: int) -> None:
     del datasets, runtime
 
 
-def run_child(checked: Path, unchecked: Path, mode: str, rounds: int) -> dict:
+def run_child(checked: Path, unchecked: Path, mode: str, rounds: int) -> Json:
+    """One read process over both caches; its result and the load at its start."""
     load = os.getloadavg()[0]
     done = subprocess.run(
         [sys.executable, __file__, "child", str(checked), str(unchecked), mode, str(rounds)],
@@ -107,7 +112,7 @@ def run_child(checked: Path, unchecked: Path, mode: str, rounds: int) -> dict:
         text=True,
         timeout=900,
     )
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = cast(Json, json.loads(done.stdout.strip().splitlines()[-1]))
     return {**result, "load_at_start": load}
 
 
@@ -122,6 +127,8 @@ def write_caches(work: Path, name: str, samples: int, size: int) -> tuple[Path, 
     )
     config = dataset_rt.WriterConfig(show_progress=False)
     [result] = runtime.write_cache([source], work / "checked", writer_config=config)
+    if not isinstance(result, dataset_rt.CacheWriteSuccess):
+        raise SystemExit(f"write failed: {result!r}")
     checked = result.path
     unchecked = work / "unchecked" / checked.name
     shutil.copytree(checked, unchecked)
@@ -132,7 +139,8 @@ def write_caches(work: Path, name: str, samples: int, size: int) -> tuple[Path, 
     return checked, unchecked
 
 
-def main() -> None:
+def parse_arguments() -> argparse.Namespace:
+    """The command line."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--repeats", type=int, default=None)
@@ -141,7 +149,48 @@ def main() -> None:
         "--out", help="default benchmarks/results/integrity.json (--quick: results/quick/)"
     )
     parser.add_argument("--work-dir", default=str(HERE / ".work-integrity"))
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def measure_workload(
+    work: Path, name: str, spec: tuple[int, int, int], repeats: int
+) -> dict[str, list[Json]]:
+    """Both caches of workload `name`, then `repeats` processes per read mode."""
+    samples, size, rounds = spec
+    checked, unchecked = write_caches(work / name, name, samples, size)
+    log(f"wrote {name}: {samples:,} x {size:,} B")
+    modes: dict[str, list[Json]] = {}
+    for mode in ("ordered", "shuffled"):
+        runs: list[Json] = []
+        for repeat in range(repeats):
+            runs.append(run_child(checked, unchecked, mode, rounds))
+            log(
+                f"{name} {mode} r{repeat + 1}: checked / unchecked {runs[-1]['ratio']:.3f} "
+                f"({runs[-1]['checked']['samples_per_second']:,.0f} against "
+                f"{runs[-1]['unchecked']['samples_per_second']:,.0f} samples/s, "
+                f"steal {report.percent(runs[-1]['steal_fraction'])})"
+            )
+        modes[mode] = runs
+    return modes
+
+
+def load_and_steal(rows: dict[str, dict[str, list[Json]]]) -> Json:
+    """The load range at the processes' starts and the steal over their passes."""
+    runs = [run for modes in rows.values() for runs in modes.values() for run in runs]
+    steals = [run["steal_fraction"] for run in runs if run["steal_fraction"] is not None]
+    loads = [run["load_at_start"] for run in runs]
+    return {
+        "load": {"min": min(loads), "max": max(loads)},
+        "steal": {
+            "passes": len(steals),
+            "median": statistics.median(steals) if steals else None,
+            "max": max(steals, default=None),
+        },
+    }
+
+
+def main() -> None:
+    args = parse_arguments()
     repeats = args.repeats or (1 if args.quick else 6)
     sizes = QUICK if args.quick else WORKLOADS
     work = Path(args.work_dir)
@@ -149,37 +198,12 @@ def main() -> None:
     started = time.perf_counter()
     started_at = dt.datetime.now().astimezone()
     machine = workload.machine_info()  # the checkout as measured, before anything else runs
-    rows: dict[str, dict[str, list[dict]]] = {}
+    rows: dict[str, dict[str, list[Json]]] = {}
     try:
         for name in args.only.split(","):
-            samples, size, rounds = sizes[name]
-            checked, unchecked = write_caches(work / name, name, samples, size)
-            log(f"wrote {name}: {samples:,} x {size:,} B")
-            rows[name] = {}
-            for mode in ("ordered", "shuffled"):
-                runs: list[dict] = []
-                for repeat in range(repeats):
-                    runs.append(run_child(checked, unchecked, mode, rounds))
-                    log(
-                        f"{name} {mode} r{repeat + 1}: checked / unchecked {runs[-1]['ratio']:.3f} "
-                        f"({runs[-1]['checked']['samples_per_second']:,.0f} against "
-                        f"{runs[-1]['unchecked']['samples_per_second']:,.0f} samples/s, "
-                        f"steal {report.percent(runs[-1]['steal_fraction'])})"
-                    )
-                rows[name][mode] = runs
+            rows[name] = measure_workload(work, name, sizes[name], repeats)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
-    steals = [
-        run["steal_fraction"]
-        for modes in rows.values()
-        for runs in modes.values()
-        for run in runs
-        if run["steal_fraction"] is not None
-    ]
-    loads = [
-        run["load_at_start"] for modes in rows.values() for runs in modes.values() for run in runs
-    ]
     results = {
         "meta": {
             "started": started_at.isoformat(timespec="seconds"),
@@ -191,12 +215,7 @@ def main() -> None:
                 name: {"samples": sizes[name][0], "payload_bytes": sizes[name][1]} for name in rows
             },
             "machine": machine,
-            "load": {"min": min(loads), "max": max(loads)},
-            "steal": {
-                "passes": len(steals),
-                "median": statistics.median(steals) if steals else None,
-                "max": max(steals, default=None),
-            },
+            **load_and_steal(rows),
         },
         "workloads": rows,
     }

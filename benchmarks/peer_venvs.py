@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 CACHE_DIR = Path.home() / ".cache" / "dataset_rt_bench"
 TORCH = "torch==2.13.0"
@@ -58,7 +59,7 @@ def clean_environment() -> dict[str, str]:
     return env
 
 
-def installed_versions(python: Path, distributions: tuple[str, ...]) -> dict | None:
+def installed_versions(python: Path, distributions: tuple[str, ...]) -> dict[str, str] | None:
     """distribution -> version as `python` imports them, or None if any is missing."""
     if not python.exists():
         return None
@@ -73,7 +74,7 @@ def installed_versions(python: Path, distributions: tuple[str, ...]) -> dict | N
         text=True,
         check=False,
     )
-    return json.loads(done.stdout) if done.returncode == 0 else None
+    return cast(dict[str, str], json.loads(done.stdout)) if done.returncode == 0 else None
 
 
 def ensure_venv(

@@ -40,6 +40,9 @@ import children
 import peer_venvs
 import report as doc_report
 import training_peers
+from children import Json
+from run_plan import Spec
+from run_sides import Runner
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -79,7 +82,7 @@ class PeersRun:
     """What `run.py` hands over: its runner (children of `workload.py` for ours and
     dataset-rt 0.2.4), how many passes a read times, and ours' environment."""
 
-    runner: object  # run.Runner: .child(side, phase, *args) and .write_settle
+    runner: Runner
     read_passes: dict[str, int]
     ours_environment: Callable[[], dict[str, str]]
     pythons: dict[str, Path] = field(default_factory=dict)
@@ -93,7 +96,7 @@ class PeersRun:
 
     def versions(self) -> dict[str, str]:
         """system -> the version its processes imported (after a workload ran)."""
-        implementations = getattr(self.runner, "implementations", {})
+        implementations = self.runner.implementations
         versions = {
             "ours": implementations.get("ours", {}).get("version", "?"),
             "dataset-rt": implementations.get("peer", {}).get("version", "?"),
@@ -103,11 +106,11 @@ class PeersRun:
             versions[system] = (found or {}).get(distribution, "?")
         return versions
 
-    def peer_child(self, system: str, phase: str, *arguments: str) -> dict:
+    def peer_child(self, system: str, phase: str, *arguments: str) -> Json:
         command = [str(self.pythons[system]), str(PEERS_SCRIPT), phase, "--system", system]
         return self.run(command + list(arguments), peer_venvs.clean_environment())
 
-    def run(self, command: list[str], env: dict[str, str]) -> dict:
+    def run(self, command: list[str], env: dict[str, str]) -> Json:
         load = os.getloadavg()[0]
         self.loads.append(load)
         try:
@@ -120,14 +123,14 @@ class PeersRun:
         self.note_steal(result)
         return result
 
-    def note_steal(self, result: dict) -> None:
+    def note_steal(self, result: Json) -> None:
         """Keep the steal of a child's timed passes (or of its one epoch)."""
         fractions = result.get("pass_steal_fractions") or [result.get("steal_fraction")]
         self.steals += [fraction for fraction in fractions if fraction is not None]
 
     # ----------------------------------------------------------------- one system
 
-    def measure(self, system: str, name: str, spec: tuple, where: Path) -> dict:
+    def measure(self, system: str, name: str, spec: Spec, where: Path) -> dict[str, Json]:
         """write, ordered, shuffled, loader of one system in fresh processes."""
         if system in ("ours", "dataset-rt"):
             return self.measure_dataset_rt(system, name, spec, where)
@@ -146,7 +149,9 @@ class PeersRun:
         )  # fmt: skip
         return result
 
-    def measure_dataset_rt(self, system: str, name: str, spec: tuple, where: Path) -> dict:
+    def measure_dataset_rt(
+        self, system: str, name: str, spec: Spec, where: Path
+    ) -> dict[str, Json]:
         """Ours or dataset-rt 0.2.4 through `workload.py`, as run.py measures them."""
         count, size, compression, kind, _ = spec
         side = "ours" if system == "ours" else "peer"
@@ -174,9 +179,9 @@ class PeersRun:
 
     # ----------------------------------------------------------------- a workload
 
-    def run_workload(self, name: str, spec: tuple, repeats: int, work: Path) -> dict:
+    def run_workload(self, name: str, spec: Spec, repeats: int, work: Path) -> Json:
         systems = list(LABELS)
-        raw: dict[str, list[dict]] = {system: [] for system in systems}
+        raw: dict[str, list[dict[str, Json]]] = {system: [] for system in systems}
         for repeat in range(repeats):
             shift = repeat % len(systems)
             order = systems[shift:] + systems[:shift]
@@ -193,7 +198,7 @@ class PeersRun:
         return {"spec": spec_dict(spec), "figures": figures_of(raw, spec), "raw": raw}
 
 
-def progress_line(result: dict, spec: tuple) -> str:
+def progress_line(result: dict[str, Json], spec: Spec) -> str:
     count = spec[0]
     parts = [f"write {count / result['write']['seconds']:,.0f}/s"]
     for phase in PHASES[1:]:
@@ -203,12 +208,14 @@ def progress_line(result: dict, spec: tuple) -> str:
     return ", ".join(parts)
 
 
-def spec_dict(spec: tuple) -> dict:
+def spec_dict(spec: Spec) -> dict[str, int | str]:
     count, size, compression, kind, _ = spec
     return {"samples": count, "payload_bytes": size, "compression": compression, "kind": kind}
 
 
-def figures_of(raw: dict[str, list[dict]], spec: tuple) -> dict[str, dict[str, list[float]]]:
+def figures_of(
+    raw: dict[str, list[dict[str, Json]]], spec: Spec
+) -> dict[str, dict[str, list[float]]]:
     """figure -> system -> one value per repeat."""
     count, size = spec[0], spec[1]
     figures: dict[str, dict[str, list[float]]] = {figure: {} for figure in COLUMNS}
@@ -232,8 +239,10 @@ def figures_of(raw: dict[str, list[dict]], spec: tuple) -> dict[str, dict[str, l
     return figures
 
 
-def rate(result: dict) -> float:
-    return result["samples"] / result["seconds"]
+def rate(result: Json) -> float:
+    """Samples per second of a read."""
+    samples: float = result["samples"] / result["seconds"]
+    return samples
 
 
 # --------------------------------------------------------------------------- report
@@ -267,7 +276,7 @@ def settings() -> dict[str, dict[str, str]]:
     return {system: dict(zip(phases, every[system], strict=True)) for system in LABELS}
 
 
-def write_report(report: dict, out: Path) -> Path:
+def write_report(report: Json, out: Path) -> Path:
     """``peers.json`` in `out`; the table printed."""
     report["meta"]["labels"] = LABELS
     report["meta"]["columns"] = {figure: list(heading) for figure, heading in COLUMNS.items()}

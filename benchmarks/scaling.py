@@ -49,11 +49,17 @@ import shutil
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-import run  # the peer's environment and the child runner
+import run_sides  # the peer's environment and the child runner
 import workload  # the measurement script each child runs
+from children import Json
+from run_plan import WRITE_SETTLE_SECONDS
 from workload import spread
+
+# samples -> figure -> side -> {"values": [...], "median", "min", "max"}
+Summary = dict[int, dict[str, dict[str, Json]]]
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -84,7 +90,7 @@ FIGURES = {
     "disk_bytes": ("bytes on disk", "bytes/sample", False),
 }
 # The cost whose growth a figure shows: figure -> function(samples, median of the figure).
-COSTS = {
+COSTS: dict[str, Callable[[int, float], float]] = {
     "write_sps": lambda samples, value: samples / value,  # seconds
     "write_cpu_us": lambda samples, value: samples * value,
     "open_s": lambda samples, value: value,
@@ -105,12 +111,12 @@ def log(message: str) -> None:
 # --------------------------------------------------------------------------- measuring
 
 
-def measure_size(runner: run.Runner, samples: int, first: int, work: Path) -> dict:
+def measure_size(runner: run_sides.Runner, samples: int, first: int, work: Path) -> dict[str, Json]:
     """One repeat at one size: both sides write, then both sides open."""
-    order = run.SIDES if first % 2 == 0 else run.SIDES[::-1]
+    order = run_sides.SIDES if first % 2 == 0 else run_sides.SIDES[::-1]
     base = work / f"n{samples}"
     shutil.rmtree(base, ignore_errors=True)
-    measured: dict[str, dict] = {}
+    measured: dict[str, Json] = {}
     try:
         for side in order:
             if samples >= SETTLE_SAMPLES_MIN:
@@ -133,7 +139,7 @@ def measure_size(runner: run.Runner, samples: int, first: int, work: Path) -> di
     return measured
 
 
-def figures_of(measured: dict, samples: int) -> dict[str, float]:
+def figures_of(measured: Json, samples: int) -> dict[str, float]:
     """The figures of one side's write and open processes."""
     write, opened = measured["write"], measured["open"]
     baseline_bytes = opened["rss_baseline_kib"] * 1024
@@ -154,6 +160,7 @@ def figures_of(measured: dict, samples: int) -> dict[str, float]:
 
 
 def describe(figures: dict[str, float]) -> str:
+    """One side's figures at one size, in a progress line."""
     return (
         f"write {figures['write_sps']:,.0f}/s, open {figures['open_s'] * 1e3:.1f} ms, "
         f"first {figures['first_sample_shuffled_s'] * 1e3:.2f}/"
@@ -166,11 +173,11 @@ def describe(figures: dict[str, float]) -> str:
 # --------------------------------------------------------------------------- summary
 
 
-def summarize(raw: dict[int, dict[str, list[dict]]]) -> dict[int, dict[str, dict]]:
+def summarize(raw: dict[int, dict[str, list[Json]]]) -> Summary:
     """samples -> figure -> side -> {"values", "median", "min", "max"}."""
-    summary: dict[int, dict[str, dict]] = {}
+    summary: Summary = {}
     for samples, sides in raw.items():
-        per_figure: dict[str, dict] = {}
+        per_figure: dict[str, dict[str, list[float]]] = {}
         for side, repeats in sides.items():
             for one in repeats:
                 for figure, value in figures_of(one, samples).items():
@@ -190,13 +197,13 @@ def summarize(raw: dict[int, dict[str, list[dict]]]) -> dict[int, dict[str, dict
     return summary
 
 
-def slopes(summary: dict[int, dict[str, dict]]) -> dict[str, dict[str, list[float | None]]]:
+def slopes(summary: Summary) -> dict[str, dict[str, list[float | None]]]:
     """figure -> side -> the log-log slope of its cost between consecutive sizes."""
     sizes = sorted(summary)
     result: dict[str, dict[str, list[float | None]]] = {}
     for figure, cost in COSTS.items():
-        for side in run.SIDES:
-            row = []
+        for side in run_sides.SIDES:
+            row: list[float | None] = []
             for low, high in zip(sizes, sizes[1:], strict=False):
                 cost_low = cost(low, summary[low][figure][side]["median"])
                 cost_high = cost(high, summary[high][figure][side]["median"])
@@ -209,10 +216,12 @@ def slopes(summary: dict[int, dict[str, dict]]) -> dict[str, dict[str, list[floa
 
 
 def scaled(value: float, unit: str) -> float:
+    """A figure in the unit the table shows it in (seconds as ms)."""
     return value * 1e3 if unit == "ms" else value
 
 
-def markdown(report: dict) -> str:
+def markdown(report: Json) -> str:
+    """The Markdown report: how each cost grows with the samples, ours and the peer's."""
     meta = report["meta"]
     machine = meta["machine"]
     summary = {int(samples): figures for samples, figures in report["summary"].items()}
@@ -236,7 +245,7 @@ def markdown(report: dict) -> str:
     for samples in sizes:
         for figure, (label, unit, _higher) in FIGURES.items():
             cells = []
-            for side in run.SIDES:
+            for side in run_sides.SIDES:
                 values = [scaled(v, unit) for v in summary[samples][figure][side]["values"]]
                 digits = 0 if unit in ("samples/s", "MiB") else 2
                 cells.append(spread(values, digits))
@@ -285,7 +294,8 @@ CHART_PANELS = (
 )
 
 
-def write_chart(report: dict, out_path: Path) -> None:
+def write_chart(report: Json, out_path: Path) -> None:
+    """A panel per cost against the samples, log-log, both sides (matplotlib)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -302,7 +312,7 @@ def write_chart(report: dict, out_path: Path) -> None:
                 medians = [figures["median"] for figures in one]
                 spread_low = [m - f["min"] for m, f in zip(medians, one, strict=True)]
                 spread_high = [f["max"] - m for m, f in zip(medians, one, strict=True)]
-                label = "ours" if side == "ours" else f"dataset-rt {run.PEER_VERSION}"
+                label = "ours" if side == "ours" else f"dataset-rt {run_sides.PEER_VERSION}"
                 axis.errorbar(
                     sizes, medians, yerr=[spread_low, spread_high], color=color, linestyle=line,
                     marker=marker, markersize=4, capsize=2, label=None if position else label,
@@ -339,25 +349,25 @@ def write_chart(report: dict, out_path: Path) -> None:
 # --------------------------------------------------------------------------- main
 
 
-def measure(args: argparse.Namespace) -> dict:
+def measure(args: argparse.Namespace) -> Json:
     """Run every size and repeat; the report with its raw results."""
     sizes = SIZES_QUICK if args.quick else SIZES + (() if args.no_largest else (SIZE_LARGEST,))
     repeats = args.repeats or (1 if args.quick else DEFAULT_REPEATS)
     if repeats < 1:
         raise SystemExit(f"--repeats must be at least 1, got {repeats}")
-    run.check_ours()
-    pythons = {"ours": Path(sys.executable), "peer": run.ensure_peer(args.peer_python)}
-    runner = run.Runner(pythons, args.workers, 0.0 if args.quick else run.WRITE_SETTLE_SECONDS)
+    run_sides.check_ours()
+    pythons = {"ours": Path(sys.executable), "peer": run_sides.ensure_peer(args.peer_python)}
+    runner = run_sides.Runner(pythons, args.workers, 0.0 if args.quick else WRITE_SETTLE_SECONDS)
     work = Path(args.work_dir)
     started = dt.datetime.now().astimezone()
     wall_start = time.perf_counter()
     log(f"sizes {list(sizes)}, {repeats} repeat(s), ours={sys.executable}")
-    raw: dict[int, dict[str, list[dict]]] = {}
+    raw: dict[int, dict[str, list[Json]]] = {}
     try:
         for repeat in range(repeats):
             for index, samples in enumerate(sizes):
                 measured = measure_size(runner, samples, repeat + index, work)
-                for side in run.SIDES:
+                for side in run_sides.SIDES:
                     raw.setdefault(samples, {}).setdefault(side, []).append(measured[side])
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -61,10 +61,8 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import io
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -73,11 +71,14 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 import children  # this directory's runner of measurement processes
 import peer_venvs  # this directory's pinned peer versions and their venvs
-import workload  # this directory's measurement helpers (payloads, warm_page_cache)
+import training_child  # the measurement processes: `training.py child ...`
+import workload  # this directory's measurement helpers (machine_info)
+from children import Json
+from training_child import BATCH_SIZE, RUNTIME_THREADS
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -85,14 +86,13 @@ PEERS_SCRIPT = HERE / "training_peers.py"
 DEFAULT_PEER_VENV = Path.home() / ".cache" / "dataset_rt_bench" / "loaders"
 PEER_REQUIREMENTS = peer_venvs.requirements("litdata", "mosaicml-streaming")
 PEER_DISTRIBUTIONS = ("torch", "litdata", "mosaicml-streaming")
-BATCH_SIZE = 64
-RUNTIME_THREADS = 2
 CHILD_TIMEOUT = 900
-PNG_SEED = 20240601
 
 
 @dataclass(frozen=True)
 class Sizes:
+    """How many samples, how big the PNGs, how many repeats: a full or a quick run."""
+
     w1_samples: int
     png_samples: int
     png_side: int
@@ -154,303 +154,6 @@ def log(message: str) -> None:
     print(f"[training {stamp}] {message}", file=sys.stderr, flush=True)
 
 
-# --------------------------------------------------------------------------- child: shared
-
-
-def collate_payloads(batch: list) -> list[bytes]:
-    """A cheap, realistic collate for DatasetRT samples: the batch's payloads."""
-    return [sample.data for sample in batch]
-
-
-def collate_dicts(batch: list) -> list[bytes]:
-    """The same for the peers' samples (dicts). LitData hands out payloads as
-    memoryviews of its chunk (which a worker cannot send): `bytes` copies them
-    once, as DatasetRT's samples are; MosaicML's are bytes already (no copy)."""
-    return [bytes(sample["data"]) for sample in batch]
-
-
-def decode_png(sample: Any) -> Any:  # CachedSample -> torch.Tensor (H, W, 3) uint8
-    """The decode-bound transform: Pillow decode, then a uint8 tensor (one copy
-    into a writable buffer, which `torch.frombuffer` asks for)."""
-    import torch
-    from PIL import Image
-
-    image = Image.open(io.BytesIO(sample.data)).convert("RGB")
-    width, height = image.size
-    return torch.frombuffer(bytearray(image.tobytes()), dtype=torch.uint8).view(height, width, 3)
-
-
-def busy_cpu_seconds() -> float:
-    """CPU time the whole machine has spent busy (all cores), from /proc/stat."""
-    try:
-        with open("/proc/stat") as stat:
-            fields = [int(value) for value in stat.readline().split()[1:]]
-    except (OSError, ValueError):
-        return 0.0
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-    busy = sum(fields[:8]) - idle  # guest time is already in user
-    return busy / os.sysconf("SC_CLK_TCK")
-
-
-def own_cpu_seconds() -> tuple[float, float]:
-    """(this process, its reaped children): user + system CPU seconds."""
-    me = resource.getrusage(resource.RUSAGE_SELF)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime, children.ru_utime + children.ru_stime
-
-
-class ChildClock:
-    """Wall time, own CPU, the machine's other CPU and the hypervisor's steal
-    over one timed epoch."""
-
-    def start(self) -> None:
-        self.load = os.getloadavg()[0]
-        self.ticks = workload.machine_ticks()
-        self.busy = busy_cpu_seconds()
-        self.cpu = own_cpu_seconds()
-        self.wall = time.perf_counter()
-
-    def elapsed(self) -> float:
-        return time.perf_counter() - self.wall
-
-    def finish(self, seconds: float) -> dict:
-        """After the loader's workers have been reaped."""
-        main_cpu = own_cpu_seconds()[0] - self.cpu[0]
-        workers_cpu = own_cpu_seconds()[1] - self.cpu[1]
-        other = busy_cpu_seconds() - self.busy - main_cpu - workers_cpu
-        return {
-            "load_at_start": self.load,
-            "steal_fraction": workload.steal_fraction(self.ticks, workload.machine_ticks()),
-            "main_cpu_seconds": main_cpu,
-            "workers_cpu_seconds": workers_cpu,
-            "other_cpu_cores": max(0.0, other) / seconds if seconds > 0 else 0.0,
-        }
-
-
-def run_epoch(loader: Any, clock: ChildClock) -> dict:
-    """Time one epoch of `loader` (an iterable of batches): first batch apart."""
-    clock.start()
-    iterator = iter(loader)
-    first = next(iterator)
-    first_seconds = clock.elapsed()
-    first_samples = samples = len(first)
-    for batch in iterator:
-        samples += len(batch)
-    seconds = clock.elapsed()
-    del iterator, first  # non-persistent workers are joined once the epoch ends
-    rest = seconds - first_seconds
-    return {
-        "seconds": seconds,
-        "samples": samples,
-        "first_batch_seconds": first_seconds,
-        "steady_sps": (samples - first_samples) / rest if rest > 0 else 0.0,
-        **clock.finish(seconds),
-    }
-
-
-def run_direct(dataset: Any, clock: ChildClock) -> dict:
-    """Time one epoch of ``for s in ds`` (touching each payload), first sample apart."""
-    clock.start()
-    iterator = iter(dataset)
-    first = next(iterator)
-    first_seconds = clock.elapsed()
-    samples, payload_bytes = 1, len(first.data)
-    for sample in iterator:
-        payload_bytes += len(sample.data)
-        samples += 1
-    seconds = clock.elapsed()
-    rest = seconds - first_seconds
-    return {
-        "seconds": seconds,
-        "samples": samples,
-        "first_batch_seconds": first_seconds,
-        "steady_sps": (samples - 1) / rest if rest > 0 else 0.0,
-        "payload_bytes": payload_bytes,
-        **clock.finish(seconds),
-    }
-
-
-def finish_child(result: dict) -> None:
-    """Peak RSS of this process and its largest worker, then the JSON line."""
-    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    result.update(
-        {
-            "peak_rss_kib": workload.peak_rss_kib(),
-            "workers_peak_rss_kib": children // 1024 if sys.platform == "darwin" else children,
-            "python": sys.version.split()[0],
-        }
-    )
-    sys.stdout.write(json.dumps(result) + "\n")
-    sys.stdout.flush()
-
-
-# --------------------------------------------------------------------------- child: ours
-
-
-def png_bytes(side: int, seed: int) -> bytes:
-    """A photo-like RGB PNG: a smooth random field (a grid of side/8 random
-    colours, upscaled bicubic) blended with Gaussian noise, so it neither
-    compresses to nothing nor is pure noise (which PNG stores nearly raw and
-    Pillow decodes at close to copy speed)."""
-    import random
-
-    from PIL import Image
-
-    rng = random.Random(PNG_SEED + seed)
-    cells = max(2, side // 8)
-    field = Image.frombytes("RGB", (cells, cells), rng.randbytes(cells * cells * 3))
-    field = field.resize((side, side), Image.Resampling.BICUBIC)
-    noise = Image.merge("RGB", [Image.effect_noise((side, side), 24) for _ in range(3)])
-    buffer = io.BytesIO()
-    Image.blend(field, noise, 0.25).save(buffer, format="PNG")
-    return buffer.getvalue()
-
-
-def child_write(args: argparse.Namespace) -> dict:
-    import dataset_rt
-
-    if args.kind == "w1":
-        payloads = workload.make_payloads(1024, "mixed")
-    else:
-        payloads = [png_bytes(args.side, seed) for seed in range(min(args.pool, args.count))]
-    source = workload.SyntheticSource(args.kind, args.count, payloads, dataset_rt.CacheInput)
-    runtime = dataset_rt.DatasetRuntime(num_workers=RUNTIME_THREADS)
-    config = dataset_rt.WriterConfig(show_progress=False)
-    start = time.perf_counter()
-    results = runtime.write_cache([source], Path(args.base_dir), writer_config=config)
-    seconds = time.perf_counter() - start
-    if len(results) != 1 or not isinstance(results[0], dataset_rt.CacheWriteSuccess):
-        raise SystemExit(f"write failed: {results!r}")
-    path = Path(results[0].path)
-    return {
-        "seconds": seconds,
-        "samples": args.count,
-        "payload_bytes_mean": sum(len(p) for p in payloads) / len(payloads),
-        "bytes_on_disk": workload.dir_bytes(path),
-        "cache_path": str(path),
-        "version": dataset_rt.__version__,
-    }
-
-
-def child_read(args: argparse.Namespace) -> dict:
-    if args.mode == "ceiling":
-        return child_ceiling(args)
-    import dataset_rt
-
-    warm_seconds = workload.warm_page_cache(Path(args.cache))
-    start = time.perf_counter()
-    runtime = dataset_rt.DatasetRuntime(num_workers=RUNTIME_THREADS)
-    dataset = runtime.cached_dataset([args.cache], reader_config=dataset_rt.ReaderConfig(seed=0))
-    open_seconds = time.perf_counter() - start
-    expected = len(dataset)
-    clock = ChildClock()
-    if args.mode == "direct":
-        result = run_direct(dataset, clock)
-    else:
-        start = time.perf_counter()
-        loader = make_loader(dataset, args.mode, args.workers)
-        loader_seconds = time.perf_counter() - start  # torch imported here
-        result = {**run_epoch(loader, clock), "loader_build_seconds": loader_seconds}
-    if result["samples"] != expected:
-        raise SystemExit(f"read {result['samples']} samples, expected {expected}")
-    return {**result, "open_seconds": open_seconds, "warm_seconds": warm_seconds}
-
-
-class PlainSample:
-    """What the ceiling row's workers yield: a payload, as a CachedSample has."""
-
-    __slots__ = ("data",)
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-
-def ceiling_loader(count: int, workers: int) -> Any:
-    """torch's own DataLoader ceiling for W1: an IterableDataset that reads
-    nothing and yields a fresh copy of a 1 KiB payload per sample, batch k from
-    worker k % W (DatasetRT's layout), with the same collate."""
-    import torch.utils.data
-
-    payloads = workload.make_payloads(1024, "mixed")
-
-    class Payloads(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
-        def __iter__(self) -> Any:
-            info = torch.utils.data.get_worker_info()
-            worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
-            for batch in range(worker, -(-count // BATCH_SIZE), workers):
-                for index in range(batch * BATCH_SIZE, min(count, (batch + 1) * BATCH_SIZE)):
-                    yield PlainSample(bytes(memoryview(payloads[index % len(payloads)])))
-
-    return torch.utils.data.DataLoader(
-        Payloads(), batch_size=BATCH_SIZE, num_workers=workers, collate_fn=collate_payloads
-    )
-
-
-def child_ceiling(args: argparse.Namespace) -> dict:
-    start = time.perf_counter()
-    loader = ceiling_loader(args.count, args.workers)
-    loader_seconds = time.perf_counter() - start
-    result = run_epoch(loader, ChildClock())
-    if result["samples"] != args.count:
-        raise SystemExit(f"yielded {result['samples']} samples, expected {args.count}")
-    return {**result, "loader_build_seconds": loader_seconds}
-
-
-def make_loader(dataset: Any, mode: str, workers: int) -> Any:
-    if mode == "loader":
-        from dataset_rt.torch import DataLoader
-
-        return DataLoader(
-            dataset, batch_size=BATCH_SIZE, num_workers=workers, collate_fn=collate_payloads
-        )
-    import torch.utils.data
-
-    # A plain torch DataLoader: told the adapter's batch size through attach_loader.
-    adapter = dataset.to_torch_iterable_dataset(transform=decode_png, batch_size=BATCH_SIZE)
-    loader = torch.utils.data.DataLoader(adapter, batch_size=BATCH_SIZE, num_workers=workers)
-    adapter.attach_loader(loader)
-    return loader
-
-
-def child_decode_cost(args: argparse.Namespace) -> dict:
-    """Milliseconds per `decode_png` on a pool of 200 PNGs, after one warm-up pass."""
-
-    class Sample:
-        def __init__(self, data: bytes) -> None:
-            self.data = data
-
-    samples = [Sample(png_bytes(args.side, seed)) for seed in range(200)]
-    for sample in samples:
-        decode_png(sample)
-    passes = 5
-    start = time.perf_counter()
-    for _ in range(passes):
-        for sample in samples:
-            decode_png(sample)
-    seconds = time.perf_counter() - start
-    return {"decode_ms": seconds / (passes * len(samples)) * 1000}
-
-
-def child_main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="training.py child")
-    parser.add_argument("phase", choices=["write", "read", "decode-cost"])
-    parser.add_argument("--kind", choices=["w1", "png"], default="w1")
-    parser.add_argument("--count", type=int, default=1000)
-    parser.add_argument("--side", type=int, default=96)
-    parser.add_argument("--pool", type=int, default=2000)
-    parser.add_argument("--base-dir")
-    parser.add_argument("--cache")
-    parser.add_argument(
-        "--mode", choices=["direct", "loader", "decode", "ceiling"], default="loader"
-    )
-    parser.add_argument("--workers", type=int, default=0)
-    args = parser.parse_args(argv)
-    phases = {"write": child_write, "read": child_read, "decode-cost": child_decode_cost}
-    result = phases[args.phase](args)
-    result["phase"] = args.phase
-    finish_child(result)
-
-
 # --------------------------------------------------------------------------- harness
 
 
@@ -466,16 +169,19 @@ def ensure_peers(explicit: str | None) -> Path:
 
 
 class ChildFailed(RuntimeError):
-    pass
+    """A measurement process failed: its row reports the error, the others go on."""
 
 
 class Harness:
+    """Starts the measurement processes, ours (`training.py child`) and the peers'
+    (`training_peers.py`), and keeps the load at each start."""
+
     def __init__(self, ours: Path, peers: Path | None) -> None:
         self.ours = ours
         self.peers = peers
         self.loads: list[float] = []
 
-    def child(self, system: str, *arguments: str) -> dict:
+    def child(self, system: str, *arguments: str) -> Json:
         load = os.getloadavg()[0]
         self.loads.append(load)
         if system == "ours":
@@ -495,9 +201,9 @@ class Harness:
         return result
 
 
-def write_all(harness: Harness, sizes: Sizes, work: Path, systems: set[str]) -> dict:
+def write_all(harness: Harness, sizes: Sizes, work: Path, systems: set[str]) -> dict[str, Json]:
     """Write every cache once; returns system/workload -> write result (or error)."""
-    writes: dict[str, dict] = {}
+    writes: dict[str, Json] = {}
     jobs = [
         ("ours-w1", "ours", ["write", "--kind", "w1", "--count", str(sizes.w1_samples)]),
         (
@@ -529,7 +235,8 @@ def write_all(harness: Harness, sizes: Sizes, work: Path, systems: set[str]) -> 
     return writes
 
 
-def read_arguments(case: Case, sizes: Sizes, writes: dict) -> list[str] | None:
+def read_arguments(case: Case, sizes: Sizes, writes: dict[str, Json]) -> list[str] | None:
+    """The arguments of `case`'s read process, or None where its data was not written."""
     if case.mode == "ceiling":
         return ["read", "--mode", "ceiling", "--count", str(sizes.w1_samples)] + [
             "--workers",
@@ -552,9 +259,11 @@ def read_arguments(case: Case, sizes: Sizes, writes: dict) -> list[str] | None:
     ]
 
 
-def read_all(harness: Harness, cases: list[Case], sizes: Sizes, writes: dict) -> dict:
+def read_all(
+    harness: Harness, cases: list[Case], sizes: Sizes, writes: dict[str, Json]
+) -> dict[str, Json]:
     """Round-robin over the rows, one fresh process per measurement."""
-    raw: dict[str, dict] = {case.key: {"runs": [], "error": None} for case in cases}
+    raw: dict[str, Json] = {case.key: {"runs": [], "error": None} for case in cases}
     rounds = max(sizes.fast_repeats, sizes.slow_repeats)
     for repeat in range(rounds):
         for case in cases:
@@ -586,10 +295,12 @@ def read_all(harness: Harness, cases: list[Case], sizes: Sizes, writes: dict) ->
 
 
 def median(values: list[float]) -> float:
+    """The median, or NaN for a row that has no runs."""
     return statistics.median(values) if values else float("nan")
 
 
-def summarize(case: Case, entry: dict) -> dict:
+def summarize(case: Case, entry: Json) -> Json:
+    """A row of the table: the medians (and the spread) of its runs."""
     runs = entry["runs"]
     sps = [run["samples"] / run["seconds"] for run in runs]
     return {
@@ -616,7 +327,7 @@ def summarize(case: Case, entry: dict) -> dict:
     }
 
 
-def relative(row: dict, rows: dict[str, dict]) -> str:
+def relative(row: Json, rows: dict[str, Json]) -> str:
     """W1 rows against ``for s in ds``; decode rows against W=0."""
     if row["workload"] == "W1":
         base = rows.get("w1-direct")
@@ -628,10 +339,12 @@ def relative(row: dict, rows: dict[str, dict]) -> str:
 
 
 def fmt_sps(value: float) -> str:
+    """Samples per second, or "-" for NaN."""
     return "-" if value != value else f"{value:,.0f}"
 
 
-def markdown(report: dict) -> str:
+def markdown(report: Json) -> str:
+    """The Markdown table of a report, with the lines above it that say how it was measured."""
     meta = report["meta"]
     machine = meta["machine"]
     sizes = meta["sizes"]
@@ -690,7 +403,8 @@ def markdown(report: dict) -> str:
     return "\n".join(lines)
 
 
-def ours_versions(python: Path) -> dict:
+def ours_versions(python: Path) -> Json:
+    """The versions of dataset_rt, torch and Pillow that `python` imports."""
     probe = (
         "import importlib.metadata as m, json, dataset_rt; "
         "print(json.dumps({'dataset_rt': dataset_rt.__version__, "
@@ -704,7 +418,7 @@ def ours_versions(python: Path) -> dict:
             "this interpreter needs dataset_rt, torch and Pillow "
             "(the project venv; pip install pillow):\n" + done.stderr
         )
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return cast(Json, json.loads(done.stdout.strip().splitlines()[-1]))
 
 
 def png_decode_ms(harness: Harness, sizes: Sizes) -> float:
@@ -714,13 +428,12 @@ def png_decode_ms(harness: Harness, sizes: Sizes) -> float:
     except ChildFailed as error:
         log(f"decode cost FAILED: {error}")
         return float("nan")
-    return result["decode_ms"]
+    decode_ms: float = result["decode_ms"]
+    return decode_ms
 
 
-def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "child":
-        child_main(sys.argv[2:])
-        return
+def parse_arguments() -> argparse.Namespace:
+    """The command line (this module's docstring is its help)."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -735,11 +448,12 @@ def main() -> None:
         default=str(HERE / ".work-training"),
         help="where caches are written (deleted after)",
     )
-    args = parser.parse_args()
+    return parser.parse_args()
 
-    sizes = QUICK if args.quick else FULL
-    ours = Path(sys.executable)
-    versions = ours_versions(ours)
+
+def choose_systems(args: argparse.Namespace, versions: Json) -> tuple[Path | None, set[str]]:
+    """The peers' interpreter (None without it) and the systems to measure; the peers'
+    versions, or why they are unavailable, go into `versions`."""
     peers: Path | None = None
     systems = {"ours"}
     if not args.no_peers:
@@ -750,14 +464,21 @@ def main() -> None:
         except (OSError, subprocess.CalledProcessError) as error:
             log(f"peers unavailable: {error}")
             versions["peers"] = f"unavailable: {error}"
-    cases = [case for case in CASES if case.system in systems]
-    harness = Harness(ours, peers)
-    work = Path(args.work_dir)
-    work.mkdir(parents=True, exist_ok=True)
-    started = dt.datetime.now().astimezone()
-    load_start = os.getloadavg()[0]
-    wall_start = time.perf_counter()
-    log(f"{'quick' if args.quick else 'full'} run, {len(cases)} rows, load {load_start:.2f}")
+    return peers, systems
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What a run measured: every write, the cost of one decode, every row's raw runs."""
+
+    writes: dict[str, Json]
+    decode_ms: float
+    raw: dict[str, Json]
+
+
+def measure(harness: Harness, sizes: Sizes, cases: list[Case], work: Path) -> Measured:
+    """Every write, the decode cost and every row's reads; the work folder deleted after."""
+    systems = {case.system for case in cases}
     try:
         writes = write_all(harness, sizes, work, systems)
         decode_ms = png_decode_ms(harness, sizes)
@@ -768,6 +489,27 @@ def main() -> None:
         raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    return Measured(writes, decode_ms, raw)
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "child":
+        training_child.main(sys.argv[2:])
+        return
+    args = parse_arguments()
+    sizes = QUICK if args.quick else FULL
+    ours = Path(sys.executable)
+    versions = ours_versions(ours)
+    peers, systems = choose_systems(args, versions)
+    cases = [case for case in CASES if case.system in systems]
+    harness = Harness(ours, peers)
+    work = Path(args.work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    started = dt.datetime.now().astimezone()
+    load_start = os.getloadavg()[0]
+    wall_start = time.perf_counter()
+    log(f"{'quick' if args.quick else 'full'} run, {len(cases)} rows, load {load_start:.2f}")
+    measured = measure(harness, sizes, cases, work)
     wall = time.perf_counter() - wall_start
 
     report = {
@@ -780,22 +522,22 @@ def main() -> None:
             "runtime_threads": RUNTIME_THREADS,
             "machine": workload.machine_info(),
             "versions": versions,
-            "png_decode_ms": decode_ms,
+            "png_decode_ms": measured.decode_ms,
             "load": {
                 "start": load_start,
                 "end": os.getloadavg()[0],
                 "min": min(harness.loads),
                 "max": max(harness.loads),
             },
-            "writes": writes,
+            "writes": measured.writes,
             "method": (
                 "each measurement is a fresh process; page cache warmed before opening; one "
                 "epoch timed from iter() to the last batch; rows measured round-robin; medians "
                 "and min-max over repeats"
             ),
         },
-        "rows": [summarize(case, raw[case.key]) for case in cases],
-        "raw": raw,
+        "rows": [summarize(case, measured.raw[case.key]) for case in cases],
+        "raw": measured.raw,
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

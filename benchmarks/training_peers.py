@@ -41,10 +41,19 @@ import shutil
 import sys
 import time
 import types
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Sized
 from pathlib import Path
+from typing import Any
 
 import workload  # this directory's helpers: payloads, metadata, page-cache warming
-from training import ChildClock, collate_dicts, finish_child, run_epoch
+from training_child import ChildClock, collate_dicts, finish_child, run_epoch
+from workload import Json
+
+# An object of a peer library (a dataset, a loader): the peers have no type information
+# (pyproject.toml's mypy overrides), so what they hand out is typed by their docs only.
+PeerObject = Any
+# One sample as every peer writes it: the payload ("data") and the metadata DatasetRT stores.
+Sample = dict[str, bytes | int | float | str]
 
 CHUNK_BYTES = 64 << 20
 SHARD_BYTES = 64_000_000
@@ -113,10 +122,11 @@ DISTRIBUTIONS = {
 
 @functools.cache
 def payloads_of(size: int, kind: str) -> list[bytes]:
+    """`workload.make_payloads`, made once per process."""
     return workload.make_payloads(size, kind)
 
 
-def make_sample(index: int, size: int = 1024, kind: str = "mixed") -> dict:
+def make_sample(index: int, size: int = 1024, kind: str = "mixed") -> Sample:
     """One sample as a dict: the payload and the metadata DatasetRT stores.
     Module level: LitData's optimize workers are spawned and import this module."""
     payloads = payloads_of(size, kind)
@@ -145,7 +155,8 @@ def hide_torchvision() -> None:
 # --------------------------------------------------------------------------- write
 
 
-def write_litdata(args: argparse.Namespace, out: Path) -> dict:
+def write_litdata(args: argparse.Namespace, out: Path) -> Json:
+    """`optimize` with 2 workers into chunks of CHUNK_BYTES."""
     from litdata import optimize
 
     optimize(
@@ -160,7 +171,8 @@ def write_litdata(args: argparse.Namespace, out: Path) -> dict:
     return {}
 
 
-def write_mosaic(args: argparse.Namespace, out: Path) -> dict:
+def write_mosaic(args: argparse.Namespace, out: Path) -> Json:
+    """`MDSWriter` into shards of CHUNK_BYTES."""
     hide_torchvision()
     from streaming import MDSWriter
 
@@ -170,12 +182,13 @@ def write_mosaic(args: argparse.Namespace, out: Path) -> dict:
     return {}
 
 
-def hf_samples(count: int, size: int, kind: str):
+def hf_samples(count: int, size: int, kind: str) -> Iterator[Sample]:
+    """The samples, for `Dataset.from_generator`."""
     for index in range(count):
         yield make_sample(index, size, kind)
 
 
-def write_hf(args: argparse.Namespace, out: Path) -> dict:
+def write_hf(args: argparse.Namespace, out: Path) -> Json:
     """`from_generator` builds the Arrow table in a cache directory, and
     `save_to_disk` makes the dataset directory `load_from_disk` opens: the way
     the library's docs keep a dataset built in Python on local disk."""
@@ -205,7 +218,8 @@ def write_hf(args: argparse.Namespace, out: Path) -> dict:
     return {"build_seconds": build_seconds}
 
 
-def write_wds(args: argparse.Namespace, out: Path) -> dict:
+def write_wds(args: argparse.Namespace, out: Path) -> Json:
+    """`ShardWriter` into tar shards of SHARD_BYTES, a whole-second mtime."""
     import webdataset as wds
 
     out.mkdir(parents=True, exist_ok=True)
@@ -228,7 +242,8 @@ WRITERS = {"litdata": write_litdata, "mosaic": write_mosaic, "hf": write_hf, "wd
 MODULES = {"litdata": "litdata", "mosaic": "streaming", "hf": "datasets", "wds": "webdataset"}
 
 
-def phase_write(args: argparse.Namespace) -> dict:
+def phase_write(args: argparse.Namespace) -> Json:
+    """Write --count samples in --system's format; time the write."""
     out = Path(args.dir)
     if args.system == "mosaic":
         hide_torchvision()
@@ -252,14 +267,15 @@ def phase_write(args: argparse.Namespace) -> dict:
 # --------------------------------------------------------------------------- read
 
 
-def open_litdata(path: Path, shuffle: bool):
+def open_litdata(path: Path, shuffle: bool) -> tuple[PeerObject, int]:
+    """LitData's `StreamingDataset`, seed 0, and its length."""
     from litdata import StreamingDataset
 
     dataset = StreamingDataset(input_dir=str(path), shuffle=shuffle, seed=0)
     return dataset, len(dataset)
 
 
-def open_mosaic(path: Path, shuffle: bool, batch_size: int):
+def open_mosaic(path: Path, shuffle: bool, batch_size: int) -> tuple[PeerObject, int]:
     """`predownload` raised to the whole epoch (SETTINGS): every shard is local."""
     hide_torchvision()
     import json
@@ -280,7 +296,7 @@ def open_mosaic(path: Path, shuffle: bool, batch_size: int):
     return dataset, len(dataset)
 
 
-def open_hf(path: Path, shuffle: bool):
+def open_hf(path: Path, shuffle: bool) -> tuple[PeerObject, int]:
     """The saved Arrow dataset as a 64-shard iterable dataset; shuffled: shard
     order shuffled and a 10,000-sample buffer (SETTINGS)."""
     import datasets
@@ -293,10 +309,11 @@ def open_hf(path: Path, shuffle: bool):
 
 
 def wds_shards(path: Path) -> list[str]:
+    """The tar shards of a WebDataset directory, in order."""
     return sorted(str(shard) for shard in path.glob("shard-*.tar"))
 
 
-def open_wds(path: Path, shuffle: bool, count: int):
+def open_wds(path: Path, shuffle: bool, count: int) -> tuple[PeerObject, int]:
     """Shards in order, or shard order shuffled (all shards) and the samples
     through the 1,000-sample shuffle buffer, seed 0."""
     import webdataset as wds
@@ -310,7 +327,7 @@ def open_wds(path: Path, shuffle: bool, count: int):
     return dataset.shuffle(WDS_SHUFFLE_BUFFER, seed=0), count
 
 
-def open_dataset(args: argparse.Namespace, shuffle: bool):
+def open_dataset(args: argparse.Namespace, shuffle: bool) -> tuple[PeerObject, int]:
     """(dataset, samples in one epoch) for one pass in this process."""
     path = Path(args.dir)
     if args.system == "litdata":
@@ -324,12 +341,13 @@ def open_dataset(args: argparse.Namespace, shuffle: bool):
     return open_wds(path, shuffle, args.count)
 
 
-def payload_of(sample: dict):
+def payload_of(sample: Mapping[str, Any]) -> bytes | memoryview:
     """The payload of one sample as the peer hands it out (wds: its `.bin` member)."""
-    return sample["data"] if "data" in sample else sample["bin"]
+    payload: bytes | memoryview = sample["data"] if "data" in sample else sample["bin"]
+    return payload
 
 
-def read_pass(dataset, expected: int) -> dict:
+def read_pass(dataset: Iterable[Mapping[str, Any]], expected: int) -> Json:
     """One timed pass from iter() to the last sample, touching each payload as
     `workload.read_pass` does for DatasetRT (its length)."""
     ticks = workload.machine_ticks()
@@ -358,7 +376,7 @@ def read_pass(dataset, expected: int) -> dict:
     }
 
 
-def phase_pass(args: argparse.Namespace) -> dict:
+def phase_pass(args: argparse.Namespace) -> Json:
     """Modes ordered and shuffled: the median of --passes passes in this process,
     as `workload.py` times DatasetRT's."""
     warm_seconds = workload.warm_page_cache(Path(args.dir))
@@ -373,7 +391,8 @@ def phase_pass(args: argparse.Namespace) -> dict:
     }
 
 
-def loader_litdata(args: argparse.Namespace):
+def loader_litdata(args: argparse.Namespace) -> tuple[Iterable[Sized], int]:
+    """LitData's `StreamingDataLoader` over its shuffled dataset."""
     from litdata import StreamingDataLoader
 
     dataset, expected = open_litdata(Path(args.dir), shuffle=True)
@@ -383,7 +402,8 @@ def loader_litdata(args: argparse.Namespace):
     return loader, expected
 
 
-def loader_mosaic(args: argparse.Namespace):
+def loader_mosaic(args: argparse.Namespace) -> tuple[Iterable[Sized], int]:
+    """torch's DataLoader over MosaicML's shuffled `StreamingDataset`."""
     import torch.utils.data
 
     dataset, expected = open_mosaic(Path(args.dir), shuffle=True, batch_size=args.batch_size)
@@ -393,7 +413,7 @@ def loader_mosaic(args: argparse.Namespace):
     return loader, expected
 
 
-def loader_hf(args: argparse.Namespace):
+def loader_hf(args: argparse.Namespace) -> tuple[Iterable[Sized], int]:
     """The shuffled 64-shard iterable dataset; torch's DataLoader splits its
     shards between the workers."""
     import torch.utils.data
@@ -405,7 +425,7 @@ def loader_hf(args: argparse.Namespace):
     return loader, expected
 
 
-def loader_wds(args: argparse.Namespace):
+def loader_wds(args: argparse.Namespace) -> tuple[Iterable[Sized], int]:
     """Shards split among the workers, batches made in the workers (WebLoader)."""
     import webdataset as wds
 
@@ -415,7 +435,7 @@ def loader_wds(args: argparse.Namespace):
     return loader, expected
 
 
-def wds_collate(batch: list) -> list[bytes]:
+def wds_collate(batch: Sequence[Mapping[str, Any]]) -> list[bytes]:
     """`collate_dicts` for WebDataset's samples, whose payload is the `.bin` member."""
     return [bytes(sample["bin"]) for sample in batch]
 
@@ -423,7 +443,8 @@ def wds_collate(batch: list) -> list[bytes]:
 LOADERS = {"litdata": loader_litdata, "mosaic": loader_mosaic, "hf": loader_hf, "wds": loader_wds}
 
 
-def phase_loader(args: argparse.Namespace) -> dict:
+def phase_loader(args: argparse.Namespace) -> Json:
+    """Mode loader: one shuffled epoch through --system's DataLoader, timed."""
     warm_seconds = workload.warm_page_cache(Path(args.dir))
     start = time.perf_counter()
     loader, expected = LOADERS[args.system](args)
@@ -434,7 +455,8 @@ def phase_loader(args: argparse.Namespace) -> dict:
     return {**result, "open_seconds": open_seconds, "warm_seconds": warm_seconds}
 
 
-def versions(system: str) -> dict:
+def versions(system: str) -> dict[str, str]:
+    """The versions of torch and of `system`'s distribution, as imported here."""
     import importlib.metadata
 
     return {name: importlib.metadata.version(name) for name in ("torch", DISTRIBUTIONS[system])}

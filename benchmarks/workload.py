@@ -47,7 +47,15 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+# A measurement's result: the JSON object this script prints on its last stdout line.
+Json = dict[str, Any]
+# A sample's metadata row, as both implementations' `CacheInput` take it.
+Row = dict[str, int | float | str]
 
 LABELS = ("cat", "dog", "bird", "fish")
 DISTINCT_PAYLOADS = 16
@@ -127,11 +135,13 @@ def make_payloads(size: int, kind: str) -> list[bytes]:
     return payloads
 
 
-def metadata_for(index: int) -> dict:
+def metadata_for(index: int) -> Row:
+    """The full metadata of sample `index`: its index, a label and a score."""
     return {"index": index, "label": LABELS[index & 3], "score": (index % 1000) * 0.125}
 
 
-def metadata_index_only(index: int) -> dict:
+def metadata_index_only(index: int) -> Row:
+    """Only the index of sample `index`."""
     return {"index": index}
 
 
@@ -147,8 +157,8 @@ class SyntheticSource:
         name: str,
         count: int,
         payloads: list[bytes],
-        cache_input: type,
-        metadata=metadata_for,
+        cache_input: Callable[[bytes, Row], object],
+        metadata: Callable[[int], Row] = metadata_for,
     ) -> None:
         self.name = name
         self.count = count
@@ -156,7 +166,7 @@ class SyntheticSource:
         self.cache_input = cache_input
         self.metadata = metadata
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:  # the CacheInput of either implementation
         payloads = self.payloads
         distinct = len(payloads)
         make = self.cache_input
@@ -165,7 +175,7 @@ class SyntheticSource:
             yield make(payloads[index % distinct], metadata(index))
 
 
-def implementation_info(expect: str) -> dict:
+def implementation_info(expect: str) -> dict[str, str]:
     """Which dataset_rt was imported; refuses to run the wrong one."""
     import importlib.metadata
 
@@ -255,9 +265,9 @@ def warm_page_cache(path: Path) -> float:
     return time.perf_counter() - start
 
 
-def machine_info() -> dict:
+def machine_info() -> Json:
     """CPU, memory, Python, platform and the checkout's git revision, for a report."""
-    info: dict = {
+    info: Json = {
         "nproc": os.cpu_count(),
         "platform": platform.platform(),
         "python": sys.version.split()[0],
@@ -299,7 +309,8 @@ def machine_info() -> dict:
 # --------------------------------------------------------------------------- phases
 
 
-def phase_write(args: argparse.Namespace, dataset_rt) -> dict:
+def phase_write(args: argparse.Namespace, dataset_rt: ModuleType) -> Json:
+    """Write one cache of --count samples; time `write_cache`, then fsync it all."""
     payloads = make_payloads(args.size, args.payload_kind)
     source = SyntheticSource(
         args.name, args.count, payloads, dataset_rt.CacheInput, METADATA[args.metadata]
@@ -344,7 +355,11 @@ def phase_write(args: argparse.Namespace, dataset_rt) -> dict:
     }
 
 
-def open_dataset(dataset_rt, path: str, workers: int, shuffle: bool):
+def open_dataset(
+    dataset_rt: ModuleType, path: str, workers: int, shuffle: bool
+) -> tuple[Any, Any, float]:
+    """A runtime and the dataset of the cache at `path` (either implementation's), and the
+    seconds `cached_dataset` took."""
     runtime = dataset_rt.DatasetRuntime(num_workers=workers)
     config = dataset_rt.ReaderConfig(seed=0, shuffle=shuffle)
     start = time.perf_counter()
@@ -352,7 +367,8 @@ def open_dataset(dataset_rt, path: str, workers: int, shuffle: bool):
     return runtime, dataset, time.perf_counter() - start
 
 
-def phase_read(args: argparse.Namespace, dataset_rt) -> dict:
+def phase_read(args: argparse.Namespace, dataset_rt: ModuleType) -> Json:
+    """Open the cache and time --passes passes over it in --mode."""
     # --as-written: the page cache as the write left it (the first epoch of a job
     # that writes its caches, then trains).
     warm_seconds = 0.0 if args.as_written else warm_page_cache(Path(args.cache))
@@ -380,7 +396,7 @@ def phase_read(args: argparse.Namespace, dataset_rt) -> dict:
     }
 
 
-def median_pass(passes: list[dict]) -> dict:
+def median_pass(passes: list[Json]) -> Json:
     """The figures of several timed passes in one process: `seconds` and
     `cpu_seconds` are their true medians (the mean of the two middle passes for
     an even count), the other fields those of the faster middle pass; with every
@@ -397,7 +413,7 @@ def median_pass(passes: list[dict]) -> dict:
     }
 
 
-def read_pass(dataset, mode: str, expected: int) -> dict:
+def read_pass(dataset: Iterable[Any], mode: str, expected: int) -> Json:
     """One timed epoch: from iter() to the last sample."""
     cats = 0
     ticks = machine_ticks()
@@ -435,7 +451,8 @@ def read_pass(dataset, mode: str, expected: int) -> dict:
     }
 
 
-def phase_scale(args: argparse.Namespace, dataset_rt) -> dict:
+def phase_scale(args: argparse.Namespace, dataset_rt: ModuleType) -> Json:
+    """Open a large cache; time get_metadata, update_metadata and the first sample."""
     import polars as pl
 
     warm_seconds = warm_page_cache(Path(args.cache))
@@ -490,7 +507,7 @@ def phase_scale(args: argparse.Namespace, dataset_rt) -> dict:
     }
 
 
-def phase_open(args: argparse.Namespace, dataset_rt) -> dict:
+def phase_open(args: argparse.Namespace, dataset_rt: ModuleType) -> Json:
     """Open an existing cache after taking a baseline, then fresh datasets' first samples.
 
     The baseline is this process's RSS with the interpreter, dataset_rt and
@@ -561,7 +578,7 @@ def phase_open(args: argparse.Namespace, dataset_rt) -> dict:
     }
 
 
-def phase_floor(args: argparse.Namespace, dataset_rt) -> dict:
+def phase_floor(args: argparse.Namespace, dataset_rt: ModuleType) -> Json:
     """The per-sample Python floor of a data-only read (`floor.FloorDataset`):
     --count samples through `read_pass`, median of --passes passes."""
     import floor  # this directory's; it imports this project's dataset_rt internals
@@ -570,7 +587,7 @@ def phase_floor(args: argparse.Namespace, dataset_rt) -> dict:
     return median_pass([read_pass(stand_in, "ordered", args.count) for _ in range(args.passes)])
 
 
-def phase_ceiling(args: argparse.Namespace) -> dict:
+def phase_ceiling(args: argparse.Namespace) -> Json:
     """One copy of the same bytes per sample into a fresh bytes object."""
     payloads = make_payloads(args.size, args.payload_kind)
     big = bytearray(args.count * args.size)
@@ -595,7 +612,7 @@ def phase_ceiling(args: argparse.Namespace) -> dict:
     }
 
 
-def phase_disk_ceiling(args: argparse.Namespace) -> dict:
+def phase_disk_ceiling(args: argparse.Namespace) -> Json:
     """What this disk takes for a durable write of the same bytes, written the
     way this project's writer writes them but with no hashing and no pipeline:
     files of 64 MiB (the default `max_shard_bytes`) written through the page
@@ -667,7 +684,7 @@ def phase_disk_ceiling(args: argparse.Namespace) -> dict:
     }
 
 
-def sync_file_range_write():
+def sync_file_range_write() -> Callable[[int, int, int], int] | None:
     """`sync_file_range(fd, offset, length, SYNC_FILE_RANGE_WRITE)` from libc, or
     None where there is none (then only the fsyncs write back)."""
     if not sys.platform.startswith("linux"):

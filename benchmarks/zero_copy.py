@@ -36,10 +36,13 @@ import subprocess
 import sys
 import time
 import zlib
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any, Literal
 
 import children  # this directory's runner of measurement processes
 import workload  # this directory's helpers: payloads, page-cache warming, RSS
+from children import Json
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -49,37 +52,45 @@ PAGE = 4096
 MB = 1e6
 
 
-def consume_pages(payload) -> int:
+def consume_pages(payload: bytes | memoryview) -> int:
+    """Touch one byte per page of the payload."""
     total = 0
     for at in range(0, len(payload), PAGE):
         total += payload[at]
     return total
 
 
-def consume_crc(payload) -> int:
+def consume_crc(payload: bytes | memoryview) -> int:
+    """Read every byte of the payload (its CRC-32)."""
     return zlib.crc32(payload)
 
 
 CONSUME = {"page": consume_pages, "crc": consume_crc}
 
 
-def open_system(system: str, path: Path):
+def open_system(system: str, path: Path) -> Iterable[Any]:
+    """The dataset `system` reads: CachedSamples, or LitData's dicts (untyped)."""
     if system == "litdata":
         from litdata import StreamingDataset
 
-        return StreamingDataset(input_dir=str(path), shuffle=False)
+        dataset: Iterable[Any] = StreamingDataset(input_dir=str(path), shuffle=False)
+        return dataset
     import dataset_rt
 
     runtime = dataset_rt.DatasetRuntime(num_workers=2)
-    config = dataset_rt.ReaderConfig(seed=0, shuffle=False, payload=system)
+    payload: Literal["bytes", "memoryview"] = "memoryview" if system == "memoryview" else "bytes"
+    config = dataset_rt.ReaderConfig(seed=0, shuffle=False, payload=payload)
     return runtime.cached_dataset([path], reader_config=config)
 
 
-def payload_of(system: str, sample):
-    return sample["data"] if system == "litdata" else sample.data
+def payload_of(system: str, sample: Any) -> bytes | memoryview:
+    """The payload of a sample of `open_system(system, ...)`."""
+    payload: bytes | memoryview = sample["data"] if system == "litdata" else sample.data
+    return payload
 
 
-def child_read(args: argparse.Namespace) -> dict:
+def child_read(args: argparse.Namespace) -> Json:
+    """The read phase: --passes ordered passes of --system, each payload consumed."""
     path = Path(args.dir)
     workload.warm_page_cache(path)
     dataset = open_system(args.system, path)
@@ -108,7 +119,8 @@ def child_read(args: argparse.Namespace) -> dict:
     }
 
 
-def run_child(python: str, *arguments: str) -> dict:
+def run_child(python: str, *arguments: str) -> Json:
+    """One read process under `python`; its result."""
     command = [python, str(Path(__file__)), *arguments]
     try:
         return children.run_json(command, dict(os.environ), HERE, timeout=1800)
@@ -119,6 +131,7 @@ def run_child(python: str, *arguments: str) -> dict:
 
 
 def litdata_python() -> str:
+    """The interpreter of LitData's venv (made on first use)."""
     import peer_venvs  # this directory's per-peer virtual environments
 
     return str(peer_venvs.ensure_system("litdata", lambda message: print(message, file=sys.stderr)))
@@ -145,7 +158,8 @@ def write_data(work: Path, count: int, litdata: str) -> dict[str, Path]:
     return {"ours": ours, "litdata": peer}
 
 
-def markdown(report: dict) -> str:
+def markdown(report: Json) -> str:
+    """The table of a report."""
     lines = [
         f"W2 zero-copy reads: {report['count']} x 1 MiB, ordered, {report['repeats']} "
         f"processes per cell, {report['passes']} passes each; MB/s, median [min-max] of "
@@ -168,6 +182,7 @@ def markdown(report: dict) -> str:
 
 
 def span(values: list[float]) -> str:
+    """The range of `values`: "min-max"."""
     return f"{min(values):,.0f}-{max(values):,.0f}"
 
 
@@ -189,7 +204,7 @@ def main() -> None:
         return
     litdata = litdata_python()
     data = write_data(Path(args.work) / f"w2-{args.count}", args.count, litdata)
-    figures: dict = {c: {s: [] for s in SYSTEMS} for c in CONSUMERS}
+    figures: dict[str, dict[str, list[Json]]] = {c: {s: [] for s in SYSTEMS} for c in CONSUMERS}
     for repeat in range(args.repeats):
         for consumer in CONSUMERS:
             order = SYSTEMS if repeat % 2 == 0 else tuple(reversed(SYSTEMS))
@@ -208,7 +223,7 @@ def main() -> None:
                     f"later {result['payload_bytes'] / later / MB:8,.0f} MB/s",
                     file=sys.stderr,
                 )
-    cells: dict = {}
+    cells: dict[str, dict[str, Json]] = {}
     for consumer in CONSUMERS:
         cells[consumer] = {}
         for system in SYSTEMS:

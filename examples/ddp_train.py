@@ -28,15 +28,23 @@ import json
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as distributed
-import torch.multiprocessing as torch_multiprocessing
 from torch import nn
+from torch.multiprocessing.spawn import spawn
 
-from dataset_rt import CachedSample, CacheInput, DatasetRuntime, ReaderConfig, WriterConfig
+from dataset_rt import (
+    CachedSample,
+    CacheInput,
+    CacheWriteError,
+    DatasetRuntime,
+    ReaderConfig,
+    WriterConfig,
+)
 from dataset_rt.torch import DataLoader
 
 FEATURES = 16
@@ -52,7 +60,7 @@ class Features:
     def __init__(self, count: int) -> None:
         self.count = count
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[CacheInput]:
         generator = torch.Generator().manual_seed(0)
         centres = torch.randn(CLASSES, FEATURES, generator=generator)
         for index in range(self.count):
@@ -68,7 +76,7 @@ def _to_bytes(vector: torch.Tensor) -> bytes:
 def decode(sample: CachedSample) -> tuple[torch.Tensor, int, int]:
     """Runs in the DataLoader worker: payload bytes to a tensor."""
     vector = torch.frombuffer(bytearray(sample.data), dtype=torch.float32)
-    return vector, sample.metadata["label"], sample.sample_id
+    return vector, int(sample.metadata["label"]), sample.sample_id
 
 
 def open_dataset(cache: str) -> Any:
@@ -136,7 +144,7 @@ def train(rank: int, job: dict[str, Any]) -> None:
 def run(job: dict[str, Any]) -> list[dict[str, Any]]:
     rendezvous = Path(tempfile.mkdtemp()) / "rendezvous"
     job = {**job, "rendezvous": str(rendezvous)}
-    torch_multiprocessing.spawn(train, args=(job,), nprocs=WORLD_SIZE, join=True)
+    spawn(train, args=(job,), nprocs=WORLD_SIZE, join=True)
     shutil.rmtree(rendezvous.parent)
     return [
         json.loads(Path(job["out"].format(rank=rank)).read_text()) for rank in range(WORLD_SIZE)
@@ -162,6 +170,9 @@ def main() -> int:
         )
         .results
     )
+    if isinstance(written, CacheWriteError):
+        print(f"error: {written.source_name}: {written.message}", file=sys.stderr)
+        return 1
     steps_per_epoch = -(-samples // (WORLD_SIZE * batch_size))
     job = {
         "cache": str(written.path),

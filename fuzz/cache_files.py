@@ -26,6 +26,10 @@ Usage (see CONTRIBUTING.md, "Fuzzing"):
     python fuzz/cache_files.py fuzz/corpus -max_total_time=600   # atheris (libFuzzer)
     python fuzz/cache_files.py --iterations 1000 --seed 1         # seeded, no atheris
     python fuzz/cache_files.py --replay tests/fuzz_regressions/*  # replay inputs
+
+Beside it: `cache_model.py` (the seeds and what a cache's files mean), `cache_mutations.py`
+(how an input becomes mutations), `lz4_reference.py` and `arrow_layouts.py` (LZ4 blocks and
+metadata.arrow files), `fuzz_runs.py` (the run's directories, findings and inputs).
 """
 
 from __future__ import annotations
@@ -33,31 +37,56 @@ from __future__ import annotations
 import argparse
 import copy
 import faulthandler
-import functools
-import hashlib
 import inspect
 import json
-import os
-import random
 import re
 import shutil
-import struct
 import sys
-import tempfile
 import time
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import cache_reference as reference
+from arrow_layouts import ArrowLayout, arrow_hot_points
+from cache_model import (
+    CHECKSUMS,
+    INDEX,
+    MANIFEST,
+    METADATA,
+    ListSource,
+    Model,
+    Variant,
+    parse_manifest,
+    record_crc32c,
+    record_meaning,
+    seed_samples,
+    sha256_hex,
+)
 from cache_mutations import Choices, json_tokens, mutate_bytes, mutate_json
+from fuzz_runs import (
+    FEEDBACK_BUCKETS,
+    feedback_function,
+    random_inputs,
+    save_finding,
+    work_directory,
+)
+from lz4_reference import (
+    DIRECT_DECODE_MAX,
+    HAVE_REFERENCE,
+    LZ4_EXPANSION_MAX,
+    lz4_decoded_len,
+    lz4_hot_points,
+    reference_lz4,
+)
 
 from dataset_rt import (
-    CacheInput,
+    CachedSample,
     DatasetRuntime,
+    MetadataValue,
     ReaderConfig,
     ShardCompression,
     WriterConfig,
@@ -66,22 +95,8 @@ from dataset_rt import (
 from dataset_rt._binding import native as _native
 from dataset_rt.errors import DatasetRtError, InvalidInputError
 
-try:
-    import lz4.block as lz4_block  # the reference LZ4 implementation (a dev dependency)
-except ImportError:  # pragma: no cover - e.g. a Python without the dev extras
-    lz4_block = None
-
-MANIFEST = "manifest.json"
-METADATA = "metadata.arrow"
-INDEX = "index.bin"
-CHECKSUMS = "records.crc32c"
-SCHEMA = {"b": "bool", "f": "float", "i": "int", "s": "string"}
 # Statuses a bad cache may fail a read with (docs/c-abi.md): ValueError and OSError.
 ALLOWED_STATUSES = frozenset({_native.ERR_INVALID_CACHE, _native.ERR_IO})
-LZ4_EXPANSION_MAX = 255  # no LZ4 block decodes to more than 255 times its length
-DIRECT_DECODE_MAX = 1 << 24  # bound on what the harness asks the codec to allocate
-FEEDBACK_BUCKETS = 4096
-FEEDBACK_GROUP = 64
 FILE_TIMEOUT_SECONDS = 60
 
 
@@ -89,153 +104,28 @@ class Violation(AssertionError):
     """The library broke the property; the message says how."""
 
 
-def seed_samples() -> list[tuple[bytes, dict[str, object]]]:
-    """Payloads of every size class (empty, small, a run of records, deferred in several
-    pieces or LZ4-compressed with long matches) and metadata of the four kinds, with
-    values at the edges of their encodings."""
-    noise = random.Random(20240601)
-    text = b"the quick brown fox jumps over the lazy dog " * 50
-    return [
-        (b"", {"b": True, "f": 0.0, "i": 0, "s": ""}),
-        (b"\x00", {"b": False, "f": -0.0, "i": -1, "s": "\u00e9\U0001f600"}),
-        (text[:100], {"b": True, "f": 0.1, "i": 2**63 - 1, "s": 'q"b\\n\n'}),
-        (noise.randbytes(300), {"b": False, "f": 1e21, "i": -(2**63), "s": "s3"}),
-        (text[:2000], {"b": True, "f": 5e-324, "i": 4, "s": "\x00\x1f"}),
-        (
-            noise.randbytes(256 * 1024 + 4099),
-            {"b": False, "f": 1.7976931348623157e308, "i": 5, "s": "x" * 40},
-        ),
-        (text * 3 + noise.randbytes(2000), {"b": True, "f": 1.5, "i": 6, "s": "s6"}),
-    ]
-
-
-class ListSource:
-    def __init__(self, name: str, samples: list[tuple[bytes, dict[str, object]]]) -> None:
-        self.name = name
-        self.samples = samples
-
-    def __iter__(self) -> Iterator[CacheInput]:
-        for data, metadata in self.samples:
-            yield CacheInput(data, metadata)  # type: ignore[arg-type]
-
-
-@dataclass
-class Variant:
-    """A seed cache: its files' bytes and what they hold."""
-
-    name: str
-    files: dict[str, bytes]
-    manifest: dict[str, Any]
-    rows: list[tuple[int, int, int]]
-    checksums: bool
-    hot: dict[str, list[int]]
-
-    def record(self, sample_id: int) -> bytes:
-        shard_id, offset, length = self.rows[sample_id]
-        return self.files[reference.shard_name(shard_id)][offset : offset + length]
+# (cache_id, sample_id, payload, metadata) of a sample as a read returned it.
+ReadSample = tuple[int, int, bytes, dict[str, MetadataValue]]
 
 
 @dataclass
 class Read:
     """What one open-and-read-everything returned."""
 
-    samples: list[tuple[int, int, bytes, dict[str, Any]]]
+    samples: list[ReadSample]
     rows: list[dict[str, Any]]
-    again: list[tuple[int, int, bytes, dict[str, Any]]]
+    again: list[ReadSample]
+
+
+def sample_of(sample: CachedSample) -> ReadSample:
+    """A sample as `Read` keeps it."""
+    return sample.cache_id, sample.sample_id, bytes(sample.data), dict(sample.metadata)
 
 
 @dataclass
 class Failure:
     stage: str
     error: DatasetRtError
-
-
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-@functools.lru_cache(maxsize=128)
-def record_crc32c(record: bytes) -> int:
-    return reference.crc32c(record)
-
-
-@functools.lru_cache(maxsize=128)
-def record_meaning(record: bytes, algo: str) -> reference.Sample | str:
-    return reference.record_meaning(record, algo, SCHEMA)
-
-
-def parse_manifest(data: bytes | None) -> Any:
-    """The manifest as strict JSON, or the StrictJsonError saying why it is not."""
-    if data is None:
-        return reference.StrictJsonError("manifest.json is missing")
-    try:
-        return reference.strict_json(data)
-    except reference.StrictJsonError as error:
-        return error
-
-
-class Model:
-    """What a cache's files mean, given its (Python-parsed) manifest."""
-
-    def __init__(self, files: dict[str, bytes | None], manifest: dict[str, Any]) -> None:
-        self.files = files
-        self.manifest = manifest
-        self.schema = {field["name"]: field["kind"] for field in manifest["metadata_schema"]}
-        self.rows = reference.index_rows(files.get(INDEX) or b"")
-        self.count = manifest["sample_count"]
-
-    def record(self, sample_id: int) -> bytes | str:
-        if sample_id >= len(self.rows):
-            return f"index.bin has no row {sample_id}"
-        shard_id, offset, length = self.rows[sample_id]
-        shard = self.files.get(reference.shard_name(shard_id))
-        if shard_id >= len(self.manifest["shards"]) or shard is None:
-            return f"row {sample_id} names no shard"
-        if offset + length > len(shard):
-            return f"row {sample_id} runs past its shard"
-        return shard[offset : offset + length]
-
-    def sample(self, sample_id: int) -> reference.Sample | str:
-        record = self.record(sample_id)
-        if isinstance(record, str):
-            return record
-        shard_id = self.rows[sample_id][0]
-        algo = self.manifest["shards"][shard_id]["compression"]["algo"]
-        if self.schema != SCHEMA:
-            return reference.record_meaning(record, algo, self.schema)
-        return record_meaning(record, algo)
-
-
-def _feedback_function() -> Callable[[int], int]:
-    """A function with one branch per bucket, instrumented by atheris: calling it with an
-    outcome's bucket tells libFuzzer that the native core took a new path (the core's own
-    code is not instrumented). Groups of 64 leaves, as atheris takes long over big functions."""
-    import atheris
-
-    lines = ["def feedback(bucket):"]
-
-    def emit(low: int, high: int, indent: str) -> None:
-        if high - low == 1:
-            lines.append(f"{indent}return {low}")
-            return
-        middle = (low + high) // 2
-        lines.append(f"{indent}if bucket < {middle}:")
-        emit(low, middle, indent + "    ")
-        lines.append(f"{indent}else:")
-        emit(middle, high, indent + "    ")
-
-    emit(0, FEEDBACK_GROUP, "    ")
-    source = compile("\n".join(lines), "<feedback>", "exec")
-    groups = []
-    for _ in range(FEEDBACK_BUCKETS // FEEDBACK_GROUP):
-        namespace: dict[str, Any] = {}
-        exec(source, namespace)
-        groups.append(atheris.instrument_func(namespace["feedback"]))
-
-    def feedback(bucket: int) -> int:
-        return groups[bucket // FEEDBACK_GROUP](bucket % FEEDBACK_GROUP)  # type: ignore[no-any-return]
-
-    return feedback
 
 
 class Harness:
@@ -472,7 +362,7 @@ class Harness:
         decoded = _native.lz4_decompress(block, len(payload))
         if decoded != payload or reference.lz4_decode(block, len(payload)) != payload:
             raise Violation("drt_lz4_compress's block does not decode to its input")
-        if lz4_block is not None and reference_lz4(block, len(payload)) != payload:
+        if HAVE_REFERENCE and reference_lz4(block, len(payload)) != payload:
             raise Violation("the reference LZ4 decoder rejects drt_lz4_compress's block")
         mutated = mutate_bytes(block, mutation, lz4_hot_points(block))
         return f"codec {self._check_lz4_block(mutated, len(payload))}"
@@ -494,10 +384,10 @@ class Harness:
                 if meaning is not None
                 else "drt_lz4_decompress accepted a block that means no such output"
             )
-        if lz4_block is not None and meaning is not None and decoded is None:
+        if HAVE_REFERENCE and meaning is not None and decoded is None:
             if reference_lz4(block, size) == meaning:
                 raise Violation("drt_lz4_decompress refused a block the reference decodes")
-        if lz4_block is not None and meaning is not None and reference_lz4(block, size) == meaning:
+        if HAVE_REFERENCE and meaning is not None and reference_lz4(block, size) == meaning:
             return "conforming"
         return "decoded" if decoded is not None else "refused"
 
@@ -648,14 +538,13 @@ class Harness:
         try:
             dataset = self.runtime.cached_dataset(paths, reader_config=config)
             stage = "iterate"
-            samples = [(s.cache_id, s.sample_id, s.data, dict(s.metadata)) for s in dataset]
+            # Payloads are `bytes` (ReaderConfig's default), which `bytes()` returns as they are.
+            samples = [sample_of(s) for s in dataset]
             stage = "get_metadata"
             rows = dataset.get_metadata().to_dicts()
             stage = "get_many"
             pairs = [(cache_id, sample_id) for cache_id, sample_id, _, _ in reversed(samples)]
-            again = [
-                (s.cache_id, s.sample_id, s.data, dict(s.metadata)) for s in dataset.get_many(pairs)
-            ]
+            again = [sample_of(s) for s in dataset.get_many(pairs)]
         except DatasetRtError as error:
             if error.status not in ALLOWED_STATUSES:
                 raise Violation(
@@ -770,185 +659,6 @@ class Harness:
         return f"{failure.stage}: {message[:160]}"
 
 
-def reference_lz4(block: bytes, size: int) -> bytes | None:
-    """The reference implementation's decoding of `block` to exactly `size` bytes."""
-    assert lz4_block is not None
-    if size > DIRECT_DECODE_MAX:
-        return None
-    try:
-        decoded: bytes = lz4_block.decompress(block, uncompressed_size=size)
-    except Exception:  # noqa: BLE001 - LZ4BlockError and friends
-        return None
-    return decoded if len(decoded) == size else None
-
-
-def lz4_decoded_len(block: bytes) -> int | None:
-    """How many bytes the sequences of `block` add up to, whatever its stated size."""
-    out_len = 0
-    position = 0
-    while position < len(block):
-        token = block[position]
-        position += 1
-        literals = token >> 4
-        if literals == 15:
-            while position < len(block):
-                literals += block[position]
-                position += 1
-                if block[position - 1] != 255:
-                    break
-        position += literals
-        out_len += literals
-        if position >= len(block):
-            return out_len if position == len(block) else None
-        position += 2
-        match = token & 15
-        if match == 15:
-            while position < len(block):
-                match += block[position]
-                position += 1
-                if block[position - 1] != 255:
-                    break
-        out_len += match + 4
-    return out_len
-
-
-def lz4_hot_points(block: bytes) -> list[int]:
-    """Where the block's tokens and match offsets are."""
-    points: list[int] = []
-    position = 0
-    while position < len(block) and len(points) < 256:
-        token = block[position]
-        points.append(position)
-        position += 1
-        literals = token >> 4
-        if literals == 15:
-            while position < len(block) and block[position] == 255:
-                position += 1
-            literals += block[position] if position < len(block) else 0
-            position += 1
-        position += literals
-        points.append(position)
-        position += 2
-        if token & 15 == 15:
-            while position < len(block) and block[position] == 255:
-                position += 1
-            position += 1
-    return points
-
-
-@dataclass(frozen=True)
-class ArrowLayout:
-    """How pyarrow writes a metadata.arrow: what the reader must accept (several batches,
-    large_utf8, any column order, nullable fields without nulls, V4, the pre-0.15 layout)
-    and, in `invalid`, a feature it documents as refused."""
-
-    rows_per_batch: int
-    empty_batches: bool
-    large_strings: bool
-    column_order: tuple[str, ...]
-    nullable: bool
-    version_4: bool
-    legacy: bool
-    invalid: str
-
-    INVALID = (
-        "",
-        "",
-        "",
-        "",
-        "an int32 column",
-        "a float32 column",
-        "a null",
-        "a dictionary column",
-        "zstd body compression",
-        "an extra column",
-        "a missing column",
-        "a uint64 column",
-        "a binary column",
-        "one row too many",
-    )
-
-    @property
-    def valid(self) -> bool:
-        return not self.invalid
-
-    @classmethod
-    def chosen(cls, choices: Choices) -> ArrowLayout:
-        names = list(SCHEMA)
-        order = choices.below(24)
-        permuted = []
-        for position in range(len(names), 0, -1):
-            permuted.append(names.pop(order % position))
-            order //= position
-        return cls(
-            rows_per_batch=(1, 2, 3, 100)[choices.byte() % 4],
-            empty_batches=choices.flag(),
-            large_strings=choices.flag(),
-            column_order=tuple(permuted),
-            nullable=choices.flag(),
-            version_4=choices.flag(),
-            legacy=choices.flag(),
-            invalid=cls.INVALID[choices.below(len(cls.INVALID))],
-        )
-
-    def summary(self) -> str:
-        return f"arrow[{self.invalid or 'valid'}]"
-
-    def write(self, rows: list[dict[str, object]]) -> bytes:
-        import pyarrow as pa
-        import pyarrow.ipc as ipc
-
-        types = {
-            "b": pa.bool_(),
-            "f": pa.float32() if self.invalid == "a float32 column" else pa.float64(),
-            "i": {"an int32 column": pa.int32(), "a uint64 column": pa.uint64()}.get(
-                self.invalid, pa.int64()
-            ),
-            "s": {"a binary column": pa.binary()}.get(
-                self.invalid, pa.large_utf8() if self.large_strings else pa.utf8()
-            ),
-        }
-        values = {name: [row[name] for row in rows] for name in SCHEMA}
-        if self.invalid == "a null":
-            values["s"][0] = None
-        if self.invalid == "one row too many":
-            values = {name: [*column, column[0]] for name, column in values.items()}
-        columns = {
-            name: pa.array(values[name]).cast(types[name], safe=False) for name in self.column_order
-        }
-        if self.invalid == "a dictionary column":
-            columns["s"] = columns["s"].dictionary_encode()
-        if self.invalid == "an extra column":
-            columns["x"] = pa.array(values["i"], pa.int64())
-        if self.invalid == "a missing column":
-            del columns["b"]
-        nullable = self.nullable or self.invalid == "a null"
-        fields = [pa.field(name, array.type, nullable=nullable) for name, array in columns.items()]
-        table = pa.Table.from_arrays(list(columns.values()), schema=pa.schema(fields))
-        options = ipc.IpcWriteOptions(
-            metadata_version=ipc.MetadataVersion.V4 if self.version_4 else ipc.MetadataVersion.V5,
-            use_legacy_format=self.legacy,
-            compression="zstd" if self.invalid == "zstd body compression" else None,
-        )
-        sink = pa.BufferOutputStream()
-        with ipc.new_file(sink, table.schema, options=options) as writer:
-            for batch in table.to_batches(max_chunksize=self.rows_per_batch):
-                if self.empty_batches:
-                    writer.write_batch(batch.slice(0, 0))
-                writer.write_batch(batch)
-        return bytes(sink.getvalue().to_pybytes())
-
-
-def arrow_hot_points(data: bytes) -> list[int]:
-    """The footer, its length and every message's length prefix (not the magic: a broken
-    magic only ever reaches the first check)."""
-    if len(data) < 10:
-        return [0]
-    footer = len(data) - 10 - struct.unpack_from("<i", data, len(data) - 10)[0]
-    markers = [m.start() for m in re.finditer(b"\xff\xff\xff\xff", data)]
-    return [8, footer, len(data) - 10, *markers]
-
-
 TARGETS: list[tuple[str, Callable[[Harness, Choices], str]]] = [
     ("cache", Harness.target_cache),
     ("cache", Harness.target_cache),
@@ -961,38 +671,6 @@ TARGETS: list[tuple[str, Callable[[Harness, Choices], str]]] = [
 
 
 # ---- drivers ------------------------------------------------------------------
-
-
-WORK_PREFIX = "dataset_rt_fuzz_"
-
-
-def work_directory() -> Path:
-    """A fresh directory for the caches, on tmpfs when there is one. libFuzzer ends the
-    process without unwinding Python, so directories of fuzzers that are gone go first."""
-    shm = Path("/dev/shm")
-    parent = shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
-    for stale in parent.glob(f"{WORK_PREFIX}*_*"):
-        owner = stale.name[len(WORK_PREFIX) :].split("_")[0]
-        if owner.isdigit() and not process_exists(int(owner)):
-            shutil.rmtree(stale, ignore_errors=True)
-    return Path(tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{os.getpid()}_", dir=parent))
-
-
-def process_exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def save_finding(findings: Path, data: bytes, message: str) -> Path:
-    path = findings / f"finding-{hashlib.sha1(data).hexdigest()}"
-    path.write_bytes(data)
-    path.with_suffix(".txt").write_text(message + "\n")
-    return path
 
 
 class Driver:
@@ -1049,14 +727,6 @@ class Driver:
         )
 
 
-def random_inputs(seed: int, count: int) -> Iterator[bytes]:
-    """A fixed sequence of inputs: random bytes, mostly short, for the harness to decode."""
-    rng = random.Random(seed)
-    for _ in range(count):
-        length = rng.choice((8, 16, 32, 64, 128, 512, 2048))
-        yield rng.randbytes(rng.randrange(1, length + 1))
-
-
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--iterations", type=int, help="run this many seeded random inputs")
@@ -1099,7 +769,7 @@ def fuzz_with_atheris(harness: Harness, driver: Driver, argv: list[str]) -> int:
     except ImportError:
         print("atheris is not installed: python -m pip install atheris", file=sys.stderr)
         return 2
-    harness.feedback = _feedback_function()
+    harness.feedback = feedback_function()
     # The reference decoders' branches follow the structure of the mutated bytes too.
     for name, function in list(vars(reference).items()):
         if inspect.isfunction(function) and function.__module__ == reference.__name__:

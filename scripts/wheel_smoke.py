@@ -17,6 +17,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import dataset_rt
 from dataset_rt import (
@@ -54,7 +55,7 @@ class TinySource:
             yield CacheInput(self.payload(index), self.metadata(index))
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     sys.exit(f"wheel smoke test failed: {message}")
 
 
