@@ -1,6 +1,6 @@
 """Drive whichever `dataset_rt` this interpreter imports from a JSON plan; dump results as JSON.
 
-Used by tests/test_interop_peer.py against BOTH implementations: run with the
+Used by tests/test_interop_peer*.py against BOTH implementations: run with the
 peer's virtual environment (dataset-rt==0.2.4, the Rust/PyO3 package) it drives
 the peer; run with this project's interpreter it drives DatasetRT. It only uses
 the public API the two share, so it is also a check that code written for
@@ -380,6 +380,7 @@ def describe_errors(results: Iterable[CacheWriteResult]) -> list[Any]:
 
 
 def user_script(plan: dict[str, Any]) -> dict[str, Any]:
+    """Run the parts of the user script in order, in `plan["workdir"]`; what they recorded."""
     from dataset_rt import DatasetRuntime, ReaderConfig, ShardCompression, WriterConfig
 
     os.chdir(plan["workdir"])  # the quickstart uses a relative Path("cache")
