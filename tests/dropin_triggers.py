@@ -49,9 +49,11 @@ def runtime() -> Any:
 def write(work: Path, samples: list[tuple[Any, dict[str, Any]]], **config: Any) -> list[Any]:
     from dataset_rt import WriterConfig
 
-    return runtime().write_cache(
+    # Either implementation's results: the peer's classes are not this package's.
+    results: list[Any] = runtime().write_cache(
         ListSource("c", samples), work / "caches", writer_config=WriterConfig(**QUIET, **config)
     )
+    return results
 
 
 def cache(work: Path) -> Path:

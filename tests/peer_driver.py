@@ -1,6 +1,6 @@
 """Drive whichever `dataset_rt` this interpreter imports from a JSON plan; dump results as JSON.
 
-Used by tests/test_interop_peer.py against BOTH implementations: run with the
+Used by tests/test_interop_peer*.py against BOTH implementations: run with the
 peer's virtual environment (dataset-rt==0.2.4, the Rust/PyO3 package) it drives
 the peer; run with this project's interpreter it drives DatasetRT. It only uses
 the public API the two share, so it is also a check that code written for
@@ -37,8 +37,20 @@ import json
 import os
 import sys
 import traceback
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported where used: the interpreter's own dataset_rt, ours or the peer's
+    from dataset_rt import (
+        CachedDataset,
+        CacheInput,
+        CacheSource,
+        CacheWriteResult,
+        DatasetRuntime,
+        ReaderConfig,
+        WriterConfig,
+    )
 
 # --- encodings (shared with the tests, which import this module) -----------------------------
 
@@ -116,7 +128,7 @@ class ListSource:
         self.samples = samples
         self.iterations = 0
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[CacheInput]:
         from dataset_rt import CacheInput
 
         self.iterations += 1
@@ -124,7 +136,7 @@ class ListSource:
             yield CacheInput(data=data, metadata=metadata)
 
 
-def writer_config(spec: dict[str, Any]) -> Any:
+def writer_config(spec: dict[str, Any]) -> WriterConfig:
     from dataset_rt import ShardCompression, WriterConfig
 
     options: dict[str, Any] = {
@@ -143,7 +155,7 @@ def writer_config(spec: dict[str, Any]) -> Any:
 def op_write(plan: dict[str, Any]) -> dict[str, Any]:
     from dataset_rt import CacheWriteError, CacheWriteSuccess, DatasetRuntime
 
-    sources = [
+    sources: list[CacheSource] = [
         ListSource(
             source["name"],
             [
@@ -216,13 +228,14 @@ def op_update_manifests(plan: dict[str, Any]) -> dict[str, Any]:
     runtime = DatasetRuntime(num_workers=plan.get("num_workers", 2))
     try:
         dataset = runtime.cached_dataset(plan["paths"], reader_config=ReaderConfig(seed=0))
-        result = dataset.update_manifests(3)
+        # dataset-rt 0.4.8 returns Ok(report) or Err(error), DatasetRT the report: typed
+        # as either implementation's, whichever this interpreter imports.
+        outcome: Any = dataset.update_manifests(3)
     except Exception as error:  # noqa: BLE001 - reported to the test, which decides
         return {"error": [type(error).__name__, str(error)]}
-    # dataset-rt 0.4.8 returns Ok(report) or Err(error); DatasetRT the report.
-    if hasattr(result, "error"):
-        return {"error": [type(result.error).__name__, str(result.error)]}
-    report = getattr(result, "value", result)
+    if hasattr(outcome, "error"):
+        return {"error": [type(outcome.error).__name__, str(outcome.error)]}
+    report = getattr(outcome, "value", outcome)
     return {"entries": [[str(e.path), e.cache_id, e.status] for e in report.entries]}
 
 
@@ -243,109 +256,105 @@ def op_environment(plan: dict[str, Any]) -> dict[str, Any]:
 # Written the way a dataset-rt 0.2.4 user writes code (its README quickstart):
 # everything it records must come out the same on both implementations. Parts
 # that 0.2.4 lacks (get_metadata / update_metadata / set_epoch_len) run only
-# where they exist and are recorded under "extensions".
+# where they exist and are recorded under "extensions". Each part below records
+# into `session.out` and runs in the order `user_script` gives.
+
+PUBLIC_NAMES = [
+    "CacheInput",
+    "CachedSample",
+    "CacheSource",
+    "DatasetRuntime",
+    "CachedDataset",
+    "ReaderConfig",
+    "WriterConfig",
+    "WriterProfilerConfig",
+    "ShardCompression",
+    "CacheWriteSuccess",
+    "CacheWriteError",
+    "CacheWriteResult",
+    "CacheSourcesDatasetSuccess",
+    "CacheSourcesDatasetError",
+    "CacheSourcesDatasetResult",
+]
 
 
-def user_script(plan: dict[str, Any]) -> dict[str, Any]:
-    import polars as pl
+class Images:
+    """The quickstart's source: six images, every third of a rare class."""
 
-    import dataset_rt
-    import dataset_rt.api
-    from dataset_rt import (
-        CachedDataset,
-        CacheInput,
-        CacheSourcesDatasetError,
-        CacheSourcesDatasetSuccess,
-        CacheWriteError,
-        CacheWriteSuccess,
-        DatasetRuntime,
-        ReaderConfig,
-        ShardCompression,
-        WriterConfig,
-    )
-    from dataset_rt.api import CachedSample  # code that imports the api module directly
+    name = "train_images"
 
-    out: dict[str, Any] = {}
-    result_paths: list[str] = []  # str(CacheWriteSuccess.path), compared on their own
-    out["result_paths"] = result_paths
-    os.chdir(plan["workdir"])  # the quickstart uses a relative Path("cache")
+    def __init__(self) -> None:
+        self.iterations = 0
 
-    public = [
-        "CacheInput",
-        "CachedSample",
-        "CacheSource",
-        "DatasetRuntime",
-        "CachedDataset",
-        "ReaderConfig",
-        "WriterConfig",
-        "WriterProfilerConfig",
-        "ShardCompression",
-        "CacheWriteSuccess",
-        "CacheWriteError",
-        "CacheWriteResult",
-        "CacheSourcesDatasetSuccess",
-        "CacheSourcesDatasetError",
-        "CacheSourcesDatasetResult",
-    ]
-    out["public_names"] = {
-        name: [hasattr(dataset_rt, name), hasattr(dataset_rt.api, name)] for name in public
-    }
-    out["api_same_objects"] = all(
-        getattr(dataset_rt, name) is getattr(dataset_rt.api, name)
-        for name in public
-        if hasattr(dataset_rt, name) and hasattr(dataset_rt.api, name)
-    )
+    def __iter__(self) -> Iterator[CacheInput]:
+        from dataset_rt import CacheInput
 
-    class Images:
-        name = "train_images"
+        self.iterations += 1
+        for sample_id in range(6):
+            image_bytes = bytes([sample_id]) * (10 + sample_id)
+            label = "rare_class" if sample_id % 3 == 0 else "common"
+            yield CacheInput(data=image_bytes, metadata={"index": sample_id, "label": label})
 
-        def __init__(self) -> None:
-            self.iterations = 0
 
-        def __iter__(self):
-            self.iterations += 1
-            for sample_id in range(6):
-                image_bytes = bytes([sample_id]) * (10 + sample_id)
-                label = "rare_class" if sample_id % 3 == 0 else "common"
-                yield CacheInput(data=image_bytes, metadata={"index": sample_id, "label": label})
+class Extra:
+    """Payloads given as a bytearray and a memoryview."""
 
-    class Extra:
-        name = "extra"
+    name = "extra"
 
-        def __iter__(self):
-            yield CacheInput(bytearray(b"bytearray payload"), {"index": 100, "label": "extra"})
-            yield CacheInput(memoryview(b"memoryview payload"), {"index": 101, "label": "extra"})
+    def __iter__(self) -> Iterator[CacheInput]:
+        from dataset_rt import CacheInput
 
-    class Broken:
-        name = "broken"
+        yield CacheInput(bytearray(b"bytearray payload"), {"index": 100, "label": "extra"})
+        yield CacheInput(memoryview(b"memoryview payload"), {"index": 101, "label": "extra"})
 
-        def __iter__(self):
-            yield CacheInput(b"ok", {"index": 0, "label": "x"})
-            raise RuntimeError("broken source")
 
-    class BadName:
-        name = "not/plain"
+class Broken:
+    """A source that fails after its first sample."""
 
-        def __iter__(self):
-            yield CacheInput(b"x", {"index": 0, "label": "x"})
+    name = "broken"
 
-    runtime = DatasetRuntime(num_workers=2)
-    out["num_workers"] = runtime.num_workers
-    images = Images()
-    reader_config = ReaderConfig(seed=42, prefetch_size=64, shuffle=False, validate_cache=False)
-    writer = WriterConfig(
-        prefetch_size=64,
-        shard_compression=ShardCompression(algo="none", ratio=1.0),
-        show_progress=False,
-        validate_cache=False,
-    )
+    def __iter__(self) -> Iterator[CacheInput]:
+        from dataset_rt import CacheInput
 
-    def describe_results(results: Any) -> list[Any]:
-        described = []
+        yield CacheInput(b"ok", {"index": 0, "label": "x"})
+        raise RuntimeError("broken source")
+
+
+class BadName:
+    """A source whose name is not one plain path segment."""
+
+    name = "not/plain"
+
+    def __iter__(self) -> Iterator[CacheInput]:
+        from dataset_rt import CacheInput
+
+        yield CacheInput(b"x", {"index": 0, "label": "x"})
+
+
+class UserSession:
+    """What the parts of the user script share: its runtime, configurations and source,
+    what it records (`out`), and the paths of the caches written (compared on their own).
+    (Not a dataclass: `dataclass` needs the module in sys.modules, which a test's
+    `load_script` does not do.)"""
+
+    def __init__(
+        self, runtime: DatasetRuntime, reader_config: ReaderConfig, writer: WriterConfig
+    ) -> None:
+        self.runtime = runtime
+        self.reader_config = reader_config
+        self.writer = writer
+        self.images = Images()
+        self.out: dict[str, Any] = {}
+        self.result_paths: list[str] = []
+
+    def describe_results(self, results: Iterable[CacheWriteResult]) -> list[Any]:
+        from dataset_rt import CacheWriteError, CacheWriteSuccess
+
+        described: list[Any] = []
         for result in results:
             match result:
                 case CacheWriteSuccess(source_name=source_name, path=path):
-                    result_paths.append(str(path))
+                    self.result_paths.append(str(path))
                     described.append(["success", source_name, Path(path).name, Path(path).is_dir()])
                 case CacheWriteError(source_name=source_name, message=message):
                     described.append(
@@ -355,24 +364,79 @@ def user_script(plan: dict[str, Any]) -> dict[str, Any]:
                     described.append(["unmatched", repr(result)])
         return described
 
-    def describe_errors(results: Any) -> list[Any]:
-        """Errors by message content the two implementations share."""
-        described = []
-        for result in results:
-            match result:
-                case CacheWriteError(name, message):  # positional pattern
-                    described.append(
-                        [name, "cache path already exists" in message, "broken source" in message]
-                    )
-        return described
 
-    # 1. the quickstart: from_cache_sources with the two-branch match
+def describe_errors(results: Iterable[CacheWriteResult]) -> list[Any]:
+    """Errors by message content the two implementations share."""
+    from dataset_rt import CacheWriteError
+
+    described = []
+    for result in results:
+        match result:
+            case CacheWriteError(name, message):  # positional pattern
+                described.append(
+                    [name, "cache path already exists" in message, "broken source" in message]
+                )
+    return described
+
+
+def user_script(plan: dict[str, Any]) -> dict[str, Any]:
+    """Run the parts of the user script in order, in `plan["workdir"]`; what they recorded."""
+    from dataset_rt import DatasetRuntime, ReaderConfig, ShardCompression, WriterConfig
+
+    os.chdir(plan["workdir"])  # the quickstart uses a relative Path("cache")
+    session = UserSession(
+        runtime=DatasetRuntime(num_workers=2),
+        reader_config=ReaderConfig(seed=42, prefetch_size=64, shuffle=False, validate_cache=False),
+        writer=WriterConfig(
+            prefetch_size=64,
+            shard_compression=ShardCompression(algo="none", ratio=1.0),
+            show_progress=False,
+            validate_cache=False,
+        ),
+    )
+    session.out["result_paths"] = session.result_paths
+    record_public_names(session.out)
+    session.out["num_workers"] = session.runtime.num_workers
+    quickstart_and_reuse(session)
+    write_several_sources(session)
+    record_shapes(session.out)
+    dataset = two_caches(session)
+    samples_metadata(session.out, dataset)
+    shuffled_reading(session, dataset)
+    errors_a_user_catches(session)
+    session.out["extensions"] = extensions(dataset)
+    return session.out
+
+
+def record_public_names(out: dict[str, Any]) -> None:
+    """The public names, in `dataset_rt` and in `dataset_rt.api`, and the same objects."""
+    import dataset_rt
+    import dataset_rt.api
+
+    out["public_names"] = {
+        name: [hasattr(dataset_rt, name), hasattr(dataset_rt.api, name)] for name in PUBLIC_NAMES
+    }
+    out["api_same_objects"] = all(
+        getattr(dataset_rt, name) is getattr(dataset_rt.api, name)
+        for name in PUBLIC_NAMES
+        if hasattr(dataset_rt, name) and hasattr(dataset_rt.api, name)
+    )
+
+
+def quickstart_and_reuse(session: UserSession) -> None:
+    """1. the quickstart: from_cache_sources with the two-branch match; 2. reuse: a second
+    from_cache_sources does not iterate the source again."""
+    from dataset_rt import CacheSourcesDatasetError, CacheSourcesDatasetSuccess
+    from dataset_rt.api import CachedSample  # code that imports the api module directly
+
+    runtime, images, out = session.runtime, session.images, session.out
+    reader_config, writer = session.reader_config, session.writer
     result = runtime.from_cache_sources(
         images, Path("cache"), reader_config=reader_config, writer_config=writer
     )
     match result:
         case CacheSourcesDatasetSuccess(dataset, results):
-            out["quickstart"] = ["success", describe_results(results)]
+            out["quickstart"] = ["success", session.describe_results(results)]
         case CacheSourcesDatasetError(results, message):
             raise RuntimeError(message)
     samples = []
@@ -383,28 +447,43 @@ def user_script(plan: dict[str, Any]) -> dict[str, Any]:
     out["quickstart_len"] = len(dataset)
     out["quickstart_iterations"] = images.iterations
 
-    # 2. reuse: a second from_cache_sources does not iterate the source again
     again = runtime.from_cache_sources(
         images, Path("cache"), reader_config=reader_config, writer_config=writer
     )
     match again:
         case CacheSourcesDatasetSuccess(dataset=reused, results=reused_results):
-            out["reuse"] = [describe_results(reused_results), images.iterations, len(reused)]
+            described = session.describe_results(reused_results)
+            out["reuse"] = [described, images.iterations, len(reused)]
         case _:
             out["reuse"] = ["unexpected", repr(again)]
 
-    # 3. write_cache with several sources, one failing, one with a bad name, one existing
-    results = runtime.write_cache(
-        [Extra(), Broken(), BadName(), images], Path("cache"), writer_config=writer
-    )
+
+def write_several_sources(session: UserSession) -> None:
+    """3. write_cache with several sources, one failing, one with a bad name, one existing."""
+    out = session.out
+    sources: list[CacheSource] = [Extra(), Broken(), BadName(), session.images]
+    results = session.runtime.write_cache(sources, Path("cache"), writer_config=session.writer)
     out["write_cache"] = [type(r).__name__ for r in results]
-    out["write_cache_described"] = [r for r in describe_results(results) if r[0] == "success"]
+    out["write_cache_described"] = [
+        r for r in session.describe_results(results) if r[0] == "success"
+    ]
     out["write_cache_errors"] = describe_errors([results[0], results[1], results[3]])
     # the source_name reported for a source whose name is not one plain path segment
     out["invalid_name_label"] = [type(results[2]).__name__, results[2].source_name]
     out["broken_not_published"] = Path("cache", "broken").exists()
 
-    # 4. the positional record shapes and NamedTuple fields
+
+def record_shapes(out: dict[str, Any]) -> None:
+    """4. the positional record shapes and NamedTuple fields."""
+    from dataset_rt import (
+        CacheInput,
+        CacheSourcesDatasetError,
+        CacheSourcesDatasetSuccess,
+        CacheWriteError,
+        CacheWriteSuccess,
+    )
+    from dataset_rt.api import CachedSample
+
     out["fields"] = {
         cls.__name__: list(cls._fields)
         for cls in (
@@ -417,13 +496,25 @@ def user_script(plan: dict[str, Any]) -> dict[str, Any]:
         )
     }
 
-    # 5. cached_dataset over two caches: cache_id follows the order of paths
-    dataset = runtime.cached_dataset(
+
+def two_caches(session: UserSession) -> CachedDataset:
+    """5. cached_dataset over two caches: cache_id follows the order of paths."""
+    from dataset_rt import ReaderConfig
+    from dataset_rt.api import CachedSample
+
+    out = session.out
+    dataset = session.runtime.cached_dataset(
         [Path("cache") / "extra", Path("cache") / "train_images"],
         reader_config=ReaderConfig(seed=1, shuffle=False),
     )
     out["two_caches"] = [
-        [s.cache_id, s.sample_id, s.data.decode("latin-1"), dict(s.metadata), type(s.data).__name__]
+        [
+            s.cache_id,
+            s.sample_id,
+            bytes(s.data).decode("latin-1"),
+            dict(s.metadata),
+            type(s.data).__name__,
+        ]
         for s in dataset
     ]
     out["two_caches_len"] = len(dataset)
@@ -438,17 +529,22 @@ def user_script(plan: dict[str, Any]) -> dict[str, Any]:
         sorted(first.metadata.items()),
         first.metadata.get("missing", "default"),
     ]
+    return dataset
 
-    # 6. samples_metadata / set_samples_metadata (the README's weighting example)
-    metadata = dataset.samples_metadata()
-    out["samples_metadata"] = encode_table(metadata)
-    rare = metadata.with_columns(
+
+def samples_metadata(out: dict[str, Any], dataset: CachedDataset) -> None:
+    """6. samples_metadata / set_samples_metadata (the README's weighting example)."""
+    import polars as pl
+
+    table = dataset.samples_metadata()
+    out["samples_metadata"] = encode_table(table)
+    rare = table.with_columns(
         pl.when(pl.col("label") == "rare_class").then(5.0).otherwise(1.0).alias("weight")
     )
     dataset.set_samples_metadata(rare)
     out["samples_metadata_after_set"] = encode_table(dataset.samples_metadata())
     out["order_after_set"] = [[s.cache_id, s.sample_id] for s in dataset]
-    bad = metadata.with_columns(pl.lit(-1.0).alias("weight"))
+    bad = table.with_columns(pl.lit(-1.0).alias("weight"))
     try:
         dataset.set_samples_metadata(bad)
         out["negative_weight"] = "accepted"
@@ -458,27 +554,33 @@ def user_script(plan: dict[str, Any]) -> dict[str, Any]:
         encode_table(dataset.samples_metadata()) == out["samples_metadata_after_set"]
     )
 
-    # 7. shuffled reading: streams differ between implementations, their shape does not
-    shuffled = runtime.cached_dataset(
-        [Path("cache") / "extra", Path("cache") / "train_images"],
-        reader_config=ReaderConfig(seed=7, shuffle=True),
+
+def shuffled_reading(session: UserSession, dataset: CachedDataset) -> None:
+    """7. shuffled reading: streams differ between implementations, their shape does not."""
+    from dataset_rt import ReaderConfig
+
+    paths = [Path("cache") / "extra", Path("cache") / "train_images"]
+    shuffled = session.runtime.cached_dataset(
+        paths, reader_config=ReaderConfig(seed=7, shuffle=True)
     )
     by_identity = {(s.cache_id, s.sample_id): s.data for s in dataset}
     epoch = list(shuffled)
-    out["shuffled"] = [
+    session.out["shuffled"] = [
         len(shuffled),
         len(epoch),
         all(by_identity[(s.cache_id, s.sample_id)] == s.data for s in epoch),
     ]
-    replay = runtime.cached_dataset(
-        [Path("cache") / "extra", Path("cache") / "train_images"],
-        reader_config=ReaderConfig(seed=7, shuffle=True),
-    )
-    out["shuffled_reproducible"] = [(s.cache_id, s.sample_id) for s in replay] == [
+    replay = session.runtime.cached_dataset(paths, reader_config=ReaderConfig(seed=7, shuffle=True))
+    session.out["shuffled_reproducible"] = [(s.cache_id, s.sample_id) for s in replay] == [
         (s.cache_id, s.sample_id) for s in epoch
     ]
 
-    # 8. errors a user may catch
+
+def errors_a_user_catches(session: UserSession) -> None:
+    """8. errors a user may catch."""
+    from dataset_rt import CachedDataset, CacheSourcesDatasetError, DatasetRuntime
+
+    runtime, reader_config, writer = session.runtime, session.reader_config, session.writer
     errors: dict[str, Any] = {}
     try:
         DatasetRuntime(num_workers=0)
@@ -499,7 +601,7 @@ def user_script(plan: dict[str, Any]) -> dict[str, Any]:
         case CacheSourcesDatasetError(results=failed, message=message):
             errors["no_caches"] = [
                 message.startswith("no caches were written: broken: "),
-                describe_results(failed),
+                session.describe_results(failed),
             ]
         case _:
             errors["no_caches"] = repr(nothing)
@@ -513,24 +615,27 @@ def user_script(plan: dict[str, Any]) -> dict[str, Any]:
         runtime.write_cache([Extra(), Extra()], Path("cache2"), writer_config=writer)
     except ValueError as error:
         errors["duplicate"] = str(error).startswith("duplicate generated cache path")
-    out["errors"] = errors
+    session.out["errors"] = errors
 
-    # 9. extensions of this project; absent in dataset-rt 0.2.4
-    extensions: dict[str, Any] = {}
+
+def extensions(dataset: CachedDataset) -> dict[str, Any]:
+    """9. extensions of this project; absent in dataset-rt 0.2.4."""
+    import polars as pl
+
+    found: dict[str, Any] = {}
     if hasattr(dataset, "get_metadata") and hasattr(dataset, "update_metadata"):
         table = dataset.get_metadata()
-        extensions["get_equals_samples_metadata"] = table.equals(dataset.samples_metadata())
+        found["get_equals_samples_metadata"] = table.equals(dataset.samples_metadata())
         subset = table.filter(pl.col("label") != "common").with_columns(
             pl.lit("note").alias("note")
         )
         dataset.update_metadata(subset)
-        extensions["after_update"] = [[s.cache_id, s.sample_id] for s in dataset]
-        extensions["extra_column_kept"] = "note" in dataset.get_metadata().columns
+        found["after_update"] = [[s.cache_id, s.sample_id] for s in dataset]
+        found["extra_column_kept"] = "note" in dataset.get_metadata().columns
     if hasattr(dataset, "set_epoch_len"):
         dataset.set_epoch_len(3)
-        extensions["epoch_len"] = [len(dataset), [[s.cache_id, s.sample_id] for s in dataset]]
-    out["extensions"] = extensions
-    return out
+        found["epoch_len"] = [len(dataset), [[s.cache_id, s.sample_id] for s in dataset]]
+    return found
 
 
 OPERATIONS = {

@@ -16,7 +16,7 @@ feature, never be misread.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,7 @@ PAYLOADS = [bytes([i]) * (3 * i) for i in range(len(ROWS))]
 TYPES = {"flag": pa.bool_(), "count": pa.int64(), "score": pa.float64(), "label": pa.utf8()}
 
 
-def float16_ones(count: int) -> pa.Array:
+def float16_ones(count: int) -> Any:  # a pyarrow Array: pyarrow has no type information
     """`count` ones as float16: from Python floats where pyarrow takes them, else (pyarrow
     before 17 wants NumPy's float16 values) from NumPy."""
     try:
@@ -58,7 +58,7 @@ def float16_ones(count: int) -> pa.Array:
 class Source:
     name = "arrow_case"
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[CacheInput]:
         for data, metadata in zip(PAYLOADS, ROWS, strict=True):
             yield CacheInput(data, metadata)
 
@@ -165,7 +165,7 @@ def write_stream(path: Path, table: Any) -> None:
         writer.write_table(table)
 
 
-def replace_metadata(original: Path, target: Path, write: Callable[[Path], None]) -> Path:
+def replace_metadata(original: Path, target: Path, write: Callable[[Path], object]) -> Path:
     """A copy of the original cache whose metadata.arrow is written by `write`, with the
     manifest's hash fixed."""
     import shutil
@@ -191,7 +191,7 @@ def small_ints(arrow_type: Any) -> dict[str, Any]:
     return {"count": pa.array(list(range(len(ROWS))), type=arrow_type)}
 
 
-ACCEPTED: dict[str, Callable[[Path], None]] = {
+ACCEPTED: dict[str, Callable[[Path], object]] = {
     "pyarrow, one batch": lambda p: write_file(p, table_of()),
     "several record batches": lambda p: write_file(p, table_of(), [3, 2, 1, 1]),
     "one row per batch": lambda p: write_file(p, table_of(), [1] * len(ROWS)),
@@ -230,7 +230,7 @@ ACCEPTED: dict[str, Callable[[Path], None]] = {
 }
 
 # name -> (writer, words the message must contain besides "metadata.arrow")
-REJECTED: dict[str, tuple[Callable[[Path], None], list[str]]] = {
+REJECTED: dict[str, tuple[Callable[[Path], object], list[str]]] = {
     "null in an int64 column": (
         lambda p: write_file(p, table_of(nullable=True, arrays=with_nulls("count"))),
         ["count", "null"],

@@ -8,11 +8,11 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import cache_reference
-import pyarrow as pa
-import pyarrow.ipc
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.ipc  # type: ignore[import-untyped]
 import pytest
 
 from conftest import ListSource, crc32c, same_value
@@ -81,7 +81,7 @@ def cache(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Path:
     base = tmp_path_factory.mktemp(f"files_{request.param}")
-    algo = "none" if request.param == "none" else "lz4"
+    algo: Literal["none", "lz4"] = "none" if request.param == "none" else "lz4"
     config = WriterConfig(
         show_progress=False,
         max_shard_bytes=3000,

@@ -26,12 +26,12 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.parquet as pq  # type: ignore[import-untyped]
 import pytest
 
+from cli_helpers import PACKAGE_ROOT
 from conftest import pythonpath_before_inherited
-from test_cli import PACKAGE_ROOT
 
 PAGE = PACKAGE_ROOT.parent / "docs" / "cli.md"
 _FENCE = re.compile(r"^(`{3,})[ \t]*(\S*)[^\n]*$")

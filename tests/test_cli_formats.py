@@ -8,10 +8,10 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from cli_helpers import SAMPLES, invoke, invoke_json, write
 from conftest import ListSource, flip_last_byte_of_record, name_cache_id
 from dataset_rt import CacheWriteSuccess, DatasetRuntime, ReaderConfig, WriterConfig
 from dataset_rt.cli import app
-from test_cli import SAMPLES, invoke, invoke_json, write
 
 
 def test_info_ls_and_verify_show_the_format_version_and_the_persisted_cache_id(

@@ -21,7 +21,7 @@ import json
 import re
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import cache_reference
 import pytest
@@ -39,7 +39,7 @@ from dataset_rt import (
 
 ALGOS = ("none", "lz4")
 # The caches the flip tests damage, and their codecs: "v3" is a format 3 cache.
-KINDS = {"none": "none", "lz4": "lz4", "v3": "none"}
+KINDS: dict[str, Literal["none", "lz4"]] = {"none": "none", "lz4": "lz4", "v3": "none"}
 FILE_REFERENCE = re.compile(
     r"manifest\.json|index\.bin|metadata\.arrow|records\.crc32c|shards?[/ ]"
 )
@@ -375,12 +375,15 @@ def test_read_time_record_errors_name_the_shard(
         without_record_checksums(cache)
     sample_id, offset, record_len = first_record_of_shard(cache, 2)
     shard = cache / "shards" / "000002.bin"
-    data = bytearray(shard.read_bytes())
-    prefix_at = cache_reference.stored_offset(data, offset)
+    original = shard.read_bytes()
+    data = bytearray(original)
+    prefix_at = cache_reference.stored_offset(original, offset)
     if damage == "meta_len":
         cache_reference.set_record_meta_len(data, offset, record_len)  # longer than the record
     elif damage == "lz4_prefix":
-        cache_reference.set_lz4_size(data, prefix_at, cache_reference.lz4_size(data, prefix_at) + 1)
+        cache_reference.set_lz4_size(
+            data, prefix_at, cache_reference.lz4_size(original, prefix_at) + 1
+        )
     elif damage == "lz4_prefix_huge":
         # Refused from the block's length alone, not after allocating 4 GiB to decode into.
         cache_reference.set_lz4_size(data, prefix_at, 0xFFFFFFFF)
@@ -457,9 +460,12 @@ def test_an_index_record_length_off_by_one_is_detected_without_validation(
 ) -> None:
     # Row 0's record is followed by row 1's in the same shard: a longer length stays inside it.
     cache = fresh_copy(pristine["none"], tmp_path_factory)
-    index = bytearray((cache / "index.bin").read_bytes())
-    shard_id, offset, record_len = cache_reference.index_row(index, 0)
-    assert cache_reference.index_row(index, 1)[0] == shard_id, "rows 0 and 1 should share a shard"
+    original = (cache / "index.bin").read_bytes()
+    index = bytearray(original)
+    shard_id, offset, record_len = cache_reference.index_row(original, 0)
+    assert cache_reference.index_row(original, 1)[0] == shard_id, (
+        "rows 0 and 1 should share a shard"
+    )
     cache_reference.set_index_row(index, 0, shard_id, offset, record_len + delta)
     (cache / "index.bin").write_bytes(bytes(index))
     try:
@@ -474,8 +480,9 @@ def test_swapped_index_rows_are_detected_by_the_embedded_metadata_check(
     runtime: DatasetRuntime, pristine: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     cache = fresh_copy(pristine["none"], tmp_path_factory)
-    index = bytearray((cache / "index.bin").read_bytes())
-    first, second = cache_reference.index_row(index, 0), cache_reference.index_row(index, 1)
+    original = (cache / "index.bin").read_bytes()
+    index = bytearray(original)
+    first, second = cache_reference.index_row(original, 0), cache_reference.index_row(original, 1)
     cache_reference.set_index_row(index, 0, *second)
     cache_reference.set_index_row(index, 1, *first)
     (cache / "index.bin").write_bytes(bytes(index))
@@ -486,7 +493,9 @@ def test_a_metadata_table_from_another_cache_with_the_same_schema_is_detected(
     runtime: DatasetRuntime, pristine: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     other_base = tmp_path_factory.mktemp("other")
-    shuffled = [(payload, {**metadata, "i": metadata["i"] + 100}) for payload, metadata in SAMPLES]
+    shuffled = [
+        (payload, {**metadata, "i": i + 100}) for i, (payload, metadata) in enumerate(SAMPLES)
+    ]
     results = runtime.write_cache(
         ListSource("c", shuffled), other_base, writer_config=WriterConfig(show_progress=False)
     )
@@ -571,6 +580,7 @@ def test_a_record_mismatch_on_a_very_long_key_still_says_what_differs(
     [result] = runtime.write_cache(
         ListSource("long", [(b"payload", {key: 12345})]), tmp_path, writer_config=config
     )
+    assert isinstance(result, CacheWriteSuccess), result
     without_record_checksums(result.path)  # else the checksum catches it first
     shard = result.path / "shards" / "000000.bin"
     data = shard.read_bytes()

@@ -8,7 +8,9 @@ import gc
 import hashlib
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Literal
 
 import cache_reference
 import pytest
@@ -16,7 +18,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import ListSource, without_record_checksums
-from dataset_rt import CacheInput, DatasetRuntime, ReaderConfig, ShardCompression, WriterConfig
+from dataset_rt import (
+    CacheInput,
+    CacheWriteError,
+    CacheWriteSuccess,
+    DatasetRuntime,
+    ReaderConfig,
+    ShardCompression,
+    WriterConfig,
+)
 
 # The core's threshold for DRT_DEFER_DEFAULT (dataset_rt.h), which the binding passes.
 THRESHOLD = 64 * 1024
@@ -32,7 +42,7 @@ def write(
     runtime: DatasetRuntime,
     base: Path,
     sizes: list[int],
-    algo: str = "none",
+    algo: Literal["none", "lz4"] = "none",
     max_shard_bytes: int = 64 << 20,
 ) -> tuple[Path, list[bytes]]:
     payloads = [payload(i, size) for i, size in enumerate(sizes)]
@@ -43,6 +53,7 @@ def write(
         max_shard_bytes=max_shard_bytes,
     )
     [result] = runtime.write_cache(ListSource("big", samples), base, writer_config=config)
+    assert isinstance(result, CacheWriteSuccess), result
     return result.path, payloads
 
 
@@ -208,7 +219,7 @@ class LargeSource:
         self.count = count
         self.fail_at = fail_at
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[CacheInput]:
         reused = bytearray(THRESHOLD * 2)
         for i in range(self.count):
             if i == self.fail_at:
@@ -234,6 +245,7 @@ def test_large_payloads_are_written_without_copies_and_read_back(
     [result] = runtime.write_cache(
         source, tmp_path, writer_config=WriterConfig(show_progress=False)
     )
+    assert isinstance(result, CacheWriteSuccess), result
     ds = runtime.cached_dataset([result.path], reader_config=ReaderConfig(seed=0, shuffle=False))
     got = [(s.metadata["i"], s.data) for s in ds]
     assert got == [(i, LargeSource.payload(i)) for i in range(200)]
@@ -245,6 +257,7 @@ def test_a_source_failing_with_borrowed_batches_in_flight_publishes_nothing(
     [result] = runtime.write_cache(
         LargeSource(300, fail_at=250), tmp_path, writer_config=WriterConfig(show_progress=False)
     )
+    assert isinstance(result, CacheWriteError), result
     assert "source broke at 250" in result.message
     assert not (tmp_path / "large").exists()
 

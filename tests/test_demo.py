@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dataset_rt import demo
+from dataset_rt import VerifyReport, demo, verify
 from dataset_rt._core.dataset import CachedDataset
 
 
@@ -26,12 +26,12 @@ def test_the_demo_writes_reads_back_and_verifies_a_cache(
 def test_the_demo_fails_when_verify_finds_a_problem(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    real_verify = demo.verify
-
-    def verify_after_damage(path: Path, **kwargs: object) -> object:
+    def verify_after_damage(
+        path: Path, *, num_workers: int | None = None, show_progress: bool = True
+    ) -> VerifyReport:
         index = path / "index.bin"
         index.write_bytes(index.read_bytes()[:-1] + b"\xff")
-        return real_verify(path, **kwargs)  # type: ignore[arg-type]
+        return verify(path, num_workers=num_workers, show_progress=show_progress)
 
     monkeypatch.setattr(demo, "verify", verify_after_damage)
     code = demo.main(["--samples", "50", "--payload-bytes", "10", "--dir", str(tmp_path)])

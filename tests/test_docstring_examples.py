@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import polars
-import pyarrow
+import pyarrow  # type: ignore[import-untyped]
 import pytest
 
 import dataset_rt
-from dataset_rt import CacheInput, DatasetRuntime, ReaderConfig
+from dataset_rt import CacheInput, CacheWriteSuccess, DatasetRuntime, ReaderConfig
 
 MODULES = ["dataset_rt", "dataset_rt.errors", "dataset_rt.torch", "dataset_rt.sources"]
 
@@ -98,7 +98,7 @@ def example_cache(
 ) -> Iterator[tuple[DatasetRuntime, Path]]:
     runtime = DatasetRuntime(num_workers=2)
     [result] = runtime.write_cache(Squares(), tmp_path_factory.mktemp("examples") / "caches")
-    assert hasattr(result, "path"), result
+    assert isinstance(result, CacheWriteSuccess), result
     yield runtime, result.path
     runtime.close()
 

@@ -30,7 +30,7 @@ from dataset_rt import (
     WriterConfig,
     WriterProfilerConfig,
 )
-from test_interop_peer import default_venv_dir, peer_env, probe_peer, venv_python
+from peer_venv import default_venv_dir, peer_env, probe_peer, venv_python
 
 TRIGGERS_PATH = Path(__file__).with_name("dropin_triggers.py")
 PEER_TIMEOUT = 120

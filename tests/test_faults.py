@@ -64,7 +64,11 @@ def read_back(runtime: DatasetRuntime, path: Path) -> list[tuple[bytes, Metadata
     """Every sample of the cache at `path`, every checksum validated."""
     config = ReaderConfig(seed=0, shuffle=False, validate_cache=True)
     dataset = runtime.cached_dataset([path], reader_config=config)
-    return [(sample.data, dict(sample.metadata)) for sample in dataset]
+    samples: list[tuple[bytes, Metadata]] = []
+    for sample in dataset:
+        assert isinstance(sample.data, bytes), type(sample.data)  # payload="bytes", the default
+        samples.append((sample.data, dict(sample.metadata)))
+    return samples
 
 
 def assert_reads_back(runtime: DatasetRuntime, path: Path, spec: SourceSpec) -> None:

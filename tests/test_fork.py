@@ -6,19 +6,20 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from conftest import QUIET, ListSource, simple_samples
 from dataset_rt import CacheWriteSuccess, DatasetRuntime, ReaderConfig
-from dataset_rt._core.writing import NativeWriter
+from dataset_rt._binding.writer import NativeWriter, SerializedBatch
 from dataset_rt.errors import WrongProcessError
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 
 
-def _run_in_child(body) -> int:
+def _run_in_child(body: Callable[[], int]) -> int:
     """Fork, run `body` in the child, and return the child's exit code (never hangs the test)."""
     pid = os.fork()
     if pid == 0:
@@ -97,7 +98,9 @@ def test_a_child_destroying_an_inherited_writer_keeps_the_parents_staging(tmp_pa
     assert len(dataset) == 20
 
 
-def _batch(writer: NativeWriter, payloads: list[bytes], metadatas: list[dict[str, object]]):
+def _batch(
+    writer: NativeWriter, payloads: list[bytes], metadatas: list[dict[str, object]]
+) -> SerializedBatch:
     from dataset_rt._core.writing import _serialize
 
     return _serialize(writer, payloads, metadatas, 0, sum(map(len, payloads)))

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -106,7 +107,7 @@ def tamper_sample(
     harness: cache_files.Harness,
     monkeypatch: pytest.MonkeyPatch,
     index: int,
-    change: Callable[[bytes, dict], tuple[bytes, dict]],
+    change: Callable[[bytes, dict[str, Any]], tuple[bytes, dict[str, Any]]],
 ) -> None:
     """Make the harness's reads return sample `index` with `change(payload, metadata)` applied."""
     real_read = harness.read

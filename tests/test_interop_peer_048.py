@@ -1,7 +1,8 @@
 """Interoperability with dataset-rt 0.4.8 from PyPI, which writes format 3.
 
-Like tests/test_interop_peer.py (dataset-rt 0.2.4), whose machinery it uses, it
-runs the peer in a virtual environment of its own (`$DATASET_RT_PEER_048_VENV`
+Like tests/test_interop_peer.py (dataset-rt 0.2.4), with the same machinery
+(tests/peer_venv.py) and inputs (tests/peer_inputs.py), it runs the peer in a
+virtual environment of its own (`$DATASET_RT_PEER_048_VENV`
 or ``~/.cache/dataset_rt_tests/peer-0.4.8``, created once and reused; the
 tests are skipped when PyPI cannot be reached) through tests/peer_driver.py,
 and checks, on the same inputs:
@@ -27,16 +28,10 @@ from typing import Any
 
 import pytest
 
+import peer_driver
 from conftest import name_cache_id
-from test_interop_peer import (
-    SHARED,
-    SOURCES,
-    encode_sources,
-    first_difference,
-    peer_driver,
-    peer_venv_python,
-    run_peer,
-)
+from peer_inputs import SHARED, SOURCES, encode_sources, first_difference
+from peer_venv import peer_venv_python, run_peer
 
 PEER_VERSION = "0.4.8"
 VARIANTS = {

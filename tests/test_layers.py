@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import shutil
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -12,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
-def checker():
+def checker() -> ModuleType:
     spec = importlib.util.spec_from_file_location("check_layers", ROOT / "scripts/check_layers.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -20,12 +21,12 @@ def checker():
     return module
 
 
-def test_no_zig_file_imports_a_higher_layer(checker) -> None:
+def test_no_zig_file_imports_a_higher_layer(checker: ModuleType) -> None:
     assert checker.violations(ROOT / "zig") == []
 
 
 def test_the_checker_reports_an_upward_import_and_a_peer_import(
-    checker,
+    checker: ModuleType,
     tmp_path: Path,
 ) -> None:
     zig = tmp_path / "zig"

@@ -5,6 +5,7 @@ byte for byte, and anything unusual must still go as JSON."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import ListSource
-from dataset_rt import DatasetRuntime, ReaderConfig, WriterConfig
+from dataset_rt import (
+    CacheWriteError,
+    CacheWriteSuccess,
+    DatasetRuntime,
+    ReaderConfig,
+    WriterConfig,
+)
 from dataset_rt._binding import native as _native
 from dataset_rt._binding.metadata_columns import to_columns
 from dataset_rt._core import writing as writing_module
@@ -34,7 +41,7 @@ class PushCounter:
         ):
             monkeypatch.setattr(_native.lib, name, self._counting(getattr(_native.lib, name), kind))
 
-    def _counting(self, function: Any, kind: str) -> Any:
+    def _counting(self, function: Callable[..., int], kind: str) -> Callable[..., int]:
         def call(*args: Any) -> int:
             self.calls[kind] += 1
             return function(*args)
@@ -64,6 +71,8 @@ def write_both(
     with monkeypatch.context() as forced:
         forced.setattr(writing_module, "to_columns", lambda *_: None)
         [as_json] = runtime.write_cache(ListSource("c", samples), base / "j", writer_config=QUIET)
+    assert isinstance(by_columns, CacheWriteSuccess), by_columns
+    assert isinstance(as_json, CacheWriteSuccess), as_json
     return cache_files(by_columns.path), cache_files(as_json.path), counter
 
 
@@ -123,9 +132,10 @@ def test_edge_values_round_trip_by_column(
     ds = runtime.cached_dataset(
         [tmp_path / "c" / "c"], reader_config=ReaderConfig(seed=0, shuffle=False)
     )
-    got = [s.metadata.to_dict() for s in ds]
+    got = [dict(s.metadata) for s in ds]
     assert got == [m for _, m in samples]
-    assert math.copysign(1.0, got[0]["f"]) == -1.0
+    zero = got[0]["f"]
+    assert isinstance(zero, float) and math.copysign(1.0, zero) == -1.0
 
 
 @pytest.mark.parametrize(
@@ -160,18 +170,20 @@ def test_an_unusual_sample_sends_its_batch_as_json_and_fails_as_before(
     assert counter.calls["columns"] == 1, why  # only the first batch
     assert type(by_columns) is type(as_json), why
     assert getattr(by_columns, "message", None) == getattr(as_json, "message", None), why
+    assert isinstance(by_columns, CacheWriteError), (why, by_columns)
     assert "sample 1200" in by_columns.message, (why, by_columns.message)
 
 
 def test_nan_goes_as_json_and_is_refused_as_before(runtime: DatasetRuntime, tmp_path: Path) -> None:
     samples = [(b"p", {"f": 0.5})] * 3 + [(b"p", {"f": math.nan})]
     [result] = runtime.write_cache(ListSource("c", samples), tmp_path, writer_config=QUIET)
+    assert isinstance(result, CacheWriteError), result
     assert "sample 3" in result.message
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
 def test_a_non_finite_float_sends_its_batch_as_json(bad: float) -> None:
-    schema = {"f": float}
+    schema: dict[str, type] = {"f": float}
     assert to_columns([{"f": 0.5}, {"f": bad}, {"f": 1.5}], schema) is None
     assert to_columns([{"f": 0.5}, {"f": 1.5}], schema) is not None
 
@@ -186,6 +198,7 @@ def test_finite_floats_whose_sum_overflows_go_by_column(
     counter = PushCounter(monkeypatch)
     [result] = runtime.write_cache(ListSource("c", samples), tmp_path, writer_config=QUIET)
     assert counter.calls == {"json": 0, "columns": 1}
+    assert isinstance(result, CacheWriteSuccess), result
     dataset = runtime.cached_dataset(
         [result.path], reader_config=ReaderConfig(seed=0, shuffle=False)
     )

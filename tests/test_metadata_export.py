@@ -11,13 +11,13 @@ import tempfile
 from pathlib import Path
 
 import polars as pl
-import pyarrow as pa
+import pyarrow as pa  # type: ignore[import-untyped]
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from conftest import QUIET, ListSource
-from dataset_rt import CachedDataset, DatasetRuntime, ReaderConfig
+from dataset_rt import CachedDataset, CacheSource, CacheWriteSuccess, DatasetRuntime, ReaderConfig
 from dataset_rt._binding import native as _native
 from dataset_rt._core import metadata_frame as _metadata_frame
 
@@ -26,7 +26,7 @@ KIND_VALUES = {
     "bool": st.booleans(),
     "int": st.integers(-(2**63), 2**63 - 1),
     "float": st.floats(allow_nan=False, allow_infinity=False),
-    "str": st.text(st.characters(exclude_categories=("Cs",)), max_size=8),
+    "str": st.text(st.characters(exclude_categories=["Cs"]), max_size=8),
 }
 POLARS_TYPES = {"bool": pl.Boolean, "int": pl.Int64, "float": pl.Float64, "str": pl.String}
 
@@ -87,7 +87,9 @@ def assert_exports_agree(dataset: CachedDataset, expected: pl.DataFrame) -> None
     frame = dataset.get_metadata()
     assert_frame_equal(frame, expected)
     assert_frame_equal(ipc_export(dataset), expected)
-    assert_frame_equal(pl.from_arrow(pyarrow_import(dataset)), expected)
+    imported = pl.from_arrow(pyarrow_import(dataset))
+    assert isinstance(imported, pl.DataFrame), type(imported)
+    assert_frame_equal(imported, expected)
 
 
 @settings(
@@ -97,14 +99,18 @@ def assert_exports_agree(dataset: CachedDataset, expected: pl.DataFrame) -> None
 )
 @given(written=caches_rows(), data=st.data())
 def test_table_matches_what_was_written_before_and_after_an_edit(
-    runtime: DatasetRuntime, written: tuple[dict[str, str], list[list[dict]]], data: st.DataObject
+    runtime: DatasetRuntime,
+    written: tuple[dict[str, str], list[list[dict[str, object]]]],
+    data: st.DataObject,
 ) -> None:
     schema, caches = written
     with tempfile.TemporaryDirectory() as base:
-        sources = [
+        sources: list[CacheSource] = [
             ListSource(f"c{i}", [(b"x", row) for row in rows]) for i, rows in enumerate(caches)
         ]
-        paths = [r.path for r in runtime.write_cache(sources, Path(base), writer_config=QUIET)]
+        results = runtime.write_cache(sources, Path(base), writer_config=QUIET)
+        paths = [r.path for r in results if isinstance(r, CacheWriteSuccess)]
+        assert len(paths) == len(caches), results
         dataset = runtime.cached_dataset(paths, reader_config=IN_ORDER)
         expected = expected_table(schema, caches)
         # The default table: one cache's columns as stored, or several caches' in order.
@@ -126,6 +132,7 @@ def test_frame_outlives_its_dataset_and_runtime(tmp_path: Path) -> None:
     rows = [(b"x", {"index": i, "label": f"label {i % 5}"}) for i in range(3000)]
     runtime = DatasetRuntime(num_workers=2)
     [result] = runtime.write_cache(ListSource("kept", rows), tmp_path, writer_config=QUIET)
+    assert isinstance(result, CacheWriteSuccess), result
     dataset = runtime.cached_dataset([result.path], reader_config=IN_ORDER)
     frame = dataset.get_metadata()
     del dataset
@@ -144,6 +151,7 @@ def test_an_unread_stream_is_released_once(runtime: DatasetRuntime, tmp_path: Pa
     [result] = runtime.write_cache(
         ListSource("unread", [(b"x", {"i": 1})]), tmp_path, writer_config=QUIET
     )
+    assert isinstance(result, CacheWriteSuccess), result
     dataset = runtime.cached_dataset([result.path], reader_config=IN_ORDER)
     stream = _metadata_frame.core_stream(dataset._handle)
     assert stream._stream.release, "the core filled no stream"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import polars as pl
@@ -13,7 +13,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from conftest import QUIET, ListSource, simple_samples
-from dataset_rt import CachedDataset, CacheInput, DatasetRuntime, ReaderConfig
+from dataset_rt import CachedDataset, CacheInput, CacheWriteSuccess, DatasetRuntime, ReaderConfig
 
 FIRST = simple_samples(5)
 SECOND = simple_samples(8, payload_bytes=5)
@@ -31,7 +31,8 @@ def caches(tmp_path_factory: pytest.TempPathFactory, runtime: DatasetRuntime) ->
     results = runtime.write_cache(
         [ListSource("first", FIRST), ListSource("second", SECOND)], base, writer_config=QUIET
     )
-    return [r.path for r in results]
+    assert all(isinstance(r, CacheWriteSuccess) for r in results), results
+    return [r.path for r in results if isinstance(r, CacheWriteSuccess)]
 
 
 def load(
@@ -74,6 +75,7 @@ def test_stored_columns_are_sorted_by_name_whatever_the_key_order(
         (b"x", {"zeta": i, "Alpha": f"a{i}", "mid": i * 0.5, "_u": i % 2 == 1}) for i in range(3)
     ]
     [result] = runtime.write_cache(ListSource("keys", samples), tmp_path, writer_config=QUIET)
+    assert isinstance(result, CacheWriteSuccess), result
     table = runtime.cached_dataset([result.path], reader_config=ReaderConfig(seed=0)).get_metadata()
     assert table.columns == ["cache_id", "sample_id", "Alpha", "_u", "mid", "zeta", "weight"]
     assert table["zeta"].to_list() == [0, 1, 2]
@@ -460,7 +462,7 @@ MILLION = 1_000_000
 class _Million:
     name = "million"
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[CacheInput]:
         for i in range(MILLION):
             yield CacheInput(i.to_bytes(8, "little"), {"i": i})
 
@@ -469,6 +471,7 @@ class _Million:
 def million_rows(tmp_path_factory: pytest.TempPathFactory, runtime: DatasetRuntime) -> Path:
     base = tmp_path_factory.mktemp("million")
     [result] = runtime.write_cache(_Million(), base, writer_config=QUIET)
+    assert isinstance(result, CacheWriteSuccess), result
     return result.path
 
 

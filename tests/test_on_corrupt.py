@@ -7,12 +7,14 @@ from __future__ import annotations
 import shutil
 import warnings
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
 from conftest import ListSource, record
 from dataset_rt import (
     CachedDataset,
+    CacheWriteSuccess,
     DatasetRuntime,
     ReaderConfig,
     ShardCompression,
@@ -23,17 +25,20 @@ COUNT = 40
 # Batch-path payloads, and ones large enough to be read on their own with "raise".
 SIZES = {"small": 64, "large": 70 * 1024}
 
+Algo = Literal["none", "lz4"]
+
 
 def payload(i: int, size: int) -> bytes:
     return bytes((i * 13 + k) % 253 for k in range(size))
 
 
-def write(runtime: DatasetRuntime, base: Path, name: str, size: int, algo: str = "none") -> Path:
+def write(runtime: DatasetRuntime, base: Path, name: str, size: int, algo: Algo = "none") -> Path:
     samples = [(payload(i, size), {"i": i}) for i in range(COUNT)]
     config = WriterConfig(
         show_progress=False, shard_compression=ShardCompression(algo=algo, ratio=1.0)
     )
     [result] = runtime.write_cache(ListSource(name, samples), base, writer_config=config)
+    assert isinstance(result, CacheWriteSuccess), result
     return result.path
 
 
@@ -46,16 +51,27 @@ def corrupt(cache: Path, sample_id: int) -> None:
 
 
 def open_dataset(
-    runtime: DatasetRuntime, paths: list[Path], on_corrupt: str, **config: object
+    runtime: DatasetRuntime,
+    paths: list[Path],
+    on_corrupt: Literal["raise", "skip"],
+    *,
+    shuffle: bool = False,
+    replacement: bool = True,
 ) -> CachedDataset:
-    settings = {"seed": 5, "shuffle": False, "on_corrupt": on_corrupt, "prefetch_size": 8}
-    return runtime.cached_dataset(paths, reader_config=ReaderConfig(**(settings | config)))
+    config = ReaderConfig(
+        seed=5,
+        shuffle=shuffle,
+        replacement=replacement,
+        on_corrupt=on_corrupt,
+        prefetch_size=8,
+    )
+    return runtime.cached_dataset(paths, reader_config=config)
 
 
 @pytest.mark.parametrize("size", list(SIZES))
 @pytest.mark.parametrize("algo", ["none", "lz4"])
 def test_skip_leaves_out_exactly_the_corrupt_samples_and_warns_once(
-    runtime: DatasetRuntime, tmp_path: Path, size: str, algo: str
+    runtime: DatasetRuntime, tmp_path: Path, size: str, algo: Algo
 ) -> None:
     cache = write(runtime, tmp_path, "c", SIZES[size], algo)
     for sample_id in (0, 3, 7, 8, COUNT - 1):
