@@ -294,7 +294,9 @@ def test_attach_loader_keeps_the_loaders_own_worker_init_fn(
 def test_the_package_uses_no_private_torch_names() -> None:
     # Frame inspection and torch's private modules and classes would tie the
     # adapter to one torch release's internals.
-    package = Path(sys.modules["dataset_rt.torch"].__file__).parent  # type: ignore[arg-type]
+    module_file = sys.modules["dataset_rt.torch"].__file__
+    assert module_file is not None, "dataset_rt.torch has no file"
+    package = Path(module_file).parent
     private = ["_getframe", "_IterableDatasetFetcher", "_BaseDataLoaderIter", "_DatasetKind"]
     private += ["data._utils", "torch._C", "_MultiProcessingDataLoaderIter"]
     for path in sorted(package.rglob("*.py")):
