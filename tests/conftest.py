@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from dataset_rt import CacheInput, DatasetRuntime, WriterConfig
+from dataset_rt import CacheInput, CacheWriteResult, CacheWriteSuccess, DatasetRuntime, WriterConfig
 
 # The fuzz harness's reference decoder (fuzz/ is not a package): the tests read and
 # write a cache's bytes through it, and check the core against the same independent
@@ -138,3 +138,13 @@ def flip_last_byte_of_record(cache: Path, sample_id: int) -> str:
     data[offset + record_len - 1] ^= 0x04
     shard.write_bytes(bytes(data))
     return shard.relative_to(cache).as_posix()
+
+
+def written_paths(results: Iterable[CacheWriteResult]) -> list[Path]:
+    """The published cache of each result of `write_cache`; fails naming the first source
+    that was not written."""
+    paths = []
+    for result in results:
+        assert isinstance(result, CacheWriteSuccess), result
+        paths.append(result.path)
+    return paths

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import gc
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Literal
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import flip_last_byte_of_record
+from conftest import flip_last_byte_of_record, written_paths
 from dataset_rt import (
     CacheInput,
     DatasetRuntime,
@@ -42,19 +44,24 @@ class Sized:
     def __init__(self, sizes: list[int]) -> None:
         self.sizes = sizes
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[CacheInput]:
         for i, length in enumerate(self.sizes):
             yield CacheInput(payload(i, length), {"i": i})
 
 
-def write(runtime: DatasetRuntime, base: Path, sizes: list[int], algo: str = "none") -> Path:
-    config = QUIET.model_copy(
-        update={
-            "shard_compression": ShardCompression(algo=algo, ratio=1.0 if algo == "none" else 2.0)
-        }  # type: ignore[arg-type]
-    )
-    [result] = runtime.write_cache(Sized(sizes), base, writer_config=config)
-    return result.path  # type: ignore[union-attr]
+Algo = Literal["none", "lz4"]
+
+
+def write(runtime: DatasetRuntime, base: Path, sizes: list[int], algo: Algo = "none") -> Path:
+    compression = ShardCompression(algo=algo, ratio=1.0 if algo == "none" else 2.0)
+    config = QUIET.model_copy(update={"shard_compression": compression})
+    [path] = written_paths(runtime.write_cache(Sized(sizes), base, writer_config=config))
+    return path
+
+
+def buffer_bytes(view: memoryview) -> int:
+    """The size of the whole buffer `view` is a view of."""
+    return memoryview(view.obj).nbytes
 
 
 def shard_is_mapped(cache: Path) -> bool:
@@ -66,13 +73,13 @@ def shard_is_mapped(cache: Path) -> bool:
 @pytest.mark.parametrize("shuffle", [False, True], ids=["ordered", "shuffled"])
 @pytest.mark.parametrize("algo", ["none", "lz4"])
 def test_views_hold_the_bytes_written_in_the_same_stream(
-    runtime: DatasetRuntime, tmp_path: Path, shuffle: bool, algo: str
+    runtime: DatasetRuntime, tmp_path: Path, shuffle: bool, algo: Algo
 ) -> None:
     sizes = SIZES * 3
     cache = write(runtime, tmp_path, sizes, algo)
 
-    def stream(kind: str) -> list[tuple[int, bytes | memoryview]]:
-        config = ReaderConfig(seed=3, shuffle=shuffle, payload=kind, prefetch_size=8)  # type: ignore[arg-type]
+    def stream(kind: Literal["bytes", "memoryview"]) -> list[tuple[int, bytes | memoryview]]:
+        config = ReaderConfig(seed=3, shuffle=shuffle, payload=kind, prefetch_size=8)
         return [
             (s.sample_id, s.data) for s in runtime.cached_dataset([cache], reader_config=config)
         ]
@@ -93,12 +100,16 @@ def test_large_payloads_are_views_of_the_mapped_shard_and_outlive_the_dataset(
     dataset = runtime.cached_dataset(
         [cache], reader_config=ReaderConfig(seed=0, shuffle=False, payload="memoryview")
     )
-    kept = {s.sample_id: s.data for s in dataset}
+    kept: dict[int, memoryview] = {}
+    for sample in dataset:
+        assert isinstance(sample.data, memoryview), type(sample.data)
+        kept[sample.sample_id] = sample.data
+    del sample
     assert shard_is_mapped(cache)
     # A view of the mapping is a slice of a buffer over the whole shard; a small
     # payload's is a view of its own copy.
-    assert kept[0].obj is kept[1].obj and len(kept[0].obj) > 200 * KIB
-    assert len(kept[12].obj) == 10
+    assert kept[0].obj is kept[1].obj and buffer_bytes(kept[0]) > 200 * KIB
+    assert buffer_bytes(kept[12]) == 10
     del dataset
     gc.collect()
     # The dataset is gone; the views keep their shards mapped and readable.
@@ -106,7 +117,7 @@ def test_large_payloads_are_views_of_the_mapped_shard_and_outlive_the_dataset(
     for sample_id, view in kept.items():
         assert zlib.crc32(view) == zlib.crc32(payload(sample_id, sizes[sample_id]))
     with pytest.raises(TypeError):
-        kept[0][0] = 1  # type: ignore[index]
+        kept[0][0] = 1
     del kept, view
     gc.collect()
     assert not shard_is_mapped(cache), "the last view is gone but the shard is still mapped"

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import ctypes
 import math
+from collections.abc import Iterable
 from pathlib import Path
 
 import polars as pl
 import pytest
 
-from conftest import QUIET, ListSource, simple_samples
-from dataset_rt import CachedDataset, DatasetRuntime, ReaderConfig
+from conftest import QUIET, ListSource, simple_samples, written_paths
+from dataset_rt import CachedDataset, CachedSample, CacheSource, DatasetRuntime, ReaderConfig
 from dataset_rt._binding import native as _native
 
 
@@ -25,24 +26,22 @@ def permutation_rows(n: int, seed: int, start: int, count: int) -> list[int]:
 @pytest.fixture(scope="module")
 def caches(tmp_path_factory: pytest.TempPathFactory, runtime: DatasetRuntime) -> list[Path]:
     base = tmp_path_factory.mktemp("permutation")
-    results = runtime.write_cache(
-        [ListSource("a", simple_samples(23)), ListSource("b", simple_samples(10, 30))],
-        base,
-        writer_config=QUIET,
-    )
-    return [r.path for r in results]
+    sources: list[CacheSource] = [
+        ListSource("a", simple_samples(23)),
+        ListSource("b", simple_samples(10, 30)),
+    ]
+    return written_paths(runtime.write_cache(sources, base, writer_config=QUIET))
 
 
 def load(
-    runtime: DatasetRuntime, caches: list[Path], seed: int = 3, **config: object
+    runtime: DatasetRuntime, caches: list[Path], seed: int = 3, *, shuffle: bool = True
 ) -> CachedDataset:
-    return runtime.cached_dataset(
-        caches, reader_config=ReaderConfig(seed=seed, replacement=False, prefetch_size=8, **config)
-    )
+    config = ReaderConfig(seed=seed, shuffle=shuffle, replacement=False, prefetch_size=8)
+    return runtime.cached_dataset(caches, reader_config=config)
 
 
-def ids(samples: object) -> list[tuple[int, int]]:
-    return [(s.cache_id, s.sample_id) for s in samples]  # type: ignore[attr-defined]
+def ids(samples: Iterable[CachedSample]) -> list[tuple[int, int]]:
+    return [(s.cache_id, s.sample_id) for s in samples]
 
 
 ALL_IDS = sorted([(0, i) for i in range(23)] + [(1, i) for i in range(10)])

@@ -9,7 +9,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from conftest import QUIET, ListSource, simple_samples
+from conftest import QUIET, ListSource, simple_samples, written_paths
 from dataset_rt import (
     CachedDataset,
     CachedSample,
@@ -26,15 +26,15 @@ SECOND = simple_samples(12, payload_bytes=3000)
 @pytest.fixture(scope="module")
 def caches(tmp_path_factory: pytest.TempPathFactory, runtime: DatasetRuntime) -> list[Path]:
     base = tmp_path_factory.mktemp("random_access")
-    plain = runtime.write_cache([ListSource("plain", FIRST)], base, writer_config=QUIET)
+    plain = runtime.write_cache(ListSource("plain", FIRST), base, writer_config=QUIET)
     lz4 = runtime.write_cache(
-        [ListSource("lz4", SECOND)],
+        ListSource("lz4", SECOND),
         base,
         writer_config=WriterConfig(
             show_progress=False, shard_compression=ShardCompression(algo="lz4", ratio=0.5)
         ),
     )
-    return [plain[0].path, lz4[0].path]
+    return written_paths(plain + lz4)
 
 
 def load(runtime: DatasetRuntime, caches: list[Path]) -> CachedDataset:
@@ -136,9 +136,9 @@ def test_unknown_identities_raise_index_error_naming_them(
 def test_bad_arguments_say_what_is_wrong(runtime: DatasetRuntime, caches: list[Path]) -> None:
     ds = load(runtime, caches)
     with pytest.raises(TypeError, match=r"item 1 must be a \(cache_id, sample_id\) pair"):
-        ds.get_many([(0, 1), (0, 1, 2)])
+        ds.get_many([(0, 1), (0, 1, 2)])  # type: ignore[list-item]
     with pytest.raises(TypeError, match="item 0: sample_id must be an int, got str"):
-        ds.get_many([(0, "1")])
+        ds.get_many([(0, "1")])  # type: ignore[list-item]
     with pytest.raises(ValueError, match="the frame has no 'sample_id' column"):
         ds.get_many(pl.DataFrame({"cache_id": [0]}))
     with pytest.raises(ValueError, match="column 'cache_id' has 1 nulls"):
@@ -147,9 +147,11 @@ def test_bad_arguments_say_what_is_wrong(runtime: DatasetRuntime, caches: list[P
 
 def test_a_corrupt_record_is_refused_by_get(runtime: DatasetRuntime, tmp_path: Path) -> None:
     samples = simple_samples(8)
-    [result] = runtime.write_cache([ListSource("c", samples)], tmp_path, writer_config=QUIET)
-    ds = runtime.cached_dataset([result.path], reader_config=ReaderConfig(seed=0))
-    [shard] = (result.path / "shards").iterdir()
+    [cache] = written_paths(
+        runtime.write_cache(ListSource("c", samples), tmp_path, writer_config=QUIET)
+    )
+    ds = runtime.cached_dataset([cache], reader_config=ReaderConfig(seed=0))
+    [shard] = (cache / "shards").iterdir()
     raw = bytearray(shard.read_bytes())
     # The embedded metadata JSON of a record: flip a digit of its "index" value.
     at = raw.find(b'"index":5')
@@ -177,7 +179,7 @@ def identity(sample: CachedSample) -> tuple[int, int]:
     return (sample.cache_id, sample.sample_id)
 
 
-def as_list(batch: list) -> list:
+def as_list(batch: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return batch
 
 

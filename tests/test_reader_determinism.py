@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import gc
 from pathlib import Path
+from typing import TypeAlias
 
 import polars as pl
 import pytest
 
-from conftest import QUIET, ListSource
-from dataset_rt import CachedDataset, DatasetRuntime, ReaderConfig
+from conftest import QUIET, ListSource, written_paths
+from dataset_rt import CachedDataset, CacheSource, DatasetRuntime, MetadataValue, ReaderConfig
 
 SEED = 20240611
 EPOCH_LEN = 160
@@ -21,7 +22,7 @@ EPOCH_LEN = 160
 
 def varied_samples(count: int, salt: int) -> list[tuple[bytes, dict[str, object]]]:
     """Payloads of varied sizes (0 to ~3 KiB) so that reads finish out of order."""
-    out = []
+    out: list[tuple[bytes, dict[str, object]]] = []
     for i in range(count):
         size = (i * 977 + salt * 131) % 3000 if i % 5 else 0
         out.append(
@@ -36,21 +37,27 @@ SOURCES = {"first": varied_samples(40, 1), "second": varied_samples(25, 2)}
 @pytest.fixture(scope="module")
 def caches(tmp_path_factory: pytest.TempPathFactory, runtime: DatasetRuntime) -> list[Path]:
     base = tmp_path_factory.mktemp("determinism")
-    results = runtime.write_cache(
-        [ListSource(n, s) for n, s in SOURCES.items()], base, writer_config=QUIET
-    )
-    return [r.path for r in results]
+    sources: list[CacheSource] = [ListSource(n, s) for n, s in SOURCES.items()]
+    return written_paths(runtime.write_cache(sources, base, writer_config=QUIET))
 
 
 def load(
-    runtime: DatasetRuntime, caches: list[Path], *, seed: int = SEED, shuffle: bool = True, **config
+    runtime: DatasetRuntime,
+    caches: list[Path],
+    *,
+    seed: int = SEED,
+    shuffle: bool = True,
+    **settings: int | bool,
 ) -> CachedDataset:
-    return runtime.cached_dataset(
-        caches, reader_config=ReaderConfig(seed=seed, shuffle=shuffle, **config)
-    )
+    config = ReaderConfig.model_validate({"seed": seed, "shuffle": shuffle, **settings})
+    return runtime.cached_dataset(caches, reader_config=config)
 
 
-def stream(ds: CachedDataset, epochs: int = 2) -> list[tuple[int, int, bytes, dict]]:
+# (cache_id, sample_id, payload, metadata) of one sample read.
+Row: TypeAlias = tuple[int, int, bytes | memoryview, dict[str, MetadataValue]]
+
+
+def stream(ds: CachedDataset, epochs: int = 2) -> list[Row]:
     return [(s.cache_id, s.sample_id, s.data, dict(s.metadata)) for _ in range(epochs) for s in ds]
 
 
@@ -64,7 +71,7 @@ def weighted(table: pl.DataFrame) -> pl.DataFrame:
 
 def reference(
     runtime: DatasetRuntime, caches: list[Path], *, shuffle: bool, reweight: bool
-) -> list:
+) -> list[Row]:
     ds = load(runtime, caches, shuffle=shuffle)
     if reweight:
         ds.update_metadata(weighted(ds.get_metadata()))
@@ -72,7 +79,7 @@ def reference(
     return stream(ds)
 
 
-def check_payloads(samples: list) -> None:
+def check_payloads(samples: list[Row]) -> None:
     names = list(SOURCES)
     for cache_id, sample_id, data, metadata in samples:
         expected_data, expected_metadata = SOURCES[names[cache_id]][sample_id]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 import polars as pl
@@ -10,17 +11,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import QUIET, ListSource, simple_samples
-from dataset_rt import CachedDataset, DatasetRuntime, ReaderConfig
+from conftest import QUIET, ListSource, simple_samples, written_paths
+from dataset_rt import CachedDataset, CachedSample, CacheSource, DatasetRuntime, ReaderConfig
 
 SAMPLES = simple_samples(5)
 
 
-def identities(iterable) -> list[tuple[int, int]]:
+def identities(iterable: Iterable[CachedSample]) -> list[tuple[int, int]]:
     return [(s.cache_id, s.sample_id) for s in iterable]
 
 
-def rows(iterable) -> list[int]:
+def rows(iterable: Iterable[CachedSample]) -> list[int]:
     """Sample ids of one-cache iterations."""
     return [s.sample_id for s in iterable]
 
@@ -29,28 +30,33 @@ def rows(iterable) -> list[int]:
 def five_rows(tmp_path_factory: pytest.TempPathFactory, runtime: DatasetRuntime) -> Path:
     """One cache with five samples (rows 1..5 of SPEC 5 are sample ids 0..4)."""
     base = tmp_path_factory.mktemp("epochs")
-    [result] = runtime.write_cache(ListSource("five", SAMPLES), base, writer_config=QUIET)
-    return result.path
+    [path] = written_paths(
+        runtime.write_cache(ListSource("five", SAMPLES), base, writer_config=QUIET)
+    )
+    return path
 
 
 @pytest.fixture(scope="module")
 def two_caches(tmp_path_factory: pytest.TempPathFactory, runtime: DatasetRuntime) -> list[Path]:
     base = tmp_path_factory.mktemp("epochs2")
-    results = runtime.write_cache(
-        [ListSource("a", simple_samples(7)), ListSource("b", simple_samples(4, payload_bytes=3))],
-        base,
-        writer_config=QUIET,
-    )
-    return [r.path for r in results]
+    sources: list[CacheSource] = [
+        ListSource("a", simple_samples(7)),
+        ListSource("b", simple_samples(4, payload_bytes=3)),
+    ]
+    return written_paths(runtime.write_cache(sources, base, writer_config=QUIET))
 
 
 def open_ds(
-    runtime: DatasetRuntime, paths, *, shuffle: bool, seed: int = 3, prefetch: int = 64
+    runtime: DatasetRuntime,
+    paths: Path | list[Path],
+    *,
+    shuffle: bool,
+    seed: int = 3,
+    prefetch: int = 64,
 ) -> CachedDataset:
-    if isinstance(paths, Path):
-        paths = [paths]
     return runtime.cached_dataset(
-        paths, reader_config=ReaderConfig(seed=seed, shuffle=shuffle, prefetch_size=prefetch)
+        [paths] if isinstance(paths, Path) else paths,
+        reader_config=ReaderConfig(seed=seed, shuffle=shuffle, prefetch_size=prefetch),
     )
 
 

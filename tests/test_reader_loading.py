@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import QUIET, ListSource, simple_samples
+from conftest import QUIET, ListSource, simple_samples, written_paths
 from dataset_rt import (
     CachedDataset,
+    CacheSource,
     CacheSourcesDatasetError,
     CacheSourcesDatasetSuccess,
     CacheWriteError,
@@ -27,11 +28,13 @@ OTHER_TYPES = [
 ]  # index: float, not int
 
 
-def records(ds: CachedDataset) -> list[tuple[int, int, bytes]]:
+def records(ds: CachedDataset) -> list[tuple[int, int, bytes | memoryview]]:
     return [(s.cache_id, s.sample_id, s.data) for s in ds]
 
 
-def expected_records(*sources: list[tuple[bytes, dict]]) -> list[tuple[int, int, bytes]]:
+def expected_records(
+    *sources: list[tuple[bytes, dict[str, object]]],
+) -> list[tuple[int, int, bytes | memoryview]]:
     return [(c, i, data) for c, source in enumerate(sources) for i, (data, _) in enumerate(source)]
 
 
@@ -182,12 +185,11 @@ def test_opening_a_cache_makes_no_python_objects_per_sample(
     # The index and the metadata table stay in the core; a list of one object per
     # sample would add at least 100,000 blocks here.
     counts = (100, 100_000)
-    results = runtime.write_cache(
-        [ListSource(f"n{count}", simple_samples(count, payload_bytes=4)) for count in counts],
-        tmp_path,
-        writer_config=QUIET,
-    )
-    paths = dict(zip(counts, (result.path for result in results), strict=True))
+    sources: list[CacheSource] = [
+        ListSource(f"n{count}", simple_samples(count, payload_bytes=4)) for count in counts
+    ]
+    results = runtime.write_cache(sources, tmp_path, writer_config=QUIET)
+    paths = dict(zip(counts, written_paths(results), strict=True))
     python_blocks_held_by_open(runtime, paths[100])  # first-use imports and caches
     held = {count: python_blocks_held_by_open(runtime, paths[count]) for count in counts}
     assert held[100_000] - held[100] < 1_000, held
@@ -200,10 +202,10 @@ def test_from_cache_sources_reuses_complete_caches_and_writes_missing_ones(
     tmp_path: Path, runtime: DatasetRuntime
 ) -> None:
     first_samples, second_samples = simple_samples(5), simple_samples(6, payload_bytes=9)
-    [existing] = runtime.write_cache(
-        ListSource("first", first_samples), tmp_path, writer_config=QUIET
+    [existing] = written_paths(
+        runtime.write_cache(ListSource("first", first_samples), tmp_path, writer_config=QUIET)
     )
-    before = snapshot(existing.path)
+    before = snapshot(existing)
     first, second = ListSource("first", first_samples), ListSource("second", second_samples)
     result = runtime.from_cache_sources(
         [first, second], tmp_path, reader_config=CONFIG, writer_config=QUIET
@@ -219,7 +221,7 @@ def test_from_cache_sources_reuses_complete_caches_and_writes_missing_ones(
         CacheWriteSuccess("first", tmp_path / "first"),
         CacheWriteSuccess("second", tmp_path / "second"),
     ]
-    assert snapshot(existing.path) == before
+    assert snapshot(existing) == before
     assert dataset.cache_paths == [tmp_path / "first", tmp_path / "second"]
     assert dataset.reader_config == CONFIG
     assert records(dataset) == expected_records(first_samples, second_samples)
@@ -268,7 +270,10 @@ def test_from_cache_sources_keeps_source_order_around_failures(
 def test_from_cache_sources_reports_when_nothing_loads(
     tmp_path: Path, runtime: DatasetRuntime
 ) -> None:
-    sources = [ListSource("one", [(123, {"a": 1})]), ListSource("two", [(b"x", {"a": [1]})])]
+    sources: list[CacheSource] = [
+        ListSource("one", [(123, {"a": 1})]),
+        ListSource("two", [(b"x", {"a": [1]})]),
+    ]
     result = runtime.from_cache_sources(
         sources, tmp_path, reader_config=CONFIG, writer_config=QUIET
     )
@@ -277,11 +282,12 @@ def test_from_cache_sources_reports_when_nothing_loads(
             pass
         case _:
             pytest.fail(f"expected an error, got {result!r}")
-    assert [r.source_name for r in results] == ["one", "two"]
-    assert all(isinstance(r, CacheWriteError) for r in results)
-    assert all(r.message for r in results)
+    failures = [r for r in results if isinstance(r, CacheWriteError)]
+    assert [r.source_name for r in failures] == ["one", "two"]
+    assert len(failures) == len(results)
+    assert all(r.message for r in failures)
     assert message == "no caches were written: " + "; ".join(
-        f"{r.source_name}: {r.message}" for r in results
+        f"{r.source_name}: {r.message}" for r in failures
     )
     assert message.startswith("no caches were written: one: ")
     assert "; two: " in message

@@ -9,11 +9,13 @@ import gc
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Protocol
 
 import pytest
 
-from conftest import QUIET
+from conftest import QUIET, written_paths
 from dataset_rt import CachedDataset, CacheInput, DatasetRuntime, ReaderConfig
 
 # Below the size from which payloads are deferred (read later, straight into the
@@ -33,7 +35,7 @@ def payload(i: int) -> bytes:
 class BigSource:
     name = "big"
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[CacheInput]:
         for i in range(SAMPLES):
             yield CacheInput(payload(i), {"i": i})
 
@@ -54,8 +56,8 @@ def window_bound(prefetch_size: int) -> int:
 @pytest.fixture(scope="module")
 def big_cache(tmp_path_factory: pytest.TempPathFactory, runtime: DatasetRuntime) -> Path:
     base = tmp_path_factory.mktemp("memory")
-    [result] = runtime.write_cache(BigSource(), base, writer_config=QUIET)
-    return result.path
+    [path] = written_paths(runtime.write_cache(BigSource(), base, writer_config=QUIET))
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +73,13 @@ def load(
     )
 
 
-def wait_for_read_ahead(iterator, minimum: int = 1, timeout: float = 2.0) -> int:
+class ReadAhead(Protocol):
+    """An iterator over a dataset, as far as these tests watch its read-ahead."""
+
+    def bytes_held(self) -> int: ...
+
+
+def wait_for_read_ahead(iterator: ReadAhead, minimum: int = 1, timeout: float = 2.0) -> int:
     """Wait until the iterator holds at least `minimum` bytes read ahead; return what it holds."""
     deadline = time.monotonic() + timeout
     while iterator.bytes_held() < minimum and time.monotonic() < deadline:
@@ -234,12 +242,12 @@ def test_a_batch_of_large_payloads_is_freed_before_the_next_is_read(
     class Large:
         name = "large"
 
-        def __iter__(self):
+        def __iter__(self) -> Iterator[CacheInput]:
             for i in range(16):
                 yield CacheInput(bytes([i]) * MIB, {"i": i})
 
-    [result] = pool.write_cache(Large(), tmp_path, writer_config=QUIET)
-    dataset = load(pool, result.path, prefetch_size=64, shuffle=shuffle)
+    [path] = written_paths(pool.write_cache(Large(), tmp_path, writer_config=QUIET))
+    dataset = load(pool, path, prefetch_size=64, shuffle=shuffle)
     gc.collect()
     tracemalloc.start()
     try:

@@ -11,17 +11,22 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from pathlib import Path
+from typing import TypeAlias, TypeVar
 
 import polars as pl
 import pytest
 
-from conftest import QUIET, ListSource, pythonpath_before_inherited
-from dataset_rt import DatasetRuntime, ReaderConfig
+from conftest import QUIET, ListSource, pythonpath_before_inherited, written_paths
+from dataset_rt import CachedSample, CacheSource, DatasetRuntime, ReaderConfig
 from dataset_rt._binding import native as _native
 
 JOIN_TIMEOUT = 60.0
+T = TypeVar("T")
+# (cache_id, sample_id, payload) of one sample read.
+Record: TypeAlias = tuple[int, int, bytes | memoryview]
 
 
 def run_in_child(script: str, directory: Path) -> str:
@@ -52,19 +57,18 @@ SOURCES = {"alpha": samples(300, 1), "beta": samples(200, 2)}
 @pytest.fixture(scope="module")
 def caches(tmp_path_factory: pytest.TempPathFactory, runtime: DatasetRuntime) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("threads")
-    results = runtime.write_cache(
-        [ListSource(n, s) for n, s in SOURCES.items()], base, writer_config=QUIET
-    )
-    return {r.source_name: r.path for r in results}
+    sources: list[CacheSource] = [ListSource(n, s) for n, s in SOURCES.items()]
+    paths = written_paths(runtime.write_cache(sources, base, writer_config=QUIET))
+    return dict(zip(SOURCES, paths, strict=True))
 
 
-def run_threads(targets: list[Callable[[], object]]) -> list[object]:
+def run_threads(targets: Sequence[Callable[[], T]]) -> list[T]:
     """Run each target in its own thread, all started together.
 
     Returns the targets' results, or raises the first error of any thread.
     """
     barrier = threading.Barrier(len(targets))
-    results: list[object] = [None] * len(targets)
+    results: dict[int, T] = {}
     errors: list[BaseException] = []
 
     def body(k: int) -> None:
@@ -82,14 +86,14 @@ def run_threads(targets: list[Callable[[], object]]) -> list[object]:
     assert not any(t.is_alive() for t in threads), "a reader thread hung"
     if errors:
         raise errors[0]
-    return results
+    return [results[k] for k in range(len(targets))]
 
 
-def records(iterable) -> list[tuple[int, int, bytes]]:
+def records(iterable: Iterable[CachedSample]) -> list[Record]:
     return [(s.cache_id, s.sample_id, s.data) for s in iterable]
 
 
-def check_correct(name: str, epoch: list[tuple[int, int, bytes]]) -> None:
+def check_correct(name: str, epoch: list[Record]) -> None:
     for _, sample_id, data in epoch:
         assert data == SOURCES[name][sample_id][0]
 
@@ -116,7 +120,7 @@ def test_threads_get_consecutive_shuffled_epochs(caches: dict[str, Path]) -> Non
     ds = pool.cached_dataset([caches["alpha"]], reader_config=config)
     ds.set_epoch_len(150)
     iterators = [iter(ds) for _ in range(4)]  # epochs 0..3, in creation order
-    results = run_threads([lambda it=it: records(it) for it in iterators])
+    results = run_threads([partial(records, it) for it in iterators])
     assert results == expected
     for epoch in results:
         check_correct("alpha", epoch)
@@ -176,7 +180,8 @@ def test_table_updates_during_concurrent_reads_leave_snapshots_intact(
             ds.set_epoch_len(1 + k % 5)
         return k
 
-    results = run_threads([lambda it=it: records(it) for it in iterators] + [churn])
+    readers: list[Callable[[], list[Record] | int]] = [partial(records, it) for it in iterators]
+    results = run_threads([*readers, churn])
     for epoch in results[:3]:
         assert epoch == expected
     # The last update stands: rows with sample_id % 7 == 59 % 7, epoch length 1 + 59 % 5.

@@ -5,12 +5,12 @@ the shard, the sample and the record's offset."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import cache_reference
 import pytest
 
-from conftest import ListSource, crc32c, record, without_record_checksums
+from conftest import ListSource, crc32c, record, without_record_checksums, written_paths
 from dataset_rt import (
     CachedDataset,
     DatasetRuntime,
@@ -29,14 +29,20 @@ def payload(i: int, size: int) -> bytes:
 
 
 def write(
-    runtime: DatasetRuntime, base: Path, size: int, algo: str = "none", count: int = 6
+    runtime: DatasetRuntime,
+    base: Path,
+    size: int,
+    algo: Literal["none", "lz4"] = "none",
+    count: int = 6,
 ) -> Path:
     samples = [(payload(i, size), {"i": i}) for i in range(count)]
     config = WriterConfig(
         show_progress=False, shard_compression=ShardCompression(algo=algo, ratio=1.0)
     )
-    [result] = runtime.write_cache(ListSource("c", samples), base, writer_config=config)
-    return result.path
+    [path] = written_paths(
+        runtime.write_cache(ListSource("c", samples), base, writer_config=config)
+    )
+    return path
 
 
 def record_of(cache: Path, sample_id: int) -> tuple[Path, int, int, int]:

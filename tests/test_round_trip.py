@@ -6,7 +6,9 @@ from __future__ import annotations
 import math
 import os
 import pickle
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any, Literal, TypeAlias
 
 import cache_reference
 import pytest
@@ -16,6 +18,7 @@ from hypothesis import strategies as st
 from conftest import QUIET, ListSource, same_value, simple_samples
 from dataset_rt import (
     CachedSample,
+    CacheSource,
     CacheWriteSuccess,
     DatasetRuntime,
     ReaderConfig,
@@ -23,10 +26,13 @@ from dataset_rt import (
     WriterConfig,
 )
 from dataset_rt._binding import packed_batch as packed_batch
+from dataset_rt._binding.metadata_row import MetadataRow
 
 IN_ORDER = ReaderConfig(seed=0, shuffle=False)
 MiB = 1024 * 1024
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
+# The samples of one source: (payload, metadata).
+Samples: TypeAlias = list[tuple[bytes, dict[str, object]]]
 
 HYPOTHESIS = settings(
     max_examples=100,
@@ -40,7 +46,7 @@ HYPOTHESIS = settings(
 
 # ---- strategies ---------------------------------------------------------------
 
-unicode_text = st.text(st.characters(exclude_categories=("Cs",)), max_size=12)
+unicode_text = st.text(st.characters(exclude_categories=["Cs"]), max_size=12)
 tricky_strings = st.sampled_from(
     [
         "",
@@ -87,7 +93,7 @@ VALUES = {
             ]
         ),
     ),
-    "str": st.one_of(st.text(st.characters(exclude_categories=("Cs",))), tricky_strings),
+    "str": st.one_of(st.text(st.characters(exclude_categories=["Cs"])), tricky_strings),
 }
 
 payloads = st.one_of(
@@ -111,11 +117,11 @@ schemas = st.dictionaries(field_names, st.sampled_from(KINDS), min_size=1, max_s
 @st.composite
 def sources_samples(
     draw: st.DrawFn, max_samples: int = 12, schema: dict[str, str] | None = None
-) -> list[tuple[bytes, dict[str, object]]]:
+) -> Samples:
     if schema is None:
         schema = draw(schemas)
     count = draw(st.integers(1, max_samples))
-    rows = []
+    rows: Samples = []
     for _ in range(count):
         metadata = {name: draw(VALUES[kind]) for name, kind in schema.items()}
         rows.append((draw(payloads), metadata))
@@ -126,7 +132,11 @@ def sources_samples(
 
 
 def assert_sample_equals(
-    sample: CachedSample, payload: bytes, metadata: dict, cache_id: int, sample_id: int
+    sample: CachedSample,
+    payload: bytes,
+    metadata: Mapping[str, object],
+    cache_id: int,
+    sample_id: int,
 ) -> None:
     where = f"cache {cache_id} sample {sample_id}"
     assert isinstance(sample, CachedSample), (
@@ -196,9 +206,10 @@ def assert_rotation_rule(cache: Path, limit: int) -> None:
 
 
 def write_ok(
-    runtime: DatasetRuntime, sources: list[ListSource], base: Path, config: WriterConfig
+    runtime: DatasetRuntime, sources: Sequence[ListSource], base: Path, config: WriterConfig
 ) -> list[Path]:
-    results = runtime.write_cache(sources, base, writer_config=config)
+    listed: list[CacheSource] = list(sources)
+    results = runtime.write_cache(listed, base, writer_config=config)
     assert results == [CacheWriteSuccess(s.name, base / s.name) for s in sources], (
         f"write failed: {results}"
     )
@@ -213,8 +224,8 @@ def write_ok(
 def test_arbitrary_payloads_and_metadata_read_back_exactly(
     runtime: DatasetRuntime,
     tmp_path_factory: pytest.TempPathFactory,
-    samples,
-    compression,
+    samples: Samples,
+    compression: ShardCompression,
     limit: int,
 ) -> None:
     base = tmp_path_factory.mktemp("round_trip")
@@ -239,7 +250,10 @@ def test_arbitrary_payloads_and_metadata_read_back_exactly(
     compression=compressions,
 )
 def test_several_sources_in_one_call_give_results_in_order_and_reading_gives_cache_id_by_position(
-    runtime: DatasetRuntime, tmp_path_factory: pytest.TempPathFactory, groups, compression
+    runtime: DatasetRuntime,
+    tmp_path_factory: pytest.TempPathFactory,
+    groups: list[Samples],
+    compression: ShardCompression,
 ) -> None:
     # Caches read together share one metadata table, hence one schema.
     base = tmp_path_factory.mktemp("multi")
@@ -265,7 +279,7 @@ def test_several_sources_in_one_call_give_results_in_order_and_reading_gives_cac
 
 @pytest.mark.parametrize("algo", ["none", "lz4"])
 def test_multi_mebibyte_payloads_read_back_exactly(
-    runtime: DatasetRuntime, tmp_path: Path, algo: str
+    runtime: DatasetRuntime, tmp_path: Path, algo: Literal["none", "lz4"]
 ) -> None:
     samples = [
         (os.urandom(3 * MiB), {"i": 0, "kind": "random"}),
@@ -292,7 +306,7 @@ def test_multi_mebibyte_payloads_read_back_exactly(
 
 @pytest.mark.parametrize("algo", ["none", "lz4"])
 def test_max_shard_bytes_of_one_puts_every_record_in_its_own_shard(
-    runtime: DatasetRuntime, tmp_path: Path, algo: str
+    runtime: DatasetRuntime, tmp_path: Path, algo: Literal["none", "lz4"]
 ) -> None:
     samples = simple_samples(7)
     compression = ShardCompression(algo=algo, ratio=1.0)
@@ -401,7 +415,9 @@ def test_float_metadata_keeps_sign_of_zero_extremes_and_float_type(
         zip(read_all(runtime, [cache]), samples, strict=True)
     ):
         assert_sample_equals(sample, payload, metadata, 0, sample_id)
-        assert math.copysign(1.0, sample.metadata["x"]) == math.copysign(1.0, metadata["x"]), (
+        read = sample.metadata["x"]
+        assert isinstance(read, float), f"{metadata['x']!r} read back as {read!r}"
+        assert math.copysign(1.0, read) == math.copysign(1.0, metadata["x"]), (
             f"sign of {metadata['x']!r} lost"
         )
 
@@ -431,10 +447,12 @@ def test_string_columns_of_few_values_read_back_exactly_through_their_codes(
     coded = []
     column_values = packed_batch._column_values
 
-    def recording(kind: int, distinct: int, *parts):
+    def recording(
+        kind: int, distinct: int, values: memoryview, offsets: memoryview, strings: bytes
+    ) -> list[Any]:
         if kind == 3:  # the string column "label"; its distinct strings when coded
             coded.append(distinct > 0)
-        return column_values(kind, distinct, *parts)
+        return column_values(kind, distinct, values, offsets, strings)
 
     packed_batch._column_values = recording
     try:
@@ -462,7 +480,8 @@ def test_samples_pickle_and_metadata_rows_rebuild_from_a_mapping(
     for sample in runtime.cached_dataset([cache], reader_config=IN_ORDER):
         copy = pickle.loads(pickle.dumps(sample))
         assert copy == sample and dict(copy.metadata) == samples[sample.sample_id][1]
+        assert isinstance(sample.metadata, MetadataRow), type(sample.metadata)
         rebuilt = type(sample.metadata)(dict(sample.metadata))
-        assert type(rebuilt) is type(sample.metadata)
+        assert type(rebuilt) is MetadataRow
         assert rebuilt == samples[sample.sample_id][1]
         assert rebuilt["label"] == "ab"[sample.sample_id % 2]

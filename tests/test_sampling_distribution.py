@@ -8,27 +8,29 @@ failure means the sampler's distribution is wrong for that seed at the
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Hashable
 from pathlib import Path
+from typing import TypeVar
 
 import polars as pl
 import pytest
 
-from conftest import QUIET, ListSource, simple_samples
+from conftest import QUIET, ListSource, simple_samples, written_paths
 from dataset_rt import CachedDataset, DatasetRuntime, ReaderConfig
 
 # 0.999 quantiles of the chi-square distribution (scipy.stats.chi2.ppf(0.999, dof)).
 CHI2_999 = {1: 10.828, 2: 13.816, 3: 16.266, 4: 18.467, 5: 20.515, 9: 27.877, 35: 66.619}
 
 DRAWS = 60_000
+Row = TypeVar("Row", bound=Hashable)
 
 
 @pytest.fixture(scope="module")
 def ten_rows(tmp_path_factory: pytest.TempPathFactory, runtime: DatasetRuntime) -> Path:
     base = tmp_path_factory.mktemp("sampling")
-    [result] = runtime.write_cache(
-        ListSource("ten", simple_samples(10, payload_bytes=4)), base, writer_config=QUIET
-    )
-    return result.path
+    source = ListSource("ten", simple_samples(10, payload_bytes=4))
+    [path] = written_paths(runtime.write_cache(source, base, writer_config=QUIET))
+    return path
 
 
 def load(runtime: DatasetRuntime, path: Path, seed: int = 1234) -> CachedDataset:
@@ -40,7 +42,7 @@ def draw(ds: CachedDataset, count: int) -> list[int]:
     return [s.sample_id for s in ds]
 
 
-def chi_square(counts: Counter, expected: dict[int, float]) -> float:
+def chi_square(counts: Counter[Row], expected: dict[Row, float]) -> float:
     assert set(counts) <= set(expected), (
         f"drew rows outside the table: {set(counts) - set(expected)}"
     )

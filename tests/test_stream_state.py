@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pickle
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 
 import polars as pl
@@ -13,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import QUIET, ListSource, as_format_3, simple_samples
-from dataset_rt import CachedDataset, DatasetRuntime, ReaderConfig
+from conftest import QUIET, ListSource, as_format_3, simple_samples, written_paths
+from dataset_rt import CachedDataset, CachedSample, DatasetRuntime, ReaderConfig
 from dataset_rt._binding import native as _native
 
 FIRST = simple_samples(13)
@@ -27,7 +28,7 @@ def caches(tmp_path_factory: pytest.TempPathFactory, runtime: DatasetRuntime) ->
     results = runtime.write_cache(
         [ListSource("first", FIRST), ListSource("second", SECOND)], base, writer_config=QUIET
     )
-    return [r.path for r in results]
+    return written_paths(results)
 
 
 def load(
@@ -44,7 +45,7 @@ def load(
     return ds
 
 
-def ids(samples) -> list[tuple[int, int]]:
+def ids(samples: Iterable[CachedSample]) -> list[tuple[int, int]]:
     return [(s.cache_id, s.sample_id) for s in samples]
 
 
@@ -186,7 +187,9 @@ def test_states_of_other_data_are_refused_naming_what_differs(
     only_weights.update_metadata(only_weights.get_metadata().with_columns(weight=pl.lit(2.0)))
     cases.append((only_weights, "another active table"))
     # Same content, another cache: its manifest names another source.
-    copy = runtime.write_cache(ListSource("copy", FIRST), tmp_path, writer_config=QUIET)[0].path
+    [copy] = written_paths(
+        runtime.write_cache(ListSource("copy", FIRST), tmp_path, writer_config=QUIET)
+    )
     cases.append((load(runtime, [copy, caches[1]]), f"cache 0 \\({copy}\\)"))
     for other, message in cases:
         before = other.state_dict()
@@ -318,9 +321,9 @@ def test_a_pickled_dataset_reopens_with_its_table_epoch_len_and_position(
 def test_a_pickled_dataset_refuses_caches_replaced_since(
     runtime: DatasetRuntime, tmp_path: Path
 ) -> None:
-    [path] = [
-        r.path for r in runtime.write_cache(ListSource("c", FIRST), tmp_path, writer_config=QUIET)
-    ]
+    [path] = written_paths(
+        runtime.write_cache(ListSource("c", FIRST), tmp_path, writer_config=QUIET)
+    )
     data = pickle.dumps(load(runtime, [path]))
     shutil.rmtree(path)
     runtime.write_cache(ListSource("c", SECOND), tmp_path, writer_config=QUIET)

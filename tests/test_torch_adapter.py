@@ -7,12 +7,13 @@ installed; the others skip without torch.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
 
-from conftest import QUIET, ListSource, simple_samples
-from dataset_rt import CachedDataset, CachedSample, DatasetRuntime, ReaderConfig
+from conftest import QUIET, ListSource, simple_samples, written_paths
+from dataset_rt import CachedDataset, CachedSample, DatasetRuntime, MetadataValue, ReaderConfig
 
 FIRST = simple_samples(12)
 SECOND = simple_samples(7, payload_bytes=40)
@@ -25,7 +26,7 @@ def caches(tmp_path_factory: pytest.TempPathFactory, runtime: DatasetRuntime) ->
     results = runtime.write_cache(
         [ListSource("first", FIRST), ListSource("second", SECOND)], base, writer_config=QUIET
     )
-    return [r.path for r in results]
+    return written_paths(results)
 
 
 def load(runtime: DatasetRuntime, caches: list[Path], seed: int = 31) -> CachedDataset:
@@ -34,7 +35,9 @@ def load(runtime: DatasetRuntime, caches: list[Path], seed: int = 31) -> CachedD
     return ds
 
 
-def records(iterable) -> list[tuple[int, int, bytes, dict]]:
+def records(
+    iterable: Iterable[CachedSample],
+) -> list[tuple[int, int, bytes | memoryview, dict[str, MetadataValue]]]:
     return [(s.cache_id, s.sample_id, s.data, dict(s.metadata)) for s in iterable]
 
 
@@ -60,7 +63,9 @@ def test_adapter_is_a_sized_iterable_dataset(runtime: DatasetRuntime, caches: li
     assert len(adapter) == 9
 
 
-def identities_and_data(iterable) -> list[tuple[int, int, bytes]]:
+def identities_and_data(
+    iterable: Iterable[CachedSample],
+) -> list[tuple[int, int, bytes | memoryview]]:
     return [(s.cache_id, s.sample_id, s.data) for s in iterable]
 
 

@@ -10,12 +10,14 @@ import os
 import pickle
 import shutil
 import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any, Protocol
 
 import polars as pl
 import pytest
 
-from conftest import QUIET, ListSource, simple_samples
+from conftest import QUIET, ListSource, simple_samples, written_paths
 from dataset_rt import CachedDataset, CachedSample, DatasetRuntime, ReaderConfig
 
 torch = pytest.importorskip("torch")
@@ -35,7 +37,7 @@ def caches(tmp_path_factory: pytest.TempPathFactory, runtime: DatasetRuntime) ->
     results = runtime.write_cache(
         [ListSource("first", FIRST), ListSource("second", SECOND)], base, writer_config=QUIET
     )
-    return [r.path for r in results]
+    return written_paths(results)
 
 
 def load(runtime: DatasetRuntime, caches: list[Path], *, seed: int = 5) -> CachedDataset:
@@ -54,7 +56,7 @@ def edited(runtime: DatasetRuntime, caches: list[Path]) -> CachedDataset:
     return ds
 
 
-def ids(samples) -> list[tuple[int, int]]:
+def ids(samples: Iterable[CachedSample]) -> list[tuple[int, int]]:
     return [(s.cache_id, s.sample_id) for s in samples]
 
 
@@ -127,7 +129,8 @@ def test_each_worker_starts_only_worker_threads_native_threads(
         adapter = load(runtime, caches).to_torch_iterable_dataset(
             transform=torch_jobs.thread_count, worker_threads=worker_threads
         )
-        return max(torch_data.DataLoader(adapter, batch_size=None, num_workers=2))
+        counts: list[int] = list(torch_data.DataLoader(adapter, batch_size=None, num_workers=2))
+        return max(counts)
 
     assert threads_in_workers(4) - threads_in_workers(1) == 3
 
@@ -147,7 +150,7 @@ def test_the_default_collate_keeps_samples_readable(
     batch = next(iter(torch_data.DataLoader(adapter, batch_size=4, num_workers=1)))
     assert isinstance(batch, CachedSample)
     assert len(batch.data) == 4 and all(isinstance(d, bytes) for d in batch.data)
-    assert batch.metadata["index"].tolist() == batch.sample_id.tolist()
+    assert torch_jobs.column(batch.metadata["index"]) == torch_jobs.column(batch.sample_id)
 
 
 def test_a_batch_size_mismatch_is_refused_saying_what_to_set(
@@ -264,7 +267,7 @@ def test_attach_loader_refuses_a_loader_that_would_reorder_the_stream(
     with pytest.raises(ValueError, match="the loader reads another dataset"):
         adapter.attach_loader(torch_data.DataLoader(other, batch_size=4))
     with pytest.raises(TypeError, match="loader must be a torch DataLoader, got list"):
-        adapter.attach_loader([adapter])  # type: ignore[arg-type]
+        adapter.attach_loader([adapter])
 
 
 def test_attach_loader_keeps_the_loaders_own_worker_init_fn(
@@ -291,7 +294,9 @@ def test_attach_loader_keeps_the_loaders_own_worker_init_fn(
 def test_the_package_uses_no_private_torch_names() -> None:
     # Frame inspection and torch's private modules and classes would tie the
     # adapter to one torch release's internals.
-    package = Path(sys.modules["dataset_rt.torch"].__file__).parent  # type: ignore[arg-type]
+    module_file = sys.modules["dataset_rt.torch"].__file__
+    assert module_file is not None, "dataset_rt.torch has no file"
+    package = Path(module_file).parent
     private = ["_getframe", "_IterableDatasetFetcher", "_BaseDataLoaderIter", "_DatasetKind"]
     private += ["data._utils", "torch._C", "_MultiProcessingDataLoaderIter"]
     for path in sorted(package.rglob("*.py")):
@@ -357,7 +362,7 @@ def test_ranks_interleave_step_by_step_into_the_stream(
 def test_two_distributed_processes_take_their_rank_from_torch_distributed(
     caches: list[Path], tmp_path: Path
 ) -> None:
-    import torch.multiprocessing as torch_multiprocessing
+    from torch.multiprocessing.spawn import spawn
 
     if not torch.distributed.is_available():
         pytest.skip("torch.distributed is not available")
@@ -371,7 +376,7 @@ def test_two_distributed_processes_take_their_rank_from_torch_distributed(
         "num_workers": 1,
         "out": str(tmp_path / "rank{rank}.json"),
     }
-    torch_multiprocessing.spawn(torch_jobs.distributed_rank, args=(job,), nprocs=2, join=True)
+    spawn(torch_jobs.distributed_rank, args=(job,), nprocs=2, join=True)
     results = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in range(2)]
     twin = DatasetRuntime(num_workers=1).cached_dataset(caches, reader_config=ReaderConfig(seed=5))
     steps = -(-EPOCH_LEN // 8)
@@ -505,14 +510,26 @@ def test_a_state_of_other_data_is_refused_by_the_dataloader(
             DataLoader(other, batch_size=5).load_state_dict(state)
 
 
+class Resumable(Protocol):
+    """A loader that saves and restores its position (torchdata's StatefulDataLoader)."""
+
+    def __iter__(self) -> Iterator[object]: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
 def test_torchdata_stateful_dataloader_resumes_exactly(
     runtime: DatasetRuntime, caches: list[Path]
 ) -> None:
     stateful = pytest.importorskip("torchdata.stateful_dataloader")
 
-    def attached(dataset: CachedDataset, num_workers: int) -> object:
+    def attached(dataset: CachedDataset, num_workers: int) -> Resumable:
         adapter = dataset.to_torch_iterable_dataset(batch_size=3)
-        loader = stateful.StatefulDataLoader(adapter, batch_size=3, num_workers=num_workers)
+        loader: Resumable = stateful.StatefulDataLoader(
+            adapter, batch_size=3, num_workers=num_workers
+        )
         adapter.attach_loader(loader)
         return loader
 
@@ -574,9 +591,9 @@ def test_persistent_workers_follow_the_epochs_and_refuse_a_jump(
 def test_workers_report_caches_replaced_or_deleted_since_opening(
     runtime: DatasetRuntime, tmp_path: Path
 ) -> None:
-    [path] = [
-        r.path for r in runtime.write_cache(ListSource("c", FIRST), tmp_path, writer_config=QUIET)
-    ]
+    [path] = written_paths(
+        runtime.write_cache(ListSource("c", FIRST), tmp_path, writer_config=QUIET)
+    )
     ds = runtime.cached_dataset([path], reader_config=ReaderConfig(seed=1))
     adapter = ds.to_torch_iterable_dataset(batch_size=2)
     shutil.rmtree(path)
@@ -600,5 +617,5 @@ def test_the_adapter_is_a_torch_iterable_dataset(
     assert adapter.rank_and_world_size() == (0, 1)
     assert len(adapter) == EPOCH_LEN // 4 * 4
     with pytest.raises(TypeError, match="reads a CachedDataset or its"):
-        DataLoader(list(range(3)))  # type: ignore[arg-type]
+        DataLoader(list(range(3)))
     assert sys.modules["dataset_rt.torch"] is not None

@@ -8,13 +8,14 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Literal
 
 import cache_reference
 import pytest
 
 import conftest
 import dataset_rt
-from conftest import ListSource, without_record_checksums
+from conftest import ListSource, without_record_checksums, written_paths
 from dataset_rt import DatasetRuntime, ShardCompression, WriterConfig
 from dataset_rt._core import verify as _verify
 
@@ -23,15 +24,20 @@ SAMPLES = [
 ]
 
 
-def write(runtime: DatasetRuntime, base: Path, algo: str = "none") -> Path:
+Algo = Literal["none", "lz4"]
+
+
+def write(runtime: DatasetRuntime, base: Path, algo: Algo = "none") -> Path:
     config = WriterConfig(
         show_progress=False,
         max_shard_bytes=20_000,
         shard_compression=ShardCompression(algo=algo, ratio=1.0),
     )
-    [result] = runtime.write_cache(ListSource("c", SAMPLES), base, writer_config=config)
-    assert len(list((result.path / "shards").iterdir())) >= 6
-    return result.path
+    [path] = written_paths(
+        runtime.write_cache(ListSource("c", SAMPLES), base, writer_config=config)
+    )
+    assert len(list((path / "shards").iterdir())) >= 6
+    return path
 
 
 def record(cache: Path, sample_id: int) -> tuple[str, int, int]:
@@ -51,7 +57,7 @@ def scrub(cache: Path) -> dataset_rt.VerifyReport:
 
 
 @pytest.mark.parametrize("algo", ["none", "lz4"])
-def test_a_sound_cache_verifies_clean(runtime: DatasetRuntime, tmp_path: Path, algo: str) -> None:
+def test_a_sound_cache_verifies_clean(runtime: DatasetRuntime, tmp_path: Path, algo: Algo) -> None:
     cache = write(runtime, tmp_path, algo)
     report = scrub(cache)
     assert report.ok and report.problems == [] and report.problems_total == 0, report
@@ -62,7 +68,7 @@ def test_a_sound_cache_verifies_clean(runtime: DatasetRuntime, tmp_path: Path, a
 
 @pytest.mark.parametrize("algo", ["none", "lz4"])
 def test_every_damaged_record_and_file_is_reported(
-    runtime: DatasetRuntime, tmp_path: Path, algo: str
+    runtime: DatasetRuntime, tmp_path: Path, algo: Algo
 ) -> None:
     cache = write(runtime, tmp_path, algo)
     damaged = [10, 11, 200]  # two records of one shard, one of another
@@ -98,9 +104,10 @@ def test_without_record_checksums_the_record_checks_still_find_damage(
     data[offset + data[offset : offset + 300].find(b'"i":42') + 5] = ord("3")  # embedded JSON
     (cache / file).write_bytes(bytes(data))
     file_lz4, offset_lz4, _ = record(cache, 120)
-    data = bytearray((cache / file_lz4).read_bytes())
-    lz4_length = cache_reference.stored_offset(data, offset_lz4)
-    cache_reference.set_lz4_size(data, lz4_length, cache_reference.lz4_size(data, lz4_length) + 1)
+    stored = (cache / file_lz4).read_bytes()
+    lz4_length = cache_reference.stored_offset(stored, offset_lz4)
+    data = bytearray(stored)
+    cache_reference.set_lz4_size(data, lz4_length, cache_reference.lz4_size(stored, lz4_length) + 1)
     (cache / file_lz4).write_bytes(bytes(data))
     report = scrub(cache)
     by_sample = {p.sample_id: p.message for p in report.problems if p.sample_id is not None}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import MappingProxyType
 
@@ -16,26 +16,28 @@ import pytest
 from conftest import QUIET, ListSource, published_entries, simple_samples, staging_dirs
 from dataset_rt import (
     CacheInput,
+    CacheSource,
     CacheWriteError,
     CacheWriteSuccess,
     DatasetRuntime,
+    MetadataValue,
     ReaderConfig,
     ShardCompression,
     WriterConfig,
     WriterProfilerConfig,
 )
 
-GOOD = {"a": 1, "s": "x"}
+GOOD: dict[str, MetadataValue] = {"a": 1, "s": "x"}
 
 # Values Python's own JSON encoder cannot take: the message must still say what is wrong.
-LIST_HOLDING_ITSELF: list = []
+LIST_HOLDING_ITSELF: list[object] = []
 LIST_HOLDING_ITSELF.append(LIST_HOLDING_ITSELF)
-DEEPLY_NESTED: list = []
+DEEPLY_NESTED: list[object] = []
 for _ in range(100_000):
     DEEPLY_NESTED = [DEEPLY_NESTED]
 
 
-def good_rows(count: int) -> list[tuple[bytes, dict[str, object]]]:
+def good_rows(count: int) -> list[tuple[bytes, dict[str, MetadataValue]]]:
     return [(bytes([i % 256]) * 3, {"a": i, "s": f"s{i}"}) for i in range(count)]
 
 
@@ -51,7 +53,7 @@ def assert_clean(base: Path) -> None:
 class RawSource:
     """Yields its items as given (a 2-tuple is a valid CacheInput shape): feeds malformed items."""
 
-    def __init__(self, name: str, items: list) -> None:
+    def __init__(self, name: str, items: Sequence[object]) -> None:
         self.name = name
         self.items = items
 
@@ -59,7 +61,9 @@ class RawSource:
         yield from self.items
 
 
-def write_one_bad(runtime: DatasetRuntime, base: Path, samples: list, name: str = "bad") -> str:
+def write_one_bad(
+    runtime: DatasetRuntime, base: Path, samples: Sequence[object], name: str = "bad"
+) -> str:
     results = runtime.write_cache(RawSource(name, samples), base, writer_config=QUIET)  # type: ignore[arg-type]
     assert len(results) == 1, f"one source gave {len(results)} results"
     (result,) = results
@@ -138,7 +142,7 @@ BAD_SAMPLE_CASES = [
 def test_a_bad_sample_is_a_cache_write_error_naming_the_sample_and_problem(
     runtime: DatasetRuntime, tmp_path: Path, bad: object, fragments: list[str], position: int
 ) -> None:
-    samples: list = [*good_rows(position), bad, *good_rows(3)]
+    samples = [*good_rows(position), bad, *good_rows(3)]
     message = write_one_bad(runtime, tmp_path / "caches", samples)
     assert_mentions(message, f"sample {position}", *fragments)
 
@@ -308,8 +312,10 @@ def test_a_source_without_a_str_name_is_a_cache_write_error(
     source = ListSource("placeholder", good_rows(1))
     source.name = 42  # type: ignore[assignment]
     results = runtime.write_cache(
-        [NoName(), source, ListSource("ok", good_rows(1))], tmp_path, writer_config=QUIET
-    )  # type: ignore[list-item]
+        [NoName(), source, ListSource("ok", good_rows(1))],  # type: ignore[list-item]
+        tmp_path,
+        writer_config=QUIET,
+    )
     assert isinstance(results[0], CacheWriteError) and "name" in results[0].message, (
         f"no-name source: {results[0]}"
     )
@@ -342,12 +348,12 @@ class RaisingSource:
 def test_a_source_raising_midway_is_an_error_and_the_other_sources_still_succeed(
     runtime: DatasetRuntime, tmp_path: Path, good: int
 ) -> None:
-    sources = [
+    sources: list[CacheSource] = [
         ListSource("first", good_rows(5)),
         RaisingSource("broken", good, ValueError("the source broke here")),
         ListSource("last", good_rows(6)),
     ]
-    results = runtime.write_cache(sources, tmp_path, writer_config=QUIET)  # type: ignore[arg-type]
+    results = runtime.write_cache(sources, tmp_path, writer_config=QUIET)
     assert [r.source_name for r in results] == ["first", "broken", "last"], (
         f"results out of order: {results}"
     )
@@ -371,7 +377,10 @@ def test_a_source_raising_midway_is_an_error_and_the_other_sources_still_succeed
 def test_a_bad_sample_in_one_source_does_not_affect_the_next(
     runtime: DatasetRuntime, tmp_path: Path
 ) -> None:
-    sources = [ListSource("bad", [*good_rows(3), ("str", GOOD)]), ListSource("good", good_rows(3))]
+    sources: list[CacheSource] = [
+        ListSource("bad", [*good_rows(3), ("str", GOOD)]),
+        ListSource("good", good_rows(3)),
+    ]
     results = runtime.write_cache(sources, tmp_path, writer_config=QUIET)
     assert isinstance(results[0], CacheWriteError) and results[0].source_name == "bad", (
         f"bad: {results[0]}"
@@ -388,7 +397,7 @@ def test_duplicate_names_raise_value_error_before_anything_is_written(
         ListSource("a", good_rows(2)),
     ]
     with pytest.raises(ValueError, match="duplicate generated cache path") as raised:
-        runtime.write_cache(sources, tmp_path / "caches", writer_config=QUIET)
+        runtime.write_cache([*sources], tmp_path / "caches", writer_config=QUIET)
     assert "a" in str(raised.value), f"message {raised.value} does not name the duplicate"
     assert_clean(tmp_path / "caches")
     assert [s.iterations for s in sources] == [0, 0, 0], (
@@ -453,7 +462,7 @@ def test_keyboard_interrupt_and_system_exit_propagate_and_leave_nothing(
     interrupted = RaisingSource("interrupted", good, error())
     never = ListSource("never", good_rows(2))
     with pytest.raises(error):
-        runtime.write_cache([interrupted, never], base, writer_config=QUIET)  # type: ignore[list-item]
+        runtime.write_cache([interrupted, never], base, writer_config=QUIET)
     assert_clean(base)
     assert never.iterations == 0, "a source after the interrupted one was still written"
     # The target's lock was released: the same name can be written now.
@@ -466,9 +475,12 @@ def test_keyboard_interrupt_and_system_exit_propagate_and_leave_nothing(
 def test_an_interrupt_after_a_published_source_keeps_that_cache(
     runtime: DatasetRuntime, tmp_path: Path
 ) -> None:
-    sources = [ListSource("done", good_rows(4)), RaisingSource("cut", 50, KeyboardInterrupt())]
+    sources: list[CacheSource] = [
+        ListSource("done", good_rows(4)),
+        RaisingSource("cut", 50, KeyboardInterrupt()),
+    ]
     with pytest.raises(KeyboardInterrupt):
-        runtime.write_cache(sources, tmp_path, writer_config=QUIET)  # type: ignore[arg-type]
+        runtime.write_cache(sources, tmp_path, writer_config=QUIET)
     assert published_entries(tmp_path) == ["done"], f"published {published_entries(tmp_path)}"
     assert staging_dirs(tmp_path) == [], f"staging left: {staging_dirs(tmp_path)}"
     got = list(
@@ -492,15 +504,15 @@ def test_writer_config_rejects_unknown_fields() -> None:
 @pytest.mark.parametrize(
     "kwargs", [{"max_shard_bytes": 0}, {"prefetch_size": 0}, {"max_shard_bytes": -1}]
 )
-def test_writer_config_rejects_non_positive_sizes(kwargs: dict) -> None:
+def test_writer_config_rejects_non_positive_sizes(kwargs: dict[str, int]) -> None:
     with pytest.raises(pydantic.ValidationError):
-        WriterConfig(**kwargs)
+        WriterConfig.model_validate(kwargs)
 
 
 def test_configs_are_frozen() -> None:
     config = WriterConfig()
     with pytest.raises(pydantic.ValidationError):
-        config.max_shard_bytes = 5  # type: ignore[misc]
+        config.max_shard_bytes = 5
 
 
 def test_no_compression_requires_ratio_one() -> None:

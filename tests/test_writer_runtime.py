@@ -15,8 +15,9 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, Literal
 
 import pydantic
 import pytest
@@ -24,6 +25,7 @@ import pytest
 from conftest import QUIET, ListSource, published_entries, simple_samples, staging_dirs
 from dataset_rt import (
     CacheInput,
+    CacheSource,
     CacheWriteSuccess,
     DatasetRuntime,
     ReaderConfig,
@@ -54,8 +56,7 @@ class InterruptingSource:
         self.error = error if error is not None else KeyboardInterrupt()
 
     def __iter__(self) -> Iterator[CacheInput]:
-        for payload, metadata in simple_samples(self.good):
-            yield CacheInput(payload, metadata)
+        yield from ListSource(self.name, simple_samples(self.good))
         raise self.error
 
 
@@ -80,7 +81,7 @@ def test_progress_shows_samples_per_second_and_megabytes_per_second(
 def test_progress_for_several_sources_shows_sources_done_of_total_and_an_eta(
     runtime: DatasetRuntime, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    sources = [ListSource(f"s{i}", simple_samples(20)) for i in range(3)]
+    sources: list[CacheSource] = [ListSource(f"s{i}", simple_samples(20)) for i in range(3)]
     results = runtime.write_cache(sources, tmp_path, writer_config=WriterConfig(show_progress=True))
     assert all(isinstance(r, CacheWriteSuccess) for r in results), f"write failed: {results}"
     err = capsys.readouterr().err
@@ -110,7 +111,7 @@ def test_progress_goes_on_after_a_stderr_that_was_full_once(
 ) -> None:
     stderr = OnceBlockedStream()
     monkeypatch.setattr(sys, "stderr", stderr)
-    sources = [ListSource(f"s{i}", simple_samples(600)) for i in range(2)]
+    sources: list[CacheSource] = [ListSource(f"s{i}", simple_samples(600)) for i in range(2)]
     results = runtime.write_cache(sources, tmp_path, writer_config=WriterConfig())
     assert all(isinstance(r, CacheWriteSuccess) for r in results), results
     assert stderr.blocked and "writing s1: 600 samples" in stderr.getvalue(), stderr.getvalue()
@@ -132,7 +133,7 @@ def test_a_stderr_that_cannot_be_written_does_not_fail_the_write(
 ) -> None:
     # Progress is best effort: the caches are published and reported as written.
     monkeypatch.setattr(sys, "stderr", stderr)
-    sources = [ListSource(f"s{i}", simple_samples(600)) for i in range(2)]
+    sources: list[CacheSource] = [ListSource(f"s{i}", simple_samples(600)) for i in range(2)]
     results = runtime.write_cache(sources, tmp_path, writer_config=WriterConfig())
     assert results == [CacheWriteSuccess(f"s{i}", tmp_path / f"s{i}") for i in range(2)], results
 
@@ -152,8 +153,8 @@ def test_a_failed_or_interrupted_source_ends_its_progress_line(
     stderr = TerminalStream()
     monkeypatch.setattr(sys, "stderr", stderr)
     broken = InterruptingSource("broken", 2500, RuntimeError("the source broke"))
-    sources = [broken, ListSource("fine", simple_samples(600))]
-    results = runtime.write_cache(sources, tmp_path / "a", writer_config=WriterConfig())  # type: ignore[list-item]
+    sources: list[CacheSource] = [broken, ListSource("fine", simple_samples(600))]
+    results = runtime.write_cache(sources, tmp_path / "a", writer_config=WriterConfig())
     assert results[1] == CacheWriteSuccess("fine", tmp_path / "a" / "fine"), results
     err = stderr.getvalue()
     assert re.search(r"writing broken: [^\r\n]*\x1b\[K\n", err), repr(err)
@@ -161,7 +162,7 @@ def test_a_failed_or_interrupted_source_ends_its_progress_line(
     stderr.truncate()
     with pytest.raises(KeyboardInterrupt):
         runtime.write_cache(
-            InterruptingSource("cut", 2500),  # type: ignore[arg-type]
+            InterruptingSource("cut", 2500),
             tmp_path / "b",
             writer_config=WriterConfig(),
         )
@@ -173,7 +174,7 @@ def test_progress_into_a_log_is_whole_lines_without_control_codes(
     runtime: DatasetRuntime, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # stderr captured by pytest is not a terminal, as a log file or CI's pipe is not.
-    sources = [ListSource(f"s{i}", simple_samples(600)) for i in range(2)]
+    sources: list[CacheSource] = [ListSource(f"s{i}", simple_samples(600)) for i in range(2)]
     results = runtime.write_cache(sources, tmp_path, writer_config=WriterConfig())
     assert all(isinstance(r, CacheWriteSuccess) for r in results), results
     err = capsys.readouterr().err
@@ -186,7 +187,7 @@ def test_progress_into_a_log_is_whole_lines_without_control_codes(
 def test_no_progress_output_when_disabled(
     runtime: DatasetRuntime, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    sources = [ListSource(f"s{i}", simple_samples(20)) for i in range(3)]
+    sources: list[CacheSource] = [ListSource(f"s{i}", simple_samples(20)) for i in range(3)]
     results = runtime.write_cache(
         sources, tmp_path, writer_config=WriterConfig(show_progress=False)
     )
@@ -204,9 +205,10 @@ def profiled(path: Path) -> WriterConfig:
     return WriterConfig(show_progress=False, profiler=WriterProfilerConfig(enabled=True, path=path))
 
 
-def check_profile(path: Path, names: list[str]) -> dict:
+def check_profile(path: Path, names: list[str]) -> dict[str, Any]:
     assert path.exists(), f"profile {path} was not written"
     document = json.loads(path.read_text())
+    assert isinstance(document, dict), f"profile is a {type(document).__name__}"
     assert document.get("format_version") == 1, (
         f"profile format_version {document.get('format_version')!r}"
     )
@@ -273,7 +275,7 @@ def test_profiler_is_written_when_the_write_is_interrupted(
     config = profiled(profile)
     with pytest.raises(KeyboardInterrupt):
         runtime.write_cache(
-            [ListSource("done", simple_samples(5)), InterruptingSource("cut", 400)],  # type: ignore[list-item]
+            [ListSource("done", simple_samples(5)), InterruptingSource("cut", 400)],
             tmp_path / "c",
             writer_config=config,
         )
@@ -285,7 +287,7 @@ def test_profiler_is_written_when_the_write_is_interrupted(
 )
 def test_profiler_config_refuses_a_path_that_cannot_name_a_file(path: str) -> None:
     with pytest.raises(pydantic.ValidationError, match="path must name a file"):
-        WriterProfilerConfig(enabled=True, path=path)
+        WriterProfilerConfig.model_validate({"enabled": True, "path": path})
 
 
 def test_a_profile_that_cannot_be_written_warns_and_keeps_the_results(
@@ -339,7 +341,7 @@ def thread_count() -> int:
     return len(os.listdir("/proc/self/task"))
 
 
-def settle(predicate, seconds: float = 5.0) -> bool:
+def settle(predicate: Callable[[], bool], seconds: float = 5.0) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if predicate():
@@ -585,7 +587,7 @@ def test_a_published_cache_holds_none_of_its_shards_in_the_page_cache(
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the writer drops pages on Linux")
 @pytest.mark.parametrize("page_cache", ["keep", "auto"])
 def test_a_cache_that_fits_stays_in_the_page_cache(
-    runtime: DatasetRuntime, tmp_path: Path, page_cache: str
+    runtime: DatasetRuntime, tmp_path: Path, page_cache: Literal["keep", "auto"]
 ) -> None:
     # 4 MiB: "auto" keeps a cache of at most half the available memory.
     samples = [(os.urandom(300 << 10), {"i": i}) for i in range(14)]
@@ -604,7 +606,7 @@ def test_a_cache_that_fits_stays_in_the_page_cache(
 
 def test_an_unknown_page_cache_policy_is_refused() -> None:
     with pytest.raises(pydantic.ValidationError, match="page_cache"):
-        WriterConfig(page_cache="sometimes")
+        WriterConfig(page_cache="sometimes")  # type: ignore[arg-type]
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_NOFILE is POSIX")
@@ -729,7 +731,8 @@ def tls_block_bytes(library: Path) -> int | None:
     for entry in range(entries):
         at = table + entry * entry_bytes
         if struct.unpack_from("<I", data, at)[0] == 7:  # PT_TLS
-            return struct.unpack_from("<Q", data, at + 0x28)[0]
+            (size,) = struct.unpack_from("<Q", data, at + 0x28)
+            return int(size)
     return 0
 
 

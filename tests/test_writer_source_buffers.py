@@ -7,14 +7,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from conftest import QUIET
-from dataset_rt import CacheInput, CacheWriteSuccess, DatasetRuntime, ReaderConfig
+from dataset_rt import CacheInput, CacheWriteSuccess, DatasetRuntime, MetadataValue, ReaderConfig
 
 
 class ReusingSource:
     name = "reusing"
 
     def __iter__(self) -> Iterator[CacheInput]:
-        metadata: dict[str, object] = {}
+        metadata: dict[str, MetadataValue] = {}
         buffer = bytearray(4)
         for i in range(1000):
             metadata["index"] = i

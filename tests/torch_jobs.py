@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from dataset_rt import CachedSample, DatasetRuntime, ReaderConfig
 
@@ -37,7 +38,21 @@ def thread_count(sample: CachedSample) -> int:
     return len(os.listdir("/proc/self/task"))
 
 
-def flatten(batches: Any) -> list[tuple[int, int]]:
+@runtime_checkable
+class Column(Protocol):
+    """A column torch's default_collate made of one field of a batch: a tensor."""
+
+    def tolist(self) -> list[Any]: ...
+
+
+def column(values: object) -> list[Any]:
+    """The values of a collated column. A CachedSample collated by torch holds a tensor in
+    each field (a dict of them in `metadata`) where its annotations say int."""
+    assert isinstance(values, Column), f"not a collated column: {values!r}"
+    return values.tolist()
+
+
+def flatten(batches: Iterable[object]) -> list[tuple[int, int]]:
     """Identities out of whatever a DataLoader yielded: samples, collated
     CachedSamples, or transforms' identity tuples (collated into two tensors)."""
     out: list[tuple[int, int]] = []
@@ -45,11 +60,12 @@ def flatten(batches: Any) -> list[tuple[int, int]]:
         if isinstance(batch, CachedSample) and isinstance(batch.cache_id, int):
             out.append((batch.cache_id, batch.sample_id))
         elif isinstance(batch, CachedSample):
-            out += zip(batch.cache_id.tolist(), batch.sample_id.tolist(), strict=True)
+            out += zip(column(batch.cache_id), column(batch.sample_id), strict=True)
         elif isinstance(batch, tuple) and isinstance(batch[0], int):
             out.append((batch[0], batch[1]))
         else:
-            out += zip(batch[0].tolist(), batch[1].tolist(), strict=True)
+            assert isinstance(batch, list | tuple) and len(batch) >= 2, batch
+            out += zip(column(batch[0]), column(batch[1]), strict=True)
     return out
 
 
