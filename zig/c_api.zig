@@ -76,9 +76,21 @@ export fn drt_last_error() [*:0]const u8 {
 
 export fn drt_runtime_create(num_workers: u32, out: ?*?*Runtime) i32 {
     const out_ptr = out orelse return nullArgument("out pointer");
-    if (num_workers < 1) return failMessage(status_invalid_argument, "num_workers must be greater than zero", .{});
-    if (num_workers > thread_pool.workers_max) return failMessage(status_invalid_argument, "num_workers must be at most {d}, got {d}", .{ thread_pool.workers_max, num_workers });
-    out_ptr.* = Runtime.create(allocator, num_workers) catch |err| return failMessage(status_state, "cannot start {d} worker threads: {f}", .{ num_workers, error_words.of(err) });
+    if (num_workers < 1) return failMessage(
+        status_invalid_argument,
+        "num_workers must be greater than zero",
+        .{},
+    );
+    if (num_workers > thread_pool.workers_max) return failMessage(
+        status_invalid_argument,
+        "num_workers must be at most {d}, got {d}",
+        .{ thread_pool.workers_max, num_workers },
+    );
+    out_ptr.* = Runtime.create(allocator, num_workers) catch |err| return failMessage(
+        status_state,
+        "cannot start {d} worker threads: {f}",
+        .{ num_workers, error_words.of(err) },
+    );
     return status_ok;
 }
 
@@ -109,7 +121,11 @@ export fn drt_writer_create(
     const name = byteString(source_name, source_name_len) orelse return nullArgument("source_name");
     const opts = options orelse return nullArgument("options");
     const out_ptr = out orelse return nullArgument("out pointer");
-    const compression = compressionOf(opts.compression) orelse return failMessage(status_invalid_argument, "unknown compression code {d}", .{opts.compression});
+    const compression = compressionOf(opts.compression) orelse return failMessage(
+        status_invalid_argument,
+        "unknown compression code {d}",
+        .{opts.compression},
+    );
     var diagnostic: Diagnostic = .{};
     out_ptr.* = cache_writer.CacheWriter.create(allocator, pool, base, name, .{
         .max_shard_bytes = opts.max_shard_bytes,
@@ -130,7 +146,11 @@ fn compressionOf(code: u32) ?shard_record.Compression {
 }
 
 export fn drt_check_compression(compression: u32, ratio: f64) i32 {
-    const codec = compressionOf(compression) orelse return failMessage(status_invalid_argument, "unknown compression code {d}", .{compression});
+    const codec = compressionOf(compression) orelse return failMessage(
+        status_invalid_argument,
+        "unknown compression code {d}",
+        .{compression},
+    );
     var diagnostic: Diagnostic = .{};
     cache_writer.CacheWriter.checkCompression(codec, ratio, &diagnostic) catch |err| return failError(err, &diagnostic);
     return status_ok;
@@ -156,7 +176,10 @@ export fn drt_cache_info(path: ?[*]const u8, path_len: u64, out: ?*?*Buffer) i32
 export fn drt_check_source_name(source_name: ?[*]const u8, source_name_len: u64) i32 {
     const name = byteString(source_name, source_name_len) orelse return nullArgument("source_name");
     var diagnostic: Diagnostic = .{};
-    cache_writer.CacheWriter.checkSourceName(name, &diagnostic) catch |err| return failError(err, &diagnostic);
+    cache_writer.CacheWriter.checkSourceName(name, &diagnostic) catch |err| return failError(
+        err,
+        &diagnostic,
+    );
     return status_ok;
 }
 
@@ -200,7 +223,12 @@ export fn drt_writer_push(
     const text = metadata_json orelse return nullArgument("metadata_json");
     const payload_bytes: []const u8 = if (payloads_len == 0) &.{} else (payloads orelse return nullArgument("payloads"))[0..@intCast(payloads_len)];
     var diagnostic: Diagnostic = .{};
-    w.push(payload_bytes, lens[0..@intCast(count)], text[0..@intCast(metadata_json_len)], &diagnostic) catch |err| return failError(err, &diagnostic);
+    w.push(
+        payload_bytes,
+        lens[0..@intCast(count)],
+        text[0..@intCast(metadata_json_len)],
+        &diagnostic,
+    ) catch |err| return failError(err, &diagnostic);
     return status_ok;
 }
 
@@ -213,7 +241,13 @@ export fn drt_writer_push_borrowed(
     metadata_json_len: u64,
 ) i32 {
     const text = metadata_json orelse return nullArgument("metadata_json");
-    return pushBorrowed(writer, payloads, payload_lens, count, .{ .json = text[0..@intCast(metadata_json_len)] });
+    return pushBorrowed(
+        writer,
+        payloads,
+        payload_lens,
+        count,
+        .{ .json = text[0..@intCast(metadata_json_len)] },
+    );
 }
 
 export fn drt_writer_push_columns(
@@ -308,7 +342,8 @@ export fn drt_writer_stats_get(writer: ?*const cache_writer.CacheWriter, out: ?*
     if (!checkProcess(w.pool)) return status_wrong_process;
     const stats = &w.stats;
     out_ptr.* = .{
-        .samples_committed = stats.samples_committed.load(.acquire), // pairs with commitBatch's release
+        // pairs with commitBatch's release
+        .samples_committed = stats.samples_committed.load(.acquire),
         .payload_bytes_committed = stats.payload_bytes_committed.load(.monotonic),
         .shard_bytes_committed = stats.shard_bytes_committed.load(.monotonic),
         .ingress_wait = stageStats(&stats.ingress_wait),
@@ -345,12 +380,24 @@ export fn drt_dataset_open(
     const out_ptr = out orelse return nullArgument("out pointer");
     const path_ptrs = paths orelse return nullArgument("paths");
     const lens = path_lens orelse return nullArgument("path_lens");
-    const spans = allocator.alloc([]const u8, path_count) catch return failMessage(status_out_of_memory, "out of memory", .{});
+    const spans = allocator.alloc([]const u8, path_count) catch return failMessage(
+        status_out_of_memory,
+        "out of memory",
+        .{},
+    );
     defer allocator.free(spans);
     for (spans, path_ptrs[0..path_count], lens[0..path_count], 0..) |*span, pointer, len, i| {
-        span.* = byteString(pointer, len) orelse return failMessage(status_invalid_argument, "path {d} is NULL", .{i});
+        span.* = byteString(pointer, len) orelse return failMessage(
+            status_invalid_argument,
+            "path {d} is NULL",
+            .{i},
+        );
     }
-    if (opts.without_replacement > 1) return failMessage(status_invalid_argument, "options.without_replacement must be 0 or 1, got {d}", .{opts.without_replacement});
+    if (opts.without_replacement > 1) return failMessage(
+        status_invalid_argument,
+        "options.without_replacement must be 0 or 1, got {d}",
+        .{opts.without_replacement},
+    );
     var diagnostic: Diagnostic = .{};
     out_ptr.* = dataset_module.Dataset.open(allocator, pool, spans, .{
         .seed = opts.seed,
@@ -387,7 +434,12 @@ export fn drt_dataset_set_epoch_len(dataset: ?*dataset_module.Dataset, epoch_len
 // ---- stream state: resume, epochs, ranks and workers ------------------------
 
 /// Fills `out` with `at` and the fingerprint of `dataset` reading `table`.
-fn fillState(d: *const dataset_module.Dataset, table: *active_table.ActiveTable, at: stream_state.Position, out: *StreamState) i32 {
+fn fillState(
+    d: *const dataset_module.Dataset,
+    table: *active_table.ActiveTable,
+    at: stream_state.Position,
+    out: *StreamState,
+) i32 {
     const cache_sha256s = allocator.alloc(stream_state.Digest, d.caches.len) catch return failMessage(status_out_of_memory, "out of memory", .{});
     defer allocator.free(cache_sha256s);
     const fingerprint = d.fingerprint(table, cache_sha256s);
@@ -404,10 +456,18 @@ fn fillState(d: *const dataset_module.Dataset, table: *active_table.ActiveTable,
     return status_ok;
 }
 
-export fn drt_dataset_cache_sha256s(dataset: ?*dataset_module.Dataset, out: ?[*]u8, cache_count: u32) i32 {
+export fn drt_dataset_cache_sha256s(
+    dataset: ?*dataset_module.Dataset,
+    out: ?[*]u8,
+    cache_count: u32,
+) i32 {
     const d = dataset orelse return nullArgument("dataset");
     if (!checkProcess(d.pool)) return status_wrong_process;
-    if (cache_count != d.caches.len) return failMessage(status_invalid_argument, "cache_count is {d}, the dataset has {d} caches", .{ cache_count, d.caches.len });
+    if (cache_count != d.caches.len) return failMessage(
+        status_invalid_argument,
+        "cache_count is {d}, the dataset has {d} caches",
+        .{ cache_count, d.caches.len },
+    );
     const out_ptr = out orelse return nullArgument("out pointer");
     for (d.caches, 0..) |cache, index| out_ptr[index * stream_state.digest_length ..][0..stream_state.digest_length].* = cache.manifest_sha256;
     return status_ok;
@@ -449,9 +509,21 @@ export fn drt_dataset_load_state(
     if (!checkProcess(d.pool)) return status_wrong_process;
     const found = state orelse return nullArgument("state");
     const digests: []const stream_state.Digest = if (cache_count == 0) &.{} else (cache_sha256s orelse return nullArgument("cache_sha256s"))[0..cache_count];
-    const algorithm_len = std.mem.indexOfScalar(u8, &found.algorithm, 0) orelse return failMessage(status_invalid_argument, "state.algorithm is not NUL-terminated", .{});
-    if (found.shuffle > 1) return failMessage(status_invalid_argument, "state.shuffle must be 0 or 1, got {d}", .{found.shuffle});
-    if (found.cache_count != cache_count) return failMessage(status_invalid_argument, "state.cache_count ({d}) differs from the {d} digests given", .{ found.cache_count, cache_count });
+    const algorithm_len = std.mem.indexOfScalar(u8, &found.algorithm, 0) orelse return failMessage(
+        status_invalid_argument,
+        "state.algorithm is not NUL-terminated",
+        .{},
+    );
+    if (found.shuffle > 1) return failMessage(
+        status_invalid_argument,
+        "state.shuffle must be 0 or 1, got {d}",
+        .{found.shuffle},
+    );
+    if (found.cache_count != cache_count) return failMessage(
+        status_invalid_argument,
+        "state.cache_count ({d}) differs from the {d} digests given",
+        .{ found.cache_count, cache_count },
+    );
     var diagnostic: Diagnostic = .{};
     d.loadState(.{
         .seed = found.seed,
@@ -477,7 +549,12 @@ export fn drt_share_count(span_len: u64, share: ?*const ShareSpec, out: ?*ShareC
     const the_share = shareOf(spec);
     the_share.validate(&diagnostic) catch |err| return failError(err, &diagnostic);
     const counts = stream_share.counts(span_len, the_share);
-    out_ptr.* = .{ .steps = counts.steps, .rank_samples = counts.rank_samples, .worker_batches = counts.worker_batches, .worker_samples = counts.worker_samples };
+    out_ptr.* = .{
+        .steps = counts.steps,
+        .rank_samples = counts.rank_samples,
+        .worker_batches = counts.worker_batches,
+        .worker_samples = counts.worker_samples,
+    };
     return status_ok;
 }
 
@@ -486,7 +563,12 @@ export fn drt_shard_count(span_len: u64, share: ?*const ShareSpec, out: ?*ShareC
     return drt_share_count(span_len, share, out);
 }
 
-export fn drt_stream_after_steps(span: ?*const StreamPosition, share: ?*const ShareSpec, steps: u64, out: ?*StreamPosition) i32 {
+export fn drt_stream_after_steps(
+    span: ?*const StreamPosition,
+    share: ?*const ShareSpec,
+    steps: u64,
+    out: ?*StreamPosition,
+) i32 {
     const span_ptr = span orelse return nullArgument("span");
     const spec = share orelse return nullArgument("share");
     const out_ptr = out orelse return nullArgument("out pointer");
@@ -510,7 +592,10 @@ export fn drt_dataset_metadata_arrow(dataset: ?*dataset_module.Dataset, out: ?*?
     return handOut(bytes, out_ptr);
 }
 
-export fn drt_dataset_metadata_arrow_stream(dataset: ?*dataset_module.Dataset, out: ?*arrow_c_export.ArrowArrayStream) i32 {
+export fn drt_dataset_metadata_arrow_stream(
+    dataset: ?*dataset_module.Dataset,
+    out: ?*arrow_c_export.ArrowArrayStream,
+) i32 {
     const d = dataset orelse return nullArgument("dataset");
     if (!checkProcess(d.pool)) return status_wrong_process;
     const out_ptr = out orelse return nullArgument("out pointer");
@@ -525,7 +610,11 @@ export fn drt_dataset_schema_json(dataset: ?*dataset_module.Dataset, out: ?*?*Bu
     const d = dataset orelse return nullArgument("dataset");
     if (!checkProcess(d.pool)) return status_wrong_process;
     const out_ptr = out orelse return nullArgument("out pointer");
-    const text = metadata_types.schemaJson(allocator, d.schema()) catch return failMessage(status_out_of_memory, "out of memory", .{});
+    const text = metadata_types.schemaJson(allocator, d.schema()) catch return failMessage(
+        status_out_of_memory,
+        "out of memory",
+        .{},
+    );
     return handOut(text, out_ptr);
 }
 
@@ -567,21 +656,37 @@ export fn drt_dataset_set_table(
         .row_count = row_count,
         .cache_ids = integerColumn(cache_column),
         .sample_ids = integerColumn(sample_column),
-        .weights = .{ .values = weight_column.values, .validity = weight_column.validity, .validity_offset = weight_column.validity_offset },
+        .weights = .{
+            .values = weight_column.values,
+            .validity = weight_column.validity,
+            .validity_offset = weight_column.validity_offset,
+        },
     }, &diagnostic) catch |err| return failError(err, &diagnostic);
     d.replaceTable(table);
     return status_ok;
 }
 
 fn integerColumn(column: *const IntegerColumn) metadata_table.IntegerColumn {
-    return .{ .values = column.values, .validity = column.validity, .validity_offset = column.validity_offset, .signed = column.is_signed != 0 };
+    return .{
+        .values = column.values,
+        .validity = column.validity,
+        .validity_offset = column.validity_offset,
+        .signed = column.is_signed != 0,
+    };
 }
 
-export fn drt_iterator_create(dataset: ?*dataset_module.Dataset, out: ?*?*dataset_module.Iterator) i32 {
+export fn drt_iterator_create(
+    dataset: ?*dataset_module.Dataset,
+    out: ?*?*dataset_module.Iterator,
+) i32 {
     return drt_iterator_create_deferring(dataset, 0, out);
 }
 
-export fn drt_iterator_create_deferring(dataset: ?*dataset_module.Dataset, defer_payload_bytes: u64, out: ?*?*dataset_module.Iterator) i32 {
+export fn drt_iterator_create_deferring(
+    dataset: ?*dataset_module.Dataset,
+    defer_payload_bytes: u64,
+    out: ?*?*dataset_module.Iterator,
+) i32 {
     return createIterator(dataset, .whole, 0, defer_payload_bytes, out);
 }
 
@@ -620,9 +725,17 @@ export fn drt_iterator_create_reads(
     const out_ptr = out orelse return nullArgument("out pointer");
     const caches: []const u64 = if (count == 0) &.{} else (cache_ids orelse
         return nullArgument("cache_ids"))[0..@intCast(count)];
-    const samples: []const u64 = if (count == 0) &.{} else (sample_ids orelse return nullArgument("sample_ids"))[0..@intCast(count)];
+    const samples: []const u64 = if (count == 0) &.{} else (sample_ids orelse return nullArgument(
+        "sample_ids",
+    ))[0..@intCast(count)];
     var diagnostic: Diagnostic = .{};
-    out_ptr.* = dataset_module.Iterator.createReads(d, caches, samples, defer_payload_bytes, &diagnostic) catch |err| return failError(err, &diagnostic);
+    out_ptr.* = dataset_module.Iterator.createReads(
+        d,
+        caches,
+        samples,
+        defer_payload_bytes,
+        &diagnostic,
+    ) catch |err| return failError(err, &diagnostic);
     return status_ok;
 }
 
@@ -645,11 +758,19 @@ export fn drt_iterator_span(iterator: ?*const dataset_module.Iterator, out: ?*St
     const it = iterator orelse return nullArgument("iterator");
     if (!checkProcess(it.dataset.pool)) return status_wrong_process;
     const out_ptr = out orelse return nullArgument("out pointer");
-    if (it.readsByIdentity()) return failMessage(status_state, "this iterator reads samples by identity; it has no stream position", .{});
+    if (it.readsByIdentity()) return failMessage(
+        status_state,
+        "this iterator reads samples by identity; it has no stream position",
+        .{},
+    );
     return fillState(it.dataset, it.table(), it.span(), out_ptr);
 }
 
-export fn drt_iterator_state(iterator: ?*const dataset_module.Iterator, consumed: u64, out: ?*StreamState) i32 {
+export fn drt_iterator_state(
+    iterator: ?*const dataset_module.Iterator,
+    consumed: u64,
+    out: ?*StreamState,
+) i32 {
     const it = iterator orelse return nullArgument("iterator");
     if (!checkProcess(it.dataset.pool)) return status_wrong_process;
     const out_ptr = out orelse return nullArgument("out pointer");
@@ -683,32 +804,54 @@ export fn drt_batch_deferred(view: ?*const sample_batch.View, lengths_out: ?*?[*
 }
 
 /// `view` as a batch `it` returned, or null (the error set) when it is not one.
-fn batchOf(it: *const dataset_module.Iterator, view: ?*const sample_batch.View) ?*const sample_batch.SampleBatch {
+fn batchOf(
+    it: *const dataset_module.Iterator,
+    view: ?*const sample_batch.View,
+) ?*const sample_batch.SampleBatch {
     const v = view orelse {
         _ = nullArgument("batch");
         return null;
     };
     const batch = sample_batch.SampleBatch.fromConstView(v);
     if (batch.owner != @as(*const anyopaque, it.pipeline)) {
-        _ = failMessage(status_invalid_argument, "the batch was not returned by this iterator", .{});
+        _ = failMessage(
+            status_invalid_argument,
+            "the batch was not returned by this iterator",
+            .{},
+        );
         return null;
     }
     return batch;
 }
 
-export fn drt_iterator_read_deferred(iterator: ?*dataset_module.Iterator, view: ?*const sample_batch.View, sample: u64, destination: ?[*]u8) i32 {
+export fn drt_iterator_read_deferred(
+    iterator: ?*dataset_module.Iterator,
+    view: ?*const sample_batch.View,
+    sample: u64,
+    destination: ?[*]u8,
+) i32 {
     const it = iterator orelse return nullArgument("iterator");
     if (!checkProcess(it.dataset.pool)) return status_wrong_process;
     const batch = batchOf(it, view) orelse return status_invalid_argument;
-    const entry = batch.deferredPayload(sample) orelse return failMessage(status_invalid_argument, "sample {d} of the batch (of {d}) has no deferred payload", .{ sample, batch.count() });
+    const entry = batch.deferredPayload(sample) orelse return failMessage(
+        status_invalid_argument,
+        "sample {d} of the batch (of {d}) has no deferred payload",
+        .{ sample, batch.count() },
+    );
     const dst = destination orelse return nullArgument("destination");
-    const reads = [1]read_pipeline.DeferredRead{.{ .entry = entry, .destination = dst[0..@intCast(entry.location.len)] }};
+    const reads = [1]read_pipeline.DeferredRead{
+        .{ .entry = entry, .destination = dst[0..@intCast(entry.location.len)] },
+    };
     var diagnostic: Diagnostic = .{};
     it.pipeline.readDeferred(&reads, &diagnostic) catch |err| return failError(err, &diagnostic);
     return status_ok;
 }
 
-export fn drt_iterator_read_deferred_batch(iterator: ?*dataset_module.Iterator, view: ?*const sample_batch.View, destinations: ?[*]const ?[*]u8) i32 {
+export fn drt_iterator_read_deferred_batch(
+    iterator: ?*dataset_module.Iterator,
+    view: ?*const sample_batch.View,
+    destinations: ?[*]const ?[*]u8,
+) i32 {
     const it = iterator orelse return nullArgument("iterator");
     if (!checkProcess(it.dataset.pool)) return status_wrong_process;
     const batch = batchOf(it, view) orelse return status_invalid_argument;
@@ -717,11 +860,21 @@ export fn drt_iterator_read_deferred_batch(iterator: ?*dataset_module.Iterator, 
     defer reads.deinit(allocator);
     for (0..batch.count()) |sample| {
         const entry = batch.deferredPayload(sample) orelse continue;
-        const dst = all[sample] orelse return failMessage(status_invalid_argument, "destination {d} is NULL but sample {d} has a deferred payload", .{ sample, sample });
-        reads.append(allocator, .{ .entry = entry, .destination = dst[0..@intCast(entry.location.len)] }) catch return failMessage(status_out_of_memory, "out of memory", .{});
+        const dst = all[sample] orelse return failMessage(
+            status_invalid_argument,
+            "destination {d} is NULL but sample {d} has a deferred payload",
+            .{ sample, sample },
+        );
+        reads.append(
+            allocator,
+            .{ .entry = entry, .destination = dst[0..@intCast(entry.location.len)] },
+        ) catch return failMessage(status_out_of_memory, "out of memory", .{});
     }
     var diagnostic: Diagnostic = .{};
-    it.pipeline.readDeferred(reads.items, &diagnostic) catch |err| return failError(err, &diagnostic);
+    it.pipeline.readDeferred(reads.items, &diagnostic) catch |err| return failError(
+        err,
+        &diagnostic,
+    );
     return status_ok;
 }
 
@@ -748,7 +901,11 @@ export fn drt_batch_mapped(
     return status_ok;
 }
 
-export fn drt_mapping_retain(mapping: ?*ShardMapping, base_out: ?*?[*]const u8, len_out: ?*u64) i32 {
+export fn drt_mapping_retain(
+    mapping: ?*ShardMapping,
+    base_out: ?*?[*]const u8,
+    len_out: ?*u64,
+) i32 {
     const m = mapping orelse return nullArgument("mapping");
     const base_ptr = base_out orelse return nullArgument("base_out");
     const len_ptr = len_out orelse return nullArgument("len_out");
@@ -770,48 +927,108 @@ export fn drt_batch_release(view: ?*sample_batch.View) void {
 
 export fn drt_iterator_destroy(iterator: ?*dataset_module.Iterator) void {
     const it = iterator orelse return;
-    if (!it.dataset.pool.ownedByThisProcess()) return; // leaked in a forked child: see drt_writer_destroy
+    // leaked in a forked child: see drt_writer_destroy
+    if (!it.dataset.pool.ownedByThisProcess()) return;
     it.destroy();
 }
 
 // ---- codec utilities ---------------------------------------------------------
 
 export fn drt_lz4_compress_bound(source_len: u64) u64 {
-    // Like LZ4_compressBound: 0 for an input too large for one block (and the formula never overflows).
+    // Like LZ4_compressBound: 0 for an input too large for one block (and the formula never
+    // overflows).
     if (source_len > lz4.source_length_max) return 0;
     return lz4.compressBound(@intCast(source_len));
 }
 
-export fn drt_lz4_compress(source: ?[*]const u8, source_len: u64, destination: ?[*]u8, destination_len: u64, written: ?*u64) i32 {
+export fn drt_lz4_compress(
+    source: ?[*]const u8,
+    source_len: u64,
+    destination: ?[*]u8,
+    destination_len: u64,
+    written: ?*u64,
+) i32 {
     const out = written orelse return nullArgument("written");
-    const src: []const u8 = if (source_len == 0) &.{} else (source orelse return nullArgument("source"))[0..@intCast(source_len)];
-    const dst = (destination orelse return nullArgument("destination"))[0..@intCast(destination_len)];
-    if (src.len > lz4.source_length_max) return failMessage(status_invalid_argument, "cannot compress {d} bytes in one lz4 block (at most {d})", .{ src.len, lz4.source_length_max });
-    if (dst.len < lz4.compressBound(src.len)) return failMessage(status_invalid_argument, "destination holds {d} bytes; compressing {d} bytes needs {d}", .{ dst.len, src.len, lz4.compressBound(src.len) });
+    const src: []const u8 = if (source_len == 0) &.{} else (source orelse return nullArgument(
+        "source",
+    ))[0..@intCast(source_len)];
+    const dst = (destination orelse return nullArgument("destination"))[0..@intCast(
+        destination_len,
+    )];
+    if (src.len > lz4.source_length_max) return failMessage(
+        status_invalid_argument,
+        "cannot compress {d} bytes in one lz4 block (at most {d})",
+        .{ src.len, lz4.source_length_max },
+    );
+    if (dst.len < lz4.compressBound(src.len)) return failMessage(
+        status_invalid_argument,
+        "destination holds {d} bytes; compressing {d} bytes needs {d}",
+        .{ dst.len, src.len, lz4.compressBound(src.len) },
+    );
     out.* = lz4.compress(src, dst);
     return status_ok;
 }
 
-export fn drt_lz4_decompress(source: ?[*]const u8, source_len: u64, destination: ?[*]u8, destination_len: u64) i32 {
-    const src: []const u8 = if (source_len == 0) &.{} else (source orelse return nullArgument("source"))[0..@intCast(source_len)];
-    const dst: []u8 = if (destination_len == 0) &.{} else (destination orelse return nullArgument("destination"))[0..@intCast(destination_len)];
-    lz4.decompress(src, dst) catch return failMessage(status_invalid_input, "corrupt lz4 block ({d} bytes, expected to decode to {d} bytes)", .{ src.len, dst.len });
+export fn drt_lz4_decompress(
+    source: ?[*]const u8,
+    source_len: u64,
+    destination: ?[*]u8,
+    destination_len: u64,
+) i32 {
+    const src: []const u8 = if (source_len == 0) &.{} else (source orelse return nullArgument(
+        "source",
+    ))[0..@intCast(source_len)];
+    const dst: []u8 = if (destination_len == 0) &.{} else (destination orelse return nullArgument(
+        "destination",
+    ))[0..@intCast(destination_len)];
+    lz4.decompress(src, dst) catch return failMessage(
+        status_invalid_input,
+        "corrupt lz4 block ({d} bytes, expected to decode to {d} bytes)",
+        .{ src.len, dst.len },
+    );
     return status_ok;
 }
 
-export fn drt_sampler_draws(weights: ?[*]const f64, n: u64, seed: u64, start: u64, count: u64, rows_out: ?[*]u64) i32 {
+export fn drt_sampler_draws(
+    weights: ?[*]const f64,
+    n: u64,
+    seed: u64,
+    start: u64,
+    count: u64,
+    rows_out: ?[*]u64,
+) i32 {
     const weight_values = (weights orelse return nullArgument("weights"))[0..@intCast(n)];
     const rows: []u64 = if (count == 0) &.{} else (rows_out orelse return nullArgument("rows_out"))[0..@intCast(count)];
-    if (!sampler.weightsValid(weight_values)) return failMessage(status_invalid_argument, "weights must be positive and finite (1 to 2^53 of them)", .{});
-    if (count != 0 and count - 1 > std.math.maxInt(u64) - start) return failMessage(status_invalid_argument, "positions pass 2^64 - 1", .{});
-    sampler.drawRows(allocator, weight_values, seed, start, rows) catch return failMessage(status_out_of_memory, "out of memory", .{});
+    if (!sampler.weightsValid(weight_values)) return failMessage(
+        status_invalid_argument,
+        "weights must be positive and finite (1 to 2^53 of them)",
+        .{},
+    );
+    if (count != 0 and count - 1 > std.math.maxInt(u64) - start) return failMessage(
+        status_invalid_argument,
+        "positions pass 2^64 - 1",
+        .{},
+    );
+    sampler.drawRows(allocator, weight_values, seed, start, rows) catch return failMessage(
+        status_out_of_memory,
+        "out of memory",
+        .{},
+    );
     return status_ok;
 }
 
 export fn drt_permutation_rows(n: u64, seed: u64, start: u64, count: u64, rows_out: ?[*]u64) i32 {
     const rows: []u64 = if (count == 0) &.{} else (rows_out orelse return nullArgument("rows_out"))[0..@intCast(count)];
-    if (n < 1 or n > sampler.row_count_max) return failMessage(status_invalid_argument, "n must be between 1 and 2^53, got {d}", .{n});
-    if (count != 0 and count - 1 > std.math.maxInt(u64) - start) return failMessage(status_invalid_argument, "positions pass 2^64 - 1", .{});
+    if (n < 1 or n > sampler.row_count_max) return failMessage(
+        status_invalid_argument,
+        "n must be between 1 and 2^53, got {d}",
+        .{n},
+    );
+    if (count != 0 and count - 1 > std.math.maxInt(u64) - start) return failMessage(
+        status_invalid_argument,
+        "positions pass 2^64 - 1",
+        .{},
+    );
     permutation.rowRange(sampler.Key.derive(permutation.key_domain, seed), n, start, rows);
     return status_ok;
 }

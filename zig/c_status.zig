@@ -68,7 +68,10 @@ pub const Runtime = thread_pool.ThreadPool;
 
 pub fn checkProcess(pool: *const Runtime) bool {
     if (pool.ownedByThisProcess()) return true;
-    setLastError("this DatasetRT handle was created in another process (before fork()); create a new DatasetRuntime in this process");
+    setLastError(
+        "this DatasetRT handle was created in another process (before fork()); create a new " ++
+            "DatasetRuntime in this process",
+    );
     return false;
 }
 

@@ -39,10 +39,12 @@ test {
     _ = @import("format/index_file.zig");
     _ = @import("format/json_scan.zig");
     _ = @import("format/manifest.zig");
+    _ = @import("format/manifest_refusal_test.zig");
     _ = @import("format/manifest_test.zig");
     _ = @import("format/metadata_canonical.zig");
     _ = @import("format/metadata_columns.zig");
     _ = @import("format/metadata_json.zig");
+    _ = @import("format/metadata_json_test.zig");
     _ = @import("format/metadata_types.zig");
     _ = @import("format/metadata_verify.zig");
     _ = @import("format/record_checksums.zig");

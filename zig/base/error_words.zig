@@ -116,10 +116,18 @@ const Limit = struct {
 
 fn limitOf(err: anyerror) ?Limit {
     return switch (err) {
-        error.ProcessFdQuotaExceeded => .{ .resource = .open_files, .unit = "", .command = "ulimit -n" },
+        error.ProcessFdQuotaExceeded => .{
+            .resource = .open_files,
+            .unit = "",
+            .command = "ulimit -n",
+        },
         error.FileTooBig => .{ .resource = .file_bytes, .unit = " bytes", .command = "ulimit -f" },
         error.ThreadQuotaExceeded => .{ .resource = .threads, .unit = "", .command = "ulimit -u" },
-        error.LockedMemoryLimitExceeded => .{ .resource = .locked_memory_bytes, .unit = " bytes", .command = "ulimit -l" },
+        error.LockedMemoryLimitExceeded => .{
+            .resource = .locked_memory_bytes,
+            .unit = " bytes",
+            .command = "ulimit -l",
+        },
         else => null,
     };
 }
@@ -189,7 +197,9 @@ test "every error of the calls whose failures a message names has a phrase" {
     try expectPhrases(@import("file_status.zig").ReadError);
     try expectPhrases(@import("file_lock.zig").Error);
     try expectPhrases(@import("file_view.zig").Error);
-    try expectPhrases(error{ InvalidArgument, InvalidInput, InvalidCache, Io, State, OutOfRange, AlreadyExists });
+    try expectPhrases(
+        error{ InvalidArgument, InvalidInput, InvalidCache, Io, State, OutOfRange, AlreadyExists },
+    );
 }
 
 test "known errors print their phrase" {
@@ -219,7 +229,11 @@ test "a process limit is named with its value and its ulimit option" {
     defer std.testing.allocator.free(expected_open_files);
     try std.testing.expectFmt(expected_open_files, "{f}", .{of(error.ProcessFdQuotaExceeded)});
     // No limit to name for the system-wide table.
-    try std.testing.expectFmt("too many open files in the system", "{f}", .{of(error.SystemFdQuotaExceeded)});
+    try std.testing.expectFmt(
+        "too many open files in the system",
+        "{f}",
+        .{of(error.SystemFdQuotaExceeded)},
+    );
 }
 
 test "a file size limit is named only when there is one" {
@@ -230,7 +244,11 @@ test "a file size limit is named only when there is one" {
     if (current.cur == std.posix.RLIM.INFINITY) {
         try std.testing.expectEqualStrings("file too large", words);
     } else {
-        const expected = try std.fmt.allocPrint(std.testing.allocator, "file too large: the limit is {d} bytes (ulimit -f)", .{current.cur});
+        const expected = try std.fmt.allocPrint(
+            std.testing.allocator,
+            "file too large: the limit is {d} bytes (ulimit -f)",
+            .{current.cur},
+        );
         defer std.testing.allocator.free(expected);
         try std.testing.expectEqualStrings(expected, words);
     }

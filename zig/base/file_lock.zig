@@ -54,8 +54,21 @@ const Overlapped = extern struct {
     event: ?*anyopaque = null,
 };
 
-extern "kernel32" fn LockFileEx(file: *anyopaque, flags: u32, reserved: u32, bytes_low: u32, bytes_high: u32, overlapped: *Overlapped) callconv(.winapi) c_int;
-extern "kernel32" fn UnlockFileEx(file: *anyopaque, reserved: u32, bytes_low: u32, bytes_high: u32, overlapped: *Overlapped) callconv(.winapi) c_int;
+extern "kernel32" fn LockFileEx(
+    file: *anyopaque,
+    flags: u32,
+    reserved: u32,
+    bytes_low: u32,
+    bytes_high: u32,
+    overlapped: *Overlapped,
+) callconv(.winapi) c_int;
+extern "kernel32" fn UnlockFileEx(
+    file: *anyopaque,
+    reserved: u32,
+    bytes_low: u32,
+    bytes_high: u32,
+    overlapped: *Overlapped,
+) callconv(.winapi) c_int;
 
 test "a lock is taken, released and taken again" {
     const io = @import("system.zig").io();

@@ -338,7 +338,12 @@ fn buildSchema(batch: *Batch, out: *ArrowSchema) error{OutOfMemory}!void {
     const children = try allocator.alloc(ArrowSchema, count);
     errdefer allocator.free(children);
     const child_pointers = try allocator.alloc(*ArrowSchema, count);
-    tree.* = .{ .batch = batch, .references = .init(1 + count), .children = children, .child_pointers = child_pointers };
+    tree.* = .{
+        .batch = batch,
+        .references = .init(1 + count),
+        .children = children,
+        .child_pointers = child_pointers,
+    };
     for (children, child_pointers, batch.names, batch.formats) |*child, *pointer, name, format| {
         child.* = .{
             .format = format,
@@ -391,7 +396,10 @@ const test_columns = [_]Column{
     .{ .name = "id", .values = .{ .uint64 = &test_ids } },
     .{ .name = "score", .values = .{ .float64 = &test_scores } },
     .{ .name = "flag", .values = .{ .bool_bytes = &test_flags } },
-    .{ .name = "label", .values = .{ .large_utf8 = .{ .offsets = &test_offsets, .bytes = "abcde" } } },
+    .{
+        .name = "label",
+        .values = .{ .large_utf8 = .{ .offsets = &test_offsets, .bytes = "abcde" } },
+    },
 };
 
 test "the stream's schema and single batch describe the columns" {
@@ -465,7 +473,10 @@ test "an export that runs out of memory takes nothing" {
     var stream: ArrowArrayStream = undefined;
     var fail_index: usize = 0;
     while (true) : (fail_index += 1) {
-        var failing = std.testing.FailingAllocator.init(std.testing.allocator, .{ .fail_index = fail_index });
+        var failing = std.testing.FailingAllocator.init(
+            std.testing.allocator,
+            .{ .fail_index = fail_index },
+        );
         exportStream(failing.allocator(), &test_columns, 3, owner.handle(), &stream) catch {
             try std.testing.expect(!owner.freed);
             continue;
