@@ -33,8 +33,12 @@ pub const Words = struct {
 
 /// The phrase for an error this module knows, or null.
 pub fn phrase(err: anyerror) ?[]const u8 {
+    return filePhrase(err) orelse limitPhrase(err) orelse jsonPhrase(err) orelse statusPhrase(err);
+}
+
+/// Files and directories.
+fn filePhrase(err: anyerror) ?[]const u8 {
     return switch (err) {
-        // Files and directories.
         error.FileNotFound => "no such file or directory",
         error.NotDir => "not a directory",
         error.IsDir => "is a directory",
@@ -70,7 +74,13 @@ pub fn phrase(err: anyerror) ?[]const u8 {
         error.BrokenPipe => "broken pipe",
         error.FileShrank => "the file shrank while it was read",
         error.ShortFile => "the file is shorter than expected",
-        // Limits of the process and of the system.
+        else => null,
+    };
+}
+
+/// Limits of the process and of the system.
+fn limitPhrase(err: anyerror) ?[]const u8 {
+    return switch (err) {
         error.ProcessFdQuotaExceeded => "too many open files",
         error.SystemFdQuotaExceeded => "too many open files in the system",
         error.ThreadQuotaExceeded => "too many threads",
@@ -79,7 +89,13 @@ pub fn phrase(err: anyerror) ?[]const u8 {
         error.OutOfMemory => "out of memory",
         error.Canceled => "canceled",
         error.Unexpected => "unexpected error from the operating system",
-        // JSON.
+        else => null,
+    };
+}
+
+/// Parsing JSON (std.json) and numbers (std.fmt).
+fn jsonPhrase(err: anyerror) ?[]const u8 {
+    return switch (err) {
         error.SyntaxError => "syntax error",
         error.UnexpectedEndOfInput, error.BufferUnderrun => "unexpected end of input",
         error.UnexpectedToken => "unexpected token",
@@ -92,7 +108,13 @@ pub fn phrase(err: anyerror) ?[]const u8 {
         error.UnknownField => "unknown field",
         error.MissingField => "missing field",
         error.LengthMismatch => "wrong number of elements",
-        // The core's own kinds of failure (its status codes).
+        else => null,
+    };
+}
+
+/// The core's own kinds of failure (its status codes).
+fn statusPhrase(err: anyerror) ?[]const u8 {
+    return switch (err) {
         error.InvalidArgument => "invalid argument",
         error.InvalidInput => "invalid input",
         error.InvalidCache => "invalid cache",
