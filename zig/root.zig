@@ -1,8 +1,13 @@
-//! The DatasetRT core. Every exported symbol lives in c_api.zig,
-//! c_api_integrity.zig or c_api_formats.zig (reporting through c_status.zig); this file only
-//! pulls the modules into the build so their exports and unit tests are compiled.
+//! The DatasetRT core. Every exported symbol lives in a c_api*.zig file, one per area
+//! (reporting through c_status.zig); this file only pulls the modules into the build so
+//! their exports and unit tests are compiled.
 comptime {
     _ = @import("c_api.zig");
+    _ = @import("c_api_writer.zig");
+    _ = @import("c_api_dataset.zig");
+    _ = @import("c_api_table.zig");
+    _ = @import("c_api_iterator.zig");
+    _ = @import("c_api_codec.zig");
     _ = @import("c_api_integrity.zig");
     _ = @import("c_api_formats.zig");
 }
