@@ -6,6 +6,7 @@ const lz4 = @import("codec/lz4.zig");
 const shard_record = @import("format/shard_record.zig");
 const cache_writer = @import("write/cache_writer.zig");
 const cache_replace = @import("write/cache_replace.zig");
+const staging = @import("write/staging.zig");
 const metadata_columns = @import("format/metadata_columns.zig");
 const cache_info = @import("table/cache_info.zig");
 const cache_layout = @import("format/cache_layout.zig");
@@ -292,4 +293,23 @@ export fn drt_writer_destroy(writer: ?*cache_writer.CacheWriter) void {
     // A forked child must not wait on the parent's threads nor delete its staging files.
     if (!w.pool.ownedByThisProcess()) return;
     w.destroy();
+}
+
+export fn drt_cache_writer_active(
+    base_dir: ?[*]const u8,
+    base_dir_len: u64,
+    source_name: ?[*]const u8,
+    source_name_len: u64,
+    active: ?*u32,
+) i32 {
+    const base = byteString(base_dir, base_dir_len) orelse return nullArgument("base_dir");
+    const name = byteString(source_name, source_name_len) orelse return nullArgument("source_name");
+    const out_ptr = active orelse return nullArgument("active");
+    var diagnostic: Diagnostic = .{};
+    cache_writer.CacheWriter.checkSourceName(name, &diagnostic) catch |err|
+        return failError(err, &diagnostic);
+    const held = staging.writerActive(base, name, &diagnostic) catch |err|
+        return failError(err, &diagnostic);
+    out_ptr.* = @intFromBool(held);
+    return status_ok;
 }
