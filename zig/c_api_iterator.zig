@@ -224,10 +224,8 @@ export fn drt_iterator_read_deferred_batch(
         ) catch return failMessage(status_out_of_memory, "out of memory", .{});
     }
     var diagnostic: Diagnostic = .{};
-    it.pipeline.readDeferred(reads.items, &diagnostic) catch |err| return failError(
-        err,
-        &diagnostic,
-    );
+    it.pipeline.readDeferred(reads.items, &diagnostic) catch |err|
+        return failError(err, &diagnostic);
     return status_ok;
 }
 

@@ -102,10 +102,8 @@ export fn drt_cache_info(path: ?[*]const u8, path_len: u64, out: ?*?*Buffer) i32
 export fn drt_check_source_name(source_name: ?[*]const u8, source_name_len: u64) i32 {
     const name = byteString(source_name, source_name_len) orelse return nullArgument("source_name");
     var diagnostic: Diagnostic = .{};
-    cache_writer.CacheWriter.checkSourceName(name, &diagnostic) catch |err| return failError(
-        err,
-        &diagnostic,
-    );
+    cache_writer.CacheWriter.checkSourceName(name, &diagnostic) catch |err|
+        return failError(err, &diagnostic);
     return status_ok;
 }
 

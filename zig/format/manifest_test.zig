@@ -368,12 +368,8 @@ test "random and damaged manifests never crash or leak" {
         @memcpy(buffer[0..length], peer_manifest_z);
         if (iteration % 2 == 0) {
             for (0..1 + random.uintLessThan(usize, 3)) |_| {
-                buffer[random.uintLessThan(usize, length)] = alphabet[
-                    random.uintLessThan(
-                        usize,
-                        alphabet.len,
-                    )
-                ];
+                const at = random.uintLessThan(usize, length);
+                buffer[at] = alphabet[random.uintLessThan(usize, alphabet.len)];
             }
         } else {
             length = random.uintLessThan(usize, length);

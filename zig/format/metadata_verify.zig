@@ -644,12 +644,10 @@ test "whatever the canonical fast path accepts, the full scan accepts" {
         try writeCanonical(testing.allocator, &schema, &values, &out);
         // Damage the text: a byte replaced, dropped or inserted, or nothing.
         switch (random.uintLessThan(u8, 4)) {
-            0 => out.items[random.uintLessThan(usize, out.items.len)] = damage[
-                random.uintLessThan(
-                    usize,
-                    damage.len,
-                )
-            ],
+            0 => {
+                const at = random.uintLessThan(usize, out.items.len);
+                out.items[at] = damage[random.uintLessThan(usize, damage.len)];
+            },
             1 => _ = out.orderedRemove(random.uintLessThan(usize, out.items.len)),
             2 => try out.insert(
                 testing.allocator,
@@ -683,23 +681,16 @@ test "random and damaged input never crashes the parsers" {
         const input = switch (iteration % 3) {
             0 => blk: {
                 const length = random.uintLessThan(usize, buffer.len);
-                for (buffer[0..length]) |*byte| byte.* = alphabet[
-                    random.uintLessThan(
-                        usize,
-                        alphabet.len,
-                    )
-                ];
+                for (buffer[0..length]) |*byte| {
+                    byte.* = alphabet[random.uintLessThan(usize, alphabet.len)];
+                }
                 break :blk buffer[0..length];
             },
             1 => blk: {
                 @memcpy(buffer[0..valid.len], valid);
                 for (0..1 + random.uintLessThan(usize, 3)) |_| {
-                    buffer[random.uintLessThan(usize, valid.len)] = alphabet[
-                        random.uintLessThan(
-                            usize,
-                            alphabet.len,
-                        )
-                    ];
+                    const at = random.uintLessThan(usize, valid.len);
+                    buffer[at] = alphabet[random.uintLessThan(usize, alphabet.len)];
                 }
                 break :blk buffer[0..valid.len];
             },
