@@ -30,21 +30,31 @@ pub fn build(b: *std.Build) void {
         .pic = true,
     });
     core.addOptions("build_options", options);
-    const x86 = std.Target.x86;
-    const aarch64 = std.Target.aarch64;
-    const kernels: []const HardwareKernel = switch (arch) {
-        .x86_64 => &.{
-            .{ .name = "dataset_rt_sha_ni", .source = "zig/codec/sha256_ni.zig", .features = x86.featureSet(&.{ .sha, .avx2 }) },
-            .{ .name = "dataset_rt_crc32c_x86", .source = "zig/codec/crc32c_x86.zig", .features = x86.featureSet(&.{ .crc32, .sse4_2, .pclmul }) },
-            .{ .name = "dataset_rt_crc32c_avx512", .source = "zig/codec/crc32c_avx512.zig", .features = x86.featureSet(&.{ .crc32, .sse4_2, .pclmul, .avx512f, .avx512vl, .vpclmulqdq }), .needs_llvm = true },
-        },
-        .aarch64 => &.{
-            .{ .name = "dataset_rt_sha_arm", .source = "zig/codec/sha256_arm.zig", .features = aarch64.featureSet(&.{.sha2}) },
-            .{ .name = "dataset_rt_crc32c_arm", .source = "zig/codec/crc32c_arm.zig", .features = aarch64.featureSet(&.{.crc}) },
-        },
-        else => &.{},
-    };
-    for (kernels) |kernel| {
+    addHardwareKernels(b, core, target, optimize, strip);
+
+    const library = b.addLibrary(
+        .{ .name = "dataset_rt", .linkage = .dynamic, .root_module = core },
+    );
+    b.installArtifact(library);
+    b.installFile("zig/include/dataset_rt.h", "include/dataset_rt.h");
+
+    const unit_tests = b.addTest(.{ .root_module = core });
+    const test_step = b.step("test", "Run the Zig unit tests");
+    test_step.dependOn(&b.addRunArtifact(unit_tests).step);
+
+    addThreadSanitizerSteps(b, core);
+}
+
+/// The hardware kernels for `target`'s CPU, each linked into `core` as a static library of
+/// its own.
+fn addHardwareKernels(
+    b: *std.Build,
+    core: *std.Build.Module,
+    target: std.Build.ResolvedTarget,
+    optimize: std.builtin.OptimizeMode,
+    strip: ?bool,
+) void {
+    for (hardwareKernels(target.result.cpu.arch)) |kernel| {
         var kernel_query = target.query;
         kernel_query.cpu_features_add.addFeatureSet(kernel.features);
         const kernel_library = b.addLibrary(.{
@@ -62,17 +72,49 @@ pub fn build(b: *std.Build) void {
         });
         core.linkLibrary(kernel_library);
     }
-
-    const library = b.addLibrary(.{ .name = "dataset_rt", .linkage = .dynamic, .root_module = core });
-    b.installArtifact(library);
-    b.installFile("zig/include/dataset_rt.h", "include/dataset_rt.h");
-
-    const unit_tests = b.addTest(.{ .root_module = core });
-    const test_step = b.step("test", "Run the Zig unit tests");
-    test_step.dependOn(&b.addRunArtifact(unit_tests).step);
-
-    addThreadSanitizerSteps(b, core);
 }
+
+fn hardwareKernels(arch: std.Target.Cpu.Arch) []const HardwareKernel {
+    return switch (arch) {
+        .x86_64 => &x86_64_kernels,
+        .aarch64 => &aarch64_kernels,
+        else => &.{},
+    };
+}
+
+const x86_64_kernels = [_]HardwareKernel{
+    .{
+        .name = "dataset_rt_sha_ni",
+        .source = "zig/codec/sha256_ni.zig",
+        .features = std.Target.x86.featureSet(&.{ .sha, .avx2 }),
+    },
+    .{
+        .name = "dataset_rt_crc32c_x86",
+        .source = "zig/codec/crc32c_x86.zig",
+        .features = std.Target.x86.featureSet(&.{ .crc32, .sse4_2, .pclmul }),
+    },
+    .{
+        .name = "dataset_rt_crc32c_avx512",
+        .source = "zig/codec/crc32c_avx512.zig",
+        .features = std.Target.x86.featureSet(
+            &.{ .crc32, .sse4_2, .pclmul, .avx512f, .avx512vl, .vpclmulqdq },
+        ),
+        .needs_llvm = true,
+    },
+};
+
+const aarch64_kernels = [_]HardwareKernel{
+    .{
+        .name = "dataset_rt_sha_arm",
+        .source = "zig/codec/sha256_arm.zig",
+        .features = std.Target.aarch64.featureSet(&.{.sha2}),
+    },
+    .{
+        .name = "dataset_rt_crc32c_arm",
+        .source = "zig/codec/crc32c_arm.zig",
+        .features = std.Target.aarch64.featureSet(&.{.crc}),
+    },
+};
 
 /// A file of code for CPUs with `features` beyond the target's, built as a static library
 /// of its own so that only it may use them; the core calls it after probing the CPU.
@@ -108,9 +150,16 @@ fn addThreadSanitizerSteps(b: *std.Build, core: *std.Build.Module) void {
     };
 
     const tests = b.addTest(.{ .name = "test-tsan", .root_module = instrumented });
-    b.step("test-tsan", "Run the Zig unit tests under ThreadSanitizer").dependOn(&b.addRunArtifact(tests).step);
+    b.step("test-tsan", "Run the Zig unit tests under ThreadSanitizer").dependOn(
+        &b.addRunArtifact(tests).step,
+    );
 
-    const library = b.addLibrary(.{ .name = "dataset_rt", .linkage = .dynamic, .root_module = instrumented });
-    const install = b.addInstallArtifact(library, .{ .dest_dir = .{ .override = .{ .custom = "tsan" } } });
+    const library = b.addLibrary(
+        .{ .name = "dataset_rt", .linkage = .dynamic, .root_module = instrumented },
+    );
+    const install = b.addInstallArtifact(
+        library,
+        .{ .dest_dir = .{ .override = .{ .custom = "tsan" } } },
+    );
     b.step("tsan-library", "Build the library with ThreadSanitizer").dependOn(&install.step);
 }

@@ -28,6 +28,11 @@ LAYERS: dict[str, int] = {
 # end-to-end tests that drive the core through every layer.
 TOP = {
     "c_api.zig",
+    "c_api_writer.zig",
+    "c_api_dataset.zig",
+    "c_api_table.zig",
+    "c_api_iterator.zig",
+    "c_api_codec.zig",
     "c_api_integrity.zig",
     "c_api_formats.zig",
     "c_status.zig",

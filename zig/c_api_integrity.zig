@@ -23,23 +23,40 @@ const byteString = c_status.byteString;
 
 // ---- verify (ABI 3) --------------------------------------------------------
 
-export fn drt_verify_create(runtime: ?*Runtime, path: ?[*]const u8, path_len: u64, out: ?*?*verify.Verifier) i32 {
+export fn drt_verify_create(
+    runtime: ?*Runtime,
+    path: ?[*]const u8,
+    path_len: u64,
+    out: ?*?*verify.Verifier,
+) i32 {
     const pool = runtime orelse return nullArgument("runtime");
     if (!checkProcess(pool)) return status_wrong_process;
     const path_bytes = byteString(path, path_len) orelse return nullArgument("path");
     const out_ptr = out orelse return nullArgument("out pointer");
-    out_ptr.* = verify.Verifier.create(allocator, pool, path_bytes) catch return failMessage(status_out_of_memory, "out of memory", .{});
+    out_ptr.* = verify.Verifier.create(allocator, pool, path_bytes) catch return failMessage(
+        status_out_of_memory,
+        "out of memory",
+        .{},
+    );
     return status_ok;
 }
 
 export fn drt_verify_run(verifier: ?*verify.Verifier) i32 {
     const v = verifier orelse return nullArgument("verifier");
     if (!checkProcess(v.pool)) return status_wrong_process;
-    v.run() catch |err| return failMessage(statusOf(err), "verify of {s} stopped: {f}", .{ v.path, error_words.of(err) });
+    v.run() catch |err| return failMessage(
+        statusOf(err),
+        "verify of {s} stopped: {f}",
+        .{ v.path, error_words.of(err) },
+    );
     return status_ok;
 }
 
-export fn drt_verify_progress(verifier: ?*const verify.Verifier, bytes_done: ?*u64, bytes_total: ?*u64) i32 {
+export fn drt_verify_progress(
+    verifier: ?*const verify.Verifier,
+    bytes_done: ?*u64,
+    bytes_total: ?*u64,
+) i32 {
     const v = verifier orelse return nullArgument("verifier");
     const done_ptr = bytes_done orelse return nullArgument("bytes_done");
     const total_ptr = bytes_total orelse return nullArgument("bytes_total");
@@ -48,7 +65,11 @@ export fn drt_verify_progress(verifier: ?*const verify.Verifier, bytes_done: ?*u
     return status_ok;
 }
 
-export fn drt_verify_problem_count(verifier: ?*const verify.Verifier, kept: ?*u64, total: ?*u64) i32 {
+export fn drt_verify_problem_count(
+    verifier: ?*const verify.Verifier,
+    kept: ?*u64,
+    total: ?*u64,
+) i32 {
     const v = verifier orelse return nullArgument("verifier");
     const kept_ptr = kept orelse return nullArgument("kept");
     const total_ptr = total orelse return nullArgument("total");
@@ -57,11 +78,19 @@ export fn drt_verify_problem_count(verifier: ?*const verify.Verifier, kept: ?*u6
     return status_ok;
 }
 
-export fn drt_verify_problem(verifier: ?*const verify.Verifier, index: u64, out: ?*VerifyProblem) i32 {
+export fn drt_verify_problem(
+    verifier: ?*const verify.Verifier,
+    index: u64,
+    out: ?*VerifyProblem,
+) i32 {
     const v = verifier orelse return nullArgument("verifier");
     const out_ptr = out orelse return nullArgument("out pointer");
     const problems = v.found();
-    if (index >= problems.len) return failMessage(status_out_of_range, "problem {d} of {d}", .{ index, problems.len });
+    if (index >= problems.len) return failMessage(
+        status_out_of_range,
+        "problem {d} of {d}",
+        .{ index, problems.len },
+    );
     const problem = problems[@intCast(index)];
     out_ptr.* = .{
         .file = problem.file.ptr,
@@ -92,7 +121,11 @@ export fn drt_dataset_set_on_corrupt(dataset: ?*dataset_module.Dataset, policy: 
     return status_ok;
 }
 
-export fn drt_batch_skipped(batch: ?*const sample_batch.View, count_out: ?*u64, skipped_out: ?*?[*]const sample_batch.Skipped) i32 {
+export fn drt_batch_skipped(
+    batch: ?*const sample_batch.View,
+    count_out: ?*u64,
+    skipped_out: ?*?[*]const sample_batch.Skipped,
+) i32 {
     const view = batch orelse return nullArgument("batch");
     const count_ptr = count_out orelse return nullArgument("count_out");
     const skipped_ptr = skipped_out orelse return nullArgument("skipped_out");

@@ -5,6 +5,7 @@ const std = @import("std");
 const thread_pool = @import("base/thread_pool.zig");
 const error_words = @import("base/error_words.zig");
 const Diagnostic = @import("base/diagnostic.zig").Diagnostic;
+const Buffer = @import("c_types.zig").Buffer;
 
 pub const status_ok: i32 = 0;
 pub const status_invalid_argument: i32 = 1;
@@ -68,7 +69,10 @@ pub const Runtime = thread_pool.ThreadPool;
 
 pub fn checkProcess(pool: *const Runtime) bool {
     if (pool.ownedByThisProcess()) return true;
-    setLastError("this DatasetRT handle was created in another process (before fork()); create a new DatasetRuntime in this process");
+    setLastError(
+        "this DatasetRT handle was created in another process (before fork()); create a new " ++
+            "DatasetRuntime in this process",
+    );
     return false;
 }
 
@@ -76,4 +80,30 @@ pub fn byteString(pointer: ?[*]const u8, len: u64) ?[]const u8 {
     if (len == 0) return "";
     const bytes = pointer orelse return null;
     return bytes[0..@intCast(len)];
+}
+
+/// The `len` items a C array argument points to: empty for `len` 0 whatever the pointer,
+/// null (refuse the call) when the pointer is NULL but `len` is not 0.
+pub fn arrayArgument(pointer: anytype, len: u64) ?SliceOf(@TypeOf(pointer)) {
+    if (len == 0) return &.{};
+    const items = pointer orelse return null;
+    return items[0..@intCast(len)];
+}
+
+/// `[]T` or `[]const T` for a `?[*]T` or `?[*]const T`.
+fn SliceOf(comptime OptionalPointer: type) type {
+    const pointer = @typeInfo(@typeInfo(OptionalPointer).optional.child).pointer;
+    return if (pointer.attrs.@"const") []const pointer.child else []pointer.child;
+}
+
+/// Hands `bytes` (allocated with `allocator`) to the caller as a `drt_buffer`, which
+/// `drt_buffer_release` frees; on failure frees them.
+pub fn handOut(bytes: []u8, out: *?*Buffer) i32 {
+    const buffer = allocator.create(Buffer) catch {
+        allocator.free(bytes);
+        return failMessage(status_out_of_memory, "out of memory", .{});
+    };
+    buffer.* = .{ .data = bytes.ptr, .len = bytes.len };
+    out.* = buffer;
+    return status_ok;
 }

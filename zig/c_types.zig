@@ -66,11 +66,21 @@ pub const StreamPosition = extern struct {
     position: u64,
 
     pub fn of(at: stream_state.Position) StreamPosition {
-        return .{ .epoch = at.epoch, .epoch_start = at.epoch_start, .epoch_len = at.epoch_len, .position = at.position };
+        return .{
+            .epoch = at.epoch,
+            .epoch_start = at.epoch_start,
+            .epoch_len = at.epoch_len,
+            .position = at.position,
+        };
     }
 
     pub fn toPosition(c_position: *const StreamPosition) stream_state.Position {
-        return .{ .epoch = c_position.epoch, .epoch_start = c_position.epoch_start, .epoch_len = c_position.epoch_len, .position = c_position.position };
+        return .{
+            .epoch = c_position.epoch,
+            .epoch_start = c_position.epoch_start,
+            .epoch_len = c_position.epoch_len,
+            .position = c_position.position,
+        };
     }
 };
 

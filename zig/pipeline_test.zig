@@ -53,7 +53,11 @@ fn writeCache(pool: *thread_pool.ThreadPool, base: []const u8, name: []const u8,
             try payloads.appendSlice(allocator, payload);
             try lens.append(allocator, payload.len);
             if (index != first) try json.appendSlice(allocator, ", ");
-            try json.print(allocator, "{{\"i\": {d}, \"odd\": {s}}}", .{ index, if (index % 2 == 1) "true" else "false" });
+            try json.print(
+                allocator,
+                "{{\"i\": {d}, \"odd\": {s}}}",
+                .{ index, if (index % 2 == 1) "true" else "false" },
+            );
         }
         try json.append(allocator, ']');
         try writer.push(payloads.items, lens.items, json.items, &diagnostic);
@@ -72,14 +76,23 @@ fn drain(iterator: *Iterator, out: *std.ArrayList(u64)) !void {
         try testing.expectEqual(count + 1, batch.payload_offsets.items.len);
         for (0..count) |k| {
             const sample_id = batch.sample_ids.items[k];
-            const payload = batch.payloads.items[batch.payload_offsets.items[k]..batch.payload_offsets.items[k + 1]];
+            const payload_offsets = batch.payload_offsets.items;
+            const payload = batch.payloads.items[payload_offsets[k]..payload_offsets[k + 1]];
             var buffer: [64]u8 = undefined;
             try testing.expectEqualSlices(u8, payloadOf(&buffer, @intCast(sample_id)), payload);
-            const json = batch.metadata_json.items[batch.metadata_offsets.items[k]..batch.metadata_offsets.items[k + 1]];
+            const json_offsets = batch.metadata_offsets.items;
+            const json = batch.metadata_json.items[json_offsets[k]..json_offsets[k + 1]];
             var expected: [64]u8 = undefined;
-            const canonical = try std.fmt.bufPrint(&expected, "{{\"i\":{d},\"odd\":{s}}}", .{ sample_id, if (sample_id % 2 == 1) "true" else "false" });
+            const canonical = try std.fmt.bufPrint(
+                &expected,
+                "{{\"i\":{d},\"odd\":{s}}}",
+                .{ sample_id, if (sample_id % 2 == 1) "true" else "false" },
+            );
             try testing.expectEqualStrings(canonical, json);
-            try out.append(testing.allocator, batch.cache_ids.items[k] * @as(u64, sample_count) + sample_id);
+            try out.append(
+                testing.allocator,
+                batch.cache_ids.items[k] * @as(u64, sample_count) + sample_id,
+            );
         }
     }
 }
@@ -126,7 +139,12 @@ const Fixture = struct {
         return fixture.openChecked(shuffle, replacement, true);
     }
 
-    fn openChecked(fixture: *Fixture, shuffle: bool, replacement: bool, validate_cache: bool) !*Dataset {
+    fn openChecked(
+        fixture: *Fixture,
+        shuffle: bool,
+        replacement: bool,
+        validate_cache: bool,
+    ) !*Dataset {
         var diagnostic: Diagnostic = .{};
         const paths = [_][]const u8{ fixture.paths[0], fixture.paths[1] };
         return Dataset.open(testing.allocator, fixture.pool, &paths, .{
@@ -164,7 +182,10 @@ test "a written cache reads back in order, shuffled, without replacement and by 
     const draws = try readEpoch(drawn, .whole);
     defer testing.allocator.free(draws);
     const table = sampler.AliasTable.uniform(2 * sample_count);
-    for (draws, 0..) |row, position| try testing.expectEqual(table.draw(sampler.Key.fromSeed(7), position), row);
+    for (draws, 0..) |row, position| try testing.expectEqual(
+        table.draw(sampler.Key.fromSeed(7), position),
+        row,
+    );
 
     // Without replacement: each epoch a permutation, the permutation's rows.
     const permuted = try fixture.open(true, false);
@@ -177,7 +198,10 @@ test "a written cache reads back in order, shuffled, without replacement and by 
             try testing.expect(!seen[row]);
             seen[row] = true;
             const key = sampler.Key.derive(permutation.key_domain, 7);
-            try testing.expectEqual(permutation.rowAt(key, 2 * sample_count, epoch * 2 * sample_count + index), row);
+            try testing.expectEqual(
+                permutation.rowAt(key, 2 * sample_count, epoch * 2 * sample_count + index),
+                row,
+            );
         }
     }
 
@@ -192,7 +216,28 @@ test "a written cache reads back in order, shuffled, without replacement and by 
     try drain(reads, &got);
     try testing.expectEqualSlices(u64, &.{ 599, 3, 599 }, got.items);
     const unknown = [_]u64{sample_count};
-    try testing.expectError(error.OutOfRange, Iterator.createReads(ordered, cache_ids[0..1], &unknown, 0, &diagnostic));
+    try testing.expectError(
+        error.OutOfRange,
+        Iterator.createReads(ordered, cache_ids[0..1], &unknown, 0, &diagnostic),
+    );
+}
+
+/// Gives `dataset` a table of 7 rows (samples 5, 4, 3 of cache 1, then 0, 0, 10, 20 of
+/// cache 0) read in table order, with epochs of 10 positions.
+fn useEditedTable(dataset: *Dataset, diagnostic: *Diagnostic) !void {
+    const rows = [_]u64{ sample_count + 5, sample_count + 4, sample_count + 3, 0, 0, 10, 20 };
+    const global_rows = try testing.allocator.dupe(u64, &rows);
+    const weights = try testing.allocator.alloc(f64, rows.len);
+    @memset(weights, 1.0);
+    const table = try ActiveTable.createExplicit(
+        testing.allocator,
+        dataset.cache_starts,
+        global_rows,
+        weights,
+        .table_order,
+    );
+    dataset.replaceTable(table);
+    try dataset.setEpochLen(10, diagnostic);
 }
 
 test "an edited table, shares of ranks and workers, and a resumed state" {
@@ -201,14 +246,8 @@ test "an edited table, shares of ranks and workers, and a resumed state" {
     const dataset = try fixture.open(false, true);
     defer dataset.release();
 
-    // A table of 7 rows: samples 5, 4, 3 of cache 1, then 0, 0, 10, 20 of cache 0.
-    const rows = [_]u64{ sample_count + 5, sample_count + 4, sample_count + 3, 0, 0, 10, 20 };
-    const global_rows = try testing.allocator.dupe(u64, &rows);
-    const weights = try testing.allocator.alloc(f64, rows.len);
-    @memset(weights, 1.0);
-    dataset.replaceTable(try ActiveTable.createExplicit(testing.allocator, dataset.cache_starts, global_rows, weights, .table_order));
     var diagnostic: Diagnostic = .{};
-    try dataset.setEpochLen(10, &diagnostic);
+    try useEditedTable(dataset, &diagnostic);
 
     // Two ranks of batch 2, one worker each: interleaved step by step they give
     // the stream; with 10 positions and steps of 4 the last step is padded.
@@ -222,7 +261,11 @@ test "an edited table, shares of ranks and workers, and a resumed state" {
     try testing.expectEqual(@as(usize, 6), shares[0].len);
     for (0..3) |step| {
         for (0..2) |rank| {
-            try testing.expectEqualSlices(u64, stream[step * 4 + rank * 2 ..][0..2], shares[rank][step * 2 ..][0..2]);
+            try testing.expectEqualSlices(
+                u64,
+                stream[step * 4 + rank * 2 ..][0..2],
+                shares[rank][step * 2 ..][0..2],
+            );
         }
     }
 
@@ -239,11 +282,7 @@ test "an edited table, shares of ranks and workers, and a resumed state" {
 
     const resumed = try fixture.open(false, true);
     defer resumed.release();
-    const same_rows = try testing.allocator.dupe(u64, &rows);
-    const same_weights = try testing.allocator.alloc(f64, rows.len);
-    @memset(same_weights, 1.0);
-    resumed.replaceTable(try ActiveTable.createExplicit(testing.allocator, resumed.cache_starts, same_rows, same_weights, .table_order));
-    try resumed.setEpochLen(10, &diagnostic);
+    try useEditedTable(resumed, &diagnostic);
     try resumed.loadState(fingerprint, at, &diagnostic);
     const rest = try readEpoch(resumed, .whole);
     defer testing.allocator.free(rest);
@@ -268,7 +307,8 @@ fn corruptRecord(cache: []const u8, sample_id: u64) !void {
     defer testing.allocator.free(index);
     const row = index[@intCast(24 * sample_id)..][0..24];
     const shard_id = std.mem.readInt(u64, row[0..8], .little);
-    const end = std.mem.readInt(u64, row[8..16], .little) + std.mem.readInt(u64, row[16..24], .little);
+    const offset = std.mem.readInt(u64, row[8..16], .little);
+    const end = offset + std.mem.readInt(u64, row[16..24], .little);
     var name: [32]u8 = undefined;
     const shard_path = try std.fmt.bufPrint(&name, "shards/{d:0>6}.bin", .{shard_id});
     const file = try dir.openFile(io, shard_path, .{ .mode = .read_write });
@@ -306,7 +346,10 @@ test "a corrupt record fails the read, is skipped on request, and verify names i
     defer skipped.deinit(testing.allocator);
     while (try iterator.next(&diagnostic)) |batch| {
         defer read_pipeline.Pipeline.releaseBatch(testing.allocator, batch);
-        for (batch.skipped.items) |entry| try skipped.append(testing.allocator, entry.cache_id * @as(u64, sample_count) + entry.sample_id);
+        for (batch.skipped.items) |entry| try skipped.append(
+            testing.allocator,
+            entry.cache_id * @as(u64, sample_count) + entry.sample_id,
+        );
         try read.appendSlice(testing.allocator, batch.sample_ids.items);
     }
     try testing.expectEqualSlices(u64, &.{ 77, sample_count + 77 }, skipped.items);
@@ -314,7 +357,11 @@ test "a corrupt record fails the read, is skipped on request, and verify names i
 
     // The scrub reports the record (with its shard's SHA-256) in each cache.
     for (fixture.paths) |path| {
-        const verifier = try @import("read/verify.zig").Verifier.create(testing.allocator, fixture.pool, path);
+        const verifier = try @import("read/verify.zig").Verifier.create(
+            testing.allocator,
+            fixture.pool,
+            path,
+        );
         defer verifier.destroy();
         try verifier.run();
         var record_problems: usize = 0;

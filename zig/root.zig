@@ -1,8 +1,13 @@
-//! The DatasetRT core. Every exported symbol lives in c_api.zig,
-//! c_api_integrity.zig or c_api_formats.zig (reporting through c_status.zig); this file only
-//! pulls the modules into the build so their exports and unit tests are compiled.
+//! The DatasetRT core. Every exported symbol lives in a c_api*.zig file, one per area
+//! (reporting through c_status.zig); this file only pulls the modules into the build so
+//! their exports and unit tests are compiled.
 comptime {
     _ = @import("c_api.zig");
+    _ = @import("c_api_writer.zig");
+    _ = @import("c_api_dataset.zig");
+    _ = @import("c_api_table.zig");
+    _ = @import("c_api_iterator.zig");
+    _ = @import("c_api_codec.zig");
     _ = @import("c_api_integrity.zig");
     _ = @import("c_api_formats.zig");
 }
@@ -39,10 +44,12 @@ test {
     _ = @import("format/index_file.zig");
     _ = @import("format/json_scan.zig");
     _ = @import("format/manifest.zig");
+    _ = @import("format/manifest_refusal_test.zig");
     _ = @import("format/manifest_test.zig");
     _ = @import("format/metadata_canonical.zig");
     _ = @import("format/metadata_columns.zig");
     _ = @import("format/metadata_json.zig");
+    _ = @import("format/metadata_json_test.zig");
     _ = @import("format/metadata_types.zig");
     _ = @import("format/metadata_verify.zig");
     _ = @import("format/record_checksums.zig");

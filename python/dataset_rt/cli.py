@@ -288,28 +288,15 @@ def _root(
 # --- base folders: ls -----------------------------------------------------------------------
 
 
-def _lock_held(lock: Path) -> bool | None:
-    """Whether a running writer holds the lock file (None where this cannot be told)."""
+def _lock_held(base: Path, name: str) -> bool | None:
+    """Whether a running writer holds the lock file of `name` in `base`/tmp, as the core
+    tells (None where the lock file cannot be opened or locked)."""
     try:
-        import fcntl
-    except ImportError:  # not POSIX
-        return None
-    try:
-        descriptor = os.open(lock, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        # A shared lock, dropped at once: it cannot be had while a writer holds its
-        # exclusive one, and it never stops a writer for longer than these two calls.
-        fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        fcntl.flock(descriptor, fcntl.LOCK_UN)
+        return _native.writer_active(base, name)
+    except ValueError:  # a name no writer can take: no writer holds its lock
         return False
-    except BlockingIOError:
-        return True
     except OSError:
         return None
-    finally:
-        os.close(descriptor)
 
 
 def _staging_entry(entry: Path) -> dict[str, Any]:
@@ -317,7 +304,7 @@ def _staging_entry(entry: Path) -> dict[str, Any]:
     relative = f"{_STAGING_AREA}/{entry.name}"
     if entry.is_file() and entry.name.endswith(".lock"):
         name = entry.name.removesuffix(".lock")
-        held = _lock_held(entry)
+        held = _lock_held(entry.parent.parent, name)
         note = {
             True: f"lock file of a running writer of {name!r}",
             False: f"lock file of {name!r}, not held: harmless, the next writer of "

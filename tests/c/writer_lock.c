@@ -5,6 +5,8 @@
  * concurrent writers to the same target). Then the same with a first writer
  * that gives up without publishing: the waiter takes the lock and publishes
  * its own cache. No lock file or staging directory is left behind.
+ * drt_cache_writer_active says 1 for the name while the first writer holds its
+ * lock, and 0 before, after, for another name and for a lock file nobody holds.
  * Usage: writer_lock <base_dir>. Exits 0 when every check holds.
  */
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
@@ -19,6 +21,7 @@
 typedef HANDLE thread_handle;
 #else
 #include <pthread.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 typedef pthread_t thread_handle;
@@ -94,6 +97,21 @@ static int start_thread(thread_handle *thread, struct contender *contender) {
 static void join_thread(thread_handle thread) { pthread_join(thread, NULL); }
 #endif
 
+/* Whether drt_cache_writer_active says `expected` for `name`; prints why not. */
+static int expect_active(const char *base_dir, const char *name, uint32_t expected, const char *when) {
+    uint32_t active = 2;
+    int32_t status = drt_cache_writer_active(base_dir, strlen(base_dir), name, strlen(name), &active);
+    if (status != DRT_OK) {
+        fprintf(stderr, "%s: writer_active %s: status %d: %s\n", name, when, status, drt_last_error());
+        return 1;
+    }
+    if (active != expected) {
+        fprintf(stderr, "%s: writer_active %s is %u, expected %u\n", name, when, active, expected);
+        return 1;
+    }
+    return 0;
+}
+
 /* Removes base_dir/tmp, which only works when it is empty: nothing is left
  * of the writes (staging directories, lock files). The next writer creates it
  * again. */
@@ -112,6 +130,7 @@ static int remove_empty_tmp(const char *base_dir) {
 /* The first writer of `name` holds the lock while a second one starts; it then
  * publishes (`publish`) or gives up, and the second must end with `expected`. */
 static int contend_for(drt_runtime *runtime, const char *base_dir, const char *name, int publish, int32_t expected) {
+    if (expect_active(base_dir, name, 0, "before the first writer")) return 1;
     drt_writer *first = NULL;
     if (drt_writer_create(runtime, base_dir, strlen(base_dir), name, strlen(name), &writer_options, &first) != DRT_OK) {
         fprintf(stderr, "%s: first writer_create: %s\n", name, drt_last_error());
@@ -126,7 +145,8 @@ static int contend_for(drt_runtime *runtime, const char *base_dir, const char *n
         return 1;
     }
     sleep_milliseconds(HOLD_MILLISECONDS);
-    int failed = 0;
+    int failed = expect_active(base_dir, name, 1, "while the first writer holds the lock");
+    if (expect_active(base_dir, "another_name", 0, "while another name is written")) failed = 1;
     if (atomic_load(&second.done)) {
         fprintf(stderr, "%s: the second writer did not wait for the first (status %d: %s)\n", name, second.status, second.message);
         failed = 1;
@@ -142,8 +162,39 @@ static int contend_for(drt_runtime *runtime, const char *base_dir, const char *n
                 expected);
         failed = 1;
     }
+    if (expect_active(base_dir, name, 0, "after both writers")) failed = 1;
     if (remove_empty_tmp(base_dir)) failed = 1;
     if (!failed) printf("%s: the second writer waited, then ended with status %d\n", name, second.status);
+    return failed;
+}
+
+/* A lock file nobody holds (a killed writer's) is not active; a bad name is refused. */
+static int check_writer_active_refusals(const char *base_dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tmp/left_behind.lock", base_dir);
+    char tmp_path[4096];
+    snprintf(tmp_path, sizeof tmp_path, "%s/tmp", base_dir);
+#ifdef _WIN32
+    CreateDirectoryA(tmp_path, NULL);
+#else
+    mkdir(tmp_path, 0777);
+#endif
+    FILE *left = fopen(path, "wb");
+    if (left == NULL) {
+        fprintf(stderr, "cannot create %s\n", path);
+        return 1;
+    }
+    fclose(left);
+    int failed = expect_active(base_dir, "left_behind", 0, "with a lock file nobody holds");
+    remove(path);
+    uint32_t active = 2;
+    int32_t status = drt_cache_writer_active(base_dir, strlen(base_dir), "a/b", 3, &active);
+    if (status != DRT_ERR_INVALID_ARGUMENT || active != 2) {
+        fprintf(stderr, "writer_active of 'a/b': status %d, active %u\n", status, active);
+        failed = 1;
+    }
+    if (remove_empty_tmp(base_dir)) failed = 1;
+    if (!failed) printf("writer_active: a lock file nobody holds is 0, a bad name is refused\n");
     return failed;
 }
 
@@ -159,6 +210,7 @@ int main(int argc, char **argv) {
     }
     int rc = contend_for(runtime, argv[1], "locked_published", 1, DRT_ERR_ALREADY_EXISTS);
     if (rc == 0) rc = contend_for(runtime, argv[1], "locked_abandoned", 0, DRT_OK);
+    if (rc == 0) rc = check_writer_active_refusals(argv[1]);
     drt_runtime_destroy(runtime);
     return rc;
 }

@@ -83,7 +83,11 @@ pub const Excerpt = struct {
 test "an excerpt keeps short texts whole and cuts long ones on a character boundary" {
     try std.testing.expectFmt("'label'", "'{f}'", .{Excerpt.ofName("label")});
     try std.testing.expectFmt("'ab...'", "'{f}'", .{Excerpt.cut("abc", 2)});
-    try std.testing.expectFmt("'a\\x00b\\x1f\u{e9}'", "'{f}'", .{Excerpt.ofName("a\x00b\x1f\u{e9}")});
+    try std.testing.expectFmt(
+        "'a\\x00b\\x1f\u{e9}'",
+        "'{f}'",
+        .{Excerpt.ofName("a\x00b\x1f\u{e9}")},
+    );
     // "a" then 150 two-byte characters: byte 200 is the second byte of one.
     var name: [301]u8 = undefined;
     name[0] = 'a';

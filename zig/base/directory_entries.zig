@@ -12,7 +12,13 @@ const builtin = @import("builtin");
 /// Renames `old_name` to `new_name` in `dir`, whose path (as the process
 /// opened it, ending with a separator) is `dir_path`.
 /// On the kernel32 path an existing `new_name` is never replaced.
-pub fn rename(io: std.Io, dir: std.Io.Dir, dir_path: []const u8, old_name: []const u8, new_name: []const u8) !void {
+pub fn rename(
+    io: std.Io,
+    dir: std.Io.Dir,
+    dir_path: []const u8,
+    old_name: []const u8,
+    new_name: []const u8,
+) !void {
     try renameWith(io, dir, dir_path, old_name, new_name, 0);
 }
 
@@ -75,7 +81,13 @@ const tree_depth_max = 8;
 /// `deleteTree` through `deleteFile` and `RemoveDirectoryW`: each entry's name
 /// is taken before it is deleted, since a listing may skip entries deleted
 /// under it.
-fn deleteTreeEntryByEntry(io: std.Io, dir: std.Io.Dir, dir_path: []const u8, name: []const u8, depth_left: u32) !void {
+fn deleteTreeEntryByEntry(
+    io: std.Io,
+    dir: std.Io.Dir,
+    dir_path: []const u8,
+    name: []const u8,
+    depth_left: u32,
+) !void {
     if (depth_left == 0) return error.Unexpected;
     const allocator = WidePaths.allocator;
     const path = try std.mem.concat(allocator, u8, &.{ dir_path, name, std.fs.path.sep_str });
@@ -154,15 +166,24 @@ fn windowsError() error{ PathAlreadyExists, FileNotFound, AccessDenied, Unexpect
     };
 }
 
-extern "kernel32" fn MoveFileExW(existing: [*:0]const u16, new: [*:0]const u16, flags: u32) callconv(.winapi) c_int;
+extern "kernel32" fn MoveFileExW(
+    existing: [*:0]const u16,
+    new: [*:0]const u16,
+    flags: u32,
+) callconv(.winapi) c_int;
 extern "kernel32" fn DeleteFileW(name: [*:0]const u16) callconv(.winapi) c_int;
 extern "kernel32" fn RemoveDirectoryW(name: [*:0]const u16) callconv(.winapi) c_int;
 
-/// A test's temporary directory's path, ending with a separator (the `dir_path` of the functions above).
+/// A test's temporary directory's path, ending with a separator (the `dir_path` of the functions
+/// above).
 fn testDirPath(io: std.Io, tmp: std.testing.TmpDir) ![]u8 {
     var buffer: [std.fs.max_path_bytes]u8 = undefined;
     const root_len = try tmp.dir.realPath(io, &buffer);
-    return std.mem.concat(std.testing.allocator, u8, &.{ buffer[0..root_len], std.fs.path.sep_str });
+    return std.mem.concat(
+        std.testing.allocator,
+        u8,
+        &.{ buffer[0..root_len], std.fs.path.sep_str },
+    );
 }
 
 test "an entry is renamed, then a file deleted" {
@@ -204,7 +225,11 @@ test "a tree of directories and files is deleted" {
     try tmp.dir.createDir(io, "keep", .default_dir);
     try tmp.dir.createDir(io, "keep/staging", .default_dir);
     try tmp.dir.createDir(io, "keep/staging/shards", .default_dir);
-    for ([_][]const u8{ "keep/staging/manifest.json", "keep/staging/shards/000000.bin", "keep/staging/shards/000001.bin" }) |name| {
+    for ([_][]const u8{
+        "keep/staging/manifest.json",
+        "keep/staging/shards/000000.bin",
+        "keep/staging/shards/000001.bin",
+    }) |name| {
         const file = try tmp.dir.createFile(io, name, .{});
         try file.writeStreamingAll(io, "bytes");
         file.close(io);

@@ -12,7 +12,12 @@ pub const segment_bytes_max = 250;
 
 /// Creates (or truncates) `name` in `dir` and writes `bytes`; returns the open
 /// file, not yet fsynced (the caller syncs and closes it).
-pub fn writeFile(dir: std.Io.Dir, name: []const u8, bytes: []const u8, diagnostic: *Diagnostic) Error!std.Io.File {
+pub fn writeFile(
+    dir: std.Io.Dir,
+    name: []const u8,
+    bytes: []const u8,
+    diagnostic: *Diagnostic,
+) Error!std.Io.File {
     const io = system.io();
     const file = dir.createFile(io, name, .{ .truncate = true }) catch |err| {
         diagnostic.set("cannot create {s}: {f}", .{ name, error_words.of(err) });
@@ -31,10 +36,17 @@ pub fn writeFile(dir: std.Io.Dir, name: []const u8, bytes: []const u8, diagnosti
 /// left to flush. Only a hint (Linux on x86_64 and aarch64); failures are ignored.
 pub fn startWriteback(file: std.Io.File, offset: u64, len: u64) void {
     if (builtin.os.tag != .linux) return;
-    if (builtin.cpu.arch != .x86_64 and builtin.cpu.arch != .aarch64) return; // others order the arguments differently
+    // others order the arguments differently
+    if (builtin.cpu.arch != .x86_64 and builtin.cpu.arch != .aarch64) return;
     const linux = std.os.linux;
     const write_flag = 2; // SYNC_FILE_RANGE_WRITE: start writeback of dirty pages, do not wait
-    _ = linux.syscall4(.sync_file_range, @bitCast(@as(isize, file.handle)), offset, len, write_flag);
+    _ = linux.syscall4(
+        .sync_file_range,
+        @bitCast(@as(isize, file.handle)),
+        offset,
+        len,
+        write_flag,
+    );
 }
 
 /// Asks the kernel to drop `file`'s cached pages that are already on disk
@@ -63,7 +75,10 @@ pub fn syncDir(dir: std.Io.Dir, what: []const u8, diagnostic: *Diagnostic) Error
     if (builtin.os.tag == .windows) return;
     const io = system.io();
     const handle = dir.openFile(io, ".", .{}) catch |err| {
-        diagnostic.set("cannot open directory {s} to fsync it: {f}", .{ what, error_words.of(err) });
+        diagnostic.set(
+            "cannot open directory {s} to fsync it: {f}",
+            .{ what, error_words.of(err) },
+        );
         return error.Io;
     };
     defer handle.close(io);
@@ -84,7 +99,10 @@ pub fn createDirectories(path: []const u8, diagnostic: *Diagnostic) Error!void {
         std.Io.Dir.cwd().createDir(io, current.path, .default_dir) catch |err| switch (err) {
             error.PathAlreadyExists => {},
             else => {
-                diagnostic.set("cannot create directory {s}: {f}", .{ current.path, error_words.of(err) });
+                diagnostic.set(
+                    "cannot create directory {s}: {f}",
+                    .{ current.path, error_words.of(err) },
+                );
                 return error.Io;
             },
         };
@@ -94,7 +112,8 @@ pub fn createDirectories(path: []const u8, diagnostic: *Diagnostic) Error!void {
 /// Why `name` is not one plain path segment, or null when it is.
 pub fn plainSegmentProblem(name: []const u8) ?[]const u8 {
     if (name.len == 0) return "is empty";
-    if (std.mem.eql(u8, name, ".") or std.mem.eql(u8, name, "..")) return "is a relative directory reference";
+    if (std.mem.eql(u8, name, ".") or std.mem.eql(u8, name, "..")) return "is a relative " ++
+        "directory reference";
     if (std.mem.indexOfAny(u8, name, "/\\") != null) return "contains a path separator";
     if (std.mem.indexOfScalar(u8, name, 0) != null) return "contains a NUL byte";
     // The lock file tmp/<name>.lock must fit the usual 255-byte file name limit.
@@ -114,7 +133,10 @@ test "creating directories terminates and reports a path that cannot be created"
     var diagnostic: Diagnostic = .{};
     if (builtin.os.tag == .linux) {
         // Where std's createDirPath spun: mkdir keeps failing with FileNotFound.
-        try std.testing.expectError(error.Io, createDirectories("/proc/dataset_rt_cannot_exist/x", &diagnostic));
+        try std.testing.expectError(
+            error.Io,
+            createDirectories("/proc/dataset_rt_cannot_exist/x", &diagnostic),
+        );
     }
     var tmp = std.testing.tmpDir(.{});
     defer tmp.cleanup();
@@ -123,10 +145,18 @@ test "creating directories terminates and reports a path that cannot be created"
     // Below a regular file, on every system.
     const file = try tmp.dir.createFile(system.io(), "file", .{});
     file.close(system.io());
-    const below_file = try std.fmt.allocPrint(std.testing.allocator, "{s}/file/x", .{buffer[0..root_len]});
+    const below_file = try std.fmt.allocPrint(
+        std.testing.allocator,
+        "{s}/file/x",
+        .{buffer[0..root_len]},
+    );
     defer std.testing.allocator.free(below_file);
     try std.testing.expectError(error.Io, createDirectories(below_file, &diagnostic));
-    const nested = try std.fmt.allocPrint(std.testing.allocator, "{s}/a/b/c", .{buffer[0..root_len]});
+    const nested = try std.fmt.allocPrint(
+        std.testing.allocator,
+        "{s}/a/b/c",
+        .{buffer[0..root_len]},
+    );
     defer std.testing.allocator.free(nested);
     try createDirectories(nested, &diagnostic);
     try createDirectories(nested, &diagnostic);
@@ -155,7 +185,10 @@ test "a synced file's dropped pages leave the page cache" {
     try std.testing.expectEqual(0, cachedPages(reading, bytes.len));
     // Dropped from memory, not from the file.
     var back: [16]u8 = undefined;
-    try std.testing.expectEqualStrings(bytes[0..16], try tmp.dir.readFile(io, "dropped.bin", &back));
+    try std.testing.expectEqualStrings(
+        bytes[0..16],
+        try tmp.dir.readFile(io, "dropped.bin", &back),
+    );
 }
 
 /// How many of the first `len` bytes' pages of `file` are in the page cache (`mincore`).
@@ -167,7 +200,8 @@ fn cachedPages(file: std.Io.File, len: usize) !usize {
     var resident: [64]u8 = undefined;
     const pages = len / std.heap.pageSize();
     std.debug.assert(pages <= resident.len);
-    if (linux.errno(linux.mincore(@ptrCast(mapped), len, &resident)) != .SUCCESS) return error.MincoreFailed;
+    const status = linux.errno(linux.mincore(@ptrCast(mapped), len, &resident));
+    if (status != .SUCCESS) return error.MincoreFailed;
     var count: usize = 0;
     for (resident[0..pages]) |flags| count += flags & 1;
     return count;

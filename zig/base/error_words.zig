@@ -33,8 +33,12 @@ pub const Words = struct {
 
 /// The phrase for an error this module knows, or null.
 pub fn phrase(err: anyerror) ?[]const u8 {
+    return filePhrase(err) orelse limitPhrase(err) orelse jsonPhrase(err) orelse statusPhrase(err);
+}
+
+/// Files and directories.
+fn filePhrase(err: anyerror) ?[]const u8 {
     return switch (err) {
-        // Files and directories.
         error.FileNotFound => "no such file or directory",
         error.NotDir => "not a directory",
         error.IsDir => "is a directory",
@@ -70,7 +74,13 @@ pub fn phrase(err: anyerror) ?[]const u8 {
         error.BrokenPipe => "broken pipe",
         error.FileShrank => "the file shrank while it was read",
         error.ShortFile => "the file is shorter than expected",
-        // Limits of the process and of the system.
+        else => null,
+    };
+}
+
+/// Limits of the process and of the system.
+fn limitPhrase(err: anyerror) ?[]const u8 {
+    return switch (err) {
         error.ProcessFdQuotaExceeded => "too many open files",
         error.SystemFdQuotaExceeded => "too many open files in the system",
         error.ThreadQuotaExceeded => "too many threads",
@@ -79,7 +89,13 @@ pub fn phrase(err: anyerror) ?[]const u8 {
         error.OutOfMemory => "out of memory",
         error.Canceled => "canceled",
         error.Unexpected => "unexpected error from the operating system",
-        // JSON.
+        else => null,
+    };
+}
+
+/// Parsing JSON (std.json) and numbers (std.fmt).
+fn jsonPhrase(err: anyerror) ?[]const u8 {
+    return switch (err) {
         error.SyntaxError => "syntax error",
         error.UnexpectedEndOfInput, error.BufferUnderrun => "unexpected end of input",
         error.UnexpectedToken => "unexpected token",
@@ -92,7 +108,13 @@ pub fn phrase(err: anyerror) ?[]const u8 {
         error.UnknownField => "unknown field",
         error.MissingField => "missing field",
         error.LengthMismatch => "wrong number of elements",
-        // The core's own kinds of failure (its status codes).
+        else => null,
+    };
+}
+
+/// The core's own kinds of failure (its status codes).
+fn statusPhrase(err: anyerror) ?[]const u8 {
+    return switch (err) {
         error.InvalidArgument => "invalid argument",
         error.InvalidInput => "invalid input",
         error.InvalidCache => "invalid cache",
@@ -116,10 +138,18 @@ const Limit = struct {
 
 fn limitOf(err: anyerror) ?Limit {
     return switch (err) {
-        error.ProcessFdQuotaExceeded => .{ .resource = .open_files, .unit = "", .command = "ulimit -n" },
+        error.ProcessFdQuotaExceeded => .{
+            .resource = .open_files,
+            .unit = "",
+            .command = "ulimit -n",
+        },
         error.FileTooBig => .{ .resource = .file_bytes, .unit = " bytes", .command = "ulimit -f" },
         error.ThreadQuotaExceeded => .{ .resource = .threads, .unit = "", .command = "ulimit -u" },
-        error.LockedMemoryLimitExceeded => .{ .resource = .locked_memory_bytes, .unit = " bytes", .command = "ulimit -l" },
+        error.LockedMemoryLimitExceeded => .{
+            .resource = .locked_memory_bytes,
+            .unit = " bytes",
+            .command = "ulimit -l",
+        },
         else => null,
     };
 }
@@ -189,7 +219,9 @@ test "every error of the calls whose failures a message names has a phrase" {
     try expectPhrases(@import("file_status.zig").ReadError);
     try expectPhrases(@import("file_lock.zig").Error);
     try expectPhrases(@import("file_view.zig").Error);
-    try expectPhrases(error{ InvalidArgument, InvalidInput, InvalidCache, Io, State, OutOfRange, AlreadyExists });
+    try expectPhrases(
+        error{ InvalidArgument, InvalidInput, InvalidCache, Io, State, OutOfRange, AlreadyExists },
+    );
 }
 
 test "known errors print their phrase" {
@@ -219,7 +251,11 @@ test "a process limit is named with its value and its ulimit option" {
     defer std.testing.allocator.free(expected_open_files);
     try std.testing.expectFmt(expected_open_files, "{f}", .{of(error.ProcessFdQuotaExceeded)});
     // No limit to name for the system-wide table.
-    try std.testing.expectFmt("too many open files in the system", "{f}", .{of(error.SystemFdQuotaExceeded)});
+    try std.testing.expectFmt(
+        "too many open files in the system",
+        "{f}",
+        .{of(error.SystemFdQuotaExceeded)},
+    );
 }
 
 test "a file size limit is named only when there is one" {
@@ -230,7 +266,11 @@ test "a file size limit is named only when there is one" {
     if (current.cur == std.posix.RLIM.INFINITY) {
         try std.testing.expectEqualStrings("file too large", words);
     } else {
-        const expected = try std.fmt.allocPrint(std.testing.allocator, "file too large: the limit is {d} bytes (ulimit -f)", .{current.cur});
+        const expected = try std.fmt.allocPrint(
+            std.testing.allocator,
+            "file too large: the limit is {d} bytes (ulimit -f)",
+            .{current.cur},
+        );
         defer std.testing.allocator.free(expected);
         try std.testing.expectEqualStrings(expected, words);
     }

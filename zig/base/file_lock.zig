@@ -1,4 +1,5 @@
-//! The writer's exclusive lock on its target's lock file. Elsewhere this is
+//! The writer's exclusive lock on its target's lock file, and the shared lock
+//! that asks whether a writer holds it. Elsewhere this is
 //! std's `File.lock`; on Windows it is kernel32's `LockFileEx`, the call
 //! Windows programs make, because std calls `NtLockFile` with an I/O status
 //! block, which wine answers with NOT_IMPLEMENTED: through `LockFileEx` the
@@ -23,6 +24,16 @@ pub fn tryLockExclusive(io: std.Io, file: std.Io.File) Error!bool {
     var overlapped: Overlapped = .{};
     const flags = lockfile_exclusive_lock | lockfile_fail_immediately;
     if (LockFileEx(file.handle, flags, 0, 1, 0, &overlapped) != 0) return true;
+    if (std.os.windows.GetLastError() == .LOCK_VIOLATION) return false;
+    return windowsError();
+}
+
+/// Takes a shared lock on `file` if no one holds an exclusive one: true when
+/// taken (release it with `unlock`), false when an exclusive holder has it.
+pub fn tryLockShared(io: std.Io, file: std.Io.File) Error!bool {
+    if (builtin.os.tag != .windows) return file.tryLock(io, .shared);
+    var overlapped: Overlapped = .{};
+    if (LockFileEx(file.handle, lockfile_fail_immediately, 0, 1, 0, &overlapped) != 0) return true;
     if (std.os.windows.GetLastError() == .LOCK_VIOLATION) return false;
     return windowsError();
 }
@@ -54,8 +65,21 @@ const Overlapped = extern struct {
     event: ?*anyopaque = null,
 };
 
-extern "kernel32" fn LockFileEx(file: *anyopaque, flags: u32, reserved: u32, bytes_low: u32, bytes_high: u32, overlapped: *Overlapped) callconv(.winapi) c_int;
-extern "kernel32" fn UnlockFileEx(file: *anyopaque, reserved: u32, bytes_low: u32, bytes_high: u32, overlapped: *Overlapped) callconv(.winapi) c_int;
+extern "kernel32" fn LockFileEx(
+    file: *anyopaque,
+    flags: u32,
+    reserved: u32,
+    bytes_low: u32,
+    bytes_high: u32,
+    overlapped: *Overlapped,
+) callconv(.winapi) c_int;
+extern "kernel32" fn UnlockFileEx(
+    file: *anyopaque,
+    reserved: u32,
+    bytes_low: u32,
+    bytes_high: u32,
+    overlapped: *Overlapped,
+) callconv(.winapi) c_int;
 
 test "a lock is taken, released and taken again" {
     const io = @import("system.zig").io();
@@ -82,4 +106,23 @@ test "tryLockExclusive takes a free lock and reports a held one" {
     unlock(io, holder);
     try std.testing.expect(try tryLockExclusive(io, other));
     unlock(io, other);
+}
+
+test "tryLockShared is refused while an exclusive lock is held, and shared with others" {
+    const io = @import("system.zig").io();
+    var tmp = std.testing.tmpDir(.{});
+    defer tmp.cleanup();
+    const holder = try tmp.dir.createFile(io, "target.lock", .{ .truncate = false });
+    defer holder.close(io);
+    const prober = try tmp.dir.openFile(io, "target.lock", .{});
+    defer prober.close(io);
+    try lockExclusive(io, holder);
+    try std.testing.expect(!try tryLockShared(io, prober));
+    unlock(io, holder);
+    try std.testing.expect(try tryLockShared(io, prober));
+    // A writer that tries while a prober holds its shared lock is refused, not blocked.
+    try std.testing.expect(!try tryLockExclusive(io, holder));
+    unlock(io, prober);
+    try std.testing.expect(try tryLockExclusive(io, holder));
+    unlock(io, holder);
 }

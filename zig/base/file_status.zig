@@ -22,7 +22,8 @@ pub const Error = error{
     Unexpected,
 };
 
-const use_fstat = builtin.os.tag == .linux and (builtin.cpu.arch == .x86_64 or builtin.cpu.arch == .aarch64);
+const use_fstat = builtin.os.tag == .linux and (builtin.cpu.arch == .x86_64 or
+    builtin.cpu.arch == .aarch64);
 
 /// The kernel's `struct stat` for the two architectures the wheels ship, as far
 /// as the fields read here (x86_64: asm/stat.h, 144 bytes; aarch64: the generic
@@ -58,7 +59,13 @@ fn statResult(rc: usize) Error!void {
 fn statAt(dir_handle: std.posix.fd_t, path: [*:0]const u8, flags: usize) Error!KernelStat {
     var stat: KernelStat = undefined;
     while (true) {
-        const rc = std.os.linux.syscall4(.newfstatat, @bitCast(@as(isize, dir_handle)), @intFromPtr(path), @intFromPtr(&stat), flags);
+        const rc = std.os.linux.syscall4(
+            .newfstatat,
+            @bitCast(@as(isize, dir_handle)),
+            @intFromPtr(path),
+            @intFromPtr(&stat),
+            flags,
+        );
         if (std.os.linux.errno(rc) == .INTR) continue;
         try statResult(rc);
         return stat;
@@ -127,13 +134,21 @@ pub const ReadError = Error || positional_read.Error || std.Io.File.OpenError ||
 
 /// The whole file `name` in `dir`, in memory the caller owns; longer than
 /// `bytes_max`: error.FileTooBig.
-pub fn readAlloc(allocator: std.mem.Allocator, dir: std.Io.Dir, name: []const u8, bytes_max: u64) ReadError![]u8 {
+pub fn readAlloc(
+    allocator: std.mem.Allocator,
+    dir: std.Io.Dir,
+    name: []const u8,
+    bytes_max: u64,
+) ReadError![]u8 {
     const io = system.io();
     const file = try dir.openFile(io, name, .{});
     defer file.close(io);
     const size = try length(file);
     if (size > bytes_max) return error.FileTooBig;
-    const bytes = try allocator.alloc(u8, std.math.cast(usize, size) orelse return error.FileTooBig);
+    const bytes = try allocator.alloc(
+        u8,
+        std.math.cast(usize, size) orelse return error.FileTooBig,
+    );
     errdefer allocator.free(bytes);
     if (try positional_read.readAll(file, bytes, 0) != bytes.len) return error.FileShrank;
     return bytes;
@@ -158,8 +173,14 @@ test "length, inode and whole reads agree with what was written" {
     const bytes = try readAlloc(std.testing.allocator, tmp.dir, "manifest.json", 1 << 20);
     defer std.testing.allocator.free(bytes);
     try std.testing.expectEqualStrings(text, bytes);
-    try std.testing.expectError(error.FileTooBig, readAlloc(std.testing.allocator, tmp.dir, "manifest.json", text.len - 1));
-    try std.testing.expectError(error.FileNotFound, readAlloc(std.testing.allocator, tmp.dir, "missing.json", 1 << 20));
+    try std.testing.expectError(
+        error.FileTooBig,
+        readAlloc(std.testing.allocator, tmp.dir, "manifest.json", text.len - 1),
+    );
+    try std.testing.expectError(
+        error.FileNotFound,
+        readAlloc(std.testing.allocator, tmp.dir, "missing.json", 1 << 20),
+    );
     try std.testing.expectError(error.FileNotFound, pathInode(tmp.dir, "missing.json"));
 }
 

@@ -30,7 +30,13 @@ pub const FileView = struct {
     /// The first `len` bytes of `file` (at least 1; the file may be longer),
     /// `name` for messages. `error.ShortFile` when it holds fewer; `error.Io`
     /// when neither mapping nor reading works.
-    pub fn open(allocator: std.mem.Allocator, file: std.Io.File, len: usize, name: []const u8, diagnostic: *Diagnostic) Error!FileView {
+    pub fn open(
+        allocator: std.mem.Allocator,
+        file: std.Io.File,
+        len: usize,
+        name: []const u8,
+        diagnostic: *Diagnostic,
+    ) Error!FileView {
         std.debug.assert(len > 0);
         if (builtin.os.tag == .windows) {
             const map = std.Io.File.MemoryMap.create(system.io(), file, .{
@@ -43,16 +49,32 @@ pub const FileView = struct {
             };
             return .{ .bytes = map.memory[0..len], .backing = .{ .section = map } };
         }
-        const mapped = std.c.mmap(null, len, .{ .READ = true }, .{ .TYPE = .SHARED }, file.handle, 0);
+        const mapped = std.c.mmap(
+            null,
+            len,
+            .{ .READ = true },
+            .{ .TYPE = .SHARED },
+            file.handle,
+            0,
+        );
         if (mapped != std.c.MAP_FAILED) {
-            const memory = @as([*]align(std.heap.page_size_min) const u8, @ptrCast(@alignCast(mapped)))[0..len];
+            const memory = @as(
+                [*]align(std.heap.page_size_min) const u8,
+                @ptrCast(@alignCast(mapped)),
+            )[0..len];
             return .{ .bytes = memory, .backing = .{ .mapped = memory } };
         }
         return readWhole(allocator, file, len, name, diagnostic);
     }
 
     /// Reads the file instead of mapping it (also how `open` falls back).
-    fn readWhole(allocator: std.mem.Allocator, file: std.Io.File, len: usize, name: []const u8, diagnostic: *Diagnostic) Error!FileView {
+    fn readWhole(
+        allocator: std.mem.Allocator,
+        file: std.Io.File,
+        len: usize,
+        name: []const u8,
+        diagnostic: *Diagnostic,
+    ) Error!FileView {
         const buffer = try allocator.alloc(u8, len);
         errdefer allocator.free(buffer);
         const read = positional_read.readAll(file, buffer, 0) catch |err| {
@@ -100,8 +122,14 @@ test "a file's view holds its bytes, mapped or read, and a short file is refused
     try std.testing.expectEqualSlices(u8, &bytes, read.bytes);
     read.close(allocator);
 
-    try std.testing.expectError(error.ShortFile, FileView.readWhole(allocator, file, bytes.len + 1, "index.bin", &diagnostic));
-    try std.testing.expectEqualStrings("index.bin ended after 10000 of 10001 bytes", diagnostic.message());
+    try std.testing.expectError(
+        error.ShortFile,
+        FileView.readWhole(allocator, file, bytes.len + 1, "index.bin", &diagnostic),
+    );
+    try std.testing.expectEqualStrings(
+        "index.bin ended after 10000 of 10001 bytes",
+        diagnostic.message(),
+    );
 }
 
 test "a file the system will not map is read instead" {

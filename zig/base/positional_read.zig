@@ -60,5 +60,8 @@ test "readAll reads a whole range, stops at the end of the file and names a fail
     try std.testing.expectEqualSlices(u8, bytes[9000..], buffer[0..1000]);
     try std.testing.expectEqual(@as(usize, 0), try readAll(file, &buffer, 20000));
     // `writing` was opened write-only (elsewhere std.Io names the error).
-    if (builtin.os.tag == .linux) try std.testing.expectError(error.NotOpenForReading, readAll(writing, &buffer, 0));
+    if (builtin.os.tag == .linux) try std.testing.expectError(
+        error.NotOpenForReading,
+        readAll(writing, &buffer, 0),
+    );
 }

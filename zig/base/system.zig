@@ -17,6 +17,7 @@ pub fn monotonicNanoseconds() u64 {
 }
 
 pub fn processId() i64 {
-    if (builtin.os.tag == .windows) return std.os.windows.GetCurrentProcessId(); // getpid() is a HANDLE there
+    // getpid() is a HANDLE there
+    if (builtin.os.tag == .windows) return std.os.windows.GetCurrentProcessId();
     return @intCast(std.c.getpid());
 }

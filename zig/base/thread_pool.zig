@@ -60,7 +60,11 @@ pub const ThreadPool = struct {
             pool.stopAndJoin(threads[0..started]);
         }
         while (started < worker_count) : (started += 1) {
-            threads[started] = try std.Thread.spawn(.{ .stack_size = 4 << 20 }, workerLoop, .{pool});
+            threads[started] = try std.Thread.spawn(
+                .{ .stack_size = 4 << 20 },
+                workerLoop,
+                .{pool},
+            );
         }
         pool.threads = threads;
         return pool;
@@ -97,7 +101,10 @@ pub const ThreadPool = struct {
         pool.mutex.lockUncancelable(io);
         defer pool.mutex.unlock(io);
         std.debug.assert(!pool.stopping);
-        while (pool.queue_len.raw == queue_capacity) pool.not_full.waitUncancelable(io, &pool.mutex);
+        while (pool.queue_len.raw == queue_capacity) pool.not_full.waitUncancelable(
+            io,
+            &pool.mutex,
+        );
         pool.enqueueLocked(job);
     }
 
@@ -132,7 +139,8 @@ pub const ThreadPool = struct {
         } else return false;
         // Close the gap: every later job moves one place toward the head.
         while (at + 1 < len) : (at += 1) {
-            pool.queue[(pool.queue_head + at) % queue_capacity] = pool.queue[(pool.queue_head + at + 1) % queue_capacity];
+            pool.queue[(pool.queue_head + at) % queue_capacity] =
+                pool.queue[(pool.queue_head + at + 1) % queue_capacity];
         }
         _ = pool.queue_len.fetchSub(1, .release);
         pool.not_full.signal(io);
@@ -177,7 +185,10 @@ pub const ThreadPool = struct {
         while (true) {
             if (last_job_ns <= spin_after_job_ns_max and pool.queueEmpty()) pool.spinForJob();
             pool.mutex.lockUncancelable(io);
-            while (pool.queue_len.raw == 0 and !pool.stopping) pool.not_empty.waitUncancelable(io, &pool.mutex);
+            while (pool.queue_len.raw == 0 and !pool.stopping) pool.not_empty.waitUncancelable(
+                io,
+                &pool.mutex,
+            );
             if (pool.queue_len.raw == 0) {
                 pool.mutex.unlock(io);
                 return;
@@ -288,7 +299,14 @@ test "a lone job runs whether a worker spins for it, gives up spinning as it com
         var job: TestJob = .{ .counter = &counter, .group = &group };
         // Gaps before each submission: none (a worker still spins), around the
         // spin's end, and long after it (every worker asleep).
-        const gaps = [_]u64{ 0, 5_000, job_wait_spin_ns - 2_000, job_wait_spin_ns, job_wait_spin_ns + 2_000, 4 * job_wait_spin_ns };
+        const gaps = [_]u64{
+            0,
+            5_000,
+            job_wait_spin_ns - 2_000,
+            job_wait_spin_ns,
+            job_wait_spin_ns + 2_000,
+            4 * job_wait_spin_ns,
+        };
         var round: u64 = 0;
         while (round < 300) : (round += 1) {
             pauseNanoseconds(gaps[round % gaps.len]);
@@ -298,7 +316,8 @@ test "a lone job runs whether a worker spins for it, gives up spinning as it com
             // A lost wake-up would leave the job queued: fail instead of hanging.
             const started = system.monotonicNanoseconds();
             while (counter.load(.acquire) != round + 1) {
-                if (system.monotonicNanoseconds() -| started > 5 * std.time.ns_per_s) return error.JobNeverRan;
+                const waited = system.monotonicNanoseconds() -| started;
+                if (waited > 5 * std.time.ns_per_s) return error.JobNeverRan;
                 std.atomic.spinLoopHint();
             }
             group.wait();
@@ -312,12 +331,17 @@ test "takeBack removes a queued job, keeps the others in order, and misses a tak
     defer pool.release();
     var counter: std.atomic.Value(u64) = .init(0);
     var group: WaitGroup = .{};
-    var blocker: TestJob = .{ .counter = &counter, .group = &group, .pause_ns = 20 * std.time.ns_per_ms };
+    var blocker: TestJob = .{
+        .counter = &counter,
+        .group = &group,
+        .pause_ns = 20 * std.time.ns_per_ms,
+    };
     var jobs: [3]TestJob = undefined;
     for (&jobs) |*job| job.* = .{ .counter = &counter, .group = &group };
     group.add(1 + jobs.len);
     pool.submit(&blocker.job);
-    while (pool.queue_len.load(.acquire) != 0) std.atomic.spinLoopHint(); // the worker has the blocker
+    // the worker has the blocker
+    while (pool.queue_len.load(.acquire) != 0) std.atomic.spinLoopHint();
     for (&jobs) |*job| pool.submit(&job.job);
     try std.testing.expect(!pool.takeBack(&blocker.job));
     try std.testing.expect(pool.takeBack(&jobs[1].job));

@@ -67,7 +67,11 @@ const vector_length_min = vector_kernel.length_min;
 
 fn updateVector(register: u32, bytes: []const u8) u32 {
     comptime assert(has_vector_kernel);
-    if (bytes.len < vector_length_min) return hardware_kernel.update(register, bytes.ptr, bytes.len);
+    if (bytes.len < vector_length_min) return hardware_kernel.update(
+        register,
+        bytes.ptr,
+        bytes.len,
+    );
     const vector_length = bytes.len - bytes.len % vector_kernel.vector_bytes;
     const folded = vector_kernel.update(register, bytes.ptr, vector_length);
     return hardware_kernel.update(folded, bytes.ptr + vector_length, bytes.len - vector_length);
@@ -123,8 +127,16 @@ const hardware_kernel = struct {
     else
         dataset_rt_internal_crc32c_arm;
 
-    extern fn dataset_rt_internal_crc32c_x86(register: u32, bytes: [*]const u8, length: usize) callconv(.c) u32;
-    extern fn dataset_rt_internal_crc32c_arm(register: u32, bytes: [*]const u8, length: usize) callconv(.c) u32;
+    extern fn dataset_rt_internal_crc32c_x86(
+        register: u32,
+        bytes: [*]const u8,
+        length: usize,
+    ) callconv(.c) u32;
+    extern fn dataset_rt_internal_crc32c_arm(
+        register: u32,
+        bytes: [*]const u8,
+        length: usize,
+    ) callconv(.c) u32;
 };
 
 /// The update function of crc32c_avx512.zig, linked in by build.zig on x86_64. It
@@ -135,7 +147,11 @@ const vector_kernel = struct {
     const vector_bytes = 64;
     const length_min = 4 * vector_bytes;
 
-    extern fn dataset_rt_internal_crc32c_avx512(register: u32, bytes: [*]const u8, length: usize) callconv(.c) u32;
+    extern fn dataset_rt_internal_crc32c_avx512(
+        register: u32,
+        bytes: [*]const u8,
+        length: usize,
+    ) callconv(.c) u32;
 };
 
 /// The kernel this CPU supports, probed once (`cpu_probe.Cached`).
@@ -201,7 +217,12 @@ const X86Features = struct {
         comptime assert(builtin.cpu.arch == .x86_64);
         const leaf_max = cpu_probe.cpuid(0, 0).eax;
         const basic = cpu_probe.cpuid(1, 0);
-        const extended: cpu_probe.CpuidResult = if (leaf_max >= 7) cpu_probe.cpuid(7, 0) else .{ .eax = 0, .ebx = 0, .ecx = 0, .edx = 0 };
+        const extended: cpu_probe.CpuidResult = if (leaf_max >= 7) cpu_probe.cpuid(7, 0) else .{
+            .eax = 0,
+            .ebx = 0,
+            .ecx = 0,
+            .edx = 0,
+        };
         const osxsave = basic.ecx & (1 << 27) != 0;
         return .{
             .basic_ecx = basic.ecx,
@@ -283,7 +304,10 @@ test "every kernel matches the bit-at-a-time definition at any length and alignm
             @memcpy(placed, input);
             for (kernelsToTest()) |kernel| {
                 try testing.expectEqual(expected, updateWithKernel(kernel, 0, placed));
-                try testing.expectEqual(expected_continued, updateWithKernel(kernel, start_crc, placed));
+                try testing.expectEqual(
+                    expected_continued,
+                    updateWithKernel(kernel, start_crc, placed),
+                );
             }
         }
     }
@@ -345,7 +369,9 @@ test "the vector kernel matches the definition at lengths up to 70000, any align
     defer testing.allocator.free(prefix_crcs);
     for (prefix_crcs, start_crcs) |*crcs, start_crc| {
         crcs[0] = start_crc;
-        for (content, 1..) |*byte, length| crcs[length] = referenceUpdate(crcs[length - 1], byte[0..1]);
+        for (content, 1..) |*byte, length| {
+            crcs[length] = referenceUpdate(crcs[length - 1], byte[0..1]);
+        }
     }
 
     // Every length through eight rounds of the vector loop (256 bytes each) at every
@@ -361,18 +387,26 @@ test "the vector kernel matches the definition at lengths up to 70000, any align
         try lengths.appendSlice(testing.allocator, &.{ multiple - 1, multiple, multiple + 1 });
     }
     for (0..200) |_| try lengths.append(testing.allocator, random.uintAtMost(usize, length_max));
-    const every_alignment_lengths = [_]usize{ 4095, 4096, 65535, 65536, 65537, 65599, 69_999, length_max };
+    const every_alignment_lengths = [_]usize{
+        4095, 4096, 65535, 65536, 65537, 65599, 69_999, length_max,
+    };
 
     for (lengths.items, 0..) |length, index| {
         const start = index % start_crcs.len;
         const expected = prefix_crcs[start][length];
-        try testing.expectEqual(expected, updateWithKernel(.portable, start_crcs[start], content[0..length]));
+        try testing.expectEqual(
+            expected,
+            updateWithKernel(.portable, start_crcs[start], content[0..length]),
+        );
         const alignments: usize = if (length < every_length_max) alignment_count else 1;
         for (0..alignments) |alignment_index| {
             const alignment = if (alignments == 1) index % alignment_count else alignment_index;
             const placed = buffer[alignment..][0..length];
             @memcpy(placed, content[0..length]);
-            try testing.expectEqual(expected, updateWithKernel(.hardware_vector, start_crcs[start], placed));
+            try testing.expectEqual(
+                expected,
+                updateWithKernel(.hardware_vector, start_crcs[start], placed),
+            );
         }
     }
     for (every_alignment_lengths) |length| {
@@ -380,7 +414,10 @@ test "the vector kernel matches the definition at lengths up to 70000, any align
             const start = alignment % start_crcs.len;
             const placed = buffer[alignment..][0..length];
             @memcpy(placed, content[0..length]);
-            try testing.expectEqual(prefix_crcs[start][length], updateWithKernel(.hardware_vector, start_crcs[start], placed));
+            try testing.expectEqual(
+                prefix_crcs[start][length],
+                updateWithKernel(.hardware_vector, start_crcs[start], placed),
+            );
         }
     }
 }
@@ -445,7 +482,10 @@ test "the vector kernel is chosen exactly where std's CPU detection finds its fe
     if (!has_vector_kernel or builtin.os.tag.isDarwin()) return error.SkipZigTest;
     // Zig's own probe of CPUID and XCR0, the one behind `-mcpu=native`.
     const native = try std.zig.system.resolveTargetQuery(testing.io, .{});
-    const usable = native.cpu.hasAll(.x86, &.{ .sse4_2, .pclmul, .avx512f, .avx512vl, .vpclmulqdq });
+    const usable = native.cpu.hasAll(
+        .x86,
+        &.{ .sse4_2, .pclmul, .avx512f, .avx512vl, .vpclmulqdq },
+    );
     try testing.expectEqual(usable, kernelDetected() == .hardware_vector);
     try testing.expectEqual(kernelDetected(), kernelSupported());
 }

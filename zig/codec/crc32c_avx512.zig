@@ -39,7 +39,9 @@ pub const std_options: std.Options = .{ .signal_stack_size = null };
 
 comptime {
     // The instructions below exist only with these features.
-    assert(builtin.cpu.hasAll(.x86, &.{ .avx512f, .avx512vl, .vpclmulqdq, .pclmul, .crc32, .sse4_2 }));
+    assert(
+        builtin.cpu.hasAll(.x86, &.{ .avx512f, .avx512vl, .vpclmulqdq, .pclmul, .crc32, .sse4_2 }),
+    );
     @export(&update, .{ .name = "dataset_rt_internal_crc32c_avx512", .visibility = .hidden });
 }
 
@@ -127,7 +129,11 @@ inline fn reduce(vector: Vector) u32 {
 
 /// Each 16-byte piece of `vector` moved forward over the distance of `constants`.
 inline fn fold(vector: Vector, constants: Vector) Vector {
-    return carrylessMultiply("0x00", vector, constants) ^ carrylessMultiply("0x11", vector, constants);
+    return carrylessMultiply("0x00", vector, constants) ^ carrylessMultiply(
+        "0x11",
+        vector,
+        constants,
+    );
 }
 
 /// The 64 bytes at `bytes`, read little-endian: one unaligned vector load.
@@ -161,14 +167,22 @@ comptime {
     // the pieces of the last vector), checked on a model of the instructions against the
     // definition: a piece followed by d zero bytes has the CRC of the piece it folds to.
     @setEvalBranchQuota(4_000_000);
-    const samples = [_]u128{ 1, 1 << 127, std.math.maxInt(u128), 0x0123456789ABCDEF_FEDCBA9876543210 };
+    const samples = [_]u128{
+        1,
+        1 << 127,
+        std.math.maxInt(u128),
+        0x0123456789ABCDEF_FEDCBA9876543210,
+    };
     var distances: [accumulator_count + pieces - 1]usize = undefined;
     for (0..accumulator_count) |index| distances[index] = (index + 1) * vector_bytes;
     for (1..pieces) |piece| distances[accumulator_count - 1 + piece] = piece * piece_bytes;
     for (distances) |distance| {
         const pair = foldPair(distance);
         for (samples) |sample| {
-            const moved = modelMultiply(@truncate(sample), pair[0]) ^ modelMultiply(@truncate(sample >> 64), pair[1]);
+            const moved = modelMultiply(@truncate(sample), pair[0]) ^ modelMultiply(
+                @truncate(sample >> 64),
+                pair[1],
+            );
             var message: [piece_bytes + stride_bytes]u8 = @splat(0);
             std.mem.writeInt(u128, message[0..piece_bytes], sample, .little);
             var moved_bytes: [piece_bytes]u8 = undefined;

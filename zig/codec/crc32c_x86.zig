@@ -106,7 +106,11 @@ fn updateShort(state: u32, bytes: []const u8) u32 {
 }
 
 /// The register after `chunk`, three blocks of `block_length` bytes, from `state`.
-inline fn updateChunk(comptime block_length: usize, state: u32, chunk: *const [3 * block_length]u8) u32 {
+inline fn updateChunk(
+    comptime block_length: usize,
+    state: u32,
+    chunk: *const [3 * block_length]u8,
+) u32 {
     // 64-bit registers: `crc32q` writes all of one, which saves a zero extension per step.
     var first: u64 = 0;
     var second: u64 = 0;
@@ -114,8 +118,14 @@ inline fn updateChunk(comptime block_length: usize, state: u32, chunk: *const [3
     var offset: usize = 0;
     while (offset < block_length) : (offset += 8) {
         first = crc32Word(first, std.mem.readInt(u64, chunk[offset..][0..8], .little));
-        second = crc32Word(second, std.mem.readInt(u64, chunk[block_length + offset ..][0..8], .little));
-        third = crc32Word(third, std.mem.readInt(u64, chunk[2 * block_length + offset ..][0..8], .little));
+        second = crc32Word(
+            second,
+            std.mem.readInt(u64, chunk[block_length + offset ..][0..8], .little),
+        );
+        third = crc32Word(
+            third,
+            std.mem.readInt(u64, chunk[2 * block_length + offset ..][0..8], .little),
+        );
     }
     const shifted = carrylessMultiply(state, comptime shiftConstant(3 * block_length)) ^
         carrylessMultiply(@truncate(first), comptime shiftConstant(2 * block_length)) ^

@@ -75,7 +75,11 @@ pub const Builder = struct {
     /// uoffset (position 0); point it at the root table with `patch(0, ...)`.
     pub fn init(allocator: Allocator, output: *std.ArrayList(u8)) Error!Builder {
         assert(output.items.len % 8 == 0);
-        var builder: Builder = .{ .allocator = allocator, .output = output, .start = output.items.len };
+        var builder: Builder = .{
+            .allocator = allocator,
+            .output = output,
+            .start = output.items.len,
+        };
         try builder.int(u32, 0);
         return builder;
     }
@@ -212,7 +216,10 @@ pub const Reader = struct {
     /// The root table, named by the uoffset at position 0.
     pub fn root(reader: Reader) ReadError!Table {
         if (reader.bytes.len > buffer_bytes_max) {
-            return reader.fail("{d} bytes exceed the {d}-byte limit", .{ reader.bytes.len, buffer_bytes_max });
+            return reader.fail(
+                "{d} bytes exceed the {d}-byte limit",
+                .{ reader.bytes.len, buffer_bytes_max },
+            );
         }
         return reader.tableAt(try reader.follow(0));
     }
@@ -225,7 +232,10 @@ pub const Reader = struct {
 
     fn readAt(reader: Reader, comptime T: type, position: u64) ReadError!T {
         if (position > reader.bytes.len or reader.bytes.len - position < @sizeOf(T)) {
-            return reader.fail("{d}-byte read at {d} runs past the end ({d} bytes)", .{ @sizeOf(T), position, reader.bytes.len });
+            return reader.fail(
+                "{d}-byte read at {d} runs past the end ({d} bytes)",
+                .{ @sizeOf(T), position, reader.bytes.len },
+            );
         }
         const start: usize = @intCast(position);
         return std.mem.readInt(T, reader.bytes[start..][0..@sizeOf(T)], .little);
@@ -242,7 +252,10 @@ pub const Reader = struct {
         if (vtable_bytes < 4 or vtable_bytes % 2 != 0 or
             reader.bytes.len - @as(u64, @intCast(vtable_position)) < vtable_bytes)
         {
-            return reader.fail("table at {d} has a vtable of {d} bytes", .{ position, vtable_bytes });
+            return reader.fail(
+                "table at {d} has a vtable of {d} bytes",
+                .{ position, vtable_bytes },
+            );
         }
         if (inline_bytes < 4 or reader.bytes.len - position < inline_bytes) {
             return reader.fail("table at {d} claims {d} inline bytes", .{ position, inline_bytes });
@@ -289,9 +302,10 @@ pub const Table = struct {
         const field_offset = try table.reader.readAt(u16, table.vtable_position + entry);
         if (field_offset == 0) return null;
         if (field_offset < 4 or @as(u32, field_offset) + size > table.inline_bytes) {
-            return table.reader.fail("table at {d} has field {d} at offset {d} outside its {d} inline bytes", .{
-                table.position, slot, field_offset, table.inline_bytes,
-            });
+            return table.reader.fail(
+                "table at {d} has field {d} at offset {d} outside its {d} inline bytes",
+                .{ table.position, slot, field_offset, table.inline_bytes },
+            );
         }
         return table.position + field_offset;
     }
@@ -375,7 +389,11 @@ test "a built table reads back field by field" {
     builder.patch(placed.offsetSlot(5), vector_position);
 
     var diagnostic: Diagnostic = .{};
-    const reader: Reader = .{ .bytes = builder.bytes(), .diagnostic = &diagnostic, .context = "test" };
+    const reader: Reader = .{
+        .bytes = builder.bytes(),
+        .diagnostic = &diagnostic,
+        .context = "test",
+    };
     const root = try reader.root();
     try testing.expectEqual(@as(i16, 4), try root.scalar(i16, 0, 0));
     try testing.expectEqual(@as(u8, 3), try root.scalar(u8, 1, 0));
@@ -395,5 +413,7 @@ test "a uoffset pointing outside the buffer is an error, not a crash" {
     const bytes = [_]u8{ 0xf0, 0xff, 0xff, 0x7f, 0, 0, 0, 0 };
     const reader: Reader = .{ .bytes = &bytes, .diagnostic = &diagnostic, .context = "test" };
     try testing.expectError(error.InvalidFlatbuffer, reader.root());
-    try testing.expect(std.mem.indexOf(u8, diagnostic.message(), "test flatbuffer is malformed") != null);
+    try testing.expect(
+        std.mem.indexOf(u8, diagnostic.message(), "test flatbuffer is malformed") != null,
+    );
 }

@@ -38,7 +38,8 @@ const skip_trigger = 6;
 /// past the end of a copy (never past the destination).
 const copy_width = 16;
 
-/// Worst-case compressed size for `source_len` input bytes (same formula as LZ4_compressBound: n + n/255 + 16).
+/// Worst-case compressed size for `source_len` input bytes (same formula as LZ4_compressBound: n +
+/// n/255 + 16).
 pub fn compressBound(source_len: usize) usize {
     return source_len + source_len / 255 + 16;
 }
@@ -81,7 +82,8 @@ pub const Table = struct {
 /// source.len <= source_length_max); returns bytes written.
 /// Output is a standard LZ4 block decodable by the reference liblz4 `LZ4_decompress_safe`:
 /// the last 5 bytes are literals and the last match starts at least 12 bytes before the end.
-/// An empty source compresses to the single byte 0x00 (token with 0 literals), like lz4_flex / liblz4.
+/// An empty source compresses to the single byte 0x00 (token with 0 literals), like lz4_flex /
+/// liblz4.
 pub fn compress(source: []const u8, destination: []u8) usize {
     var table: Table = .{};
     return compressWith(&table, source, destination);
@@ -132,7 +134,9 @@ fn compressSequences(table: *Table, source: []const u8, destination: []u8, outpu
         }
 
         // The bytes just before both positions often match too: longer match, fewer literals.
-        while (position > anchor and candidate > 0 and source[position - 1] == source[candidate - 1]) {
+        while (position > anchor and candidate > 0 and
+            source[position - 1] == source[candidate - 1])
+        {
             position -= 1;
             candidate -= 1;
         }
@@ -388,7 +392,10 @@ fn expectRoundTrip(source: []const u8) !void {
     // One byte more or less than the real length must not decode.
     const longer = try testing.allocator.alloc(u8, source.len + 1);
     defer testing.allocator.free(longer);
-    try testing.expectError(error.CorruptBlock, decompress(compressed[0..compressed_length], longer));
+    try testing.expectError(
+        error.CorruptBlock,
+        decompress(compressed[0..compressed_length], longer),
+    );
     if (source.len > 0) {
         try testing.expectError(
             error.CorruptBlock,
@@ -399,7 +406,15 @@ fn expectRoundTrip(source: []const u8) !void {
 
 /// Text-like words, runs, short repeats and noise, like a real dataset shard.
 fn fillMixed(random: std.Random, bytes: []u8) void {
-    const words = [_][]const u8{ "label", "image", "\"id\": ", "tensor", "sample ", "0.25, ", "\n" };
+    const words = [_][]const u8{
+        "label",
+        "image",
+        "\"id\": ",
+        "tensor",
+        "sample ",
+        "0.25, ",
+        "\n",
+    };
     var index: usize = 0;
     while (index < bytes.len) {
         const rest = bytes[index..];
@@ -581,7 +596,10 @@ test "trailing garbage after a valid block is rejected" {
     var output: [source.len]u8 = undefined;
     try decompress(compressed[0..compressed_length], &output);
     compressed[compressed_length] = 0;
-    try testing.expectError(error.CorruptBlock, decompress(compressed[0 .. compressed_length + 1], &output));
+    try testing.expectError(
+        error.CorruptBlock,
+        decompress(compressed[0 .. compressed_length + 1], &output),
+    );
 }
 
 test "every truncation of a valid block is rejected" {
@@ -649,7 +667,8 @@ test "a table reused across blocks gives the output of a fresh table" {
         // Blocks of every kind of length and content, some near the u32 end of the bases.
         if (round == 150) table.next_base = std.math.maxInt(u32) - 3000;
         const len = random.uintLessThan(usize, source.len + 1);
-        for (source[0..len]) |*byte| byte.* = if (random.boolean()) random.int(u8) else 'a' + random.uintLessThan(u8, 3);
+        for (source[0..len]) |*byte| byte.* =
+            if (random.boolean()) random.int(u8) else 'a' + random.uintLessThan(u8, 3);
         const reused_len = compressWith(&table, source[0..len], reused);
         const fresh_len = compress(source[0..len], fresh);
         try std.testing.expectEqualSlices(u8, fresh[0..fresh_len], reused[0..reused_len]);

@@ -106,7 +106,11 @@ pub const Hasher = struct {
         switch (hasher.kernel) {
             .portable => compressBlocksPortable(&hasher.state, blocks),
             .hardware => if (has_hardware_kernel) {
-                hardware_kernel.compressBlocks(&hasher.state, blocks.ptr, blocks.len / block_length);
+                hardware_kernel.compressBlocks(
+                    &hasher.state,
+                    blocks.ptr,
+                    blocks.len / block_length,
+                );
             } else unreachable,
         }
     }

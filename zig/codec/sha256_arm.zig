@@ -26,7 +26,10 @@ pub const std_options: std.Options = .{ .signal_stack_size = null };
 comptime {
     // The instructions below exist only with this feature.
     assert(builtin.cpu.has(.aarch64, .sha2));
-    @export(&compressBlocks, .{ .name = "dataset_rt_internal_sha256_arm_blocks", .visibility = .hidden });
+    @export(
+        &compressBlocks,
+        .{ .name = "dataset_rt_internal_sha256_arm_blocks", .visibility = .hidden },
+    );
 }
 
 /// Advances the eight state words over `block_count` whole 64-byte blocks (no padding).
@@ -42,7 +45,12 @@ fn compressBlocks(state: *[8]u32, blocks: [*]const u8, block_count: usize) callc
         // 4k .. 4k+3 when rounds 4k .. 4k+3 run.
         var words = block_words.messageWords(block);
         inline for (0..16) |k| {
-            if (k >= 4) words[k % 4] = nextWords(words[k % 4], words[(k + 1) % 4], words[(k + 2) % 4], words[(k + 3) % 4]);
+            if (k >= 4) words[k % 4] = nextWords(
+                words[k % 4],
+                words[(k + 1) % 4],
+                words[(k + 2) % 4],
+                words[(k + 3) % 4],
+            );
             const summed = words[k % 4] +% block_words.roundConstants(k);
             // Both halves advance from the state before these four rounds.
             const abcd_previous = abcd;

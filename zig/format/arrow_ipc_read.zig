@@ -37,6 +37,12 @@ const field_node_bytes = arrow_ipc.field_node_bytes;
 const buffer_bytes = arrow_ipc.buffer_bytes;
 const block_bytes = arrow_ipc.block_bytes;
 const Block = arrow_ipc.Block;
+const arrow_ipc_columns = @import("arrow_ipc_columns.zig");
+const Layout = arrow_ipc_columns.Layout;
+const SchemaField = arrow_ipc_columns.SchemaField;
+const Chunk = arrow_ipc_columns.Chunk;
+const readOffset = arrow_ipc_columns.readOffset;
+const assembleColumns = arrow_ipc_columns.assembleColumns;
 const metadata_types = @import("metadata_types.zig");
 const Column = metadata_types.Column;
 const ColumnValues = metadata_types.ColumnValues;
@@ -66,47 +72,13 @@ pub const ReadError = error{ OutOfMemory, InvalidArrow, UnsupportedArrow };
 pub fn readFile(allocator: Allocator, bytes: []const u8, diagnostic: *Diagnostic) ReadError!Table {
     var arena: std.heap.ArenaAllocator = .init(allocator);
     errdefer arena.deinit();
-    const contents = readContents(allocator, arena.allocator(), bytes, diagnostic) catch |err| return switch (err) {
-        error.InvalidFlatbuffer => error.InvalidArrow,
-        else => |other| other,
-    };
+    const contents = readContents(allocator, arena.allocator(), bytes, diagnostic) catch |err|
+        return switch (err) {
+            error.InvalidFlatbuffer => error.InvalidArrow,
+            else => |other| other,
+        };
     return .{ .row_count = contents.row_count, .columns = contents.columns, .arena = arena };
 }
-
-/// How a supported field's values are laid out in a record batch body.
-const Layout = enum {
-    bool,
-    int64,
-    float64,
-    utf8,
-    large_utf8,
-
-    /// Validity buffer plus data buffers.
-    fn bufferCount(layout: Layout) u64 {
-        return switch (layout) {
-            .bool, .int64, .float64 => 2,
-            .utf8, .large_utf8 => 3,
-        };
-    }
-};
-
-const SchemaField = struct {
-    /// Borrowed from the file bytes until the columns are assembled.
-    name: []const u8,
-    layout: Layout,
-};
-
-/// One column's validated buffers in one record batch.
-const Chunk = struct {
-    row_count: u64,
-    /// Bit-packed bools, little-endian 8-byte numbers, or string bytes.
-    values: []const u8,
-    /// String offsets (int32 or int64 per the layout); empty for other layouts and
-    /// for a string chunk of zero rows.
-    offsets: []const u8,
-    /// Bytes the strings span, offsets[last] - offsets[0].
-    string_bytes: u64,
-};
 
 const Footer = struct {
     schema: flatbuffers.Table,
@@ -120,19 +92,32 @@ const Contents = struct {
     columns: []Column,
 };
 
-fn invalid(diagnostic: *Diagnostic, comptime format: []const u8, args: anytype) error{InvalidArrow} {
+fn invalid(
+    diagnostic: *Diagnostic,
+    comptime format: []const u8,
+    args: anytype,
+) error{InvalidArrow} {
     diagnostic.set(format, args);
     return error.InvalidArrow;
 }
 
-fn unsupported(diagnostic: *Diagnostic, comptime format: []const u8, args: anytype) error{UnsupportedArrow} {
+fn unsupported(
+    diagnostic: *Diagnostic,
+    comptime format: []const u8,
+    args: anytype,
+) error{UnsupportedArrow} {
     diagnostic.set(format, args);
     return error.UnsupportedArrow;
 }
 
 /// Validates all metadata and buffers first (pass one), then copies the values
 /// into exactly sized columns (pass two).
-fn readContents(allocator: Allocator, arena: Allocator, bytes: []const u8, diagnostic: *Diagnostic) !Contents {
+fn readContents(
+    allocator: Allocator,
+    arena: Allocator,
+    bytes: []const u8,
+    diagnostic: *Diagnostic,
+) !Contents {
     const footer = try readFooter(bytes, diagnostic);
     const fields = try readSchema(allocator, footer.schema, diagnostic);
     defer allocator.free(fields);
@@ -148,18 +133,34 @@ fn readContents(allocator: Allocator, arena: Allocator, bytes: []const u8, diagn
 
 pub fn readFooter(bytes: []const u8, diagnostic: *Diagnostic) !Footer {
     if (bytes.len < file_header.len + file_trailer_bytes) {
-        return invalid(diagnostic, "file of {d} bytes is too short for an Arrow IPC file (truncated?)", .{bytes.len});
+        return invalid(
+            diagnostic,
+            "file of {d} bytes is too short for an Arrow IPC file (truncated?)",
+            .{bytes.len},
+        );
     }
     if (!std.mem.eql(u8, bytes[0..magic.len], magic)) {
-        return invalid(diagnostic, "missing 'ARROW1' magic at the start; not an Arrow IPC file", .{});
+        return invalid(
+            diagnostic,
+            "missing 'ARROW1' magic at the start; not an Arrow IPC file",
+            .{},
+        );
     }
     if (!std.mem.eql(u8, bytes[bytes.len - magic.len ..], magic)) {
-        return invalid(diagnostic, "missing 'ARROW1' magic at the end; the file is truncated or not an Arrow IPC file", .{});
+        return invalid(
+            diagnostic,
+            "missing 'ARROW1' magic at the end; the file is truncated or not an Arrow IPC file",
+            .{},
+        );
     }
     const footer_end = bytes.len - file_trailer_bytes;
     const footer_length = std.mem.readInt(i32, bytes[footer_end..][0..4], .little);
     if (footer_length <= 0 or footer_length > footer_end - file_header.len) {
-        return invalid(diagnostic, "footer length {d} does not fit the {d}-byte file", .{ footer_length, bytes.len });
+        return invalid(
+            diagnostic,
+            "footer length {d} does not fit the {d}-byte file",
+            .{ footer_length, bytes.len },
+        );
     }
     const footer_start = footer_end - @as(usize, @intCast(footer_length));
     const reader: flatbuffers.Reader = .{
@@ -170,7 +171,11 @@ pub fn readFooter(bytes: []const u8, diagnostic: *Diagnostic) !Footer {
     const root = try reader.root();
     try checkVersion(try root.scalar(i16, footer_slots.version, 0), "footer", diagnostic);
     return .{
-        .schema = try root.child(footer_slots.schema) orelse return invalid(diagnostic, "footer has no schema", .{}),
+        .schema = try root.child(footer_slots.schema) orelse return invalid(
+            diagnostic,
+            "footer has no schema",
+            .{},
+        ),
         .record_batches = try root.vector(footer_slots.record_batches, block_bytes),
         .data_end = footer_start,
     };
@@ -178,12 +183,18 @@ pub fn readFooter(bytes: []const u8, diagnostic: *Diagnostic) !Footer {
 
 fn checkVersion(version: i16, context: []const u8, diagnostic: *Diagnostic) !void {
     if (version == metadata_version_v4 or version == metadata_version_v5) return;
-    return unsupported(diagnostic, "{s} has Arrow metadata version {d}; expected V4 or V5 (Arrow 0.8 or later)", .{
-        context, @as(i32, version) + 1,
-    });
+    return unsupported(
+        diagnostic,
+        "{s} has Arrow metadata version {d}; expected V4 or V5 (Arrow 0.8 or later)",
+        .{ context, @as(i32, version) + 1 },
+    );
 }
 
-fn readSchema(allocator: Allocator, schema: flatbuffers.Table, diagnostic: *Diagnostic) ![]SchemaField {
+fn readSchema(
+    allocator: Allocator,
+    schema: flatbuffers.Table,
+    diagnostic: *Diagnostic,
+) ![]SchemaField {
     if (try schema.scalar(i16, schema_slots.endianness, 0) != 0) {
         return unsupported(diagnostic, "big-endian Arrow files are not supported", .{});
     }
@@ -204,12 +215,20 @@ fn readField(field: flatbuffers.Table, index: usize, diagnostic: *Diagnostic) !S
         return invalid(diagnostic, "column {d} has a name that is not valid UTF-8", .{index});
     }
     if (try field.has(field_slots.dictionary)) {
-        return unsupported(diagnostic, "column '{f}' is dictionary-encoded; expected plain bool, int64, float64 or utf8", .{Excerpt.ofName(name)});
+        return unsupported(
+            diagnostic,
+            "column '{f}' is dictionary-encoded; expected plain bool, int64, float64 or utf8",
+            .{Excerpt.ofName(name)},
+        );
     }
     const layout = try readLayout(field, name, diagnostic);
     if (try field.vector(field_slots.children, 4)) |children| {
         if (children.len != 0) {
-            return invalid(diagnostic, "column '{f}' of a primitive type has {d} children", .{ Excerpt.ofName(name), children.len });
+            return invalid(
+                diagnostic,
+                "column '{f}' of a primitive type has {d} children",
+                .{ Excerpt.ofName(name), children.len },
+            );
         }
     }
     return .{ .name = name, .layout = layout };
@@ -223,29 +242,51 @@ fn readLayout(field: flatbuffers.Table, name: []const u8, diagnostic: *Diagnosti
         type_large_utf8 => return .large_utf8,
         type_int => {
             const int = try field.child(field_slots.type_table) orelse {
-                return invalid(diagnostic, "column '{f}' has type Int without its parameters", .{Excerpt.ofName(name)});
+                return invalid(
+                    diagnostic,
+                    "column '{f}' has type Int without its parameters",
+                    .{Excerpt.ofName(name)},
+                );
             };
             const bit_width = try int.scalar(i32, int_slots.bit_width, 0);
             const signed = try int.scalar(u8, int_slots.is_signed, 0) != 0;
             if (bit_width == 64 and signed) return .int64;
-            return unsupportedType(diagnostic, name, "{s}{d}", .{ if (signed) "Int" else "UInt", bit_width });
+            return unsupportedType(
+                diagnostic,
+                name,
+                "{s}{d}",
+                .{ if (signed) "Int" else "UInt", bit_width },
+            );
         },
         type_floating_point => {
             const floating_point = try field.child(field_slots.type_table) orelse {
-                return invalid(diagnostic, "column '{f}' has type FloatingPoint without its parameters", .{Excerpt.ofName(name)});
+                return invalid(
+                    diagnostic,
+                    "column '{f}' has type FloatingPoint without its parameters",
+                    .{Excerpt.ofName(name)},
+                );
             };
             const precision = try floating_point.scalar(i16, floating_point_slots.precision, 0);
             if (precision == precision_double) return .float64;
             const bits: i32 = switch (precision) {
                 0 => 16,
                 1 => 32,
-                else => return invalid(diagnostic, "column '{f}' has unknown float precision {d}", .{ Excerpt.ofName(name), precision }),
+                else => return invalid(
+                    diagnostic,
+                    "column '{f}' has unknown float precision {d}",
+                    .{ Excerpt.ofName(name), precision },
+                ),
             };
             return unsupportedType(diagnostic, name, "Float{d}", .{bits});
         },
         0 => return invalid(diagnostic, "column '{f}' has no type", .{Excerpt.ofName(name)}),
         else => {
-            if (tag < type_names.len) return unsupportedType(diagnostic, name, "{s}", .{type_names[tag]});
+            if (tag < type_names.len) return unsupportedType(
+                diagnostic,
+                name,
+                "{s}",
+                .{type_names[tag]},
+            );
             return unsupportedType(diagnostic, name, "with type tag {d}", .{tag});
         },
     }
@@ -259,7 +300,8 @@ fn unsupportedType(
 ) error{UnsupportedArrow} {
     return unsupported(
         diagnostic,
-        "column '{f}' has unsupported Arrow type " ++ type_format ++ "; expected bool, int64, float64 or utf8",
+        "column '{f}' has unsupported Arrow type " ++ type_format ++ "; expected bool, int64, " ++
+            "float64 or utf8",
         .{Excerpt.ofName(name)} ++ type_args,
     );
 }
@@ -280,9 +322,23 @@ fn readRecordBatches(
     // by the file size even when a hostile footer lists many blocks.
     var previous_end: u64 = file_header.len;
     for (0..blocks.len) |batch_index| {
-        const block = try readBlock(blocks.element(@intCast(batch_index)), batch_index, previous_end, footer.data_end, diagnostic);
+        const block = try readBlock(
+            blocks.element(@intCast(batch_index)),
+            batch_index,
+            previous_end,
+            footer.data_end,
+            diagnostic,
+        );
         previous_end = block.offset + block.metadata_bytes + block.body_bytes;
-        const batch_rows = try readRecordBatch(allocator, bytes, block, batch_index, fields, chunks, diagnostic);
+        const batch_rows = try readRecordBatch(
+            allocator,
+            bytes,
+            block,
+            batch_index,
+            fields,
+            chunks,
+            diagnostic,
+        );
         row_count = std.math.add(u64, row_count, batch_rows) catch {
             return invalid(diagnostic, "the record batches' row counts overflow 64 bits", .{});
         };
@@ -290,14 +346,22 @@ fn readRecordBatches(
     return row_count;
 }
 
-fn readBlock(element: []const u8, batch_index: usize, previous_end: u64, data_end: u64, diagnostic: *Diagnostic) !Block {
+fn readBlock(
+    element: []const u8,
+    batch_index: usize,
+    previous_end: u64,
+    data_end: u64,
+    diagnostic: *Diagnostic,
+) !Block {
     const offset = flatbuffers.structField(i64, element, 0);
     const metadata_bytes = flatbuffers.structField(i32, element, 8);
     const body_bytes = flatbuffers.structField(i64, element, 16);
     if (offset < 0 or metadata_bytes <= 0 or body_bytes < 0) {
-        return invalid(diagnostic, "footer block {d} is invalid (offset {d}, metadata {d} bytes, body {d} bytes)", .{
-            batch_index, offset, metadata_bytes, body_bytes,
-        });
+        return invalid(
+            diagnostic,
+            "footer block {d} is invalid (offset {d}, metadata {d} bytes, body {d} bytes)",
+            .{ batch_index, offset, metadata_bytes, body_bytes },
+        );
     }
     const block: Block = .{
         .offset = @intCast(offset),
@@ -307,34 +371,54 @@ fn readBlock(element: []const u8, batch_index: usize, previous_end: u64, data_en
     // offset and body_bytes are below 2^63 and metadata_bytes below 2^31: no u64 overflow.
     const end = block.offset + block.metadata_bytes + block.body_bytes;
     if (block.offset < previous_end) {
-        return invalid(diagnostic, "footer block {d} at offset {d} overlaps the file header or the previous block", .{
-            batch_index, block.offset,
-        });
+        return invalid(
+            diagnostic,
+            "footer block {d} at offset {d} overlaps the file header or the previous block",
+            .{ batch_index, block.offset },
+        );
     }
     if (end > data_end) {
-        return invalid(diagnostic, "footer block {d} (bytes {d}..{d}) extends past the data, which ends at {d}", .{
-            batch_index, block.offset, end, data_end,
-        });
+        return invalid(
+            diagnostic,
+            "footer block {d} (bytes {d}..{d}) extends past the data, which ends at {d}",
+            .{ batch_index, block.offset, end, data_end },
+        );
     }
     return block;
 }
 
 /// The Message flatbuffer framed at the start of a block: 0xFFFFFFFF and an int32
 /// length, or (before Arrow 0.15) just the int32 length.
-fn messageFlatbuffer(bytes: []const u8, block: Block, batch_index: usize, diagnostic: *Diagnostic) ![]const u8 {
+fn messageFlatbuffer(
+    bytes: []const u8,
+    block: Block,
+    batch_index: usize,
+    diagnostic: *Diagnostic,
+) ![]const u8 {
     const region = bytes[@intCast(block.offset)..][0..block.metadata_bytes];
     if (region.len < 4) {
-        return invalid(diagnostic, "record batch {d}: {d}-byte metadata block is too short", .{ batch_index, region.len });
+        return invalid(
+            diagnostic,
+            "record batch {d}: {d}-byte metadata block is too short",
+            .{ batch_index, region.len },
+        );
     }
-    const prefix_bytes: usize = if (std.mem.readInt(u32, region[0..4], .little) == continuation_marker) 8 else 4;
+    const prefix_bytes: usize =
+        if (std.mem.readInt(u32, region[0..4], .little) == continuation_marker) 8 else 4;
     if (region.len < prefix_bytes) {
-        return invalid(diagnostic, "record batch {d}: {d}-byte metadata block is too short", .{ batch_index, region.len });
+        return invalid(
+            diagnostic,
+            "record batch {d}: {d}-byte metadata block is too short",
+            .{ batch_index, region.len },
+        );
     }
     const length = std.mem.readInt(i32, region[prefix_bytes - 4 ..][0..4], .little);
     if (length <= 0 or length > region.len - prefix_bytes) {
-        return invalid(diagnostic, "record batch {d}: metadata length {d} does not fit its {d}-byte block", .{
-            batch_index, length, region.len,
-        });
+        return invalid(
+            diagnostic,
+            "record batch {d}: metadata length {d} does not fit its {d}-byte block",
+            .{ batch_index, length, region.len },
+        );
     }
     return region[prefix_bytes..][0..@intCast(length)];
 }
@@ -362,19 +446,31 @@ fn readRecordBatch(
     const reader: flatbuffers.Reader = .{
         .bytes = try messageFlatbuffer(bytes, block, batch_index, diagnostic),
         .diagnostic = diagnostic,
-        .context = std.fmt.bufPrint(&context_buffer, "record batch {d} metadata", .{batch_index}) catch unreachable,
+        .context = std.fmt.bufPrint(
+            &context_buffer,
+            "record batch {d} metadata",
+            .{batch_index},
+        ) catch unreachable,
     };
     const batch = try readBatchHeader(reader, block, batch_index);
     const length = try batch.scalar(i64, record_batch_slots.length, 0);
-    if (length < 0) return invalid(diagnostic, "record batch {d} has negative length {d}", .{ batch_index, length });
+    if (length < 0) return invalid(
+        diagnostic,
+        "record batch {d} has negative length {d}",
+        .{ batch_index, length },
+    );
 
     const body_start: usize = @intCast(block.offset + block.metadata_bytes);
     const context: BatchContext = .{
         .batch_index = batch_index,
         .row_count = @intCast(length),
         .body = bytes[body_start..][0..@intCast(block.body_bytes)],
-        .nodes = try batch.vector(record_batch_slots.nodes, field_node_bytes) orelse emptyVector(reader),
-        .buffers = try batch.vector(record_batch_slots.buffers, buffer_bytes) orelse emptyVector(reader),
+        .nodes = try batch.vector(record_batch_slots.nodes, field_node_bytes) orelse emptyVector(
+            reader,
+        ),
+        .buffers = try batch.vector(record_batch_slots.buffers, buffer_bytes) orelse emptyVector(
+            reader,
+        ),
         .diagnostic = diagnostic,
     };
     try checkBatchShape(context, fields);
@@ -395,27 +491,43 @@ fn readRecordBatch(
 }
 
 /// The RecordBatch header of a block's Message, checked against the footer's Block.
-fn readBatchHeader(reader: flatbuffers.Reader, block: Block, batch_index: usize) !flatbuffers.Table {
+fn readBatchHeader(
+    reader: flatbuffers.Reader,
+    block: Block,
+    batch_index: usize,
+) !flatbuffers.Table {
     const diagnostic = reader.diagnostic;
     const message = try reader.root();
     try checkVersion(try message.scalar(i16, message_slots.version, 0), reader.context, diagnostic);
     const header_type = try message.scalar(u8, message_slots.header_type, 0);
     if (header_type != header_record_batch) {
-        return invalid(diagnostic, "footer block {d} points to a message of type {d}, not a RecordBatch", .{
-            batch_index, header_type,
-        });
+        return invalid(
+            diagnostic,
+            "footer block {d} points to a message of type {d}, not a RecordBatch",
+            .{ batch_index, header_type },
+        );
     }
     const message_body_bytes = try message.scalar(i64, message_slots.body_length, 0);
     if (message_body_bytes != block.body_bytes) {
-        return invalid(diagnostic, "record batch {d}: message body length {d} differs from the footer's {d}", .{
-            batch_index, message_body_bytes, block.body_bytes,
-        });
+        return invalid(
+            diagnostic,
+            "record batch {d}: message body length {d} differs from the footer's {d}",
+            .{ batch_index, message_body_bytes, block.body_bytes },
+        );
     }
     const batch = try message.child(message_slots.header) orelse {
-        return invalid(diagnostic, "record batch {d}: message has no RecordBatch header", .{batch_index});
+        return invalid(
+            diagnostic,
+            "record batch {d}: message has no RecordBatch header",
+            .{batch_index},
+        );
     };
     if (try batch.has(record_batch_slots.compression)) {
-        return unsupported(diagnostic, "compressed record batches are not supported (record batch {d})", .{batch_index});
+        return unsupported(
+            diagnostic,
+            "compressed record batches are not supported (record batch {d})",
+            .{batch_index},
+        );
     }
     return batch;
 }
@@ -426,16 +538,20 @@ fn emptyVector(reader: flatbuffers.Reader) flatbuffers.Vector {
 
 fn checkBatchShape(context: BatchContext, fields: []const SchemaField) !void {
     if (context.nodes.len != fields.len) {
-        return invalid(context.diagnostic, "record batch {d} has {d} field nodes but the schema has {d} columns", .{
-            context.batch_index, context.nodes.len, fields.len,
-        });
+        return invalid(
+            context.diagnostic,
+            "record batch {d} has {d} field nodes but the schema has {d} columns",
+            .{ context.batch_index, context.nodes.len, fields.len },
+        );
     }
     var buffer_count: u64 = 0;
     for (fields) |field| buffer_count += field.layout.bufferCount();
     if (context.buffers.len != buffer_count) {
-        return invalid(context.diagnostic, "record batch {d} has {d} buffers but the schema needs {d}", .{
-            context.batch_index, context.buffers.len, buffer_count,
-        });
+        return invalid(
+            context.diagnostic,
+            "record batch {d} has {d} buffers but the schema needs {d}",
+            .{ context.batch_index, context.buffers.len, buffer_count },
+        );
     }
 }
 
@@ -444,19 +560,26 @@ fn checkFieldNode(context: BatchContext, field: SchemaField, column_index: u32) 
     const length = flatbuffers.structField(i64, node, 0);
     const null_count = flatbuffers.structField(i64, node, 8);
     if (length < 0 or @as(u64, @intCast(length)) != context.row_count) {
-        return invalid(context.diagnostic, "column '{f}' has {d} rows in record batch {d}, which has {d}", .{
-            Excerpt.ofName(field.name), length, context.batch_index, context.row_count,
-        });
+        return invalid(
+            context.diagnostic,
+            "column '{f}' has {d} rows in record batch {d}, which has {d}",
+            .{ Excerpt.ofName(field.name), length, context.batch_index, context.row_count },
+        );
     }
     if (null_count < 0 or null_count > length) {
-        return invalid(context.diagnostic, "column '{f}' has an invalid null count {d} in record batch {d}", .{
-            Excerpt.ofName(field.name), null_count, context.batch_index,
-        });
+        return invalid(
+            context.diagnostic,
+            "column '{f}' has an invalid null count {d} in record batch {d}",
+            .{ Excerpt.ofName(field.name), null_count, context.batch_index },
+        );
     }
     if (null_count > 0) {
-        return unsupported(context.diagnostic, "column '{f}' contains nulls ({d} in record batch {d}); metadata columns must not be null", .{
-            Excerpt.ofName(field.name), null_count, context.batch_index,
-        });
+        return unsupported(
+            context.diagnostic,
+            "column '{f}' contains nulls ({d} in record batch {d}); metadata columns must not " ++
+                "be null",
+            .{ Excerpt.ofName(field.name), null_count, context.batch_index },
+        );
     }
 }
 
@@ -465,37 +588,75 @@ fn bodyBuffer(context: BatchContext, field: SchemaField, buffer_index: u32) ![]c
     const element = context.buffers.element(buffer_index);
     const offset = flatbuffers.structField(i64, element, 0);
     const length = flatbuffers.structField(i64, element, 8);
-    if (offset < 0 or length < 0 or offset > context.body.len or length > context.body.len - @as(u64, @intCast(offset))) {
-        return invalid(context.diagnostic, "column '{f}': buffer {d} (offset {d}, {d} bytes) lies outside the {d}-byte body of record batch {d}", .{
-            Excerpt.ofName(field.name), buffer_index, offset, length, context.body.len, context.batch_index,
-        });
+    const body_bytes: u64 = context.body.len;
+    const outside = offset < 0 or length < 0 or offset > body_bytes or
+        length > body_bytes - @as(u64, @intCast(offset));
+    if (outside) {
+        return invalid(
+            context.diagnostic,
+            "column '{f}': buffer {d} (offset {d}, {d} bytes) lies outside the {d}-byte body " ++
+                "of record batch {d}",
+            .{
+                Excerpt.ofName(field.name), buffer_index,     offset,
+                length,                     context.body.len, context.batch_index,
+            },
+        );
     }
     return context.body[@intCast(offset)..][0..@intCast(length)];
 }
 
 fn readChunk(context: BatchContext, field: SchemaField, buffer_index: u32) !Chunk {
     const rows = context.row_count;
-    const values = try bodyBuffer(context, field, buffer_index + @intFromBool(field.layout == .utf8 or field.layout == .large_utf8));
+    const values = try bodyBuffer(
+        context,
+        field,
+        buffer_index + @intFromBool(field.layout == .utf8 or field.layout == .large_utf8),
+    );
     switch (field.layout) {
-        .bool => try checkBufferBytes(context, field, values, rows / 8 + @intFromBool(rows % 8 != 0)),
+        .bool => try checkBufferBytes(
+            context,
+            field,
+            values,
+            rows / 8 + @intFromBool(rows % 8 != 0),
+        ),
         // A hostile row count can overflow rows * 8; no buffer is that large.
-        .int64, .float64 => try checkBufferBytes(context, field, values, std.math.mul(u64, rows, 8) catch std.math.maxInt(u64)),
-        .utf8 => return readStringChunk(i32, context, field, try bodyBuffer(context, field, buffer_index), values),
-        .large_utf8 => return readStringChunk(i64, context, field, try bodyBuffer(context, field, buffer_index), values),
+        .int64, .float64 => try checkBufferBytes(
+            context,
+            field,
+            values,
+            std.math.mul(u64, rows, 8) catch std.math.maxInt(u64),
+        ),
+        .utf8 => return readStringChunk(
+            i32,
+            context,
+            field,
+            try bodyBuffer(context, field, buffer_index),
+            values,
+        ),
+        .large_utf8 => return readStringChunk(
+            i64,
+            context,
+            field,
+            try bodyBuffer(context, field, buffer_index),
+            values,
+        ),
     }
     return .{ .row_count = rows, .values = values, .offsets = &.{}, .string_bytes = 0 };
 }
 
-fn checkBufferBytes(context: BatchContext, field: SchemaField, buffer: []const u8, bytes_needed: u64) !void {
+fn checkBufferBytes(
+    context: BatchContext,
+    field: SchemaField,
+    buffer: []const u8,
+    bytes_needed: u64,
+) !void {
     if (buffer.len < bytes_needed) {
-        return invalid(context.diagnostic, "column '{f}': {d}-byte buffer in record batch {d} is too small for {d} rows", .{
-            Excerpt.ofName(field.name), buffer.len, context.batch_index, context.row_count,
-        });
+        return invalid(
+            context.diagnostic,
+            "column '{f}': {d}-byte buffer in record batch {d} is too small for {d} rows",
+            .{ Excerpt.ofName(field.name), buffer.len, context.batch_index, context.row_count },
+        );
     }
-}
-
-fn readOffset(comptime Offset: type, offsets: []const u8, index: usize) i64 {
-    return std.mem.readInt(Offset, offsets[index * @sizeOf(Offset) ..][0..@sizeOf(Offset)], .little);
 }
 
 /// Checks that offsets ascend within the data buffer and every string is UTF-8.
@@ -508,7 +669,12 @@ fn readStringChunk(
 ) !Chunk {
     const rows = context.row_count;
     // Some writers omit the offsets of an empty array entirely.
-    if (rows == 0 and offsets.len == 0) return .{ .row_count = 0, .values = data, .offsets = &.{}, .string_bytes = 0 };
+    if (rows == 0 and offsets.len == 0) return .{
+        .row_count = 0,
+        .values = data,
+        .offsets = &.{},
+        .string_bytes = 0,
+    };
     const offsets_needed = std.math.mul(u64, rows + 1, @sizeOf(Offset)) catch std.math.maxInt(u64);
     try checkBufferBytes(context, field, offsets, offsets_needed);
 
@@ -517,11 +683,19 @@ fn readStringChunk(
     if (first < 0 or first > data.len) return badOffset(context, field, 0, first, data.len);
     for (1..@as(usize, @intCast(rows)) + 1) |index| {
         const current = readOffset(Offset, offsets, index);
-        if (current < previous or current > data.len) return badOffset(context, field, index, current, data.len);
+        if (current < previous or current > data.len) return badOffset(
+            context,
+            field,
+            index,
+            current,
+            data.len,
+        );
         if (!std.unicode.utf8ValidateSlice(data[@intCast(previous)..@intCast(current)])) {
-            return invalid(context.diagnostic, "column '{f}' has invalid UTF-8 in row {d} of record batch {d}", .{
-                Excerpt.ofName(field.name), index - 1, context.batch_index,
-            });
+            return invalid(
+                context.diagnostic,
+                "column '{f}' has invalid UTF-8 in row {d} of record batch {d}",
+                .{ Excerpt.ofName(field.name), index - 1, context.batch_index },
+            );
         }
         previous = current;
     }
@@ -533,100 +707,17 @@ fn readStringChunk(
     };
 }
 
-fn badOffset(context: BatchContext, field: SchemaField, index: usize, offset: i64, data_bytes: usize) error{InvalidArrow} {
-    return invalid(context.diagnostic, "column '{f}' has string offset {d} at position {d} of record batch {d}, which is decreasing or outside its {d}-byte data buffer", .{
-        Excerpt.ofName(field.name), offset, index, context.batch_index, data_bytes,
-    });
-}
-
-/// Pass two: copies each column's chunks, batch after batch, into one array.
-/// Chunk `column_index` of batch `b` is `chunks[b * fields.len + column_index]`.
-fn assembleColumns(arena: Allocator, fields: []const SchemaField, chunks: []const Chunk, row_count: u64) ![]Column {
-    const columns = try arena.alloc(Column, fields.len);
-    if (fields.len == 0) return columns;
-    assert(chunks.len % fields.len == 0);
-    // Every row of every column came from a checked buffer of at least a bit per
-    // row, so a row count that does not fit memory is only possible on 32-bit hosts.
-    const rows = std.math.cast(usize, row_count) orelse return error.OutOfMemory;
-    for (fields, columns, 0..) |field, *column, column_index| {
-        var column_chunks: ChunkIterator = .{ .chunks = chunks, .stride = fields.len, .next_index = column_index };
-        column.* = .{
-            .name = try arena.dupe(u8, field.name),
-            .values = switch (field.layout) {
-                .bool => .{ .bool = try assembleBools(arena, &column_chunks, rows) },
-                .int64 => .{ .int = try assembleNumbers(i64, arena, &column_chunks, rows) },
-                .float64 => .{ .float = try assembleNumbers(f64, arena, &column_chunks, rows) },
-                .utf8 => try assembleStrings(i32, arena, &column_chunks, rows),
-                .large_utf8 => try assembleStrings(i64, arena, &column_chunks, rows),
-            },
-        };
-        assert(column.values.rowCount() == rows);
-    }
-    return columns;
-}
-
-const ChunkIterator = struct {
-    chunks: []const Chunk,
-    stride: usize,
-    next_index: usize,
-
-    fn next(iterator: *ChunkIterator) ?Chunk {
-        if (iterator.next_index >= iterator.chunks.len) return null;
-        defer iterator.next_index += iterator.stride;
-        return iterator.chunks[iterator.next_index];
-    }
-};
-
-fn assembleBools(arena: Allocator, chunks: *ChunkIterator, rows: usize) ![]u8 {
-    const bools = try arena.alloc(u8, rows);
-    var cursor: usize = 0;
-    while (chunks.next()) |chunk| {
-        for (bools[cursor..][0..@intCast(chunk.row_count)], 0..) |*value, index| {
-            value.* = (chunk.values[index / 8] >> @intCast(index % 8)) & 1;
-        }
-        cursor += @intCast(chunk.row_count);
-    }
-    assert(cursor == rows);
-    return bools;
-}
-
-fn assembleNumbers(comptime T: type, arena: Allocator, chunks: *ChunkIterator, rows: usize) ![]T {
-    const numbers = try arena.alloc(T, rows);
-    var cursor: usize = 0;
-    while (chunks.next()) |chunk| {
-        for (numbers[cursor..][0..@intCast(chunk.row_count)], 0..) |*value, index| {
-            value.* = @bitCast(std.mem.readInt(u64, chunk.values[index * 8 ..][0..8], .little));
-        }
-        cursor += @intCast(chunk.row_count);
-    }
-    assert(cursor == rows);
-    return numbers;
-}
-
-fn assembleStrings(comptime Offset: type, arena: Allocator, chunks: *ChunkIterator, rows: usize) !ColumnValues {
-    var total_bytes: u64 = 0;
-    var counting = chunks.*;
-    while (counting.next()) |chunk| total_bytes += chunk.string_bytes;
-
-    const offsets = try arena.alloc(u64, rows + 1);
-    const bytes = try arena.alloc(u8, @intCast(total_bytes));
-    offsets[0] = 0;
-    var row_cursor: usize = 0;
-    var byte_cursor: u64 = 0;
-    while (chunks.next()) |chunk| {
-        if (chunk.row_count == 0) continue;
-        const chunk_rows: usize = @intCast(chunk.row_count);
-        const first = readOffset(Offset, chunk.offsets, 0);
-        for (1..chunk_rows + 1) |index| {
-            const relative: u64 = @intCast(readOffset(Offset, chunk.offsets, index) - first);
-            offsets[row_cursor + index] = byte_cursor + relative;
-        }
-        const start: usize = @intCast(first);
-        @memcpy(bytes[@intCast(byte_cursor)..][0..@intCast(chunk.string_bytes)], chunk.values[start..][0..@intCast(chunk.string_bytes)]);
-        row_cursor += chunk_rows;
-        byte_cursor += chunk.string_bytes;
-    }
-    assert(row_cursor == rows);
-    assert(byte_cursor == total_bytes);
-    return .{ .string = .{ .offsets = offsets, .bytes = bytes } };
+fn badOffset(
+    context: BatchContext,
+    field: SchemaField,
+    index: usize,
+    offset: i64,
+    data_bytes: usize,
+) error{InvalidArrow} {
+    return invalid(
+        context.diagnostic,
+        "column '{f}' has string offset {d} at position {d} of record batch {d}, which is " ++
+            "decreasing or outside its {d}-byte data buffer",
+        .{ Excerpt.ofName(field.name), offset, index, context.batch_index, data_bytes },
+    );
 }

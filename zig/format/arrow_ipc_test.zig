@@ -92,7 +92,10 @@ fn expectReadsBack(file: []const u8, columns: []const Column, row_count: u64) !v
     try testing.expectEqual(columns.len, table.columns.len);
     for (columns, table.columns) |expected, actual| {
         try testing.expectEqualStrings(expected.name, actual.name);
-        try testing.expectEqual(std.meta.activeTag(expected.values), std.meta.activeTag(actual.values));
+        try testing.expectEqual(
+            std.meta.activeTag(expected.values),
+            std.meta.activeTag(actual.values),
+        );
         try testing.expectEqual(expected.values.rowCount(), actual.values.rowCount());
         for (0..@intCast(row_count)) |row| {
             try testing.expect(expected.values.get(row).eql(actual.values.get(row)));
@@ -158,7 +161,10 @@ test "a file truncated at any length is rejected" {
     const file = try smallFile(arena.allocator());
     for (0..file.len) |length| {
         var diagnostic: Diagnostic = .{};
-        try testing.expectError(error.InvalidArrow, readFile(testing.allocator, file[0..length], &diagnostic));
+        try testing.expectError(
+            error.InvalidArrow,
+            readFile(testing.allocator, file[0..length], &diagnostic),
+        );
         try testing.expect(diagnostic.message().len > 0);
     }
 }
@@ -222,9 +228,20 @@ fn buildTestFile(allocator: Allocator, spec: TestFile) ![]u8 {
     var output: std.ArrayList(u8) = .empty;
     errdefer output.deinit(allocator);
     try output.appendSlice(allocator, file_header);
+    const block = try appendTestBatch(allocator, &output, spec);
+    const footer_start = output.items.len + 8;
+    try appendTestFooter(allocator, &output, spec, block);
+    try appendInt(allocator, &output, i32, @intCast(output.items.len - footer_start));
+    try output.appendSlice(allocator, magic);
+    return output.toOwnedSlice(allocator);
+}
 
-    const message_offset = try beginMessage(allocator, &output);
-    var message: flatbuffers.Builder = try .init(allocator, &output);
+const TestBlock = struct { message_offset: u64, metadata_bytes: u64 };
+
+/// The file's one record batch: one row of column `x`, 8 body bytes.
+fn appendTestBatch(allocator: Allocator, output: *std.ArrayList(u8), spec: TestFile) !TestBlock {
+    const message_offset = try beginMessage(allocator, output);
+    var message: flatbuffers.Builder = try .init(allocator, output);
     const header_slot = try writeMessageTable(&message, header_record_batch, 8);
     var batch_fields: [4]flatbuffers.Field = .{
         .{ .slot = record_batch_slots.length, .value = .{ .long = 1 } },
@@ -232,7 +249,9 @@ fn buildTestFile(allocator: Allocator, spec: TestFile) ![]u8 {
         .{ .slot = record_batch_slots.buffers, .value = .offset },
         .{ .slot = record_batch_slots.compression, .value = .offset },
     };
-    const batch = try message.table(batch_fields[0 .. @as(usize, 3) + @intFromBool(spec.compressed)]);
+    const batch = try message.table(
+        batch_fields[0 .. @as(usize, 3) + @intFromBool(spec.compressed)],
+    );
     message.patch(header_slot, batch.position);
     const nodes = try message.structVector(1);
     try message.int(i64, 1);
@@ -245,13 +264,21 @@ fn buildTestFile(allocator: Allocator, spec: TestFile) ![]u8 {
         const compression = try message.table(&.{.{ .slot = 0, .value = .{ .byte = 1 } }});
         message.patch(batch.offsetSlot(record_batch_slots.compression), compression.position);
     }
-    const metadata_bytes = try finishMessage(allocator, &output, message_offset);
-    try appendInt(allocator, &output, i64, 42);
+    const metadata_bytes = try finishMessage(allocator, output, message_offset);
+    try appendInt(allocator, output, i64, 42);
+    return .{ .message_offset = message_offset, .metadata_bytes = metadata_bytes };
+}
 
-    try appendInt(allocator, &output, u32, continuation_marker);
-    try appendInt(allocator, &output, u32, 0);
-    const footer_start = output.items.len;
-    var footer: flatbuffers.Builder = try .init(allocator, &output);
+/// The footer: schema of the one column `x` as `spec` describes it, and the batch's block.
+fn appendTestFooter(
+    allocator: Allocator,
+    output: *std.ArrayList(u8),
+    spec: TestFile,
+    block: TestBlock,
+) !void {
+    try appendInt(allocator, output, u32, continuation_marker);
+    try appendInt(allocator, output, u32, 0);
+    var footer: flatbuffers.Builder = try .init(allocator, output);
     const footer_table = try footer.table(&.{
         .{ .slot = footer_slots.version, .value = .{ .short = metadata_version_v5 } },
         .{ .slot = footer_slots.schema, .value = .offset },
@@ -271,22 +298,24 @@ fn buildTestFile(allocator: Allocator, spec: TestFile) ![]u8 {
         .{ .slot = field_slots.type_table, .value = .offset },
         .{ .slot = field_slots.dictionary, .value = .offset },
     };
-    const field = try footer.table(field_fields[0 .. @as(usize, 3) + @intFromBool(spec.dictionary)]);
+    const field = try footer.table(
+        field_fields[0 .. @as(usize, 3) + @intFromBool(spec.dictionary)],
+    );
     footer.patch(fields + 4, field.position);
     footer.patch(field.offsetSlot(field_slots.name), try footer.string("x"));
-    footer.patch(field.offsetSlot(field_slots.type_table), (try footer.table(spec.type_fields)).position);
+    footer.patch(
+        field.offsetSlot(field_slots.type_table),
+        (try footer.table(spec.type_fields)).position,
+    );
     if (spec.dictionary) {
         footer.patch(field.offsetSlot(field_slots.dictionary), (try footer.table(&.{})).position);
     }
     const blocks = try footer.structVector(1);
-    try footer.int(i64, @intCast(message_offset));
-    try footer.int(i32, @intCast(metadata_bytes));
+    try footer.int(i64, @intCast(block.message_offset));
+    try footer.int(i32, @intCast(block.metadata_bytes));
     try footer.int(i32, 0);
     try footer.int(i64, 8);
     footer.patch(footer_table.offsetSlot(footer_slots.record_batches), blocks);
-    try appendInt(allocator, &output, i32, @intCast(output.items.len - footer_start));
-    try output.appendSlice(allocator, magic);
-    return output.toOwnedSlice(allocator);
 }
 
 fn expectRejected(spec: TestFile, expected_error: ReadError, expected_message: []const u8) !void {
@@ -308,25 +337,55 @@ test "unsupported types, nulls, dictionaries, compression and big-endian are rej
     try expectRejected(.{ .type_fields = &.{
         .{ .slot = int_slots.bit_width, .value = .{ .int = 32 } },
         .{ .slot = int_slots.is_signed, .value = .{ .byte = 1 } },
-    } }, error.UnsupportedArrow, "column 'x' has unsupported Arrow type Int32; expected bool, int64, float64 or utf8");
+    } }, error.UnsupportedArrow, "column 'x' has unsupported Arrow type Int32; expected bool, " ++
+        "int64, float64 or utf8");
     try expectRejected(.{ .type_fields = &.{
         .{ .slot = int_slots.bit_width, .value = .{ .int = 64 } },
-    } }, error.UnsupportedArrow, "column 'x' has unsupported Arrow type UInt64; expected bool, int64, float64 or utf8");
+    } }, error.UnsupportedArrow, "column 'x' has unsupported Arrow type UInt64; expected " ++
+        "bool, int64, float64 or utf8");
     try expectRejected(.{ .type_tag = type_floating_point, .type_fields = &.{
         .{ .slot = floating_point_slots.precision, .value = .{ .short = 1 } },
-    } }, error.UnsupportedArrow, "column 'x' has unsupported Arrow type Float32; expected bool, int64, float64 or utf8");
-    try expectRejected(.{ .type_tag = 4, .type_fields = &.{} }, error.UnsupportedArrow, "column 'x' has unsupported Arrow type Binary; expected bool, int64, float64 or utf8");
-    try expectRejected(.{ .type_tag = 200, .type_fields = &.{} }, error.UnsupportedArrow, "column 'x' has unsupported Arrow type with type tag 200; expected bool, int64, float64 or utf8");
-    try expectRejected(.{ .null_count = 1 }, error.UnsupportedArrow, "column 'x' contains nulls (1 in record batch 0); metadata columns must not be null");
-    try expectRejected(.{ .dictionary = true }, error.UnsupportedArrow, "column 'x' is dictionary-encoded; expected plain bool, int64, float64 or utf8");
-    try expectRejected(.{ .compressed = true }, error.UnsupportedArrow, "compressed record batches are not supported (record batch 0)");
-    try expectRejected(.{ .endianness = 1 }, error.UnsupportedArrow, "big-endian Arrow files are not supported");
+    } }, error.UnsupportedArrow, "column 'x' has unsupported Arrow type Float32; expected " ++
+        "bool, int64, float64 or utf8");
+    try expectRejected(
+        .{ .type_tag = 4, .type_fields = &.{} },
+        error.UnsupportedArrow,
+        "column 'x' has unsupported Arrow type Binary; expected bool, int64, float64 or utf8",
+    );
+    try expectRejected(
+        .{ .type_tag = 200, .type_fields = &.{} },
+        error.UnsupportedArrow,
+        "column 'x' has unsupported Arrow type with type tag 200; expected bool, int64, " ++
+            "float64 or utf8",
+    );
+    try expectRejected(
+        .{ .null_count = 1 },
+        error.UnsupportedArrow,
+        "column 'x' contains nulls (1 in record batch 0); metadata columns must not be null",
+    );
+    try expectRejected(
+        .{ .dictionary = true },
+        error.UnsupportedArrow,
+        "column 'x' is dictionary-encoded; expected plain bool, int64, float64 or utf8",
+    );
+    try expectRejected(
+        .{ .compressed = true },
+        error.UnsupportedArrow,
+        "compressed record batches are not supported (record batch 0)",
+    );
+    try expectRejected(
+        .{ .endianness = 1 },
+        error.UnsupportedArrow,
+        "big-endian Arrow files are not supported",
+    );
 }
 
 test "broken string offsets and UTF-8 are rejected with the column name" {
     var arena: std.heap.ArenaAllocator = .init(testing.allocator);
     defer arena.deinit();
-    const columns = [_]Column{.{ .name = "label", .values = try stringValues(arena.allocator(), &.{ "ab", "c" }) }};
+    const columns = [_]Column{
+        .{ .name = "label", .values = try stringValues(arena.allocator(), &.{ "ab", "c" }) },
+    };
     const file = try writeFile(arena.allocator(), &columns, 2);
     // The body is the last thing before the end-of-stream marker: offsets {0, 2, 3}
     // padded to 16 bytes, then "abc" padded to 8.
@@ -336,15 +395,32 @@ test "broken string offsets and UTF-8 are rejected with the column name" {
     try testing.expectEqualSlices(u8, "abc", file[data..][0..3]);
 
     const cases = [_]struct { position: usize, byte: u8, message: []const u8 }{
-        .{ .position = offsets + 8, .byte = 1, .message = "column 'label' has string offset 1 at position 2 of record batch 0, which is decreasing or outside its 3-byte data buffer" },
-        .{ .position = offsets + 4, .byte = 4, .message = "column 'label' has string offset 4 at position 1 of record batch 0, which is decreasing or outside its 3-byte data buffer" },
-        .{ .position = data + 1, .byte = 0xc3, .message = "column 'label' has invalid UTF-8 in row 0 of record batch 0" },
+        .{
+            .position = offsets + 8,
+            .byte = 1,
+            .message = "column 'label' has string offset 1 at position 2 of record batch 0, " ++
+                "which is decreasing or outside its 3-byte data buffer",
+        },
+        .{
+            .position = offsets + 4,
+            .byte = 4,
+            .message = "column 'label' has string offset 4 at position 1 of record batch 0, " ++
+                "which is decreasing or outside its 3-byte data buffer",
+        },
+        .{
+            .position = data + 1,
+            .byte = 0xc3,
+            .message = "column 'label' has invalid UTF-8 in row 0 of record batch 0",
+        },
     };
     for (cases) |case| {
         const corrupted = try arena.allocator().dupe(u8, file);
         corrupted[case.position] = case.byte;
         var diagnostic: Diagnostic = .{};
-        try testing.expectError(error.InvalidArrow, readFile(testing.allocator, corrupted, &diagnostic));
+        try testing.expectError(
+            error.InvalidArrow,
+            readFile(testing.allocator, corrupted, &diagnostic),
+        );
         try testing.expectEqualStrings(case.message, diagnostic.message());
     }
 }
@@ -358,10 +434,21 @@ test "missing magic and an inconsistent footer are rejected" {
     const no_magic = try arena.allocator().dupe(u8, file);
     no_magic[0] = 'B';
     try testing.expectError(error.InvalidArrow, readFile(testing.allocator, no_magic, &diagnostic));
-    try testing.expectEqualStrings("missing 'ARROW1' magic at the start; not an Arrow IPC file", diagnostic.message());
+    try testing.expectEqualStrings(
+        "missing 'ARROW1' magic at the start; not an Arrow IPC file",
+        diagnostic.message(),
+    );
 
     const long_footer = try arena.allocator().dupe(u8, file);
-    std.mem.writeInt(i32, long_footer[file.len - file_trailer_bytes ..][0..4], @intCast(file.len), .little);
-    try testing.expectError(error.InvalidArrow, readFile(testing.allocator, long_footer, &diagnostic));
+    std.mem.writeInt(
+        i32,
+        long_footer[file.len - file_trailer_bytes ..][0..4],
+        @intCast(file.len),
+        .little,
+    );
+    try testing.expectError(
+        error.InvalidArrow,
+        readFile(testing.allocator, long_footer, &diagnostic),
+    );
     try testing.expect(std.mem.startsWith(u8, diagnostic.message(), "footer length"));
 }

@@ -74,7 +74,10 @@ pub fn writeFileWithBatchLimit(
     // One allocation for the whole file in the usual case (one record batch), so
     // a large table is not copied while the buffer grows.
     const metadata_bytes_estimate = 4096 + 256 * columns.len;
-    try output.ensureTotalCapacityPrecise(allocator, bodyBytes(columns, .{ .start = 0, .end = row_count }) + metadata_bytes_estimate);
+    try output.ensureTotalCapacityPrecise(
+        allocator,
+        bodyBytes(columns, .{ .start = 0, .end = row_count }) + metadata_bytes_estimate,
+    );
     try output.appendSlice(allocator, file_header);
     try writeSchemaMessage(allocator, &output, columns);
 
@@ -85,7 +88,10 @@ pub fn writeFileWithBatchLimit(
             .start = row_start,
             .end = try batchRowsEnd(columns, row_start, row_count, string_bytes_max),
         };
-        try blocks.append(allocator, try writeRecordBatchMessage(allocator, &output, columns, rows));
+        try blocks.append(
+            allocator,
+            try writeRecordBatchMessage(allocator, &output, columns, rows),
+        );
         row_start = rows.end;
         if (row_start == row_count) break;
     }
@@ -94,7 +100,8 @@ pub fn writeFileWithBatchLimit(
     try appendInt(allocator, &output, u32, 0);
     const footer_start = output.items.len;
     try writeFooter(allocator, &output, columns, blocks.items);
-    const footer_length = std.math.cast(i32, output.items.len - footer_start) orelse return error.TooLarge;
+    const footer_length = std.math.cast(i32, output.items.len - footer_start) orelse
+        return error.TooLarge;
     try appendInt(allocator, &output, i32, footer_length);
     try output.appendSlice(allocator, magic);
     return output.toOwnedSlice(allocator);
@@ -115,10 +122,18 @@ fn assertColumnsWritable(columns: []const Column, row_count: u64) void {
 
 /// The end of the batch starting at `row_start`: as many rows as fit every
 /// string column's byte limit.
-fn batchRowsEnd(columns: []const Column, row_start: u64, row_count: u64, string_bytes_max: u64) WriteError!u64 {
+fn batchRowsEnd(
+    columns: []const Column,
+    row_start: u64,
+    row_count: u64,
+    string_bytes_max: u64,
+) WriteError!u64 {
     var row_end = row_count;
     for (columns) |column| switch (column.values) {
-        .string => |strings| row_end = @min(row_end, stringRowsEnd(strings.offsets, row_start, string_bytes_max)),
+        .string => |strings| row_end = @min(
+            row_end,
+            stringRowsEnd(strings.offsets, row_start, string_bytes_max),
+        ),
         else => {},
     };
     // A single string longer than int32 offsets allow cannot be written at all.
@@ -139,7 +154,12 @@ fn stringRowsEnd(offsets: []const u64, row_start: u64, bytes_max: u64) u64 {
     return low;
 }
 
-pub fn appendInt(allocator: Allocator, output: *std.ArrayList(u8), comptime T: type, value: T) Allocator.Error!void {
+pub fn appendInt(
+    allocator: Allocator,
+    output: *std.ArrayList(u8),
+    comptime T: type,
+    value: T,
+) Allocator.Error!void {
     std.mem.writeInt(T, try output.addManyAsArray(allocator, @sizeOf(T)), value, .little);
 }
 
@@ -160,7 +180,11 @@ pub fn beginMessage(allocator: Allocator, output: *std.ArrayList(u8)) Allocator.
 
 /// Pads the flatbuffer so the body starts 8-aligned, fills in the metadata length
 /// and returns the metadata size the footer's Block records (prefix included).
-pub fn finishMessage(allocator: Allocator, output: *std.ArrayList(u8), message_offset: u64) WriteError!u32 {
+pub fn finishMessage(
+    allocator: Allocator,
+    output: *std.ArrayList(u8),
+    message_offset: u64,
+) WriteError!u32 {
     try padOutput(allocator, output);
     const metadata_bytes = output.items.len - message_offset;
     if (metadata_bytes > flatbuffers.buffer_bytes_max) return error.TooLarge;
@@ -170,7 +194,11 @@ pub fn finishMessage(allocator: Allocator, output: *std.ArrayList(u8), message_o
 }
 
 /// Writes the root Message table; returns the slot of its header uoffset.
-pub fn writeMessageTable(builder: *flatbuffers.Builder, header_type: u8, body_bytes: u64) WriteError!u32 {
+pub fn writeMessageTable(
+    builder: *flatbuffers.Builder,
+    header_type: u8,
+    body_bytes: u64,
+) WriteError!u32 {
     const message = try builder.table(&.{
         .{ .slot = message_slots.version, .value = .{ .short = metadata_version_v5 } },
         .{ .slot = message_slots.header_type, .value = .{ .byte = header_type } },
@@ -181,7 +209,11 @@ pub fn writeMessageTable(builder: *flatbuffers.Builder, header_type: u8, body_by
     return message.offsetSlot(message_slots.header);
 }
 
-fn writeSchemaMessage(allocator: Allocator, output: *std.ArrayList(u8), columns: []const Column) WriteError!void {
+fn writeSchemaMessage(
+    allocator: Allocator,
+    output: *std.ArrayList(u8),
+    columns: []const Column,
+) WriteError!void {
     const message_offset = try beginMessage(allocator, output);
     var builder: flatbuffers.Builder = try .init(allocator, output);
     const header_slot = try writeMessageTable(&builder, header_schema, 0);
@@ -291,12 +323,20 @@ fn writeRecordBatchMessage(
     try output.ensureUnusedCapacity(allocator, @intCast(body_bytes));
     for (columns) |column| writeColumnBody(output, column.values, rows);
     assert(output.items.len - body_start == body_bytes);
-    return .{ .offset = message_offset, .metadata_bytes = metadata_bytes, .body_bytes = body_bytes };
+    return .{
+        .offset = message_offset,
+        .metadata_bytes = metadata_bytes,
+        .body_bytes = body_bytes,
+    };
 }
 
 /// Writes the RecordBatch table: one FieldNode per column, then a zero-length
 /// validity buffer and the data buffers of each column, in body order.
-fn writeRecordBatch(builder: *flatbuffers.Builder, columns: []const Column, rows: Rows) WriteError!u32 {
+fn writeRecordBatch(
+    builder: *flatbuffers.Builder,
+    columns: []const Column,
+    rows: Rows,
+) WriteError!u32 {
     const node_count = std.math.cast(u32, columns.len) orelse return error.TooLarge;
     var buffer_count: u64 = 0;
     for (columns) |column| buffer_count += 1 + DataBuffers.of(column.values, rows).count;
@@ -313,7 +353,9 @@ fn writeRecordBatch(builder: *flatbuffers.Builder, columns: []const Column, rows
     }
     builder.patch(batch.offsetSlot(record_batch_slots.nodes), nodes);
 
-    const buffers = try builder.structVector(std.math.cast(u32, buffer_count) orelse return error.TooLarge);
+    const buffers = try builder.structVector(
+        std.math.cast(u32, buffer_count) orelse return error.TooLarge,
+    );
     var body_offset: u64 = 0;
     for (columns) |column| {
         try builder.int(i64, @intCast(body_offset));
@@ -350,10 +392,17 @@ fn writeColumnBody(output: *std.ArrayList(u8), values: ColumnValues, rows: Rows)
             const base = strings.offsets[start];
             const offsets = output.addManyAsSliceAssumeCapacity((end - start + 1) * 4);
             for (strings.offsets[start .. end + 1], 0..) |offset, index| {
-                std.mem.writeInt(i32, offsets[index * 4 ..][0..4], @intCast(offset - base), .little);
+                std.mem.writeInt(
+                    i32,
+                    offsets[index * 4 ..][0..4],
+                    @intCast(offset - base),
+                    .little,
+                );
             }
             padOutputAssumeCapacity(output);
-            output.appendSliceAssumeCapacity(strings.bytes[@intCast(base)..@intCast(strings.offsets[end])]);
+            output.appendSliceAssumeCapacity(
+                strings.bytes[@intCast(base)..@intCast(strings.offsets[end])],
+            );
         },
     }
     padOutputAssumeCapacity(output);
@@ -409,7 +458,10 @@ test "bools are bit-packed least significant bit first and padded with zeros" {
     const bools = [_]u8{ 1, 0, 0, 0, 0, 0, 0, 0, 1, 1 };
     const values: ColumnValues = .{ .bool = &bools };
     const rows: Rows = .{ .start = 0, .end = bools.len };
-    try output.ensureUnusedCapacity(testing.allocator, @intCast(bodyBytes(&.{.{ .name = "b", .values = values }}, rows)));
+    try output.ensureUnusedCapacity(
+        testing.allocator,
+        @intCast(bodyBytes(&.{.{ .name = "b", .values = values }}, rows)),
+    );
     writeColumnBody(&output, values, rows);
     try testing.expectEqualSlices(u8, &.{ 0x01, 0x03, 0, 0, 0, 0, 0, 0 }, output.items);
 }

@@ -62,7 +62,10 @@ test "shard names are the zero-padded position" {
     try std.testing.expectEqualStrings("000000.bin", shardName(&buffer, 0));
     try std.testing.expectEqualStrings("000042.bin", shardName(&buffer, 42));
     try std.testing.expectEqualStrings("1234567.bin", shardName(&buffer, 1234567));
-    try std.testing.expectEqualStrings("18446744073709551615.bin", shardName(&buffer, std.math.maxInt(u64)));
+    try std.testing.expectEqualStrings(
+        "18446744073709551615.bin",
+        shardName(&buffer, std.math.maxInt(u64)),
+    );
 }
 
 test "a directory is published once it holds a manifest" {

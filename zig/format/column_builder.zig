@@ -81,7 +81,11 @@ pub const ColumnBuilder = union(types.Kind) {
     }
 
     /// Appends every row of `other`, a column of the same kind.
-    pub fn appendColumn(builder: *ColumnBuilder, allocator: std.mem.Allocator, other: *const ColumnBuilder) !void {
+    pub fn appendColumn(
+        builder: *ColumnBuilder,
+        allocator: std.mem.Allocator,
+        other: *const ColumnBuilder,
+    ) !void {
         try builder.appendValues(allocator, other.view());
     }
 
@@ -92,12 +96,19 @@ pub const ColumnBuilder = union(types.Kind) {
             .bool => |*list| try list.ensureTotalCapacityPrecise(allocator, rows),
             .int => |*list| try list.ensureTotalCapacityPrecise(allocator, rows),
             .float => |*list| try list.ensureTotalCapacityPrecise(allocator, rows),
-            .string => |*strings| try strings.offsets.ensureTotalCapacityPrecise(allocator, rows + 1),
+            .string => |*strings| try strings.offsets.ensureTotalCapacityPrecise(
+                allocator,
+                rows + 1,
+            ),
         }
     }
 
     /// Appends every row of `values`, a column of the same kind, in bulk.
-    pub fn appendValues(builder: *ColumnBuilder, allocator: std.mem.Allocator, values: types.ColumnValues) !void {
+    pub fn appendValues(
+        builder: *ColumnBuilder,
+        allocator: std.mem.Allocator,
+        values: types.ColumnValues,
+    ) !void {
         std.debug.assert(std.meta.activeTag(builder.*) == std.meta.activeTag(values));
         switch (builder.*) {
             .bool => |*list| try list.appendSlice(allocator, values.bool),
@@ -110,7 +121,9 @@ pub const ColumnBuilder = union(types.Kind) {
                 const base = strings.bytes.items.len;
                 try strings.bytes.appendSlice(allocator, source.bytes[first..last]);
                 try strings.offsets.ensureUnusedCapacity(allocator, source.offsets.len - 1);
-                for (source.offsets[1..]) |offset| strings.offsets.appendAssumeCapacity(base + (offset - first));
+                for (source.offsets[1..]) |offset| strings.offsets.appendAssumeCapacity(
+                    base + (offset - first),
+                );
             },
         }
     }
@@ -124,7 +137,9 @@ pub const ColumnBuilder = union(types.Kind) {
             .bool => |list| .{ .bool = list.items },
             .int => |list| .{ .int = list.items },
             .float => |list| .{ .float = list.items },
-            .string => |strings| .{ .string = .{ .offsets = strings.offsets.items, .bytes = strings.bytes.items } },
+            .string => |strings| .{
+                .string = .{ .offsets = strings.offsets.items, .bytes = strings.bytes.items },
+            },
         };
     }
 };
@@ -135,7 +150,10 @@ pub fn initAll(allocator: std.mem.Allocator, fields: []const types.Field) ![]Col
     errdefer allocator.free(columns);
     var ready: usize = 0;
     errdefer deinitAll(allocator, columns[0..ready]);
-    while (ready < fields.len) : (ready += 1) columns[ready] = try ColumnBuilder.init(allocator, fields[ready].kind);
+    while (ready < fields.len) : (ready += 1) columns[ready] = try ColumnBuilder.init(
+        allocator,
+        fields[ready].kind,
+    );
     return columns;
 }
 

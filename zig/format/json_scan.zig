@@ -195,7 +195,8 @@ fn isLowSurrogate(unit: u21) bool {
 /// Checks the UTF-8 sequence starting at `index` (a non-ASCII byte) and returns the index
 /// after it. Overlong forms, surrogates and code points past U+10FFFF are refused.
 fn scanUtf8(text: []const u8, index: usize) Cursor.ScanError!usize {
-    const length = std.unicode.utf8ByteSequenceLength(text[index]) catch return error.InvalidUnicode;
+    const length = std.unicode.utf8ByteSequenceLength(text[index]) catch
+        return error.InvalidUnicode;
     if (text.len - index < length) return error.InvalidUnicode;
     const sequence = text[index..][0..length];
     const valid = switch (length) {

@@ -137,12 +137,20 @@ pub fn write(allocator: std.mem.Allocator, manifest: Manifest) error{OutOfMemory
     }
     try out.appendSlice(allocator, "  \"source_name\": ");
     try metadata_canonical.appendJsonString(allocator, &out, manifest.source_name);
-    try out.print(allocator, ",\n  \"sample_count\": {d},\n  \"metadata_schema\": ", .{manifest.sample_count});
+    try out.print(
+        allocator,
+        ",\n  \"sample_count\": {d},\n  \"metadata_schema\": ",
+        .{manifest.sample_count},
+    );
     try writeSchema(allocator, &out, manifest.metadata_schema);
-    try out.print(allocator, ",\n  \"metadata_sha256\": \"{s}\",\n  \"index_sha256\": \"{s}\",\n  \"shards\": ", .{
-        &hexDigest(manifest.metadata_sha256),
-        &hexDigest(manifest.index_sha256),
-    });
+    try out.print(
+        allocator,
+        ",\n  \"metadata_sha256\": \"{s}\",\n  \"index_sha256\": \"{s}\",\n  \"shards\": ",
+        .{
+            &hexDigest(manifest.metadata_sha256),
+            &hexDigest(manifest.index_sha256),
+        },
+    );
     try writeShards(allocator, &out, manifest.shards);
     // Last, so everything before it is laid out as the peer lays it out.
     if (manifest.record_checksums) |checksums| {
@@ -154,17 +162,29 @@ pub fn write(allocator: std.mem.Allocator, manifest: Manifest) error{OutOfMemory
             \\    "byte_len": {d},
             \\    "sha256": "{s}"
             \\  }}
-        , .{ RecordChecksums.algo, RecordChecksums.file, checksums.byte_len, &hexDigest(checksums.sha256) });
+        , .{
+            RecordChecksums.algo,
+            RecordChecksums.file,
+            checksums.byte_len,
+            &hexDigest(checksums.sha256),
+        });
     }
     try out.appendSlice(allocator, "\n}");
     return out.toOwnedSlice(allocator);
 }
 
-fn writeSchema(allocator: std.mem.Allocator, out: *std.ArrayList(u8), schema: []const Field) error{OutOfMemory}!void {
+fn writeSchema(
+    allocator: std.mem.Allocator,
+    out: *std.ArrayList(u8),
+    schema: []const Field,
+) error{OutOfMemory}!void {
     if (schema.len == 0) return out.appendSlice(allocator, "[]");
     try out.append(allocator, '[');
     for (schema, 0..) |field, index| {
-        try out.appendSlice(allocator, if (index == 0) "\n    {\n      \"name\": " else ",\n    {\n      \"name\": ");
+        try out.appendSlice(
+            allocator,
+            if (index == 0) "\n    {\n      \"name\": " else ",\n    {\n      \"name\": ",
+        );
         try metadata_canonical.appendJsonString(allocator, out, field.name);
         try out.print(allocator, ",\n      \"kind\": \"{s}\"\n    }}", .{field.kind.name()});
     }
@@ -187,7 +207,11 @@ const shard_entry_format =
     \\    }}
 ;
 
-fn writeShards(allocator: std.mem.Allocator, out: *std.ArrayList(u8), shards: []const Shard) error{OutOfMemory}!void {
+fn writeShards(
+    allocator: std.mem.Allocator,
+    out: *std.ArrayList(u8),
+    shards: []const Shard,
+) error{OutOfMemory}!void {
     if (shards.len == 0) return out.appendSlice(allocator, "[]");
     try out.append(allocator, '[');
     for (shards, 0..) |shard, index| {
@@ -226,7 +250,11 @@ pub const ParseError = error{ UnsupportedFormatVersion, InvalidManifest, OutOfMe
 /// Parses and validates manifest.json. Returns `error.UnsupportedFormatVersion` for any
 /// `format_version` but 2 and 3, and `error.InvalidManifest` with a message naming the field
 /// for anything else wrong.
-pub fn parse(allocator: std.mem.Allocator, text: []const u8, diagnostic: *Diagnostic) ParseError!Parsed {
+pub fn parse(
+    allocator: std.mem.Allocator,
+    text: []const u8,
+    diagnostic: *Diagnostic,
+) ParseError!Parsed {
     // The JSON tree lives only while it is walked; the manifest keeps copies in its own arena.
     var tree_arena: std.heap.ArenaAllocator = .init(allocator);
     defer tree_arena.deinit();
@@ -239,7 +267,11 @@ pub fn parse(allocator: std.mem.Allocator, text: []const u8, diagnostic: *Diagno
     return parsed;
 }
 
-fn parseTree(arena: std.mem.Allocator, text: []const u8, diagnostic: *Diagnostic) ParseError!std.json.Value {
+fn parseTree(
+    arena: std.mem.Allocator,
+    text: []const u8,
+    diagnostic: *Diagnostic,
+) ParseError!std.json.Value {
     var scanner: std.json.Scanner = .initCompleteInput(arena, text);
     var json_diagnostics: std.json.Diagnostics = .{};
     scanner.enableDiagnostics(&json_diagnostics);
@@ -250,7 +282,10 @@ fn parseTree(arena: std.mem.Allocator, text: []const u8, diagnostic: *Diagnostic
     }) catch |err| switch (err) {
         error.OutOfMemory => return error.OutOfMemory,
         error.DuplicateField => {
-            diagnostic.set("manifest.json repeats a field name in one object (line {d})", .{json_diagnostics.getLine()});
+            diagnostic.set(
+                "manifest.json repeats a field name in one object (line {d})",
+                .{json_diagnostics.getLine()},
+            );
             return error.InvalidManifest;
         },
         else => {
@@ -282,7 +317,10 @@ const TreeReader = struct {
             null;
         const schema = try reader.readSchema(try reader.member(object, "", "metadata_schema"));
         const shards = try reader.readShards(try reader.member(object, "", "shards"));
-        const sample_count = try reader.readUnsigned(try reader.member(object, "", "sample_count"), "sample_count");
+        const sample_count = try reader.readUnsigned(
+            try reader.member(object, "", "sample_count"),
+            "sample_count",
+        );
         const checksums = if (object.get("record_checksums")) |value|
             try reader.readRecordChecksums(value, sample_count)
         else
@@ -293,33 +331,66 @@ const TreeReader = struct {
             .source_name = try reader.readSourceName(try reader.member(object, "", "source_name")),
             .sample_count = sample_count,
             .metadata_schema = schema,
-            .metadata_sha256 = try reader.readDigest(try reader.member(object, "", "metadata_sha256"), "metadata_sha256"),
-            .index_sha256 = try reader.readDigest(try reader.member(object, "", "index_sha256"), "index_sha256"),
+            .metadata_sha256 = try reader.readDigest(
+                try reader.member(object, "", "metadata_sha256"),
+                "metadata_sha256",
+            ),
+            .index_sha256 = try reader.readDigest(
+                try reader.member(object, "", "index_sha256"),
+                "index_sha256",
+            ),
             .shards = shards,
             .record_checksums = checksums,
         };
     }
 
-    fn readRecordChecksums(reader: *TreeReader, value: std.json.Value, sample_count: u64) ParseError!RecordChecksums {
+    fn readRecordChecksums(
+        reader: *TreeReader,
+        value: std.json.Value,
+        sample_count: u64,
+    ) ParseError!RecordChecksums {
         const path = "record_checksums";
         if (value != .object) return reader.fail("manifest field '{s}' must be an object", .{path});
         const object = value.object;
-        const algo = try reader.readString(try reader.member(object, path, "algo"), path ++ ".algo");
+        const algo = try reader.readString(
+            try reader.member(object, path, "algo"),
+            path ++ ".algo",
+        );
         if (!std.mem.eql(u8, algo, RecordChecksums.algo)) {
-            return reader.fail("manifest field '{s}.algo' must be '{s}', not '{f}'", .{ path, RecordChecksums.algo, Excerpt.ofName(algo) });
+            return reader.fail(
+                "manifest field '{s}.algo' must be '{s}', not '{f}'",
+                .{ path, RecordChecksums.algo, Excerpt.ofName(algo) },
+            );
         }
-        const file = try reader.readString(try reader.member(object, path, "file"), path ++ ".file");
+        const file = try reader.readString(
+            try reader.member(object, path, "file"),
+            path ++ ".file",
+        );
         if (!std.mem.eql(u8, file, RecordChecksums.file)) {
-            return reader.fail("manifest field '{s}.file' must be '{s}', not '{f}'", .{ path, RecordChecksums.file, Excerpt.ofName(file) });
+            return reader.fail(
+                "manifest field '{s}.file' must be '{s}', not '{f}'",
+                .{ path, RecordChecksums.file, Excerpt.ofName(file) },
+            );
         }
-        const byte_len = try reader.readUnsigned(try reader.member(object, path, "byte_len"), path ++ ".byte_len");
-        const expected_len = std.math.mul(u64, sample_count, record_checksums.checksum_bytes) catch std.math.maxInt(u64);
+        const byte_len = try reader.readUnsigned(
+            try reader.member(object, path, "byte_len"),
+            path ++ ".byte_len",
+        );
+        const checksum_bytes = record_checksums.checksum_bytes;
+        const expected_len = std.math.mul(u64, sample_count, checksum_bytes) catch
+            std.math.maxInt(u64);
         if (byte_len != expected_len) {
-            return reader.fail("manifest field '{s}.byte_len' is {d}, but {d} samples need {d} bytes", .{ path, byte_len, sample_count, expected_len });
+            return reader.fail(
+                "manifest field '{s}.byte_len' is {d}, but {d} samples need {d} bytes",
+                .{ path, byte_len, sample_count, expected_len },
+            );
         }
         return .{
             .byte_len = byte_len,
-            .sha256 = try reader.readDigest(try reader.member(object, path, "sha256"), path ++ ".sha256"),
+            .sha256 = try reader.readDigest(
+                try reader.member(object, path, "sha256"),
+                path ++ ".sha256",
+            ),
         };
     }
 
@@ -348,21 +419,32 @@ const TreeReader = struct {
 
     fn readSourceName(reader: *TreeReader, value: std.json.Value) ParseError![]const u8 {
         const name = try reader.readString(value, "source_name");
-        const plain = name.len > 0 and !std.mem.eql(u8, name, ".") and !std.mem.eql(u8, name, "..") and
+        const plain = name.len > 0 and !std.mem.eql(u8, name, ".") and !std.mem.eql(
+            u8,
+            name,
+            "..",
+        ) and
             std.mem.findAny(u8, name, "/\\\x00") == null;
         if (!plain) {
-            return reader.fail("manifest field 'source_name' must be a plain directory name, not '{f}'", .{Excerpt.ofName(name)});
+            return reader.fail(
+                "manifest field 'source_name' must be a plain directory name, not '{f}'",
+                .{Excerpt.ofName(name)},
+            );
         }
         return name;
     }
 
     fn readSchema(reader: *TreeReader, value: std.json.Value) ParseError![]const Field {
-        if (value != .array) return reader.fail("manifest field 'metadata_schema' must be an array", .{});
+        if (value != .array) return reader.fail(
+            "manifest field 'metadata_schema' must be an array",
+            .{},
+        );
         const items = value.array.items;
         if (items.len > metadata_json.fields_max) {
-            return reader.fail("manifest field 'metadata_schema' has {d} fields; at most {d} are supported", .{
-                items.len, metadata_json.fields_max,
-            });
+            return reader.fail(
+                "manifest field 'metadata_schema' has {d} fields; at most {d} are supported",
+                .{ items.len, metadata_json.fields_max },
+            );
         }
         const schema = try reader.arena.alloc(Field, items.len);
         for (items, schema, 0..) |item, *field, index| {
@@ -374,10 +456,15 @@ const TreeReader = struct {
             for (schema[0 .. schema.len - 1], schema[1..]) |previous, field| {
                 switch (std.mem.order(u8, previous.name, field.name)) {
                     .lt => {},
-                    .eq => return reader.fail("manifest field 'metadata_schema' lists '{f}' twice", .{Excerpt.ofName(field.name)}),
-                    .gt => return reader.fail("manifest field 'metadata_schema' is not sorted by name: '{f}' comes after '{f}'", .{
-                        Excerpt.ofName(field.name), Excerpt.ofName(previous.name),
-                    }),
+                    .eq => return reader.fail(
+                        "manifest field 'metadata_schema' lists '{f}' twice",
+                        .{Excerpt.ofName(field.name)},
+                    ),
+                    .gt => return reader.fail(
+                        "manifest field 'metadata_schema' is not sorted by name: '{f}' comes " ++
+                            "after '{f}'",
+                        .{ Excerpt.ofName(field.name), Excerpt.ofName(previous.name) },
+                    ),
                 }
             }
         }
@@ -391,10 +478,19 @@ const TreeReader = struct {
         var kind_path_buffer: [path_bytes_max]u8 = undefined;
         const name_path = bufferedPath(&name_path_buffer, "{s}.name", .{path});
         const kind_path = bufferedPath(&kind_path_buffer, "{s}.kind", .{path});
-        const name = try reader.readString(try reader.member(value.object, path, "name"), name_path);
-        const kind_name = try reader.readString(try reader.member(value.object, path, "kind"), kind_path);
+        const name = try reader.readString(
+            try reader.member(value.object, path, "name"),
+            name_path,
+        );
+        const kind_name = try reader.readString(
+            try reader.member(value.object, path, "kind"),
+            kind_path,
+        );
         const kind = Kind.fromName(kind_name) orelse {
-            return reader.fail("manifest field '{s}' must be bool, int, float or string, not '{s}'", .{ kind_path, kind_name });
+            return reader.fail(
+                "manifest field '{s}' must be bool, int, float or string, not '{s}'",
+                .{ kind_path, kind_name },
+            );
         };
         return .{ .name = name, .kind = kind };
     }
@@ -416,11 +512,17 @@ const TreeReader = struct {
         const object = value.object;
         var field_path_buffer: [path_bytes_max]u8 = undefined;
 
-        const name = try reader.readString(try reader.member(object, path, "name"), bufferedPath(&field_path_buffer, "{s}.name", .{path}));
+        const name = try reader.readString(
+            try reader.member(object, path, "name"),
+            bufferedPath(&field_path_buffer, "{s}.name", .{path}),
+        );
         var name_buffer: [cache_layout.shard_name_bytes_max]u8 = undefined;
         const name_expected = cache_layout.shardName(&name_buffer, index);
         if (!std.mem.eql(u8, name, name_expected)) {
-            return reader.fail("manifest field '{s}.name' must be '{s}', not '{s}'", .{ path, name_expected, name });
+            return reader.fail(
+                "manifest field '{s}.name' must be '{s}', not '{s}'",
+                .{ path, name_expected, name },
+            );
         }
         return .{
             .name = name,
@@ -432,7 +534,10 @@ const TreeReader = struct {
                 try reader.member(object, path, "byte_len"),
                 bufferedPath(&field_path_buffer, "{s}.byte_len", .{path}),
             ),
-            .compression = try reader.readCompression(try reader.member(object, path, "compression"), path),
+            .compression = try reader.readCompression(
+                try reader.member(object, path, "compression"),
+                path,
+            ),
             .sha256 = try reader.readDigest(
                 try reader.member(object, path, "sha256"),
                 bufferedPath(&field_path_buffer, "{s}.sha256", .{path}),
@@ -440,18 +545,31 @@ const TreeReader = struct {
         };
     }
 
-    fn readCompression(reader: *TreeReader, value: std.json.Value, shard_path: []const u8) ParseError!Compression {
+    fn readCompression(
+        reader: *TreeReader,
+        value: std.json.Value,
+        shard_path: []const u8,
+    ) ParseError!Compression {
         var path_buffer: [path_bytes_max]u8 = undefined;
         const path = bufferedPath(&path_buffer, "{s}.compression", .{shard_path});
         if (value != .object) return reader.fail("manifest field '{s}' must be an object", .{path});
         var field_path_buffer: [path_bytes_max]u8 = undefined;
         const algo_path = bufferedPath(&field_path_buffer, "{s}.algo", .{path});
-        const algo_name = try reader.readString(try reader.member(value.object, path, "algo"), algo_path);
+        const algo_name = try reader.readString(
+            try reader.member(value.object, path, "algo"),
+            algo_path,
+        );
         const algo = std.meta.stringToEnum(Algo, algo_name) orelse {
-            return reader.fail("manifest field '{s}' must be none or lz4, not '{s}'", .{ algo_path, algo_name });
+            return reader.fail(
+                "manifest field '{s}' must be none or lz4, not '{s}'",
+                .{ algo_path, algo_name },
+            );
         };
         const ratio_path = bufferedPath(&field_path_buffer, "{s}.ratio", .{path});
-        const ratio = try reader.readFloat(try reader.member(value.object, path, "ratio"), ratio_path);
+        const ratio = try reader.readFloat(
+            try reader.member(value.object, path, "ratio"),
+            ratio_path,
+        );
         const compression: Compression = .{ .algo = algo, .ratio = ratio };
         if (compressionProblem(compression)) |problem| {
             return reader.fail("manifest field '{s}' {s}", .{ ratio_path, problem });
@@ -460,14 +578,23 @@ const TreeReader = struct {
     }
 
     /// The member `name` of `object`, whose own path is `path` ("" at the top).
-    fn member(reader: *TreeReader, object: std.json.ObjectMap, path: []const u8, name: []const u8) ParseError!std.json.Value {
+    fn member(
+        reader: *TreeReader,
+        object: std.json.ObjectMap,
+        path: []const u8,
+        name: []const u8,
+    ) ParseError!std.json.Value {
         return object.get(name) orelse {
             const dot = if (path.len == 0) "" else ".";
             return reader.fail("manifest field '{s}{s}{s}' is missing", .{ path, dot, name });
         };
     }
 
-    fn readString(reader: *TreeReader, value: std.json.Value, path: []const u8) ParseError![]const u8 {
+    fn readString(
+        reader: *TreeReader,
+        value: std.json.Value,
+        path: []const u8,
+    ) ParseError![]const u8 {
         if (value != .string) return reader.fail("manifest field '{s}' must be a string", .{path});
         return reader.arena.dupe(u8, value.string);
     }
@@ -479,14 +606,20 @@ const TreeReader = struct {
         const digits_only = text.len > 0 and for (text) |byte| {
             if (!std.ascii.isDigit(byte)) break false;
         } else true;
-        if (!digits_only) return reader.fail("manifest field '{s}' must be a non-negative integer", .{path});
+        if (!digits_only) return reader.fail(
+            "manifest field '{s}' must be a non-negative integer",
+            .{path},
+        );
         return std.fmt.parseInt(u64, text, 10) catch {
             return reader.fail("manifest field '{s}' is larger than 2^64 - 1", .{path});
         };
     }
 
     fn readFloat(reader: *TreeReader, value: std.json.Value, path: []const u8) ParseError!f64 {
-        if (value != .number_string) return reader.fail("manifest field '{s}' must be a number", .{path});
+        if (value != .number_string) return reader.fail(
+            "manifest field '{s}' must be a number",
+            .{path},
+        );
         return std.fmt.parseFloat(f64, value.number_string) catch {
             return reader.fail("manifest field '{s}' must be a number", .{path});
         };
@@ -496,10 +629,17 @@ const TreeReader = struct {
         if (value == .string) {
             if (parseHexDigest(value.string)) |digest| return digest;
         }
-        return reader.fail("manifest field '{s}' must be a SHA-256 digest as 64 lowercase hex digits", .{path});
+        return reader.fail(
+            "manifest field '{s}' must be a SHA-256 digest as 64 lowercase hex digits",
+            .{path},
+        );
     }
 
-    fn fail(reader: *TreeReader, comptime format: []const u8, args: anytype) error{InvalidManifest} {
+    fn fail(
+        reader: *TreeReader,
+        comptime format: []const u8,
+        args: anytype,
+    ) error{InvalidManifest} {
         reader.diagnostic.set(format, args);
         return error.InvalidManifest;
     }
@@ -511,11 +651,18 @@ const TreeReader = struct {
 pub fn compressionProblem(compression: Compression) ?[]const u8 {
     return switch (compression.algo) {
         .none => if (compression.ratio == 1.0) null else "must be 1.0 when algo is none",
-        .lz4 => if (std.math.isFinite(compression.ratio) and compression.ratio > 0) null else "must be a positive finite number",
+        .lz4 => if (std.math.isFinite(compression.ratio) and compression.ratio > 0)
+            null
+        else
+            "must be a positive finite number",
     };
 }
 
 /// Formats a field path for a message; the longest possible path fits `path_bytes_max`.
-fn bufferedPath(buffer: *[path_bytes_max]u8, comptime format: []const u8, args: anytype) []const u8 {
+fn bufferedPath(
+    buffer: *[path_bytes_max]u8,
+    comptime format: []const u8,
+    args: anytype,
+) []const u8 {
     return std.fmt.bufPrint(buffer, format, args) catch unreachable;
 }

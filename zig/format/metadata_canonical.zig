@@ -95,12 +95,18 @@ fn appendEscape(out: *std.ArrayList(u8), byte: u8) void {
     } else {
         assert(byte < 0x20);
         const hex_digits = "0123456789abcdef";
-        out.appendSliceAssumeCapacity(&.{ 'u', '0', '0', hex_digits[byte >> 4], hex_digits[byte & 0xf] });
+        out.appendSliceAssumeCapacity(
+            &.{ 'u', '0', '0', hex_digits[byte >> 4], hex_digits[byte & 0xf] },
+        );
     }
 }
 
 /// Appends `string` as a JSON string literal escaped the canonical way (see `writeCanonical`).
-pub fn appendJsonString(allocator: std.mem.Allocator, out: *std.ArrayList(u8), string: []const u8) error{OutOfMemory}!void {
+pub fn appendJsonString(
+    allocator: std.mem.Allocator,
+    out: *std.ArrayList(u8),
+    string: []const u8,
+) error{OutOfMemory}!void {
     try out.ensureUnusedCapacity(allocator, stringBytesMax(string));
     appendString(out, string);
 }
@@ -178,8 +184,17 @@ const ShortestDecimal = struct {
         // std's Ryu yields the shortest, closest digits but only as formatted text
         // ("-1.2345e-7"); the digits and exponent are read back from it.
         var scientific_buffer: [std.fmt.float.min_buffer_size]u8 = undefined;
-        const scientific = std.fmt.float.render(&scientific_buffer, value, .{ .mode = .scientific }) catch unreachable;
-        var decimal: ShortestDecimal = .{ .negative = false, .digits = undefined, .digit_count = 0, .point = 0 };
+        const scientific = std.fmt.float.render(
+            &scientific_buffer,
+            value,
+            .{ .mode = .scientific },
+        ) catch unreachable;
+        var decimal: ShortestDecimal = .{
+            .negative = false,
+            .digits = undefined,
+            .digit_count = 0,
+            .point = 0,
+        };
         var index: usize = 0;
         if (scientific[0] == '-') {
             decimal.negative = true;

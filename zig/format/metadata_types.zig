@@ -57,6 +57,9 @@ pub const Value = union(Kind) {
     }
 };
 
+/// A string column: `offsets` (rows + 1, from 0) into the concatenated UTF-8 `bytes`.
+pub const StringValues = struct { offsets: []const u64, bytes: []const u8 };
+
 /// A column of `row_count` values of one kind, laid out like Arrow's buffers.
 pub const ColumnValues = union(Kind) {
     /// One byte per row, 0 or 1 (not bit-packed; the Arrow codec packs and unpacks).
@@ -64,7 +67,7 @@ pub const ColumnValues = union(Kind) {
     int: []const i64,
     float: []const f64,
     /// Row i is `bytes[offsets[i]..offsets[i+1]]`; `offsets.len == row_count + 1`.
-    string: struct { offsets: []const u64, bytes: []const u8 },
+    string: StringValues,
 
     pub fn rowCount(values: ColumnValues) usize {
         return switch (values) {
@@ -80,7 +83,9 @@ pub const ColumnValues = union(Kind) {
             .bool => |v| .{ .bool = v[row] != 0 },
             .int => |v| .{ .int = v[row] },
             .float => |v| .{ .float = v[row] },
-            .string => |v| .{ .string = v.bytes[@intCast(v.offsets[row])..@intCast(v.offsets[row + 1])] },
+            .string => |v| .{
+                .string = v.bytes[@intCast(v.offsets[row])..@intCast(v.offsets[row + 1])],
+            },
         };
     }
 };
@@ -121,8 +126,16 @@ pub fn schemaDifference(first: []const Field, second: []const Field) ?SchemaDiff
         else
             std.mem.order(u8, first[first_index].name, second[second_index].name);
         switch (order) {
-            .lt => return .{ .name = first[first_index].name, .first = first[first_index].kind, .second = null },
-            .gt => return .{ .name = second[second_index].name, .first = null, .second = second[second_index].kind },
+            .lt => return .{
+                .name = first[first_index].name,
+                .first = first[first_index].kind,
+                .second = null,
+            },
+            .gt => return .{
+                .name = second[second_index].name,
+                .first = null,
+                .second = second[second_index].kind,
+            },
             .eq => {
                 const a = first[first_index];
                 const b = second[second_index];
@@ -143,7 +156,11 @@ pub fn schemaJson(allocator: std.mem.Allocator, schema: []const Field) error{Out
     const entries = try allocator.alloc(Entry, schema.len);
     defer allocator.free(entries);
     for (entries, schema) |*entry, field| {
-        entry.* = .{ .name = field.name, .kind = field.kind.name(), .arrow_type = field.kind.arrowType() };
+        entry.* = .{
+            .name = field.name,
+            .kind = field.kind.name(),
+            .arrow_type = field.kind.arrowType(),
+        };
     }
     return std.json.Stringify.valueAlloc(allocator, entries, .{});
 }
@@ -192,14 +209,21 @@ test "a schema difference names the first column that differs in kind or presenc
     try std.testing.expectEqual(@as(?SchemaDifference, null), schemaDifference(&base, &base));
     try std.testing.expectEqual(@as(?SchemaDifference, null), schemaDifference(&.{}, &.{}));
 
-    const relabeled = [_]Field{ .{ .name = "i", .kind = .int }, .{ .name = "label", .kind = .string } };
+    const relabeled = [_]Field{
+        .{ .name = "i", .kind = .int },
+        .{ .name = "label", .kind = .string },
+    };
     const kinds = schemaDifference(&base, &relabeled).?;
     try std.testing.expectEqualStrings("label", kinds.name);
     try std.testing.expectEqual(@as(?Kind, .int), kinds.first);
     try std.testing.expectEqual(@as(?Kind, .string), kinds.second);
 
     // "h" sorts before "i": the second schema has a column the first lacks.
-    const extra = [_]Field{ .{ .name = "h", .kind = .bool }, .{ .name = "i", .kind = .int }, .{ .name = "label", .kind = .int } };
+    const extra = [_]Field{
+        .{ .name = "h", .kind = .bool },
+        .{ .name = "i", .kind = .int },
+        .{ .name = "label", .kind = .int },
+    };
     const added = schemaDifference(&base, &extra).?;
     try std.testing.expectEqualStrings("h", added.name);
     try std.testing.expectEqual(@as(?Kind, null), added.first);

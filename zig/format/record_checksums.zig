@@ -27,7 +27,11 @@ pub fn ofParts(head: []const u8, rest: []const u8) u32 {
 }
 
 /// Appends a record's checksum to the file's bytes.
-pub fn append(allocator: std.mem.Allocator, file_bytes: *std.ArrayList(u8), checksum: u32) error{OutOfMemory}!void {
+pub fn append(
+    allocator: std.mem.Allocator,
+    file_bytes: *std.ArrayList(u8),
+    checksum: u32,
+) error{OutOfMemory}!void {
     var bytes: [checksum_bytes]u8 = undefined;
     std.mem.writeInt(u32, &bytes, checksum, .little);
     try file_bytes.appendSlice(allocator, &bytes);
@@ -65,7 +69,11 @@ pub fn extend(checksum: u32, bytes: []const u8) u32 {
 
 /// Sets the message of a mismatch (the caller prefixes cache, shard, sample and offset).
 pub fn mismatch(expected: u32, actual: u32, diagnostic: *Diagnostic) error{InvalidCache} {
-    diagnostic.set("record checksum mismatch: the stored bytes have CRC-32C {x:0>8}, records.crc32c says {x:0>8}", .{ actual, expected });
+    diagnostic.set(
+        "record checksum mismatch: the stored bytes have CRC-32C {x:0>8}, records.crc32c says " ++
+            "{x:0>8}",
+        .{ actual, expected },
+    );
     return error.InvalidCache;
 }
 
@@ -75,7 +83,11 @@ test "entries are little-endian CRC-32Cs of whole records" {
     defer file_bytes.deinit(allocator);
     try append(allocator, &file_bytes, ofRecord("123456789"));
     try append(allocator, &file_bytes, ofParts("1234", "56789"));
-    try std.testing.expectEqualSlices(u8, &.{ 0x83, 0x92, 0x06, 0xe3, 0x83, 0x92, 0x06, 0xe3 }, file_bytes.items);
+    try std.testing.expectEqualSlices(
+        u8,
+        &.{ 0x83, 0x92, 0x06, 0xe3, 0x83, 0x92, 0x06, 0xe3 },
+        file_bytes.items,
+    );
     try std.testing.expectEqual(@as(u32, 0xe3069283), entry(file_bytes.items, 1));
 }
 

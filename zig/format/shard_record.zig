@@ -14,7 +14,11 @@ pub const lz4_prefix_bytes = 4;
 pub const lz4_payload_bytes_max: u64 = lz4.source_length_max;
 
 /// Upper bound of the encoded size of a record, for sizing buffers before encoding.
-pub fn encodedBytesMax(metadata_json_len: usize, payload_len: usize, compression: Compression) usize {
+pub fn encodedBytesMax(
+    metadata_json_len: usize,
+    payload_len: usize,
+    compression: Compression,
+) usize {
     return header_bytes + metadata_json_len + switch (compression) {
         .none => payload_len,
         .lz4 => lz4_prefix_bytes + lz4.compressBound(payload_len),
@@ -75,7 +79,11 @@ pub const Layout = struct {
 /// Checks the header's metadata length against the record's length. `head` is
 /// the record's first bytes: at least the header, or the whole record when it
 /// is shorter than that (which is refused).
-pub fn layoutOf(head: []const u8, record_len: u64, diagnostic: *Diagnostic) error{InvalidCache}!Layout {
+pub fn layoutOf(
+    head: []const u8,
+    record_len: u64,
+    diagnostic: *Diagnostic,
+) error{InvalidCache}!Layout {
     if (record_len < header_bytes) {
         diagnostic.set("record of {d} bytes is shorter than its 8-byte header", .{record_len});
         return error.InvalidCache;
@@ -83,22 +91,35 @@ pub fn layoutOf(head: []const u8, record_len: u64, diagnostic: *Diagnostic) erro
     std.debug.assert(head.len >= header_bytes);
     const metadata_len = std.mem.readInt(u64, head[0..header_bytes], .little);
     if (metadata_len > record_len - header_bytes) {
-        diagnostic.set("record metadata length {d} exceeds the record ({d} bytes)", .{ metadata_len, record_len });
+        diagnostic.set(
+            "record metadata length {d} exceeds the record ({d} bytes)",
+            .{ metadata_len, record_len },
+        );
         return error.InvalidCache;
     }
-    return .{ .metadata_len = metadata_len, .stored_len = record_len - header_bytes - metadata_len };
+    return .{
+        .metadata_len = metadata_len,
+        .stored_len = record_len - header_bytes - metadata_len,
+    };
 }
 
 /// The decoded length of an lz4 payload whose stored part (prefix and block) is
 /// `stored_len` bytes and whose prefix is `prefix`. An LZ4 block expands at most
 /// 255-fold (a match's length bytes add 255 each): a larger prefix is corrupt,
 /// refused before any buffer for it is allocated.
-pub fn lz4PayloadLen(prefix: *const [lz4_prefix_bytes]u8, stored_len: u64, diagnostic: *Diagnostic) error{InvalidCache}!u64 {
+pub fn lz4PayloadLen(
+    prefix: *const [lz4_prefix_bytes]u8,
+    stored_len: u64,
+    diagnostic: *Diagnostic,
+) error{InvalidCache}!u64 {
     std.debug.assert(stored_len >= lz4_prefix_bytes);
     const block_len = stored_len - lz4_prefix_bytes;
     const payload_len = std.mem.readInt(u32, prefix, .little);
     if (payload_len > lz4_payload_bytes_max or payload_len > 255 * block_len) {
-        diagnostic.set("lz4 record claims {d} decoded bytes, impossible for its {d}-byte block", .{ payload_len, block_len });
+        diagnostic.set(
+            "lz4 record claims {d} decoded bytes, impossible for its {d}-byte block",
+            .{ payload_len, block_len },
+        );
         return error.InvalidCache;
     }
     return payload_len;
@@ -113,13 +134,21 @@ pub fn checkLz4Room(stored_len: u64, diagnostic: *Diagnostic) error{InvalidCache
 }
 
 /// Splits a record read from disk, checking every length against the record size.
-pub fn split(record: []const u8, compression: Compression, diagnostic: *Diagnostic) error{InvalidCache}!Parts {
+pub fn split(
+    record: []const u8,
+    compression: Compression,
+    diagnostic: *Diagnostic,
+) error{InvalidCache}!Parts {
     const layout = try layoutOf(record, record.len, diagnostic);
     const metadata_end: usize = @intCast(layout.metadataEnd());
     const metadata = record[header_bytes..metadata_end];
     const rest = record[metadata_end..];
     switch (compression) {
-        .none => return .{ .metadata_json = metadata, .stored_payload = rest, .payload_len = rest.len },
+        .none => return .{
+            .metadata_json = metadata,
+            .stored_payload = rest,
+            .payload_len = rest.len,
+        },
         .lz4 => {
             try checkLz4Room(rest.len, diagnostic);
             return .{
@@ -132,12 +161,20 @@ pub fn split(record: []const u8, compression: Compression, diagnostic: *Diagnost
 }
 
 /// Writes the decoded payload into `destination` (exactly `parts.payload_len` bytes).
-pub fn decodePayload(parts: Parts, compression: Compression, destination: []u8, diagnostic: *Diagnostic) error{InvalidCache}!void {
+pub fn decodePayload(
+    parts: Parts,
+    compression: Compression,
+    destination: []u8,
+    diagnostic: *Diagnostic,
+) error{InvalidCache}!void {
     std.debug.assert(destination.len == parts.payload_len);
     switch (compression) {
         .none => @memcpy(destination, parts.stored_payload),
         .lz4 => lz4.decompress(parts.stored_payload, destination) catch {
-            diagnostic.set("corrupt lz4 block ({d} bytes, expected to decode to {d} bytes)", .{ parts.stored_payload.len, parts.payload_len });
+            diagnostic.set(
+                "corrupt lz4 block ({d} bytes, expected to decode to {d} bytes)",
+                .{ parts.stored_payload.len, parts.payload_len },
+            );
             return error.InvalidCache;
         },
     }
@@ -192,7 +229,9 @@ test "an lz4 length prefix beyond what its block can decode to is refused before
     try std.testing.expectEqual(@as(u64, 6 * 255), parts.payload_len);
     std.mem.writeInt(u32, record[10..14], 6 * 255 + 1, .little);
     try std.testing.expectError(error.InvalidCache, split(&record, .lz4, &diagnostic));
-    try std.testing.expect(std.mem.indexOf(u8, diagnostic.message(), "claims 1531 decoded bytes") != null);
+    try std.testing.expect(
+        std.mem.indexOf(u8, diagnostic.message(), "claims 1531 decoded bytes") != null,
+    );
     std.mem.writeInt(u32, record[10..14], std.math.maxInt(u32), .little);
     try std.testing.expectError(error.InvalidCache, split(&record, .lz4, &diagnostic));
 }

@@ -678,6 +678,20 @@ int32_t drt_verify_problem_count(const drt_verifier *verifier, uint64_t *kept, u
 int32_t drt_verify_problem(const drt_verifier *verifier, uint64_t index, drt_problem *out);
 void drt_verify_destroy(drt_verifier *verifier);
 
+/* ---- Writers at work (added within ABI 4) ------------------------------ */
+
+/* *active = 1 when a writer of the cache source_name under base_dir holds its lock
+ * right now (it is writing, or replacing or migrating that cache), else 0. The call
+ * tries a shared lock on base_dir/tmp/<source_name>.lock and drops it at once: it
+ * cannot be had while a writer holds its exclusive lock, and a writer trying to take
+ * the lock meanwhile waits (or, trying once, is told it is held) for no longer than
+ * these two calls. No lock file, or no base_dir, is 0; a lock file a killed writer
+ * left behind is not held, so 0. source_name must be a valid cache name
+ * (drt_check_source_name), else DRT_ERR_INVALID_ARGUMENT; a lock file that cannot be
+ * opened or locked is DRT_ERR_IO. *active is set only on success. */
+int32_t drt_cache_writer_active(const char *base_dir, uint64_t base_dir_len, const char *source_name,
+                                uint64_t source_name_len, uint32_t *active);
+
 #ifdef __cplusplus
 }
 #endif

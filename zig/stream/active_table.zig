@@ -30,10 +30,18 @@ pub const ActiveTable = struct {
     digest_mutex: std.Io.Mutex = .init,
 
     /// The default table over all samples; `cache_starts` must outlive it.
-    pub fn createDefault(allocator: std.mem.Allocator, cache_starts: []const u64, sample_count: u64) !*ActiveTable {
+    pub fn createDefault(
+        allocator: std.mem.Allocator,
+        cache_starts: []const u64,
+        sample_count: u64,
+    ) !*ActiveTable {
         std.debug.assert(sample_count >= 1);
         const table = try allocator.create(ActiveTable);
-        table.* = .{ .allocator = allocator, .row_count = sample_count, .cache_starts = cache_starts };
+        table.* = .{
+            .allocator = allocator,
+            .row_count = sample_count,
+            .cache_starts = cache_starts,
+        };
         return table;
     }
 
@@ -136,14 +144,22 @@ pub const RowPlanner = struct {
     cursor: permutation.Cursor,
 
     pub fn init(table: *const ActiveTable, sampling: Sampling, key: sampler.Key) RowPlanner {
-        return .{ .table = table, .sampling = sampling, .key = key, .cursor = .init(key, table.row_count) };
+        return .{
+            .table = table,
+            .sampling = sampling,
+            .key = key,
+            .cursor = .init(key, table.row_count),
+        };
     }
 
     pub fn row(planner: *RowPlanner, position: u64) u64 {
         const table = planner.table;
         return switch (planner.sampling) {
             .table_order => sampler.cyclicRow(table.row_count, position),
-            .weighted => if (table.alias) |*alias| alias.draw(planner.key, position) else sampler.AliasTable.uniform(table.row_count).draw(planner.key, position),
+            .weighted => if (table.alias) |*alias|
+                alias.draw(planner.key, position)
+            else
+                sampler.AliasTable.uniform(table.row_count).draw(planner.key, position),
             .permutation => planner.cursor.row(position),
         };
     }
@@ -172,9 +188,18 @@ pub fn locateDefault(cache_starts: []const u64, row: u64) Location {
 
 test "global rows map to the cache that holds them, skipping empty caches" {
     const starts = [_]u64{ 0, 3, 3, 10 };
-    try std.testing.expectEqual(Location{ .cache_id = 0, .sample_id = 2 }, locateDefault(&starts, 2));
-    try std.testing.expectEqual(Location{ .cache_id = 2, .sample_id = 0 }, locateDefault(&starts, 3));
-    try std.testing.expectEqual(Location{ .cache_id = 3, .sample_id = 5 }, locateDefault(&starts, 15));
+    try std.testing.expectEqual(
+        Location{ .cache_id = 0, .sample_id = 2 },
+        locateDefault(&starts, 2),
+    );
+    try std.testing.expectEqual(
+        Location{ .cache_id = 2, .sample_id = 0 },
+        locateDefault(&starts, 3),
+    );
+    try std.testing.expectEqual(
+        Location{ .cache_id = 3, .sample_id = 5 },
+        locateDefault(&starts, 15),
+    );
 }
 
 test "an explicit table's rows locate the samples they were built from, around empty caches" {
@@ -190,7 +215,13 @@ test "an explicit table's rows locate the samples they were built from, around e
     for (global_rows, samples) |*global_row, sample| global_row.* = globalRow(&starts, sample);
     const weights = try std.testing.allocator.alloc(f64, samples.len);
     @memset(weights, 1.0);
-    const table = try ActiveTable.createExplicit(std.testing.allocator, &starts, global_rows, weights, .weighted);
+    const table = try ActiveTable.createExplicit(
+        std.testing.allocator,
+        &starts,
+        global_rows,
+        weights,
+        .weighted,
+    );
     defer table.release();
     for (samples, 0..) |sample, row| try std.testing.expectEqual(sample, table.location(row));
 }
@@ -221,7 +252,8 @@ test "the digest depends on rows and weights, not on how the table was built" {
     var expected: std.ArrayList(u8) = .empty;
     defer expected.deinit(allocator);
     try expected.appendSlice(allocator, "dataset_rt/table/v1");
-    for ([_]u64{ 3, 0, 0, 0x3ff0000000000000, 0, 1, 0x3ff0000000000000, 1, 0, 0x3ff0000000000000 }) |word| {
+    const one: u64 = 0x3ff0000000000000; // 1.0 as binary64 bits
+    for ([_]u64{ 3, 0, 0, one, 0, 1, one, 1, 0, one }) |word| {
         var bytes: [8]u8 = undefined;
         std.mem.writeInt(u64, &bytes, word, .little);
         try expected.appendSlice(allocator, &bytes);
@@ -282,7 +314,12 @@ test "the digest of a table larger than one hashing buffer covers every row" {
     try std.testing.expect(!std.mem.eql(u8, &same.digest(&ids), &last_differs.digest(&ids)));
 }
 
-fn explicitTable(allocator: std.mem.Allocator, starts: []const u64, rows: []const u64, weights: []const f64) !*ActiveTable {
+fn explicitTable(
+    allocator: std.mem.Allocator,
+    starts: []const u64,
+    rows: []const u64,
+    weights: []const f64,
+) !*ActiveTable {
     const owned_rows = try allocator.dupe(u64, rows);
     errdefer allocator.free(owned_rows);
     const owned_weights = try allocator.dupe(f64, weights);

@@ -94,7 +94,8 @@ pub const Epoch = struct {
         for (epoch.round_keys[0..epoch.rounds]) |round_key| {
             const low_part = value & lowMask(low);
             const high_part = value >> low;
-            const f = if (high == 0) 0 else mix(low_part ^ round_key) >> @intCast(@as(u7, 64) - high);
+            const mixed = mix(low_part ^ round_key);
+            const f = if (high == 0) 0 else mixed >> @intCast(@as(u7, 64) - high);
             value = (low_part << high) | (high_part ^ f);
             std.mem.swap(u6, &high, &low);
         }
@@ -155,7 +156,10 @@ fn testKey(seed: u64) sampler.Key {
 }
 
 test "every epoch is a permutation of the rows" {
-    const counts = [_]u64{ 1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 31, 32, 33, 1000, 1023, 1024, 1025, 65_537 };
+    const counts = [_]u64{
+        1,  2,  3,  4,  5,    7,    8,    9,    16,
+        17, 31, 32, 33, 1000, 1023, 1024, 1025, 65_537,
+    };
     for (counts) |row_count| {
         const seen = try testing.allocator.alloc(bool, row_count);
         defer testing.allocator.free(seen);
@@ -194,7 +198,10 @@ test "positions map to (epoch, index) and epochs differ" {
     // Two independent permutations of 1000 agree at about one index.
     try testing.expect(same < 20);
     for ([_]u64{ 0, 999, 1000, 1999 }) |position| {
-        try testing.expectEqual(rows[position], Epoch.init(testKey(5), row_count, position / row_count).row(position % row_count));
+        try testing.expectEqual(
+            rows[position],
+            Epoch.init(testKey(5), row_count, position / row_count).row(position % row_count),
+        );
         try testing.expectEqual(rows[position], rowAt(testKey(5), row_count, position));
     }
     // The last positions of the stream are reachable.
@@ -226,9 +233,24 @@ test "the check values of docs/determinism.md" {
     try testing.expectEqualSlices(u8, &expected_key, &testKey(42).bytes);
     const cases = [_]struct { n: u64, seed: u64, start: u64, rows: []const u64 }{
         .{ .n = 5, .seed = 42, .start = 0, .rows = &.{ 4, 1, 3, 0, 2, 3, 4, 1, 0, 2 } },
-        .{ .n = 10, .seed = 7, .start = 0, .rows = &.{ 3, 5, 1, 9, 8, 7, 0, 4, 2, 6, 4, 9, 3, 6, 5, 0, 7, 1, 8, 2 } },
-        .{ .n = 1000, .seed = 0, .start = 995, .rows = &.{ 703, 0, 600, 862, 296, 260, 68, 894, 205, 771 } },
-        .{ .n = (1 << 20) + 1, .seed = std.math.maxInt(u64), .start = 1 << 63, .rows = &.{ 304639, 250474, 878957, 965723, 946662, 1017725, 311956, 812489 } },
+        .{
+            .n = 10,
+            .seed = 7,
+            .start = 0,
+            .rows = &.{ 3, 5, 1, 9, 8, 7, 0, 4, 2, 6, 4, 9, 3, 6, 5, 0, 7, 1, 8, 2 },
+        },
+        .{
+            .n = 1000,
+            .seed = 0,
+            .start = 995,
+            .rows = &.{ 703, 0, 600, 862, 296, 260, 68, 894, 205, 771 },
+        },
+        .{
+            .n = (1 << 20) + 1,
+            .seed = std.math.maxInt(u64),
+            .start = 1 << 63,
+            .rows = &.{ 304639, 250474, 878957, 965723, 946662, 1017725, 311956, 812489 },
+        },
         .{ .n = 3, .seed = 1, .start = std.math.maxInt(u64) - 5, .rows = &.{ 2, 1, 2, 1, 0, 0 } },
     };
     for (cases) |case| {

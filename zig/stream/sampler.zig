@@ -131,7 +131,10 @@ pub const AliasTable = struct {
         return buildMaterialized(allocator, weights);
     }
 
-    fn buildMaterialized(allocator: std.mem.Allocator, weights: []const f64) error{OutOfMemory}!AliasTable {
+    fn buildMaterialized(
+        allocator: std.mem.Allocator,
+        weights: []const f64,
+    ) error{OutOfMemory}!AliasTable {
         assert(weightsValid(weights));
         const entries = try allocator.alloc(Entry, weights.len);
         errdefer allocator.free(entries);
@@ -158,7 +161,8 @@ pub const AliasTable = struct {
         if (table.entries.len == 0) return column;
         assert(table.entries.len == table.row_count);
         const entry = table.entries[column];
-        const row = if ((pair.b >> (64 - threshold_bits)) < entry.threshold) column else entry.alias;
+        const keep = (pair.b >> (64 - threshold_bits)) < entry.threshold;
+        const row = if (keep) column else entry.alias;
         assert(row < table.row_count);
         return row;
     }
@@ -175,7 +179,13 @@ pub const AliasTable = struct {
 
 /// The rows of positions `start ..` (one per slot of `rows`) drawn from
 /// `weights` (validated by the caller, `weightsValid`) with `seed`'s key.
-pub fn drawRows(allocator: std.mem.Allocator, weights: []const f64, seed: u64, start: u64, rows: []u64) error{OutOfMemory}!void {
+pub fn drawRows(
+    allocator: std.mem.Allocator,
+    weights: []const f64,
+    seed: u64,
+    start: u64,
+    rows: []u64,
+) error{OutOfMemory}!void {
     var table = try AliasTable.build(allocator, weights);
     defer table.deinit(allocator);
     table.drawRange(Key.fromSeed(seed), start, rows);
@@ -229,7 +239,10 @@ fn pairColumns(scaled: []f64, entries: []Entry) void {
         // scaled[large_row] >= 1.0, so the rounded sum is >= 1.0 and the difference >= 0.0.
         scaled[large_row] = (scaled[large_row] + scaled[small_row]) - 1.0;
         assert(scaled[large_row] >= 0.0);
-        if (scaled[large_row] < 1.0) small.push(entries, large_row) else large.push(entries, large_row);
+        if (scaled[large_row] < 1.0) small.push(entries, large_row) else large.push(
+            entries,
+            large_row,
+        );
     }
     // Rounding can leave rows in either stack; each one is its own certain column.
     while (!small.isEmpty()) finishColumn(scaled, entries, small.pop(entries));
@@ -294,7 +307,8 @@ test "SipHash-2-4-128 matches the reference vector for an 8-byte message" {
 }
 
 test "the key is the first half of SHA-256 of the domain string and the seed" {
-    // Python: hashlib.sha256(b"dataset_rt/sampler/v1" + (42).to_bytes(8, "little")).hexdigest()[:32]
+    // Python: hashlib.sha256(b"dataset_rt/sampler/v1" + (42).to_bytes(8,
+    // "little")).hexdigest()[:32]
     var expected: [16]u8 = undefined;
     _ = try std.fmt.hexToBytes(&expected, "3ca3de6316f8a2646ead162f5d2896c8");
     try testing.expectEqualSlices(u8, &expected, &Key.fromSeed(42).bytes);
@@ -387,7 +401,9 @@ test "different seeds give different streams" {
     var table = try AliasTable.build(testing.allocator, &weights);
     defer table.deinit(testing.allocator);
     for ([_][2]u64{ .{ 0, 1 }, .{ 1, 2 }, .{ 42, 43 }, .{ 0, 1 << 63 } }) |seeds| {
-        try testing.expect(!std.mem.eql(u8, &Key.fromSeed(seeds[0]).bytes, &Key.fromSeed(seeds[1]).bytes));
+        try testing.expect(
+            !std.mem.eql(u8, &Key.fromSeed(seeds[0]).bytes, &Key.fromSeed(seeds[1]).bytes),
+        );
         var rows: [2][64]u64 = undefined;
         for (seeds, &rows) |seed, *stream| table.drawRange(Key.fromSeed(seed), 0, stream);
         var same: usize = 0;
@@ -398,7 +414,13 @@ test "different seeds give different streams" {
 }
 
 /// Chi-square statistic of `draw_count` draws of `table` against `weights`.
-fn chiSquare(table: *const AliasTable, weights: []const f64, seed: u64, draw_count: u64, counts: []u64) f64 {
+fn chiSquare(
+    table: *const AliasTable,
+    weights: []const f64,
+    seed: u64,
+    draw_count: u64,
+    counts: []u64,
+) f64 {
     assert(counts.len == weights.len);
     @memset(counts, 0);
     const key = Key.fromSeed(seed);
@@ -445,7 +467,11 @@ test "extreme weights give valid rows and the right frequencies" {
     try testing.expect(statistic < 13.816);
 
     // Weights whose plain sum overflows binary64.
-    const huge = [_]f64{ std.math.floatMax(f64), std.math.floatMax(f64) / 2.0, std.math.floatMax(f64) };
+    const huge = [_]f64{
+        std.math.floatMax(f64),
+        std.math.floatMax(f64) / 2.0,
+        std.math.floatMax(f64),
+    };
     var huge_table = try AliasTable.build(testing.allocator, &huge);
     defer huge_table.deinit(testing.allocator);
     var huge_counts: [huge.len]u64 = undefined;
@@ -512,7 +538,8 @@ test "100000 random weights: valid rows and matching frequencies" {
     defer testing.allocator.free(mass);
     @memset(mass, 0.0);
     for (table.entries, 0..) |entry, column| {
-        const keep = @as(f64, @floatFromInt(entry.threshold)) / @as(f64, @floatFromInt(threshold_one));
+        const threshold: f64 = @floatFromInt(entry.threshold);
+        const keep = threshold / @as(f64, @floatFromInt(threshold_one));
         mass[column] += keep;
         mass[entry.alias] += 1.0 - keep;
     }

@@ -43,23 +43,38 @@ pub const Share = struct {
     /// Checks the ranges; the message names the bad value.
     pub fn validate(share: Share, diagnostic: *Diagnostic) error{InvalidArgument}!void {
         if (share.batch_size < 1 or share.batch_size > batch_size_max) {
-            diagnostic.set("batch_size must be between 1 and {d}, got {d}", .{ batch_size_max, share.batch_size });
+            diagnostic.set(
+                "batch_size must be between 1 and {d}, got {d}",
+                .{ batch_size_max, share.batch_size },
+            );
             return error.InvalidArgument;
         }
         if (share.world_size < 1 or share.world_size > world_size_max) {
-            diagnostic.set("world_size must be between 1 and {d}, got {d}", .{ world_size_max, share.world_size });
+            diagnostic.set(
+                "world_size must be between 1 and {d}, got {d}",
+                .{ world_size_max, share.world_size },
+            );
             return error.InvalidArgument;
         }
         if (share.rank >= share.world_size) {
-            diagnostic.set("rank must be below world_size ({d}), got {d}", .{ share.world_size, share.rank });
+            diagnostic.set(
+                "rank must be below world_size ({d}), got {d}",
+                .{ share.world_size, share.rank },
+            );
             return error.InvalidArgument;
         }
         if (share.num_workers < 1 or share.num_workers > num_workers_max) {
-            diagnostic.set("num_workers must be between 1 and {d}, got {d}", .{ num_workers_max, share.num_workers });
+            diagnostic.set(
+                "num_workers must be between 1 and {d}, got {d}",
+                .{ num_workers_max, share.num_workers },
+            );
             return error.InvalidArgument;
         }
         if (share.worker >= share.num_workers) {
-            diagnostic.set("worker must be below num_workers ({d}), got {d}", .{ share.num_workers, share.worker });
+            diagnostic.set(
+                "worker must be below num_workers ({d}), got {d}",
+                .{ share.num_workers, share.worker },
+            );
             return error.InvalidArgument;
         }
     }
@@ -95,7 +110,8 @@ pub fn counts(span_len: u64, share: Share) Counts {
         steps *% share.batch_size -% span_len
     else
         0;
-    const worker_batches = if (steps > share.worker) (steps - share.worker - 1) / share.num_workers + 1 else 0;
+    const worker_batches =
+        if (steps > share.worker) (steps - share.worker - 1) / share.num_workers + 1 else 0;
     const last_is_ours = steps > 0 and (steps - 1) % share.num_workers == share.worker;
     return .{
         .steps = steps,
@@ -124,7 +140,8 @@ pub const Walk = struct {
         std.debug.assert(index < positions.count);
         const at = positions.first + index;
         if (positions.isContiguous()) return positions.base +% at;
-        return positions.base +% (at / positions.run_len) *% positions.stride +% at % positions.run_len;
+        return positions.base +% (at / positions.run_len) *% positions.stride +%
+            at % positions.run_len;
     }
 
     /// True when the walk reads consecutive positions (one rank, one worker).
@@ -152,7 +169,12 @@ pub fn walk(start: u64, span_len: u64, share: Share, skip: u64) Walk {
 /// rest of the epoch `span` starts: every rank has handed out `steps` batches.
 /// After the last step the epoch is over (a tail dropped by `drop_last`, or
 /// padding past the epoch, does not move the next epoch's start).
-pub fn afterSteps(span: Position, share: Share, steps: u64, diagnostic: *Diagnostic) error{InvalidArgument}!Position {
+pub fn afterSteps(
+    span: Position,
+    share: Share,
+    steps: u64,
+    diagnostic: *Diagnostic,
+) error{InvalidArgument}!Position {
     try share.validate(diagnostic);
     const total = counts(span.remaining(), share).steps;
     if (steps > total) {
@@ -205,11 +227,19 @@ test "every rank and worker count interleaves back to the span, padded only with
             for ([_]u64{ 1, 2, 3 }) |world_size| {
                 for ([_]u64{ 1, 2, 3, 5 }) |num_workers| {
                     for ([_]bool{ false, true }) |drop_last| {
-                        const template: Share = .{ .batch_size = batch_size, .world_size = world_size, .num_workers = num_workers, .drop_last = drop_last };
+                        const template: Share = .{
+                            .batch_size = batch_size,
+                            .world_size = world_size,
+                            .num_workers = num_workers,
+                            .drop_last = drop_last,
+                        };
                         const positions = try interleave(allocator, 1000, span_len, template);
                         defer allocator.free(positions);
                         // Consecutive positions from the span's start, with no gap.
-                        for (positions, 0..) |position, index| try testing.expectEqual(1000 + index, position);
+                        for (positions, 0..) |position, index| try testing.expectEqual(
+                            1000 + index,
+                            position,
+                        );
                         const step_positions = batch_size * world_size;
                         const expected: u64 = if (drop_last)
                             span_len / step_positions * step_positions
@@ -245,7 +275,13 @@ test "every rank yields the same number of batches and samples" {
 
 test "a worker's walk: runs of a batch, a global step of every worker apart" {
     // 2 ranks, batch 3, 2 workers: rank 1 worker 1 reads local batches 1, 3, ...
-    const share: Share = .{ .batch_size = 3, .rank = 1, .world_size = 2, .worker = 1, .num_workers = 2 };
+    const share: Share = .{
+        .batch_size = 3,
+        .rank = 1,
+        .world_size = 2,
+        .worker = 1,
+        .num_workers = 2,
+    };
     const the_walk = walk(100, 20, share, 0);
     const positions = try collect(testing.allocator, the_walk);
     defer testing.allocator.free(positions);
@@ -272,7 +308,10 @@ test "the position after some steps: whole steps of every rank, then the next ep
     const share: Share = .{ .batch_size = 2, .world_size = 2, .drop_last = true };
     // 7 positions left: one full step of 4, the rest dropped.
     try testing.expectEqual(@as(u64, 13), (try afterSteps(span, share, 0, &diagnostic)).position);
-    try testing.expectEqual(Position{ .epoch = 2, .epoch_start = 20, .epoch_len = 10, .position = 20 }, try afterSteps(span, share, 1, &diagnostic));
+    try testing.expectEqual(
+        Position{ .epoch = 2, .epoch_start = 20, .epoch_len = 10, .position = 20 },
+        try afterSteps(span, share, 1, &diagnostic),
+    );
     try testing.expectError(error.InvalidArgument, afterSteps(span, share, 2, &diagnostic));
     const padded: Share = .{ .batch_size = 2, .world_size = 2 };
     try testing.expectEqual(@as(u64, 17), (try afterSteps(span, padded, 1, &diagnostic)).position);
@@ -294,10 +333,27 @@ test "counts of a span near 2^64 positions stay exact" {
 
 test "shares out of range are refused with the value named" {
     var diagnostic: Diagnostic = .{};
-    try testing.expectError(error.InvalidArgument, (Share{ .rank = 2, .world_size = 2 }).validate(&diagnostic));
-    try testing.expectEqualStrings("rank must be below world_size (2), got 2", diagnostic.message());
-    try testing.expectError(error.InvalidArgument, (Share{ .batch_size = 0 }).validate(&diagnostic));
+    try testing.expectError(
+        error.InvalidArgument,
+        (Share{ .rank = 2, .world_size = 2 }).validate(&diagnostic),
+    );
+    try testing.expectEqualStrings(
+        "rank must be below world_size (2), got 2",
+        diagnostic.message(),
+    );
+    try testing.expectError(
+        error.InvalidArgument,
+        (Share{ .batch_size = 0 }).validate(&diagnostic),
+    );
     try testing.expectError(error.InvalidArgument, (Share{ .worker = 1 }).validate(&diagnostic));
-    try testing.expectError(error.InvalidArgument, (Share{ .num_workers = num_workers_max + 1 }).validate(&diagnostic));
-    try (Share{ .batch_size = batch_size_max, .world_size = world_size_max, .rank = 3, .num_workers = num_workers_max }).validate(&diagnostic);
+    try testing.expectError(
+        error.InvalidArgument,
+        (Share{ .num_workers = num_workers_max + 1 }).validate(&diagnostic),
+    );
+    try (Share{
+        .batch_size = batch_size_max,
+        .world_size = world_size_max,
+        .rank = 3,
+        .num_workers = num_workers_max,
+    }).validate(&diagnostic);
 }

@@ -84,14 +84,21 @@ pub const Position = struct {
     }
 
     /// Refuses a position outside its epoch (`allow_end`: or at its very end).
-    pub fn validate(at: Position, allow_end: bool, diagnostic: *Diagnostic) error{InvalidArgument}!void {
+    pub fn validate(
+        at: Position,
+        allow_end: bool,
+        diagnostic: *Diagnostic,
+    ) error{InvalidArgument}!void {
         if (at.epoch_len < 1) {
             diagnostic.set("epoch_len must be at least 1", .{});
             return error.InvalidArgument;
         }
         const inside = if (allow_end) at.offset() <= at.epoch_len else at.offset() < at.epoch_len;
         if (!inside) {
-            diagnostic.set("position {d} is outside its epoch ({d} .. {d})", .{ at.position, at.epoch_start, at.epoch_start +% at.epoch_len });
+            diagnostic.set(
+                "position {d} is outside its epoch ({d} .. {d})",
+                .{ at.position, at.epoch_start, at.epoch_start +% at.epoch_len },
+            );
             return error.InvalidArgument;
         }
     }
@@ -128,49 +135,82 @@ pub fn check(
     cache_paths: []const []const u8,
     diagnostic: *Diagnostic,
 ) error{InvalidArgument}!void {
-    std.debug.assert(cache_paths.len == expected.cache_sha256s.len);
-    if (found.cache_sha256s.len != expected.cache_sha256s.len) {
-        diagnostic.set("the state belongs to {d} caches, this dataset has {d}", .{ found.cache_sha256s.len, expected.cache_sha256s.len });
-        return error.InvalidArgument;
-    }
-    for (expected.cache_sha256s, found.cache_sha256s, cache_paths, 0..) |expected_digest, found_digest, path, cache_id| {
-        if (!std.mem.eql(u8, &expected_digest, &found_digest)) {
-            diagnostic.set("the state belongs to other data: cache {d} ({s}) has manifest SHA-256 {s}, the state's is {s}", .{
-                cache_id,
-                path,
-                &sha256.hexDigest(expected_digest),
-                &sha256.hexDigest(found_digest),
-            });
-            return error.InvalidArgument;
-        }
-    }
-    if (!std.mem.eql(u8, &expected.table_sha256, &found.table_sha256)) {
-        diagnostic.set("the state belongs to another active table: its rows or weights differ (table SHA-256 {s}, the state's is {s})", .{
-            &sha256.hexDigest(expected.table_sha256),
-            &sha256.hexDigest(found.table_sha256),
-        });
-        return error.InvalidArgument;
-    }
+    try checkData(expected, found, cache_paths, diagnostic);
     if (expected.seed != found.seed) {
         diagnostic.set("the state has seed {d}, this dataset {d}", .{ found.seed, expected.seed });
         return error.InvalidArgument;
     }
     if (expected.shuffle != found.shuffle) {
-        diagnostic.set("the state has shuffle={s}, this dataset shuffle={s}", .{ pythonBool(found.shuffle), pythonBool(expected.shuffle) });
+        diagnostic.set(
+            "the state has shuffle={s}, this dataset shuffle={s}",
+            .{ pythonBool(found.shuffle), pythonBool(expected.shuffle) },
+        );
         return error.InvalidArgument;
     }
     if (!std.mem.eql(u8, expected.algorithm, found.algorithm)) {
-        diagnostic.set("the state was made by sampling algorithm '{s}', this dataset uses '{s}'", .{ found.algorithm, expected.algorithm });
+        diagnostic.set(
+            "the state was made by sampling algorithm '{s}', this dataset uses '{s}'",
+            .{ found.algorithm, expected.algorithm },
+        );
         return error.InvalidArgument;
     }
     if (at.epoch_len != epoch_len) {
-        diagnostic.set("the state has epoch_len {d}, this dataset {d}", .{ at.epoch_len, epoch_len });
+        diagnostic.set(
+            "the state has epoch_len {d}, this dataset {d}",
+            .{ at.epoch_len, epoch_len },
+        );
         return error.InvalidArgument;
     }
     at.validate(true, diagnostic) catch |err| {
         diagnostic.prefix("the state's ", .{});
         return err;
     };
+}
+
+/// Refuses `found` unless it was saved over the same caches (manifest digests) and the
+/// same active table (table digest) as `expected`.
+fn checkData(
+    expected: Fingerprint,
+    found: Fingerprint,
+    cache_paths: []const []const u8,
+    diagnostic: *Diagnostic,
+) error{InvalidArgument}!void {
+    std.debug.assert(cache_paths.len == expected.cache_sha256s.len);
+    if (found.cache_sha256s.len != expected.cache_sha256s.len) {
+        diagnostic.set(
+            "the state belongs to {d} caches, this dataset has {d}",
+            .{ found.cache_sha256s.len, expected.cache_sha256s.len },
+        );
+        return error.InvalidArgument;
+    }
+    for (cache_paths, 0..) |path, cache_id| {
+        const expected_digest = expected.cache_sha256s[cache_id];
+        const found_digest = found.cache_sha256s[cache_id];
+        if (!std.mem.eql(u8, &expected_digest, &found_digest)) {
+            diagnostic.set(
+                "the state belongs to other data: cache {d} ({s}) has manifest SHA-256 {s}, " ++
+                    "the state's is {s}",
+                .{
+                    cache_id,
+                    path,
+                    &sha256.hexDigest(expected_digest),
+                    &sha256.hexDigest(found_digest),
+                },
+            );
+            return error.InvalidArgument;
+        }
+    }
+    if (!std.mem.eql(u8, &expected.table_sha256, &found.table_sha256)) {
+        diagnostic.set(
+            "the state belongs to another active table: its rows or weights differ (table " ++
+                "SHA-256 {s}, the state's is {s})",
+            .{
+                &sha256.hexDigest(expected.table_sha256),
+                &sha256.hexDigest(found.table_sha256),
+            },
+        );
+        return error.InvalidArgument;
+    }
 }
 
 fn pythonBool(value: bool) []const u8 {
@@ -182,51 +222,74 @@ const testing = std.testing;
 test "positions advance within an epoch and roll over at its end" {
     const at: Position = .{ .epoch = 2, .epoch_start = 20, .epoch_len = 10, .position = 23 };
     try testing.expectEqual(@as(u64, 7), at.remaining());
-    try testing.expectEqual(Position{ .epoch = 2, .epoch_start = 20, .epoch_len = 10, .position = 25 }, at.advanced(2));
-    try testing.expectEqual(Position{ .epoch = 3, .epoch_start = 30, .epoch_len = 10, .position = 30 }, at.advanced(7));
+    try testing.expectEqual(
+        Position{ .epoch = 2, .epoch_start = 20, .epoch_len = 10, .position = 25 },
+        at.advanced(2),
+    );
+    try testing.expectEqual(
+        Position{ .epoch = 3, .epoch_start = 30, .epoch_len = 10, .position = 30 },
+        at.advanced(7),
+    );
+}
+
+const example_digests = [_]Digest{ @splat(1), @splat(2) };
+const example_paths = [_][]const u8{ "a", "b" };
+const example_fingerprint: Fingerprint = .{
+    .seed = 7,
+    .shuffle = true,
+    .algorithm = algorithm_shuffled,
+    .table_sha256 = @splat(9),
+    .cache_sha256s = &example_digests,
+};
+
+/// `check` refuses `found` against the example fingerprint with `message`, or with a
+/// message starting with it where only its start is fixed here (`.prefix`).
+fn expectRefused(
+    found: Fingerprint,
+    epoch_len: u64,
+    at: Position,
+    match: enum { exact, prefix },
+    message: []const u8,
+) !void {
+    var diagnostic: Diagnostic = .{};
+    try testing.expectError(
+        error.InvalidArgument,
+        check(example_fingerprint, found, epoch_len, at, &example_paths, &diagnostic),
+    );
+    if (match == .exact) return testing.expectEqualStrings(message, diagnostic.message());
+    if (!std.mem.startsWith(u8, diagnostic.message(), message)) {
+        std.debug.print("expected '{s}...', got '{s}'\n", .{ message, diagnostic.message() });
+        return error.TestUnexpectedResult;
+    }
 }
 
 test "a state of other data is refused naming what differs" {
-    const digests = [_]Digest{ @splat(1), @splat(2) };
-    const other_digests = [_]Digest{ @splat(1), @splat(3) };
-    const paths = [_][]const u8{ "a", "b" };
-    const expected: Fingerprint = .{ .seed = 7, .shuffle = true, .algorithm = algorithm_shuffled, .table_sha256 = @splat(9), .cache_sha256s = &digests };
+    const expected = example_fingerprint;
     const at: Position = .{ .epoch_len = 10, .position = 4 };
     var diagnostic: Diagnostic = .{};
-    try check(expected, expected, 10, at, &paths, &diagnostic);
+    try check(expected, expected, 10, at, &example_paths, &diagnostic);
 
+    const other_digests = [_]Digest{ @splat(1), @splat(3) };
     var found = expected;
     found.cache_sha256s = &other_digests;
-    try testing.expectError(error.InvalidArgument, check(expected, found, 10, at, &paths, &diagnostic));
-    try testing.expect(std.mem.startsWith(u8, diagnostic.message(), "the state belongs to other data: cache 1 (b)"));
-
+    try expectRefused(found, 10, at, .prefix, "the state belongs to other data: cache 1 (b)");
     found = expected;
-    found.cache_sha256s = digests[0..1];
-    try testing.expectError(error.InvalidArgument, check(expected, found, 10, at, &paths, &diagnostic));
-    try testing.expectEqualStrings("the state belongs to 1 caches, this dataset has 2", diagnostic.message());
-
+    found.cache_sha256s = example_digests[0..1];
+    try expectRefused(found, 10, at, .exact, "the state belongs to 1 caches, this dataset has 2");
     found = expected;
     found.table_sha256 = @splat(8);
-    try testing.expectError(error.InvalidArgument, check(expected, found, 10, at, &paths, &diagnostic));
-    try testing.expect(std.mem.startsWith(u8, diagnostic.message(), "the state belongs to another active table"));
-
+    try expectRefused(found, 10, at, .prefix, "the state belongs to another active table");
     found = expected;
     found.seed = 8;
-    try testing.expectError(error.InvalidArgument, check(expected, found, 10, at, &paths, &diagnostic));
-    try testing.expectEqualStrings("the state has seed 8, this dataset 7", diagnostic.message());
-
+    try expectRefused(found, 10, at, .exact, "the state has seed 8, this dataset 7");
     found = expected;
     found.shuffle = false;
-    try testing.expectError(error.InvalidArgument, check(expected, found, 10, at, &paths, &diagnostic));
-    try testing.expectEqualStrings("the state has shuffle=False, this dataset shuffle=True", diagnostic.message());
-
+    const shuffle_differs = "the state has shuffle=False, this dataset shuffle=True";
+    try expectRefused(found, 10, at, .exact, shuffle_differs);
     found = expected;
     found.algorithm = "dataset_rt/sampler/v0";
-    try testing.expectError(error.InvalidArgument, check(expected, found, 10, at, &paths, &diagnostic));
-
-    try testing.expectError(error.InvalidArgument, check(expected, expected, 11, at, &paths, &diagnostic));
-    try testing.expectEqualStrings("the state has epoch_len 10, this dataset 11", diagnostic.message());
-
+    try expectRefused(found, 10, at, .prefix, "the state was made by sampling algorithm");
+    try expectRefused(expected, 11, at, .exact, "the state has epoch_len 10, this dataset 11");
     const outside: Position = .{ .epoch_start = 10, .epoch_len = 10, .position = 21 };
-    try testing.expectError(error.InvalidArgument, check(expected, expected, 10, outside, &paths, &diagnostic));
+    try expectRefused(expected, 10, outside, .prefix, "the state's ");
 }

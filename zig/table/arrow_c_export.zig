@@ -175,36 +175,7 @@ pub fn exportStream(
     for (columns, 0..) |column, i| {
         names[i] = try allocator.dupeSentinel(u8, column.name, 0);
         names_ready += 1;
-        formats[i] = column.values.format();
-        var n_buffers: i64 = 2;
-        buffer_slots[i] = .{ null, null, null };
-        switch (column.values) {
-            .int64 => |v| buffer_slots[i][1] = dataPointer(std.mem.sliceAsBytes(v)),
-            .uint64 => |v| buffer_slots[i][1] = dataPointer(std.mem.sliceAsBytes(v)),
-            .float64 => |v| buffer_slots[i][1] = dataPointer(std.mem.sliceAsBytes(v)),
-            .bool_bytes => |v| {
-                bitmaps[i] = try packBits(allocator, v);
-                buffer_slots[i][1] = dataPointer(std.mem.sliceAsBytes(bitmaps[i]));
-            },
-            .large_utf8 => |v| {
-                n_buffers = 3;
-                buffer_slots[i][1] = dataPointer(std.mem.sliceAsBytes(v.offsets));
-                buffer_slots[i][2] = dataPointer(v.bytes);
-            },
-        }
-        children[i] = .{
-            .length = @intCast(row_count),
-            .null_count = 0,
-            .offset = 0,
-            .n_buffers = n_buffers,
-            .n_children = 0,
-            .buffers = &buffer_slots[i],
-            .children = null,
-            .dictionary = null,
-            .release = ArrayRelease.child,
-            .private_data = batch,
-        };
-        child_pointers[i] = &children[i];
+        try exportChild(batch, i, column, row_count);
     }
     batch.array = .{
         .length = @intCast(row_count),
@@ -225,6 +196,46 @@ pub fn exportStream(
         .release = releaseStream,
         .private_data = batch,
     };
+}
+
+/// Column `index`'s format, buffers and child array in `batch` (its name is already set).
+fn exportChild(
+    batch: *Batch,
+    index: usize,
+    column: Column,
+    row_count: u64,
+) error{OutOfMemory}!void {
+    batch.formats[index] = column.values.format();
+    var n_buffers: i64 = 2;
+    const slots = &batch.buffer_slots[index];
+    slots.* = .{ null, null, null };
+    switch (column.values) {
+        .int64 => |v| slots[1] = dataPointer(std.mem.sliceAsBytes(v)),
+        .uint64 => |v| slots[1] = dataPointer(std.mem.sliceAsBytes(v)),
+        .float64 => |v| slots[1] = dataPointer(std.mem.sliceAsBytes(v)),
+        .bool_bytes => |v| {
+            batch.bitmaps[index] = try packBits(batch.allocator, v);
+            slots[1] = dataPointer(std.mem.sliceAsBytes(batch.bitmaps[index]));
+        },
+        .large_utf8 => |v| {
+            n_buffers = 3;
+            slots[1] = dataPointer(std.mem.sliceAsBytes(v.offsets));
+            slots[2] = dataPointer(v.bytes);
+        },
+    }
+    batch.children[index] = .{
+        .length = @intCast(row_count),
+        .null_count = 0,
+        .offset = 0,
+        .n_buffers = n_buffers,
+        .n_children = 0,
+        .buffers = slots,
+        .children = null,
+        .dictionary = null,
+        .release = ArrayRelease.child,
+        .private_data = batch,
+    };
+    batch.child_pointers[index] = &batch.children[index];
 }
 
 fn dataPointer(bytes: []const u8) *const anyopaque {
@@ -338,7 +349,12 @@ fn buildSchema(batch: *Batch, out: *ArrowSchema) error{OutOfMemory}!void {
     const children = try allocator.alloc(ArrowSchema, count);
     errdefer allocator.free(children);
     const child_pointers = try allocator.alloc(*ArrowSchema, count);
-    tree.* = .{ .batch = batch, .references = .init(1 + count), .children = children, .child_pointers = child_pointers };
+    tree.* = .{
+        .batch = batch,
+        .references = .init(1 + count),
+        .children = children,
+        .child_pointers = child_pointers,
+    };
     for (children, child_pointers, batch.names, batch.formats) |*child, *pointer, name, format| {
         child.* = .{
             .format = format,
@@ -391,7 +407,10 @@ const test_columns = [_]Column{
     .{ .name = "id", .values = .{ .uint64 = &test_ids } },
     .{ .name = "score", .values = .{ .float64 = &test_scores } },
     .{ .name = "flag", .values = .{ .bool_bytes = &test_flags } },
-    .{ .name = "label", .values = .{ .large_utf8 = .{ .offsets = &test_offsets, .bytes = "abcde" } } },
+    .{
+        .name = "label",
+        .values = .{ .large_utf8 = .{ .offsets = &test_offsets, .bytes = "abcde" } },
+    },
 };
 
 test "the stream's schema and single batch describe the columns" {
@@ -465,7 +484,10 @@ test "an export that runs out of memory takes nothing" {
     var stream: ArrowArrayStream = undefined;
     var fail_index: usize = 0;
     while (true) : (fail_index += 1) {
-        var failing = std.testing.FailingAllocator.init(std.testing.allocator, .{ .fail_index = fail_index });
+        var failing = std.testing.FailingAllocator.init(
+            std.testing.allocator,
+            .{ .fail_index = fail_index },
+        );
         exportStream(failing.allocator(), &test_columns, 3, owner.handle(), &stream) catch {
             try std.testing.expect(!owner.freed);
             continue;

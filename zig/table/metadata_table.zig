@@ -24,7 +24,11 @@ const reserved_columns = [_][]const u8{ "cache_id", "sample_id", "weight" };
 fn checkNoReservedNames(dataset: *const Dataset, diagnostic: *Diagnostic) Error!void {
     for (dataset.schema()) |field| {
         if (isOneOf(field.name, &reserved_columns)) {
-            diagnostic.set("stored metadata column '{f}' has the name of a metadata table column (cache_id, sample_id, weight); this dataset has no metadata table", .{Excerpt.ofName(field.name)});
+            diagnostic.set(
+                "stored metadata column '{f}' has the name of a metadata table column " ++
+                    "(cache_id, sample_id, weight); this dataset has no metadata table",
+                .{Excerpt.ofName(field.name)},
+            );
             return error.InvalidInput;
         }
     }
@@ -60,7 +64,12 @@ const Gathered = struct {
 
 const Ownership = enum { may_borrow, owned };
 
-fn gather(allocator: std.mem.Allocator, dataset: *const Dataset, table: *const ActiveTable, ownership: Ownership) error{OutOfMemory}!*Gathered {
+fn gather(
+    allocator: std.mem.Allocator,
+    dataset: *const Dataset,
+    table: *const ActiveTable,
+    ownership: Ownership,
+) error{OutOfMemory}!*Gathered {
     const row_count: usize = @intCast(table.row_count);
     const schema = dataset.schema();
     const gathered = try allocator.create(Gathered);
@@ -93,7 +102,10 @@ fn gather(allocator: std.mem.Allocator, dataset: *const Dataset, table: *const A
         if (table.global_rows == null) {
             // The default table is every cache in physical order: copy whole columns.
             for (dataset.caches) |cache| {
-                for (built, cache.columns) |*column, cache_column| try column.appendValues(allocator, cache_column.values);
+                for (built, cache.columns) |*column, cache_column| try column.appendValues(
+                    allocator,
+                    cache_column.values,
+                );
             }
         } else {
             // Each row's identity is located once, above.
@@ -121,7 +133,12 @@ fn gather(allocator: std.mem.Allocator, dataset: *const Dataset, table: *const A
 }
 
 /// Arrow IPC file bytes of `table`'s rows in table order. Caller frees.
-pub fn exportArrow(allocator: std.mem.Allocator, dataset: *const Dataset, table: *const ActiveTable, diagnostic: *Diagnostic) Error![]u8 {
+pub fn exportArrow(
+    allocator: std.mem.Allocator,
+    dataset: *const Dataset,
+    table: *const ActiveTable,
+    diagnostic: *Diagnostic,
+) Error![]u8 {
     try checkNoReservedNames(dataset, diagnostic);
     const gathered = try gather(allocator, dataset, table, .may_borrow);
     defer gathered.destroy();
@@ -144,7 +161,13 @@ pub fn exportArrow(allocator: std.mem.Allocator, dataset: *const Dataset, table:
 /// `table`'s rows in table order as an Arrow C stream of one struct batch, with
 /// the columns of `exportArrow` (the identities as uint64). The stream owns
 /// copies of the columns, so it may outlive the dataset.
-pub fn exportStream(allocator: std.mem.Allocator, dataset: *const Dataset, table: *const ActiveTable, out: *arrow_c_export.ArrowArrayStream, diagnostic: *Diagnostic) Error!void {
+pub fn exportStream(
+    allocator: std.mem.Allocator,
+    dataset: *const Dataset,
+    table: *const ActiveTable,
+    out: *arrow_c_export.ArrowArrayStream,
+    diagnostic: *Diagnostic,
+) Error!void {
     try checkNoReservedNames(dataset, diagnostic);
     const gathered = try gather(allocator, dataset, table, .owned);
     errdefer gathered.destroy();
@@ -199,15 +222,23 @@ pub const ColumnTypes = struct {
     parsed: std.json.Parsed([]const [2][]const u8),
     list: []ColumnType,
 
-    pub fn parse(allocator: std.mem.Allocator, text: []const u8, diagnostic: *Diagnostic) error{ InvalidArgument, OutOfMemory }!ColumnTypes {
-        const parsed = std.json.parseFromSlice([]const [2][]const u8, allocator, text, .{}) catch |err| {
+    pub fn parse(
+        allocator: std.mem.Allocator,
+        text: []const u8,
+        diagnostic: *Diagnostic,
+    ) error{ InvalidArgument, OutOfMemory }!ColumnTypes {
+        const Pairs = []const [2][]const u8;
+        const parsed = std.json.parseFromSlice(Pairs, allocator, text, .{}) catch |err| {
             if (err == error.OutOfMemory) return error.OutOfMemory;
             diagnostic.set("columns_json must be a JSON array of [name, arrow_type] pairs", .{});
             return error.InvalidArgument;
         };
         errdefer parsed.deinit();
         const list = try allocator.alloc(ColumnType, parsed.value.len);
-        for (list, parsed.value) |*column, pair| column.* = .{ .name = pair[0], .arrow_type = pair[1] };
+        for (list, parsed.value) |*column, pair| column.* = .{
+            .name = pair[0],
+            .arrow_type = pair[1],
+        };
         return .{ .parsed = parsed, .list = list };
     }
 
@@ -219,16 +250,35 @@ pub const ColumnTypes = struct {
 
 test "column types parse from JSON pairs and refuse anything else" {
     var diagnostic: Diagnostic = .{};
-    var columns = try ColumnTypes.parse(std.testing.allocator, "[[\"cache_id\",\"uint64\"],[\"w\",\"float64\"]]", &diagnostic);
+    var columns = try ColumnTypes.parse(
+        std.testing.allocator,
+        "[[\"cache_id\",\"uint64\"],[\"w\",\"float64\"]]",
+        &diagnostic,
+    );
     defer columns.deinit();
     try std.testing.expectEqual(@as(usize, 2), columns.list.len);
     try std.testing.expectEqualStrings("w", columns.list[1].name);
     try std.testing.expectEqualStrings("float64", columns.list[1].arrow_type);
-    try std.testing.expectError(error.InvalidArgument, ColumnTypes.parse(std.testing.allocator, "[[\"a\"]]", &diagnostic));
-    try std.testing.expectEqualStrings("columns_json must be a JSON array of [name, arrow_type] pairs", diagnostic.message());
+    try std.testing.expectError(
+        error.InvalidArgument,
+        ColumnTypes.parse(std.testing.allocator, "[[\"a\"]]", &diagnostic),
+    );
+    try std.testing.expectEqualStrings(
+        "columns_json must be a JSON array of [name, arrow_type] pairs",
+        diagnostic.message(),
+    );
 }
 
-const integer_types = [_][]const u8{ "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64" };
+const integer_types = [_][]const u8{
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+};
 const numeric_types = integer_types ++ [_][]const u8{ "float32", "float64" };
 
 fn findColumn(columns: []const ColumnType, name: []const u8) ?ColumnType {
@@ -260,11 +310,18 @@ pub fn checkColumns(dataset: *const Dataset, update: Update, diagnostic: *Diagno
             diagnostic.set("samples metadata missing '{s}' column", .{required});
             return error.InvalidInput;
         };
-        const acceptable = comptime if (std.mem.eql(u8, required, "weight")) &numeric_types else &integer_types;
+        const is_weight = comptime std.mem.eql(u8, required, "weight");
+        const acceptable = comptime if (is_weight) &numeric_types else &integer_types;
         if (!isOneOf(column.arrow_type, acceptable)) {
             // "must be an integer" / "must be numeric": dataset-rt 0.2.4's phrases.
-            const expected = if (std.mem.eql(u8, required, "weight")) "numeric: expected a numeric" else "an integer: expected an integer";
-            diagnostic.set("samples metadata column '{s}' must be {s} Arrow type, got {s}", .{ required, expected, column.arrow_type });
+            const expected = if (is_weight)
+                "numeric: expected a numeric"
+            else
+                "an integer: expected an integer";
+            diagnostic.set(
+                "samples metadata column '{s}' must be {s} Arrow type, got {s}",
+                .{ required, expected, column.arrow_type },
+            );
             return error.InvalidInput;
         }
     }
@@ -277,53 +334,102 @@ pub fn checkColumns(dataset: *const Dataset, update: Update, diagnostic: *Diagno
         const same = std.mem.eql(u8, column.arrow_type, expected) or
             (field.kind == .string and std.mem.eql(u8, column.arrow_type, "large_utf8"));
         if (!same) {
-            diagnostic.set("samples metadata column '{f}' must have Arrow type {s}, got {s}", .{ Excerpt.ofName(field.name), expected, column.arrow_type });
+            diagnostic.set(
+                "samples metadata column '{f}' must have Arrow type {s}, got {s}",
+                .{ Excerpt.ofName(field.name), expected, column.arrow_type },
+            );
             return error.InvalidInput;
         }
     }
 }
 
 /// Validates every row and builds the new active table.
-pub fn buildTable(allocator: std.mem.Allocator, dataset: *const Dataset, update: Update, diagnostic: *Diagnostic) Error!*ActiveTable {
+pub fn buildTable(
+    allocator: std.mem.Allocator,
+    dataset: *const Dataset,
+    update: Update,
+    diagnostic: *Diagnostic,
+) Error!*ActiveTable {
     try checkColumns(dataset, update, diagnostic);
     const cache_ids = update.cache_ids.values orelse return missingBuffer("cache_id", diagnostic);
-    const sample_ids = update.sample_ids.values orelse return missingBuffer("sample_id", diagnostic);
+    const sample_ids =
+        update.sample_ids.values orelse return missingBuffer("sample_id", diagnostic);
     const weight_values = update.weights.values orelse return missingBuffer("weight", diagnostic);
     const row_count: usize = @intCast(update.row_count);
     const global_rows = try allocator.alloc(u64, row_count);
     errdefer allocator.free(global_rows);
     const weights = try allocator.alloc(f64, row_count);
     errdefer allocator.free(weights);
-    for (0..row_count) |row| {
-        const cache_id = try identityValue("cache_id", update.cache_ids, cache_ids[row], row, diagnostic);
-        const sample_id = try identityValue("sample_id", update.sample_ids, sample_ids[row], row, diagnostic);
-        const position = dataset.positionOf(cache_id);
-        if (position == null or sample_id >= dataset.caches[position.?].sampleCount()) {
-            diagnostic.set("unknown samples metadata row identity (cache_id={d}, sample_id={d}) in row {d}", .{ cache_id, sample_id, row });
-            return error.InvalidInput;
-        }
-        const location: active_table.Location = .{ .cache_id = position.?, .sample_id = sample_id };
-        global_rows[row] = active_table.globalRow(dataset.cache_starts, location);
-        if (!isValid(update.weights.validity, update.weights.validity_offset, row)) {
-            diagnostic.set("samples metadata column 'weight' contains null in row {d}; it must be non-null", .{row});
-            return error.InvalidInput;
-        }
-        const weight = weight_values[row];
-        if (!(std.math.isFinite(weight) and weight > 0)) {
-            diagnostic.set("samples metadata weights must be positive and finite, got {d} in row {d}", .{ weight, row });
-            return error.InvalidInput;
-        }
-        weights[row] = weight;
+    for (global_rows, weights, 0..) |*global_row, *weight, row| {
+        const raw_ids: [2]u64 = .{ cache_ids[row], sample_ids[row] };
+        global_row.* = try globalRowOf(dataset, update, raw_ids, row, diagnostic);
+        weight.* = try weightOf(update, weight_values[row], row, diagnostic);
     }
     const sampling = dataset.options.sampling();
-    if (!dataset.options.replacement) {
-        for (weights, 0..) |weight, row| {
-            if (weight == weights[0]) continue;
-            diagnostic.set("weights need replacement=True: this dataset reads without replacement (each row once per epoch), and row {d} has weight {d} where row 0 has {d}", .{ row, weight, weights[0] });
-            return error.InvalidInput;
-        }
+    if (!dataset.options.replacement) try checkUniformWeights(weights, diagnostic);
+    return ActiveTable.createExplicit(
+        allocator,
+        dataset.cache_starts,
+        global_rows,
+        weights,
+        sampling,
+    ) catch return error.OutOfMemory;
+}
+
+/// Row `row`'s identity (`raw_ids`: its `cache_id` and `sample_id` values) as a
+/// global row of the dataset; an identity the dataset does not hold names the row.
+fn globalRowOf(
+    dataset: *const Dataset,
+    update: Update,
+    raw_ids: [2]u64,
+    row: usize,
+    diagnostic: *Diagnostic,
+) Error!u64 {
+    const cache_id = try identityValue("cache_id", update.cache_ids, raw_ids[0], row, diagnostic);
+    const sample_ids = update.sample_ids;
+    const sample_id = try identityValue("sample_id", sample_ids, raw_ids[1], row, diagnostic);
+    const position = dataset.positionOf(cache_id);
+    if (position == null or sample_id >= dataset.caches[position.?].sampleCount()) {
+        diagnostic.set(
+            "unknown samples metadata row identity (cache_id={d}, sample_id={d}) in row {d}",
+            .{ cache_id, sample_id, row },
+        );
+        return error.InvalidInput;
     }
-    return ActiveTable.createExplicit(allocator, dataset.cache_starts, global_rows, weights, sampling) catch return error.OutOfMemory;
+    const location: active_table.Location = .{ .cache_id = position.?, .sample_id = sample_id };
+    return active_table.globalRow(dataset.cache_starts, location);
+}
+
+/// Row `row`'s weight: non-null, positive and finite.
+fn weightOf(update: Update, weight: f64, row: usize, diagnostic: *Diagnostic) Error!f64 {
+    if (!isValid(update.weights.validity, update.weights.validity_offset, row)) {
+        diagnostic.set(
+            "samples metadata column 'weight' contains null in row {d}; it must be non-null",
+            .{row},
+        );
+        return error.InvalidInput;
+    }
+    if (!(std.math.isFinite(weight) and weight > 0)) {
+        diagnostic.set(
+            "samples metadata weights must be positive and finite, got {d} in row {d}",
+            .{ weight, row },
+        );
+        return error.InvalidInput;
+    }
+    return weight;
+}
+
+/// Without replacement every row is read once per epoch, so weights must all be equal.
+fn checkUniformWeights(weights: []const f64, diagnostic: *Diagnostic) Error!void {
+    for (weights, 0..) |weight, row| {
+        if (weight == weights[0]) continue;
+        diagnostic.set(
+            "weights need replacement=True: this dataset reads without replacement (each " ++
+                "row once per epoch), and row {d} has weight {d} where row 0 has {d}",
+            .{ row, weight, weights[0] },
+        );
+        return error.InvalidInput;
+    }
 }
 
 fn missingBuffer(name: []const u8, diagnostic: *Diagnostic) Error {
@@ -331,13 +437,25 @@ fn missingBuffer(name: []const u8, diagnostic: *Diagnostic) Error {
     return error.InvalidInput;
 }
 
-fn identityValue(name: []const u8, column: IntegerColumn, raw: u64, row: usize, diagnostic: *Diagnostic) Error!u64 {
+fn identityValue(
+    name: []const u8,
+    column: IntegerColumn,
+    raw: u64,
+    row: usize,
+    diagnostic: *Diagnostic,
+) Error!u64 {
     if (!isValid(column.validity, column.validity_offset, row)) {
-        diagnostic.set("samples metadata column '{s}' contains null in row {d}; it must be non-null", .{ name, row });
+        diagnostic.set(
+            "samples metadata column '{s}' contains null in row {d}; it must be non-null",
+            .{ name, row },
+        );
         return error.InvalidInput;
     }
     if (column.signed and @as(i64, @bitCast(raw)) < 0) {
-        diagnostic.set("samples metadata column '{s}' must be non-negative, got {d} in row {d}", .{ name, @as(i64, @bitCast(raw)), row });
+        diagnostic.set(
+            "samples metadata column '{s}' must be non-negative, got {d} in row {d}",
+            .{ name, @as(i64, @bitCast(raw)), row },
+        );
         return error.InvalidInput;
     }
     return raw;

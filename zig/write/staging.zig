@@ -336,3 +336,77 @@ pub const Staging = struct {
         return staging.target_path[0 .. staging.target_path.len - staging.source_name.len];
     }
 };
+
+/// Whether a writer of `source_name` under `base_dir_path` holds its lock right now. A
+/// shared lock is tried on the lock file and dropped at once: it cannot be had while a
+/// writer holds its exclusive one, and it keeps a writer from the lock for no longer
+/// than these calls. No lock file (or no base directory) means no writer.
+/// `source_name` must be a valid cache name (`CacheWriter.checkSourceName`).
+pub fn writerActive(
+    base_dir_path: []const u8,
+    source_name: []const u8,
+    diagnostic: *Diagnostic,
+) error{Io}!bool {
+    assert(source_name.len > 0 and source_name.len <= name_bytes_max);
+    assert(std.mem.indexOfScalar(u8, source_name, '/') == null);
+    const io = system.io();
+    const lock_bytes_max = cache_layout.staging_dir.len + 1 + name_bytes_max +
+        cache_layout.lock_suffix.len;
+    var lock_buffer: [lock_bytes_max]u8 = undefined;
+    const lock_name = std.fmt.bufPrint(
+        &lock_buffer,
+        "{s}/{s}{s}",
+        .{ cache_layout.staging_dir, source_name, cache_layout.lock_suffix },
+    ) catch unreachable;
+    var base_dir = std.Io.Dir.cwd().openDir(io, base_dir_path, .{}) catch |err| switch (err) {
+        error.FileNotFound => return false,
+        else => {
+            const what = "cannot open cache directory {s}";
+            return probeFailed(what, base_dir_path, err, diagnostic);
+        },
+    };
+    defer base_dir.close(io);
+    const file = base_dir.openFile(io, lock_name, .{}) catch |err| switch (err) {
+        error.FileNotFound => return false,
+        else => return probeFailed("cannot open lock file {s}", lock_name, err, diagnostic),
+    };
+    defer file.close(io);
+    const taken = file_lock.tryLockShared(io, file) catch |err|
+        return probeFailed("cannot lock {s}", lock_name, err, diagnostic);
+    if (taken) file_lock.unlock(io, file);
+    return !taken;
+}
+
+/// Cache names are plain path segments (`push_checks.checkSourceName`).
+const name_bytes_max = durable_files.segment_bytes_max;
+
+fn probeFailed(
+    comptime what: []const u8,
+    path: []const u8,
+    err: anyerror,
+    diagnostic: *Diagnostic,
+) error{Io} {
+    diagnostic.set(what ++ ": {f}", .{ path, error_words.of(err) });
+    return error.Io;
+}
+
+test "writerActive: true while a writer holds the name's lock, false before and after" {
+    var tmp = std.testing.tmpDir(.{});
+    defer tmp.cleanup();
+    var path_buffer: [256]u8 = undefined;
+    const base = path_buffer[0..try tmp.dir.realPath(std.testing.io, &path_buffer)];
+    var target_buffer: [300]u8 = undefined;
+    const target = try std.fmt.bufPrint(&target_buffer, "{s}/c", .{base});
+    var diagnostic: Diagnostic = .{};
+    try std.testing.expect(!try writerActive(base, "c", &diagnostic)); // no tmp/ yet
+    var staging = try Staging.open(std.testing.allocator, base, "c", target, &diagnostic);
+    try std.testing.expect(try writerActive(base, "c", &diagnostic));
+    try std.testing.expect(!try writerActive(base, "d", &diagnostic)); // another name
+    staging.deinit(false);
+    try std.testing.expect(!try writerActive(base, "c", &diagnostic)); // lock file deleted
+    // A lock file left by a killed writer is not held.
+    const left = try tmp.dir.createFile(std.testing.io, "tmp/c.lock", .{});
+    left.close(std.testing.io);
+    try std.testing.expect(!try writerActive(base, "c", &diagnostic));
+    try std.testing.expect(!try writerActive("/nonexistent/base/folder", "c", &diagnostic));
+}

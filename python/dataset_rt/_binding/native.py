@@ -304,6 +304,10 @@ def _declare(library: ctypes.CDLL) -> None:
             [c_char_p, c_uint64, c_char_p, c_uint64, c_char_p, c_uint64, POINTER(c_uint32)],
             c_int32,
         ),
+        "drt_cache_writer_active": (
+            [c_char_p, c_uint64, c_char_p, c_uint64, POINTER(c_uint32)],
+            c_int32,
+        ),
         "drt_caches_migrate": (
             [c_void_p, c_void_p, c_void_p, c_uint32, c_void_p],
             c_int32,
@@ -517,6 +521,22 @@ def replace_cache(base: str | os.PathLike[str], name: str, fresh: str) -> bool:
         )
     )
     return bool(replaced.value)
+
+
+def writer_active(base: str | os.PathLike[str], name: str) -> bool:
+    """True when a writer of the cache `name` under `base` holds its lock right now (the
+    core's `drt_cache_writer_active`: a shared lock tried on `base`/tmp/`name`.lock and
+    dropped at once). No lock file is False. An invalid name raises
+    `errors.InvalidArgumentError`, a lock file that cannot be opened `errors.CacheIOError`."""
+    base_bytes = os.fsencode(base)
+    name_bytes = os.fsencode(name)
+    active = c_uint32(0)
+    check(
+        lib.drt_cache_writer_active(
+            base_bytes, len(base_bytes), name_bytes, len(name_bytes), ctypes.byref(active)
+        )
+    )
+    return bool(active.value)
 
 
 MIGRATE_OUTCOMES = ("updated", "unchanged", "not reached")
