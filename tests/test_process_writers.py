@@ -13,9 +13,9 @@ import json
 import os
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn
 
 import pydantic
 import pytest
@@ -23,6 +23,8 @@ import pytest
 from conftest import ListSource, published_entries, simple_samples, staging_dirs
 from dataset_rt import (
     CacheInput,
+    CacheSource,
+    CacheSourcesDatasetSuccess,
     CacheWriteError,
     CacheWriteSuccess,
     DatasetRuntime,
@@ -86,6 +88,10 @@ def sources(count: int, samples: int = 300) -> list[ListSource]:
     ]
 
 
+def as_sources(given: Iterable[CacheSource]) -> list[CacheSource]:
+    return list(given)
+
+
 def read_back(runtime: DatasetRuntime, path: Path) -> list[tuple[bytes, dict[str, Any]]]:
     config = ReaderConfig(seed=0, shuffle=False)
     return [
@@ -107,7 +113,7 @@ def test_results_keep_source_order_and_each_cache_holds_its_source(
     runtime: DatasetRuntime, tmp_path: Path
 ) -> None:
     given = sources(5)
-    results = runtime.write_cache(given, tmp_path, writer_config=TWO)  # type: ignore[arg-type]
+    results = runtime.write_cache(as_sources(given), tmp_path, writer_config=TWO)
     assert results == [CacheWriteSuccess(s.name, tmp_path / s.name) for s in given]
     for source in given:
         assert read_back(runtime, tmp_path / source.name) == source.samples
@@ -116,13 +122,13 @@ def test_results_keep_source_order_and_each_cache_holds_its_source(
 
 @pytest.mark.parametrize("format_version", [2, 3])
 def test_caches_written_by_processes_equal_in_process_ones_byte_for_byte(
-    runtime: DatasetRuntime, tmp_path: Path, format_version: int
+    runtime: DatasetRuntime, tmp_path: Path, format_version: Literal[2, 3]
 ) -> None:
     base = WriterConfig(show_progress=False, max_shard_bytes=2000, format_version=format_version)
     in_process, by_processes = tmp_path / "n0", tmp_path / "n2"
-    runtime.write_cache(sources(3), in_process, writer_config=base)  # type: ignore[arg-type]
+    runtime.write_cache(as_sources(sources(3)), in_process, writer_config=base)
     config = base.model_copy(update={"num_processes": 2})
-    runtime.write_cache(sources(3), by_processes, writer_config=config)  # type: ignore[arg-type]
+    runtime.write_cache(as_sources(sources(3)), by_processes, writer_config=config)
     expected = cache_files(in_process)
     assert len([name for name in expected if name.endswith(".bin")]) > 6  # several shards
     assert cache_files(by_processes) == expected
@@ -132,9 +138,9 @@ def test_a_source_past_the_timeout_is_an_error_naming_it_and_leaves_no_staging(
     runtime: DatasetRuntime, tmp_path: Path
 ) -> None:
     config = WriterConfig(num_processes=2, process_timeout_seconds=2.5, show_progress=False)
-    given = [Sleeper("hung", 60), *sources(3)]
+    given: list[CacheSource] = [Sleeper("hung", 60), *sources(3)]
     started = time.monotonic()
-    results = runtime.write_cache(given, tmp_path, writer_config=config)  # type: ignore[arg-type]
+    results = runtime.write_cache(as_sources(given), tmp_path, writer_config=config)
     assert time.monotonic() - started < 30
     assert results[0] == CacheWriteError(
         "hung",
@@ -152,8 +158,8 @@ def test_a_source_that_ignores_sigterm_is_killed_and_its_staging_removed(
 ) -> None:
     monkeypatch.setattr(_process_writing, "_STOP_GRACE_SECONDS", 0.5)
     config = WriterConfig(num_processes=1, process_timeout_seconds=2.0, show_progress=False)
-    given = [Sleeper("stubborn", 60, ignore_sigterm=True), *sources(1)]
-    results = runtime.write_cache(given, tmp_path, writer_config=config)  # type: ignore[arg-type]
+    given: list[CacheSource] = [Sleeper("stubborn", 60, ignore_sigterm=True), *sources(1)]
+    results = runtime.write_cache(as_sources(given), tmp_path, writer_config=config)
     assert isinstance(results[0], CacheWriteError)
     assert "process_timeout_seconds=2" in results[0].message
     assert results[1] == CacheWriteSuccess("part-0", tmp_path / "part-0")
@@ -167,7 +173,7 @@ def test_a_source_that_does_not_pickle_is_an_error_saying_it_must(
     unpicklable = ListSource("lambda", [(b"x", {"i": 0})])
     unpicklable.transform = lambda x: x  # type: ignore[attr-defined]
     given = [unpicklable, *sources(1)]
-    results = runtime.write_cache(given, tmp_path, writer_config=TWO)  # type: ignore[arg-type]
+    results = runtime.write_cache(as_sources(given), tmp_path, writer_config=TWO)
     assert isinstance(results[0], CacheWriteError)
     assert results[0].source_name == "lambda"
     assert results[0].message.startswith("source 'lambda' cannot be pickled (")
@@ -179,7 +185,7 @@ def test_a_source_that_cannot_be_unpickled_in_its_process_is_an_error(
     runtime: DatasetRuntime, tmp_path: Path
 ) -> None:
     given = [PicklesButDoesNotUnpickle("odd", [(b"x", {"i": 0})]), *sources(1)]
-    results = runtime.write_cache(given, tmp_path, writer_config=TWO)  # type: ignore[arg-type]
+    results = runtime.write_cache(as_sources(given), tmp_path, writer_config=TWO)
     assert isinstance(results[0], CacheWriteError)
     assert results[0].message.startswith(
         "source 'odd' cannot be unpickled in its writer process "
@@ -191,8 +197,8 @@ def test_a_source_that_cannot_be_unpickled_in_its_process_is_an_error(
 def test_a_writer_process_that_dies_fails_its_source_only(
     runtime: DatasetRuntime, tmp_path: Path
 ) -> None:
-    given = [Exits(), *sources(3)]
-    results = runtime.write_cache(given, tmp_path, writer_config=TWO)  # type: ignore[arg-type]
+    given: list[CacheSource] = [Exits(), *sources(3)]
+    results = runtime.write_cache(as_sources(given), tmp_path, writer_config=TWO)
     assert results[0] == CacheWriteError(
         "exits", "the writer process of source 'exits' exited with code 3 while writing it"
     )
@@ -209,16 +215,16 @@ def test_source_errors_and_bad_names_are_reported_as_in_process(
         *sources(1),
     ]
     serial = runtime.write_cache(
-        given, tmp_path / "n0", writer_config=WriterConfig(show_progress=False)
-    )  # type: ignore[arg-type]
-    parallel = runtime.write_cache(given, tmp_path / "n2", writer_config=TWO)  # type: ignore[arg-type]
+        as_sources(given), tmp_path / "n0", writer_config=WriterConfig(show_progress=False)
+    )
+    parallel = runtime.write_cache(as_sources(given), tmp_path / "n2", writer_config=TWO)
     assert [type(r) for r in serial] == [CacheWriteError, CacheWriteError, CacheWriteSuccess]
     assert parallel[:2] == serial[:2]
 
 
 def test_keyboard_interrupt_in_a_source_propagates(runtime: DatasetRuntime, tmp_path: Path) -> None:
     with pytest.raises(KeyboardInterrupt):
-        runtime.write_cache([Interrupts()], tmp_path, writer_config=TWO)  # type: ignore[list-item]
+        runtime.write_cache(as_sources([Interrupts()]), tmp_path, writer_config=TWO)
     assert staging_dirs(tmp_path) == []
 
 
@@ -229,7 +235,7 @@ def test_progress_counts_every_source_and_sample(
     monkeypatch.setattr("sys.stderr", stream)
     config = WriterConfig(num_processes=2)
     given = sources(3)
-    runtime.write_cache(given, tmp_path, writer_config=config)  # type: ignore[arg-type]
+    runtime.write_cache(as_sources(given), tmp_path, writer_config=config)
     lines = stream.getvalue().splitlines()
     total = sum(len(source.samples) for source in given)
     assert lines[0].startswith("dataset_rt: writing 3 sources in 2 processes: ")
@@ -245,7 +251,7 @@ def test_the_profile_lists_every_source_in_source_order(
     profiler = WriterProfilerConfig(enabled=True, path=profile_path)
     config = TWO.model_copy(update={"profiler": profiler})
     given = sources(3)
-    runtime.write_cache(given, tmp_path / "caches", writer_config=config)  # type: ignore[arg-type]
+    runtime.write_cache(as_sources(given), tmp_path / "caches", writer_config=config)
     profile = json.loads(profile_path.read_text())
     assert [entry["source_name"] for entry in profile["sources"]] == [s.name for s in given]
     for entry, source in zip(profile["sources"], given, strict=True):
@@ -257,15 +263,16 @@ def test_from_cache_sources_reuses_published_caches_and_writes_the_rest(
     runtime: DatasetRuntime, tmp_path: Path
 ) -> None:
     given = sources(3)
-    runtime.write_cache(given[:1], tmp_path, writer_config=TWO)  # type: ignore[arg-type]
+    runtime.write_cache(as_sources(given[:1]), tmp_path, writer_config=TWO)
     result = runtime.from_cache_sources(
-        given,  # type: ignore[arg-type]
+        as_sources(given),
         tmp_path,
         reader_config=ReaderConfig(seed=0, shuffle=False),
         writer_config=TWO,
     )
     assert result.results == [CacheWriteSuccess(s.name, tmp_path / s.name) for s in given]
-    assert len(result.dataset) == sum(len(s.samples) for s in given)  # type: ignore[union-attr]
+    assert isinstance(result, CacheSourcesDatasetSuccess)
+    assert len(result.dataset) == sum(len(s.samples) for s in given)
 
 
 @pytest.mark.parametrize(
