@@ -462,6 +462,7 @@ class CachedDataset:
             >>> len(seen) + len(list(resumed))
             10
         """
+        arguments = {name: value for name, value in locals().items() if name != "self"}
         try:
             import_module("torch.utils.data")
         except ImportError as error:
@@ -470,9 +471,7 @@ class CachedDataset:
             ) from error
         from dataset_rt import _torch_loader
 
-        arguments = {name: value for name, value in locals().items() if name != "self"}
-        request = _torch_loader.LoaderRequest(**arguments)
-        return _torch_loader.make_loader(self, request)
+        return _torch_loader.make_loader(self, _torch_loader.LoaderRequest(**arguments))
 
     def _with_stream(self, config: ReaderConfig, epoch_len: int | None) -> CachedDataset:
         """A copy over the same caches and active table with another stream: `config`'s
