@@ -250,12 +250,48 @@ def render_integrity(report: Json) -> str:
     return "\n".join(lines) + "\n"
 
 
+# --------------------------------------------------------------------------- process writers
+
+
+def render_process_writers(report: Json) -> str:
+    """process_writers.py's table: a PNG-encoding source written with num_processes
+    0, 1 and 2, ours against dataset-rt 0.4.8."""
+    meta = report["meta"]
+    samples = meta["workloads"]["W1-png"]["samples"]
+    seconds = report["seconds"]
+    ours, peer = seconds["ours"], seconds["dataset-rt 0.4.8"]
+    lines = [
+        *run_header(meta, meta["workloads"], ranges=True, steal_over="processes"),
+        "",
+        "| num_processes | ours (s) | ours (samples/s) | ours, vs 1 process "
+        "| 0.4.8 (s) | 0.4.8 (samples/s) | 0.4.8, vs 1 process | ours / 0.4.8 (speed) |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+
+    def rate(values: list[float]) -> str:
+        return spread([samples / value for value in values])
+
+    def versus_one(by_processes: Json, processes: str) -> str:
+        one = statistics.median(by_processes["1"])
+        return f"{one / statistics.median(by_processes[processes]):.2f}x"
+
+    for processes in ours:
+        speed = statistics.median(peer[processes]) / statistics.median(ours[processes])
+        lines.append(
+            f"| {processes} | {spread(ours[processes], 2)} | {rate(ours[processes])} "
+            f"| {versus_one(ours, processes)} | {spread(peer[processes], 2)} "
+            f"| {rate(peer[processes])} | {versus_one(peer, processes)} | {speed:.2f}x |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 # --------------------------------------------------------------------------- docs
 
 RENDERERS: dict[str, Callable[[Json], str]] = {
     "run": render_run,
     "peers": render_peers,
     "integrity": render_integrity,
+    "process_writers": render_process_writers,
 }
 
 
