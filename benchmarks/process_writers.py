@@ -30,6 +30,7 @@ import argparse
 import io
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -93,18 +94,29 @@ def child(samples: int, processes: int, base: Path, expect: str) -> dict[str, An
     ]
     config = dataset_rt.WriterConfig(num_processes=processes, show_progress=False)
     runtime = dataset_rt.DatasetRuntime(num_workers=2)
+    cpu_before = cpu_seconds()
     started = time.perf_counter()
     results = runtime.write_cache(sources, base, writer_config=config)
     seconds = time.perf_counter() - started
+    cpu = cpu_seconds() - cpu_before
     failed = [r for r in results if not isinstance(r, dataset_rt.CacheWriteSuccess)]
     if failed:
         raise SystemExit(f"write failed: {failed}")
     return {
         "seconds": seconds,
+        "cpu_seconds": cpu,
         "samples": share * SOURCES,
         "disk_bytes": workload.dir_bytes(base),
         "implementation": info,
     }
+
+
+def cpu_seconds() -> float:
+    """User and system CPU time of this process and of its children that have ended
+    (the writer processes, once the write has stopped them)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    ended = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + ended.ru_utime + ended.ru_stime
 
 
 def run_child(python: Path, env: dict[str, str], arguments: list[str]) -> dict[str, Any]:
@@ -131,12 +143,14 @@ def interpreters() -> dict[str, tuple[Path, dict[str, str]]]:
     }
 
 
-def measure(samples: int, repeats: int) -> tuple[dict[str, dict[str, list[float]]], list[float]]:
-    """seconds[system][processes], one per repeat, and the load averages seen."""
+Figures = dict[str, dict[str, list[float]]]  # [system][processes]: one per repeat
+
+
+def measure(samples: int, repeats: int) -> tuple[Figures, Figures, list[float]]:
+    """Wall and CPU seconds of each write, and the load averages seen."""
     systems = interpreters()
-    seconds: dict[str, dict[str, list[float]]] = {
-        s: {str(p): [] for p in PROCESSES} for s in SYSTEMS
-    }
+    seconds: Figures = {s: {str(p): [] for p in PROCESSES} for s in SYSTEMS}
+    cpu: Figures = {s: {str(p): [] for p in PROCESSES} for s in SYSTEMS}
     loads: list[float] = []
     for repeat in range(repeats):
         order = SYSTEMS if repeat % 2 == 0 else SYSTEMS[::-1]
@@ -150,14 +164,16 @@ def measure(samples: int, repeats: int) -> tuple[dict[str, dict[str, list[float]
                     result = run_child(python, env, arguments)
                     shutil.rmtree(scratch + "/caches", ignore_errors=True)
                 seconds[system][str(processes)].append(result["seconds"])
+                cpu[system][str(processes)].append(result["cpu_seconds"])
                 rate = result["samples"] / result["seconds"]
                 print(
                     f"repeat {repeat}: {system}, num_processes={processes}: "
-                    f"{result['seconds']:.2f} s, {rate:,.0f} samples/s",
+                    f"{result['seconds']:.2f} s, {rate:,.0f} samples/s, "
+                    f"{result['cpu_seconds']:.2f} CPU s",
                     file=sys.stderr,
                     flush=True,
                 )
-    return seconds, loads
+    return seconds, cpu, loads
 
 
 def main() -> None:
@@ -175,7 +191,7 @@ def main() -> None:
         return
     samples = int(W1_SAMPLES * args.scale) // SOURCES * SOURCES
     started = time.strftime("%Y-%m-%d")
-    seconds, loads = measure(samples, args.repeats)
+    seconds, cpu, loads = measure(samples, args.repeats)
     command = " ".join(["python benchmarks/process_writers.py", *sys.argv[1:]])
     results = {
         "meta": {
@@ -189,6 +205,7 @@ def main() -> None:
         },
         "sources": SOURCES,
         "seconds": seconds,
+        "cpu_seconds": cpu,
         "medians": {
             system: {p: statistics.median(values) for p, values in by_processes.items()}
             for system, by_processes in seconds.items()

@@ -251,7 +251,7 @@ class _Pool:
             self._bytes_done += payload_bytes
             self._settle(job.position, result, written=isinstance(result, CacheWriteSuccess))
         elif kind == "raised":
-            self._stop(worker, grace=0.0)
+            self._stop(worker, grace=_STOP_GRACE_SECONDS)  # it is ending by itself
             if message[1] == "KeyboardInterrupt":
                 raise KeyboardInterrupt
             raise SystemExit(message[2])
