@@ -299,3 +299,18 @@ def test_the_defaults_write_in_this_process() -> None:
     config = WriterConfig()
     assert (config.num_processes, config.process_timeout_seconds) == (0, 3600.0)
     assert WriterConfig(process_timeout_seconds=2).process_timeout_seconds == 2.0
+
+
+def test_processes_that_cannot_start_in_time_fail_every_source(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    config = WriterConfig(num_processes=2, process_timeout_seconds=0.001, show_progress=False)
+    results = runtime.write_cache(as_sources(sources(3)), tmp_path, writer_config=config)
+    assert [r.source_name for r in results] == ["part-0", "part-1", "part-2"]
+    for result in results:
+        assert isinstance(result, CacheWriteError)
+        assert result.message.startswith(
+            "no writer process could start: one was stopped before it was ready within "
+            "process_timeout_seconds=0.001"
+        )
+    assert published_entries(tmp_path) == []

@@ -272,8 +272,8 @@ class _Pool:
                 message = f"the writer process of source {job.name!r} {ended} while writing it"
             self._settle(job.position, CacheWriteError(job.name, message))
         elif not worker.ready:
-            if any(other.ready for other in self._workers):
-                self._processes_max = len(self._workers)  # go on with those that started
+            if self._workers:
+                self._processes_max = len(self._workers)  # go on with the others
                 return
             limit = f" within process_timeout_seconds={self._timeout:g}" if timed_out else ""
             self._fail_pending(
