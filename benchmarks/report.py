@@ -7,7 +7,8 @@ Usage:
 
 The harnesses write their results into ``benchmarks/results/`` (`run.py`:
 ``run.json``, with ``--peers`` also ``peers.json``; `integrity.py`:
-``integrity.json``), and those files are committed. Each table of the docs
+``integrity.json``; `process_writers.py`: ``process_writers.json``), and
+those files are committed. Each table of the docs
 that comes from them sits between two marker lines naming its results file:
 
     <!-- report.py: run -->
@@ -250,12 +251,46 @@ def render_integrity(report: Json) -> str:
     return "\n".join(lines) + "\n"
 
 
+# --------------------------------------------------------------------------- process writers
+
+
+def render_process_writers(report: Json) -> str:
+    """process_writers.py's table: a PNG-encoding source written with num_processes
+    0, 1 and 2, ours against dataset-rt 0.4.8: wall time, CPU time of the process
+    and its writer processes, samples/s, the gain over one process, the ratio."""
+    meta = report["meta"]
+    samples = meta["workloads"]["W1-png"]["samples"]
+    seconds, cpu = report["seconds"], report["cpu_seconds"]
+    lines = [
+        *run_header(meta, meta["workloads"], ranges=True, steal_over="processes"),
+        "",
+        "| num_processes | side | wall (s) | CPU (s) | samples/s | vs 1 process "
+        "| ours / 0.4.8 (speed) |",
+        "| ---: | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    sides = {"ours": "ours", "dataset-rt 0.4.8": "0.4.8"}
+    for processes in seconds["ours"]:
+        peer = statistics.median(seconds["dataset-rt 0.4.8"][processes])
+        ratio = peer / statistics.median(seconds["ours"][processes])
+        for system, label in sides.items():
+            walls = seconds[system][processes]
+            one = statistics.median(seconds[system]["1"]) / statistics.median(walls)
+            lines.append(
+                f"| {processes} | {label} | {spread(walls, 2)} "
+                f"| {spread(cpu[system][processes], 2)} "
+                f"| {spread([samples / wall for wall in walls])} | {one:.2f}x "
+                f"| {f'{ratio:.2f}x' if system == 'ours' else ''} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
 # --------------------------------------------------------------------------- docs
 
 RENDERERS: dict[str, Callable[[Json], str]] = {
     "run": render_run,
     "peers": render_peers,
     "integrity": render_integrity,
+    "process_writers": render_process_writers,
 }
 
 

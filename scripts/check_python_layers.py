@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
     "_core": 2,  # datasets, runtimes, writing, verify: the API's machinery
     "api": 3,  # the public names, re-exported by __init__
     "torch": 4,  # integrations: PyTorch, sources, the command line, the demo
+    "_torch_loader": 4,  # to_torch_dataloader, beside the torch integration
     "sources": 4,
     "cli": 4,
     "demo": 4,
@@ -39,6 +40,7 @@ LAYERS: dict[str, int] = {
 DEFERRED_UPWARD: dict[tuple[str, str], str] = {
     ("_config", "_binding.native"): "a compression setting is checked by the core's rule",
     ("_core.dataset", "torch"): "CachedDataset.to_torch_* build the torch adapters on demand",
+    ("_core.dataset", "_torch_loader"): "CachedDataset.to_torch_dataloader, on demand",
 }
 BINDING = "_binding"
 

@@ -5,6 +5,7 @@ Python validates shapes for friendly messages; the core validates again.
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any, Literal
@@ -16,6 +17,8 @@ _FROZEN = ConfigDict(frozen=True, extra="forbid")
 # Widths of the C ABI fields these values travel in.
 _U32_MAX = 2**32 - 1
 _U64_MAX = 2**64 - 1
+# A bound on `WriterConfig.num_processes`: far above any machine's useful count.
+_PROCESSES_MAX = 4096
 
 
 class ShardCompression(BaseModel):
@@ -138,6 +141,47 @@ class WriterConfig(BaseModel):
     and 0.4.8; 3 is read by dataset-rt 0.4.8 and not 0.2.4, and stores each cache's
     ``cache_id`` (derived from its source name) in its manifest, so samples keep
     their ids whatever the order of the caches a dataset is opened with."""
+
+    num_processes: int = 0
+    """Source-writing processes (0 <= N <= 4096). 0 (the default) writes every source
+    in the calling process, one after the other. N > 0 writes up to N sources at
+    once, each in a process of its own started with the ``"spawn"`` method (the
+    sources must pickle, and a script needs ``if __name__ == "__main__":``), with the
+    same writer and the same bytes on disk; results stay in source order. For
+    sources whose Python work (decoding, encoding, augmenting) is the bottleneck."""
+
+    process_timeout_seconds: float = 3600.0
+    """With ``num_processes > 0``: the seconds (positive, finite) a writer process may
+    take to start and to write one source (unpickling it included). A source that
+    takes longer becomes a `CacheWriteError` naming it and the limit; its process is
+    stopped and its staging directory removed, and the other sources go on. Unused
+    with ``num_processes=0``."""
+
+    @field_validator("num_processes", mode="before")
+    @classmethod
+    def _processes_count(cls, value: object) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(
+                f"num_processes must be an int (0 writes in this process), got {value!r}"
+            )
+        if not 0 <= value <= _PROCESSES_MAX:
+            raise ValueError(
+                f"num_processes must be between 0 (write in this process) and "
+                f"{_PROCESSES_MAX}, got {value}"
+            )
+        return value
+
+    @field_validator("process_timeout_seconds", mode="before")
+    @classmethod
+    def _timeout_is_positive(cls, value: object) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"process_timeout_seconds must be a number, got {value!r}")
+        if not 0 < value < math.inf:  # NaN fails too
+            raise ValueError(
+                f"process_timeout_seconds must be a positive, finite number of seconds, "
+                f"got {value!r}"
+            )
+        return float(value)
 
 
 class ReaderConfig(BaseModel):

@@ -61,6 +61,17 @@ class WriterProfile:
             )
         self._sources[-1]["stages"] = stages
 
+    def taken_sources(self) -> list[dict[str, Any]]:
+        """The sources profiled so far, handed over (a writer process sends them
+        to the process that writes the file); the profile holds none after."""
+        sources, self._sources = self._sources, []
+        return sources
+
+    def add_sources(self, sources: list[dict[str, Any]]) -> None:
+        """Add sources profiled elsewhere (`taken_sources`), after those here."""
+        if self.enabled:
+            self._sources.extend(sources)
+
     def write(self) -> None:
         """Write the JSON atomically (temp file + rename) if profiling is enabled.
 

@@ -175,6 +175,12 @@ class DatasetRuntime:
             except SampleError as error:
                 names.append(CacheWriteError(invalid_source_label(position), str(error)))
         check_unique_targets((n for n in names if isinstance(n, str)), base)
+        if writer_config.num_processes > 0:
+            from dataset_rt._core.process_writing import write_sources_in_processes
+
+            return write_sources_in_processes(
+                handle, listed, names, base, writer_config, reuse=reuse
+            )
         return write_sources(handle, listed, names, base, writer_config, reuse=reuse)
 
     def cached_dataset(

@@ -292,7 +292,7 @@ def write_sources(
                 results.append(name)
                 continue
             done_before = progress.sources_done
-            result = _write_one(
+            result = write_one(
                 runtime_handle,
                 source,
                 (position, name),
@@ -311,7 +311,7 @@ def write_sources(
     return results
 
 
-def _write_one(
+def write_one(
     runtime_handle: RuntimeHandle,
     source: CacheSource,
     position_and_name: tuple[int, str],
@@ -321,15 +321,13 @@ def _write_one(
     profile: WriterProfile,
     reuse: Reuse | None,
 ) -> CacheWriteResult:
+    """Write one source with a writer of its own (in this process); every failure
+    of the source becomes its `CacheWriteError`."""
     position, name = position_and_name
-    encoded_name = name.encode("utf-8", "surrogatepass")
-    try:
-        _native.check_source_name(encoded_name)
-    except errors.DatasetRtError as error:
-        return CacheWriteError(invalid_source_label(position), str(error))
+    settled = settle_before_writing(position, name, base_cache_dir, reuse)
+    if settled is not None:
+        return settled
     target = base_cache_dir / name
-    if reuse is not None and _native.cache_published(target):
-        return reuse(name, target)
     progress.start_source(name)
     writer = NativeWriter()
     profiled = False  # set once this source has its own entry in the profile
@@ -357,6 +355,21 @@ def _write_one(
                 profile.finish_source(writer.stats())
         finally:
             writer.destroy()  # also releases the target's lock: never skipped
+
+
+def settle_before_writing(
+    position: int, name: str, base_cache_dir: Path, reuse: Reuse | None
+) -> CacheWriteResult | None:
+    """The result of a source that needs no writer: an unusable name, or (with
+    `reuse`) a target that is already a published cache; None otherwise."""
+    try:
+        _native.check_source_name(name.encode("utf-8", "surrogatepass"))
+    except errors.DatasetRtError as error:
+        return CacheWriteError(invalid_source_label(position), str(error))
+    target = base_cache_dir / name
+    if reuse is not None and _native.cache_published(target):
+        return reuse(name, target)
+    return None
 
 
 def _describe_failure(error: Exception) -> str:
