@@ -1,10 +1,12 @@
 //! The DatasetRT core. Every exported symbol lives in c_api.zig,
-//! c_api_integrity.zig or c_api_formats.zig (reporting through c_status.zig); this file only
+//! c_api_integrity.zig, c_api_formats.zig or c_api_open_files.zig (reporting through
+//! c_status.zig); this file only
 //! pulls the modules into the build so their exports and unit tests are compiled.
 comptime {
     _ = @import("c_api.zig");
     _ = @import("c_api_integrity.zig");
     _ = @import("c_api_formats.zig");
+    _ = @import("c_api_open_files.zig");
 }
 
 /// No per-thread alternate signal stack: std's default (256 KiB) is a
@@ -50,6 +52,7 @@ test {
     _ = @import("pipeline_test.zig");
     _ = @import("read/cache_reader.zig");
     _ = @import("read/shard_mapping.zig");
+    _ = @import("read/open_shards.zig");
     _ = @import("read/dataset.zig");
     _ = @import("read/deferred_reads.zig");
     _ = @import("read/read_pipeline.zig");

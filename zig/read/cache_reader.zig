@@ -18,6 +18,7 @@ const file_status = @import("../base/file_status.zig");
 const FileView = @import("../base/file_view.zig").FileView;
 const ShardMapping = @import("shard_mapping.zig").ShardMapping;
 const ShardSource = @import("shard_source.zig").ShardSource;
+const open_shards = @import("open_shards.zig");
 const record_read = @import("record_read.zig");
 const cache_files = @import("cache_files.zig");
 const index_file = @import("../format/index_file.zig");
@@ -138,7 +139,15 @@ pub const Cache = struct {
         cache.columns = try orderColumns(allocator, &cache.table, the_manifest, diagnostic);
         errdefer allocator.free(cache.columns);
 
-        cache.shards = try .open(allocator, dir, the_manifest.shards, validate_hashes, diagnostic);
+        cache.shards = try .open(
+            allocator,
+            &open_shards.process,
+            dir,
+            path,
+            the_manifest.shards,
+            validate_hashes,
+            diagnostic,
+        );
         errdefer cache.shards.close();
         cache.mappings = try allocator.alloc(?*ShardMapping, the_manifest.shards.len);
         errdefer allocator.free(cache.mappings);
@@ -525,6 +534,14 @@ pub const Cache = struct {
         };
     }
 
+    /// The shard that sample `sample_id`'s index row names, or null if the
+    /// manifest lists no such shard (the read will say so).
+    pub fn shardOf(cache: *const Cache, sample_id: u64) ?u64 {
+        assert(sample_id < cache.sampleCount());
+        const row = index_file.decodeRow(cache.indexBytes(), sample_id);
+        return if (row.shard_id < cache.shards.count()) row.shard_id else null;
+    }
+
     fn prefixSampleDiagnostic(cache: *const Cache, sample_id: u64, diagnostic: *Diagnostic) void {
         assert(sample_id < cache.sampleCount());
         // Every failure but OutOfMemory has set its message.
@@ -624,7 +641,9 @@ pub const Cache = struct {
         const name = cache.parsed.manifest.shards[index].name;
         var name_buffer: [64]u8 = undefined;
         const what = std.fmt.bufPrint(&name_buffer, "shards/{s}", .{name}) catch "a shard";
-        const file = cache.shards.fileOf(shard_id);
+        // The mapping outlives the file, which only has to stay open while it is made.
+        const file = try cache.shards.pin(shard_id, diagnostic);
+        defer cache.shards.unpin(shard_id);
         const len = cache.shards.byteLen(shard_id);
         const mapping = ShardMapping.create(
             cache.allocator,
@@ -656,5 +675,6 @@ test {
     _ = @import("cache_files.zig");
     _ = @import("record_read.zig");
     _ = @import("shard_source.zig");
+    _ = @import("open_shards.zig");
     _ = @import("test_cache.zig");
 }
