@@ -3,6 +3,7 @@
 from dataset_rt._config import ReaderConfig, ShardCompression, WriterConfig, WriterProfilerConfig
 from dataset_rt._dataset import CachedDataset
 from dataset_rt._migration import ManifestUpdateEntry, ManifestUpdateReport
+from dataset_rt._native import OpenShardsStats, open_shards_stats, set_max_open_shards
 from dataset_rt._records import (
     BytesLike,
     CachedSample,
@@ -40,6 +41,7 @@ __all__ = [
     "ManifestUpdateReport",
     "Metadata",
     "MetadataValue",
+    "OpenShardsStats",
     "ReaderConfig",
     "ShardCompression",
     "SizedTorchIterableDataset",
@@ -47,5 +49,7 @@ __all__ = [
     "VerifyProblem",
     "VerifyReport",
     "WriterProfilerConfig",
+    "open_shards_stats",
+    "set_max_open_shards",
     "verify",
 ]

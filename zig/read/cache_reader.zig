@@ -109,8 +109,8 @@ pub const Cache = struct {
             // The phrases dataset-rt's messages use for the same failures.
             const phrase = if (file_status.missing(err)) "missing manifest" else "I/O error";
             diagnostic.set(
-                "{s}: cannot open the cache directory: {f}",
-                .{ phrase, error_words.of(err) },
+                "{s}: cannot open the cache directory: {f}{f}",
+                .{ phrase, error_words.of(err), open_shards.process.heldWords(err) },
             );
             return cache_files.fileFailure(err);
         };
@@ -271,7 +271,10 @@ pub const Cache = struct {
                 return error.InvalidCache;
             }
             const phrase = if (err == error.FileNotFound) "missing manifest" else "I/O error";
-            diagnostic.set("{s}: cannot read manifest.json: {f}", .{ phrase, error_words.of(err) });
+            diagnostic.set(
+                "{s}: cannot read manifest.json: {f}{f}",
+                .{ phrase, error_words.of(err), open_shards.process.heldWords(err) },
+            );
             return cache_files.fileFailure(err);
         };
         defer allocator.free(text);
@@ -320,8 +323,8 @@ pub const Cache = struct {
         const io = system.io();
         const file = dir.openFile(io, listed.name, .{}) catch |err| {
             diagnostic.set(
-                "I/O error: cannot open {s}: {f}",
-                .{ listed.name, error_words.of(err) },
+                "I/O error: cannot open {s}: {f}{f}",
+                .{ listed.name, error_words.of(err), open_shards.process.heldWords(err) },
             );
             return cache_files.fileFailure(err);
         };
@@ -376,7 +379,10 @@ pub const Cache = struct {
             name,
             std.math.maxInt(u64),
         ) catch |err| {
-            diagnostic.set("I/O error: cannot read metadata.arrow: {f}", .{error_words.of(err)});
+            diagnostic.set(
+                "I/O error: cannot read metadata.arrow: {f}{f}",
+                .{ error_words.of(err), open_shards.process.heldWords(err) },
+            );
             return cache_files.fileFailure(err);
         };
         defer allocator.free(bytes);

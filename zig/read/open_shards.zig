@@ -214,7 +214,7 @@ pub const Set = struct {
             const file = std.Io.Dir.cwd().openFile(system.io(), path, .{}) catch |err| {
                 if (outOfDescriptors(err) and set.evictOne()) continue;
                 diagnostic.set("I/O error: cannot open {s}/{s}: {f}{f}", .{
-                    cache_layout.shards_dir, name, error_words.of(err), set.heldWords(err),
+                    cache_layout.shards_dir, name, error_words.of(err), set.heldWordsLocked(err),
                 });
                 return if (file_status.missing(err)) error.InvalidCache else error.Io;
             };
@@ -316,10 +316,17 @@ pub const Set = struct {
         assert(before > 0);
     }
 
-    /// What the set holds, for the message of an open that ran out of
-    /// descriptors (`err`): printed with `{f}`, nothing for other errors.
-    pub fn heldWords(set: *const Set, err: anyerror) HeldWords {
-        return .{ .set = set, .shown = outOfDescriptors(err) };
+    /// What the set holds, for the message of an open of another of a cache's
+    /// files that failed with `err`: printed with `{f}`, it adds words only
+    /// when the process ran out of descriptors.
+    pub fn heldWords(set: *Set, err: anyerror) HeldWords {
+        set.lock();
+        defer set.mutex.unlock(system.io());
+        return set.heldWordsLocked(err);
+    }
+
+    fn heldWordsLocked(set: *const Set, err: anyerror) HeldWords {
+        return .{ .held = set.open.items.len, .max = set.max, .shown = outOfDescriptors(err) };
     }
 
     fn lock(set: *Set) void {
@@ -345,16 +352,16 @@ pub const Set = struct {
     }
 };
 
-const HeldWords = struct {
-    set: *const Set,
+pub const HeldWords = struct {
+    held: usize,
+    max: u32,
     shown: bool,
 
     pub fn format(words: HeldWords, writer: *std.Io.Writer) std.Io.Writer.Error!void {
         if (!words.shown) return;
-        const held = words.set.open.items.len;
         try writer.print(
             "; DatasetRT holds {d} shard file{s} open (at most {d}, its max_open_shards)",
-            .{ held, if (held == 1) "" else "s", words.set.max },
+            .{ words.held, if (words.held == 1) "" else "s", words.max },
         );
     }
 };

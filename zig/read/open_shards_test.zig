@@ -197,7 +197,8 @@ test "out of descriptors, the message says what the set holds" {
     defer shards.destroy(&set);
     try shards.use(&set, 0);
     var buffer: [200]u8 = undefined;
-    const words = try std.fmt.bufPrint(&buffer, "{f}", .{set.heldWords(error.ProcessFdQuotaExceeded)});
+    const quota = set.heldWords(error.ProcessFdQuotaExceeded);
+    const words = try std.fmt.bufPrint(&buffer, "{f}", .{quota});
     try testing.expectEqualStrings(
         "; DatasetRT holds 1 shard file open (at most 7, its max_open_shards)",
         words,

@@ -100,8 +100,8 @@ pub const ShardSource = struct {
         const io = system.io();
         var shards_dir = cache_dir.openDir(io, cache_layout.shards_dir, .{}) catch |err| {
             diagnostic.set(
-                "I/O error: cannot open the shards directory: {f}",
-                .{error_words.of(err)},
+                "I/O error: cannot open the shards directory: {f}{f}",
+                .{ error_words.of(err), open_shards.process.heldWords(err) },
             );
             return cache_files.fileFailure(err);
         };
