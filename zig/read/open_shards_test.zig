@@ -27,7 +27,8 @@ const Shards = struct {
         shards.tmp = testing.tmpDir(.{});
         errdefer shards.tmp.cleanup();
         var buffer: [std.Io.Dir.max_path_bytes]u8 = undefined;
-        shards.dir = try testing.allocator.dupe(u8, buffer[0..try shards.tmp.dir.realPath(io, &buffer)]);
+        const dir_len = try shards.tmp.dir.realPath(io, &buffer);
+        shards.dir = try testing.allocator.dupe(u8, buffer[0..dir_len]);
         for (&shards.handles, 0..) |*handle, index| {
             const name = cache_layout.ShardName.of(index);
             const file = try shards.tmp.dir.createFile(io, name.slice(), .{});

@@ -64,7 +64,13 @@ pub const ShardSource = struct {
         errdefer allocator.free(dir_path);
         var checked: usize = 0;
         errdefer for (handles[0..checked]) |*handle| set.forget(handle);
-        for (listed, byte_lens, compressions, handles, 0..) |entry, *len, *stored_as, *handle, index| {
+        for (
+            listed,
+            byte_lens,
+            compressions,
+            handles,
+            0..,
+        ) |entry, *len, *stored_as, *handle, index| {
             assert(std.mem.eql(u8, entry.name, cache_layout.ShardName.of(index).slice()));
             const file = try checkShard(set, dir_path, entry, validate_hashes, diagnostic);
             handle.* = .init(.{ .inode = file.inode, .length = entry.byte_len });
@@ -218,7 +224,11 @@ pub const ShardSource = struct {
 
     /// Shard `shard_id`'s file, opened if the set does not hold it, kept open
     /// until `unpin` (for a mapping of it, or a read).
-    pub fn pin(source: *const ShardSource, shard_id: u64, diagnostic: *Diagnostic) Error!std.Io.File {
+    pub fn pin(
+        source: *const ShardSource,
+        shard_id: u64,
+        diagnostic: *Diagnostic,
+    ) Error!std.Io.File {
         assert(shard_id < source.count());
         const handle = &source.handles[@intCast(shard_id)];
         const location: open_shards.Location = .{ .dir = source.dir_path, .shard_id = shard_id };
