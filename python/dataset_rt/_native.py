@@ -671,7 +671,7 @@ def open_shards_stats() -> OpenShardsStats:
     has opened and closed to make room (`OpenShardsStats`).
 
     Examples:
-        >>> dataset.get(0).metadata["i"]  # opens the sample's shard
+        >>> dataset.get(0, 0).metadata["i"]  # opens the sample's shard if it is not
         0
         >>> dataset_rt.open_shards_stats().open >= 1
         True
