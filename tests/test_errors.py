@@ -266,7 +266,7 @@ def test_too_many_open_files_names_the_limit(runtime: DatasetRuntime, tmp_path: 
     assert_in_words(
         outcome["message"],
         f"cache {result.path}: I/O error: cannot open the cache directory",
-        ": too many open files: the limit is 64 (ulimit -n); DatasetRT holds 0 shard files",
+        ": too many open files: the limit is 64 (ulimit -n); dataset_rt holds 0 shard files",
     )
 
 

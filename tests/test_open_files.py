@@ -208,7 +208,7 @@ def test_out_of_descriptors_the_message_names_the_limit_and_the_shards_held(
     message, opened = child.stdout.splitlines()[-2:]
     assert message == (
         f"cache {many[0]}: I/O error: cannot open the cache directory: too many open files: "
-        f"the limit is {LIMIT} (ulimit -n); DatasetRT holds 64 shard files open "
+        f"the limit is {LIMIT} (ulimit -n); dataset_rt holds 64 shard files open "
         "(at most 64, its max_open_shards)"
     )
     assert opened == "opened"

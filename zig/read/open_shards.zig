@@ -360,7 +360,7 @@ pub const HeldWords = struct {
     pub fn format(words: HeldWords, writer: *std.Io.Writer) std.Io.Writer.Error!void {
         if (!words.shown) return;
         try writer.print(
-            "; DatasetRT holds {d} shard file{s} open (at most {d}, its max_open_shards)",
+            "; dataset_rt holds {d} shard file{s} open (at most {d}, its max_open_shards)",
             .{ words.held, if (words.held == 1) "" else "s", words.max },
         );
     }

@@ -201,7 +201,7 @@ test "out of descriptors, the message says what the set holds" {
     const quota = set.heldWords(error.ProcessFdQuotaExceeded);
     const words = try std.fmt.bufPrint(&buffer, "{f}", .{quota});
     try testing.expectEqualStrings(
-        "; DatasetRT holds 1 shard file open (at most 7, its max_open_shards)",
+        "; dataset_rt holds 1 shard file open (at most 7, its max_open_shards)",
         words,
     );
     const none = try std.fmt.bufPrint(&buffer, "{f}", .{set.heldWords(error.FileNotFound)});

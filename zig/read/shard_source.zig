@@ -205,6 +205,21 @@ pub const ShardSource = struct {
         assert(offset + buffer.len <= source.byteLen(shard_id));
         const shard_file = try source.pin(shard_id, diagnostic);
         defer source.unpin(shard_id);
+        return source.readFrom(shard_file, shard_id, buffer, offset, diagnostic);
+    }
+
+    /// `readExactly` from `shard_file`, shard `shard_id`'s file, which the
+    /// caller holds pinned (`pin`).
+    pub fn readFrom(
+        source: *const ShardSource,
+        shard_file: std.Io.File,
+        shard_id: u64,
+        buffer: []u8,
+        offset: u64,
+        diagnostic: *Diagnostic,
+    ) Error!void {
+        assert(offset + buffer.len <= source.byteLen(shard_id));
+        assert(source.handles[@intCast(shard_id)].isOpen());
         const read = positional_read.readAll(shard_file, buffer, offset) catch |err| {
             diagnostic.set(
                 "I/O error: cannot read shard {d}: {f}",
