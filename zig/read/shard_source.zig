@@ -219,7 +219,6 @@ pub const ShardSource = struct {
         diagnostic: *Diagnostic,
     ) Error!void {
         assert(offset + buffer.len <= source.byteLen(shard_id));
-        assert(source.handles[@intCast(shard_id)].isOpen());
         const read = positional_read.readAll(shard_file, buffer, offset) catch |err| {
             diagnostic.set(
                 "I/O error: cannot read shard {d}: {f}",
