@@ -35,6 +35,7 @@ TOP = {
     "c_api_codec.zig",
     "c_api_integrity.zig",
     "c_api_formats.zig",
+    "c_api_open_files.zig",
     "c_status.zig",
     "c_types.zig",
     "root.zig",

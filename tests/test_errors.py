@@ -214,12 +214,19 @@ def test_a_manifest_that_is_not_json_says_so_in_words(
 
 OPEN_WITH_FEW_FILES = textwrap.dedent(
     """
-    import json, resource, sys
+    import json, os, resource, sys
     from dataset_rt import DatasetRuntime, ReaderConfig
 
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (int(sys.argv[2]), hard))
     runtime = DatasetRuntime(num_workers=1)
+    # The process's own files take every descriptor left.
+    files = []
+    try:
+        while True:
+            files.append(os.open(os.devnull, os.O_RDONLY))
+    except OSError:
+        pass
     try:
         runtime.cached_dataset([sys.argv[1]], reader_config=ReaderConfig(seed=0))
     except Exception as error:
@@ -233,7 +240,8 @@ OPEN_WITH_FEW_FILES = textwrap.dedent(
 
 @pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_NOFILE is POSIX")
 def test_too_many_open_files_names_the_limit(runtime: DatasetRuntime, tmp_path: Path) -> None:
-    # One shard per sample: opening the cache holds 200 shard files open at once.
+    # One shard per sample; the cache would open with 64 descriptors (the process
+    # holds at most 64 shard files open), but the process's own files take them all.
     config = WriterConfig(show_progress=False, max_shard_bytes=1)
     [result] = runtime.write_cache(
         ListSource("many", simple_samples(200)), tmp_path, writer_config=config
@@ -257,8 +265,8 @@ def test_too_many_open_files_names_the_limit(runtime: DatasetRuntime, tmp_path: 
     assert outcome["status"] == _native.ERR_IO
     assert_in_words(
         outcome["message"],
-        f"cache {result.path}: I/O error: cannot open shards/",
-        ": too many open files: the limit is 64 (ulimit -n)",
+        f"cache {result.path}: I/O error: cannot open the cache directory",
+        ": too many open files: the limit is 64 (ulimit -n); dataset_rt holds 0 shard files",
     )
 
 

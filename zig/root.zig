@@ -10,6 +10,7 @@ comptime {
     _ = @import("c_api_codec.zig");
     _ = @import("c_api_integrity.zig");
     _ = @import("c_api_formats.zig");
+    _ = @import("c_api_open_files.zig");
 }
 
 /// No per-thread alternate signal stack: std's default (256 KiB) is a
@@ -57,6 +58,7 @@ test {
     _ = @import("pipeline_test.zig");
     _ = @import("read/cache_reader.zig");
     _ = @import("read/shard_mapping.zig");
+    _ = @import("read/open_shards.zig");
     _ = @import("read/dataset.zig");
     _ = @import("read/deferred_reads.zig");
     _ = @import("read/read_pipeline.zig");

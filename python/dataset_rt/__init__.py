@@ -25,6 +25,7 @@ from dataset_rt.api import (
     ManifestUpdateReport,
     Metadata,
     MetadataValue,
+    OpenShardsStats,
     ReaderConfig,
     ShardCompression,
     SizedTorchIterableDataset,
@@ -32,6 +33,8 @@ from dataset_rt.api import (
     VerifyReport,
     WriterConfig,
     WriterProfilerConfig,
+    open_shards_stats,
+    set_max_open_shards,
     verify,
 )
 
@@ -54,6 +57,7 @@ __all__ = [
     "ManifestUpdateReport",
     "Metadata",
     "MetadataValue",
+    "OpenShardsStats",
     "ReaderConfig",
     "ShardCompression",
     "SizedTorchIterableDataset",
@@ -62,5 +66,7 @@ __all__ = [
     "VerifyReport",
     "WriterProfilerConfig",
     "errors",
+    "open_shards_stats",
+    "set_max_open_shards",
     "verify",
 ]

@@ -1,5 +1,6 @@
 """The public API in one module, for code written against ``dataset_rt.api``."""
 
+from dataset_rt._binding.native import OpenShardsStats, open_shards_stats, set_max_open_shards
 from dataset_rt._config import ReaderConfig, ShardCompression, WriterConfig, WriterProfilerConfig
 from dataset_rt._core.dataset import CachedDataset
 from dataset_rt._core.migration import ManifestUpdateEntry, ManifestUpdateReport
@@ -40,6 +41,7 @@ __all__ = [
     "ManifestUpdateReport",
     "Metadata",
     "MetadataValue",
+    "OpenShardsStats",
     "ReaderConfig",
     "ShardCompression",
     "SizedTorchIterableDataset",
@@ -47,5 +49,7 @@ __all__ = [
     "VerifyProblem",
     "VerifyReport",
     "WriterProfilerConfig",
+    "open_shards_stats",
+    "set_max_open_shards",
     "verify",
 ]

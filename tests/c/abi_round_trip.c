@@ -793,6 +793,34 @@ static int check_cache_info(const char *base_dir) {
     return 0;
 }
 
+/* With at most one shard file open in the process, c_raw (two shards) reads back
+ * whole, its payloads in place: each shard is opened when read (and mapped), the
+ * other closed to make room. */
+static int check_open_shards(drt_runtime *runtime, const char *base_dir) {
+    if (drt_set_max_open_shards(0) != DRT_ERR_INVALID_ARGUMENT ||
+        strstr(drt_last_error(), "max_open_shards must be at least 1, got 0") == NULL) {
+        fprintf(stderr, "a maximum of 0 open shards was accepted: %s\n", drt_last_error());
+        return 1;
+    }
+    drt_open_shards_stats before, after;
+    if (drt_open_shards_stats_get(&before) != DRT_OK) return fail("open_shards_stats_get");
+    if (drt_set_max_open_shards(1) != DRT_OK) return fail("set_max_open_shards");
+    int rc = read_mapped(runtime, base_dir, "c_raw", 1000);
+    if (drt_open_shards_stats_get(&after) != DRT_OK) return fail("open_shards_stats_get");
+    if (drt_set_max_open_shards(64) != DRT_OK) return fail("set_max_open_shards");
+    if (rc != 0) return rc;
+    if (after.max != 1 || after.open > 1 || after.opens - before.opens < 2 ||
+        after.evictions - before.evictions < 1) {
+        fprintf(stderr, "open shards: %llu open (max %llu), %llu opens, %llu evictions\n",
+                (unsigned long long)after.open, (unsigned long long)after.max,
+                (unsigned long long)(after.opens - before.opens),
+                (unsigned long long)(after.evictions - before.evictions));
+        return 1;
+    }
+    printf("read c_raw through one open shard file\n");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc != 2 && !(argc == 3 && strcmp(argv[2], "read") == 0)) {
         fprintf(stderr, "usage: %s <base_dir> [read]\n", argv[0]);
@@ -822,6 +850,7 @@ int main(int argc, char **argv) {
     if (rc == 0) rc = check_shares_and_resume(runtime, argv[1]);
     if (rc == 0) rc = check_deprecated_share_names(runtime, argv[1]);
     if (rc == 0) rc = check_permutation_and_reads(runtime, argv[1]);
+    if (rc == 0) rc = check_open_shards(runtime, argv[1]);
     if (rc == 0 && writing) rc = check_verify(runtime, argv[1], "c_columns_joined");
     drt_runtime_destroy(runtime);
     return rc;

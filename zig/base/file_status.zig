@@ -83,6 +83,21 @@ pub fn length(file: std.Io.File) Error!u64 {
     return std.math.cast(u64, size) orelse error.Unexpected;
 }
 
+/// What names an open file's contents for a later check that it is still the
+/// same file: its inode and its length.
+pub const Identity = struct { inode: std.Io.File.INode, length: u64 };
+
+/// The inode and length of the open file `file`, in one status call on Linux.
+pub fn identity(file: std.Io.File) Error!Identity {
+    if (!use_fstat) {
+        const stat = file.stat(system.io()) catch |err| return fromStd(err);
+        return .{ .inode = stat.inode, .length = stat.size };
+    }
+    const stat = try fstat(file);
+    const size = std.math.cast(u64, stat.size) orelse return error.Unexpected;
+    return .{ .inode = stat.inode, .length = size };
+}
+
 /// The inode of the open file `file`.
 pub fn inode(file: std.Io.File) Error!std.Io.File.INode {
     if (!use_fstat) {
@@ -169,6 +184,9 @@ test "length, inode and whole reads agree with what was written" {
     try std.testing.expectEqual(@as(u64, text.len), try length(file));
     try std.testing.expectEqual(try inode(file), try pathInode(tmp.dir, "manifest.json"));
     try std.testing.expectEqual((try file.stat(io)).inode, try inode(file));
+    const both = try identity(file);
+    try std.testing.expectEqual(try inode(file), both.inode);
+    try std.testing.expectEqual(@as(u64, text.len), both.length);
 
     const bytes = try readAlloc(std.testing.allocator, tmp.dir, "manifest.json", 1 << 20);
     defer std.testing.allocator.free(bytes);

@@ -692,6 +692,23 @@ void drt_verify_destroy(drt_verifier *verifier);
 int32_t drt_cache_writer_active(const char *base_dir, uint64_t base_dir_len, const char *source_name,
                                 uint64_t source_name_len, uint32_t *active);
 
+/* ---- Open shard files (added within ABI 4) ------------------------------ */
+
+/* The process holds at most this many shard files open, for every cache of every
+ * dataset together (default 64): a shard's file opens when a read needs it and
+ * closes when room is needed for another, never while a read uses it. Files above
+ * a lowered maximum close now unless in use. 0 is DRT_ERR_INVALID_ARGUMENT. */
+int32_t drt_set_max_open_shards(uint32_t max);
+
+typedef struct drt_open_shards_stats {
+    uint64_t open;      /* shard files open now */
+    uint64_t max;       /* the maximum (drt_set_max_open_shards) */
+    uint64_t opens;     /* files opened since the process started (or forked) */
+    uint64_t evictions; /* files closed to make room for another */
+} drt_open_shards_stats;
+
+int32_t drt_open_shards_stats_get(drt_open_shards_stats *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -18,6 +18,7 @@ const file_status = @import("../base/file_status.zig");
 const FileView = @import("../base/file_view.zig").FileView;
 const ShardMapping = @import("shard_mapping.zig").ShardMapping;
 const ShardSource = @import("shard_source.zig").ShardSource;
+const open_shards = @import("open_shards.zig");
 const record_read = @import("record_read.zig");
 const cache_files = @import("cache_files.zig");
 const index_file = @import("../format/index_file.zig");
@@ -108,8 +109,8 @@ pub const Cache = struct {
             // The phrases dataset-rt's messages use for the same failures.
             const phrase = if (file_status.missing(err)) "missing manifest" else "I/O error";
             diagnostic.set(
-                "{s}: cannot open the cache directory: {f}",
-                .{ phrase, error_words.of(err) },
+                "{s}: cannot open the cache directory: {f}{f}",
+                .{ phrase, error_words.of(err), open_shards.process.heldWords(err) },
             );
             return cache_files.fileFailure(err);
         };
@@ -138,7 +139,15 @@ pub const Cache = struct {
         cache.columns = try orderColumns(allocator, &cache.table, the_manifest, diagnostic);
         errdefer allocator.free(cache.columns);
 
-        cache.shards = try .open(allocator, dir, the_manifest.shards, validate_hashes, diagnostic);
+        cache.shards = try .open(
+            allocator,
+            &open_shards.process,
+            dir,
+            path,
+            the_manifest.shards,
+            validate_hashes,
+            diagnostic,
+        );
         errdefer cache.shards.close();
         cache.mappings = try allocator.alloc(?*ShardMapping, the_manifest.shards.len);
         errdefer allocator.free(cache.mappings);
@@ -262,7 +271,10 @@ pub const Cache = struct {
                 return error.InvalidCache;
             }
             const phrase = if (err == error.FileNotFound) "missing manifest" else "I/O error";
-            diagnostic.set("{s}: cannot read manifest.json: {f}", .{ phrase, error_words.of(err) });
+            diagnostic.set(
+                "{s}: cannot read manifest.json: {f}{f}",
+                .{ phrase, error_words.of(err), open_shards.process.heldWords(err) },
+            );
             return cache_files.fileFailure(err);
         };
         defer allocator.free(text);
@@ -311,8 +323,8 @@ pub const Cache = struct {
         const io = system.io();
         const file = dir.openFile(io, listed.name, .{}) catch |err| {
             diagnostic.set(
-                "I/O error: cannot open {s}: {f}",
-                .{ listed.name, error_words.of(err) },
+                "I/O error: cannot open {s}: {f}{f}",
+                .{ listed.name, error_words.of(err), open_shards.process.heldWords(err) },
             );
             return cache_files.fileFailure(err);
         };
@@ -367,7 +379,10 @@ pub const Cache = struct {
             name,
             std.math.maxInt(u64),
         ) catch |err| {
-            diagnostic.set("I/O error: cannot read metadata.arrow: {f}", .{error_words.of(err)});
+            diagnostic.set(
+                "I/O error: cannot read metadata.arrow: {f}{f}",
+                .{ error_words.of(err), open_shards.process.heldWords(err) },
+            );
             return cache_files.fileFailure(err);
         };
         defer allocator.free(bytes);
@@ -525,6 +540,14 @@ pub const Cache = struct {
         };
     }
 
+    /// The shard that sample `sample_id`'s index row names, or null if the
+    /// manifest lists no such shard (the read will say so).
+    pub fn shardOf(cache: *const Cache, sample_id: u64) ?u64 {
+        assert(sample_id < cache.sampleCount());
+        const row = index_file.decodeRow(cache.indexBytes(), sample_id);
+        return if (row.shard_id < cache.shards.count()) row.shard_id else null;
+    }
+
     fn prefixSampleDiagnostic(cache: *const Cache, sample_id: u64, diagnostic: *Diagnostic) void {
         assert(sample_id < cache.sampleCount());
         // Every failure but OutOfMemory has set its message.
@@ -624,7 +647,9 @@ pub const Cache = struct {
         const name = cache.parsed.manifest.shards[index].name;
         var name_buffer: [64]u8 = undefined;
         const what = std.fmt.bufPrint(&name_buffer, "shards/{s}", .{name}) catch "a shard";
-        const file = cache.shards.fileOf(shard_id);
+        // The mapping outlives the file, which only has to stay open while it is made.
+        const file = try cache.shards.pin(shard_id, diagnostic);
+        defer cache.shards.unpin(shard_id);
         const len = cache.shards.byteLen(shard_id);
         const mapping = ShardMapping.create(
             cache.allocator,
@@ -656,5 +681,6 @@ test {
     _ = @import("cache_files.zig");
     _ = @import("record_read.zig");
     _ = @import("shard_source.zig");
+    _ = @import("open_shards.zig");
     _ = @import("test_cache.zig");
 }

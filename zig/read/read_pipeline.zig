@@ -21,6 +21,7 @@ const thread_pool = @import("../base/thread_pool.zig");
 const active_table = @import("../stream/active_table.zig");
 const ActiveTable = active_table.ActiveTable;
 const Cache = @import("cache_reader.zig").Cache;
+const open_shards = @import("open_shards.zig");
 const record_read = @import("record_read.zig");
 const sample_batch = @import("sample_batch.zig");
 const SampleBatch = sample_batch.SampleBatch;
@@ -362,6 +363,10 @@ pub const Pipeline = struct {
         const locations = try allocator.alloc(active_table.Location, chunk.count);
         defer allocator.free(locations);
         pipeline.locateChunk(chunk, locations);
+        // Which shards the chunk reads matters only to a full set of open shards.
+        const announced = open_shards.process.full.load(.monotonic);
+        if (announced) pipeline.announceShards(locations, open_shards.process.ticket());
+        defer if (announced) pipeline.announceShards(locations, null);
         try pipeline.readLocations(chunk, batch, locations);
         try batch.finishDeferred(allocator);
         try batch.codeStrings(allocator);
@@ -396,6 +401,26 @@ pub const Pipeline = struct {
         for (locations) |location| {
             assert(location.cache_id < plan.caches.len);
             plan.caches[location.cache_id].prefetchSampleStrings(location.sample_id);
+        }
+    }
+
+    /// Announces to the set of open shards that the shards of `locations`
+    /// will be read under `ticket` (`open_shards.Set.announce`), or with null
+    /// that they have been (`retire`): each run of one shard once.
+    fn announceShards(
+        pipeline: *const Pipeline,
+        locations: []const active_table.Location,
+        ticket: ?u64,
+    ) void {
+        var previous_cache: u32 = std.math.maxInt(u32);
+        var previous_shard: u64 = std.math.maxInt(u64);
+        for (locations) |location| {
+            const cache = pipeline.plan.caches[location.cache_id];
+            const shard_id = cache.shardOf(location.sample_id) orelse continue;
+            if (location.cache_id == previous_cache and shard_id == previous_shard) continue;
+            previous_cache = location.cache_id;
+            previous_shard = shard_id;
+            if (ticket) |at| cache.shards.announce(shard_id, at) else cache.shards.retire(shard_id);
         }
     }
 

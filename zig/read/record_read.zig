@@ -14,7 +14,8 @@
 //!   and JSON) first, then the payload straight into the caller's list, one copy
 //!   in all, or left in the shard for the caller to read later (deferred).
 //!
-//! The shard's bytes come only through `ShardSource.readExactly`.
+//! The shard's bytes come only through `ShardSource.readExactly` and
+//! `ShardSource.readFrom` (a file the reader's scratch holds pinned).
 const std = @import("std");
 const assert = std.debug.assert;
 const types = @import("../format/metadata_types.zig");
@@ -205,10 +206,45 @@ pub const Scratch = struct {
     run_shard: u64 = 0,
     run_offset: u64 = 0,
     values: std.ArrayList(types.Value) = .empty,
+    /// The shard file the reader holds pinned (`ShardSource.pin`) from one
+    /// read to the next while they read the same shard: a pass reads many
+    /// records of one shard, and pins it once for all of them. Released when
+    /// a read needs another shard, and by `deinit`, which the reader calls
+    /// before the cache closes.
+    pinned_shards: ?*const ShardSource = null,
+    pinned_shard: u64 = 0,
+    pinned_file: std.Io.File = undefined,
 
     pub fn deinit(scratch: *Scratch, allocator: std.mem.Allocator) void {
+        scratch.unpinShard();
         scratch.run.deinit(allocator);
         scratch.values.deinit(allocator);
+    }
+
+    fn unpinShard(scratch: *Scratch) void {
+        const shards = scratch.pinned_shards orelse return;
+        shards.unpin(scratch.pinned_shard);
+        scratch.pinned_shards = null;
+    }
+
+    /// Fills `buffer` with shard `shard_id`'s bytes from `offset`
+    /// (`ShardSource.readFrom`), through the file the scratch holds pinned,
+    /// pinned first if the scratch holds another.
+    fn readShard(
+        scratch: *Scratch,
+        shards: *const ShardSource,
+        shard_id: u64,
+        buffer: []u8,
+        offset: u64,
+        diagnostic: *Diagnostic,
+    ) Error!void {
+        if (scratch.pinned_shards != shards or scratch.pinned_shard != shard_id) {
+            scratch.unpinShard();
+            scratch.pinned_file = try shards.pin(shard_id, diagnostic);
+            scratch.pinned_shards = shards;
+            scratch.pinned_shard = shard_id;
+        }
+        return shards.readFrom(scratch.pinned_file, shard_id, buffer, offset, diagnostic);
     }
 
     /// Record `row`'s bytes if the last run read holds them whole.
@@ -306,7 +342,7 @@ fn readHead(
     scratch.run.clearRetainingCapacity();
     try scratch.run.ensureTotalCapacity(allocator, len);
     const head = scratch.run.allocatedSlice()[0..len];
-    try records.shards.readExactly(row.shard_id, head, row.offset, diagnostic);
+    try scratch.readShard(records.shards, row.shard_id, head, row.offset, diagnostic);
     // The head is the whole record when it is short; `layoutOf` refuses one
     // shorter than its header (possible with a small deferral size).
     const layout = try shard_record.layoutOf(head, row.record_len, diagnostic);
@@ -358,7 +394,7 @@ fn readDirect(
     const payload_len: usize = @intCast(location.len);
     try output.payload.ensureUnusedCapacity(output.allocator, payload_len);
     const destination = output.payload.unusedCapacitySlice()[0..payload_len];
-    try records.shards.readExactly(row.shard_id, destination, location.offset, diagnostic);
+    try scratch.readShard(records.shards, row.shard_id, destination, location.offset, diagnostic);
     if (expected) |checksum| {
         const actual = record_checksums.extend(head.checksum, destination);
         if (actual != checksum) return record_checksums.mismatch(checksum, actual, diagnostic);
@@ -455,7 +491,7 @@ fn recordBytes(
     scratch.run.clearRetainingCapacity();
     try scratch.run.ensureTotalCapacity(allocator, len);
     const buffer = scratch.run.allocatedSlice()[0..len];
-    try records.shards.readExactly(row.shard_id, buffer, row.offset, diagnostic);
+    try scratch.readShard(records.shards, row.shard_id, buffer, row.offset, diagnostic);
     scratch.run.items.len = len;
     scratch.run_records = records;
     scratch.run_shard = row.shard_id;

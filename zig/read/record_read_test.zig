@@ -12,6 +12,7 @@ const column_builder = @import("../format/column_builder.zig");
 const ColumnBuilder = column_builder.ColumnBuilder;
 const record_read = @import("record_read.zig");
 const ShardSource = @import("shard_source.zig").ShardSource;
+const open_shards = @import("open_shards.zig");
 const test_cache = @import("test_cache.zig");
 const TestCache = test_cache.TestCache;
 
@@ -48,7 +49,15 @@ const Reader = struct {
         var dir = try reader.cache.openDir();
         defer dir.close(system.io());
         var diagnostic: Diagnostic = .{};
-        reader.shards = try .open(testing.allocator, dir, reader.cache.shards, false, &diagnostic);
+        reader.shards = try .open(
+            testing.allocator,
+            &open_shards.process,
+            dir,
+            reader.cache.path,
+            reader.cache.shards,
+            false,
+            &diagnostic,
+        );
     }
 
     fn recordsOf(reader: *Reader) record_read.Records {
@@ -421,9 +430,12 @@ test "a shard that cannot be read is an I/O error" {
     const io = system.io();
     var dir = try reader.cache.openDir();
     defer dir.close(io);
-    // Swapped for a handle open for writing only: every read of it fails.
-    reader.shards.files[1].close(io);
-    reader.shards.files[1] = try dir.openFile(io, "shards/000001.bin", .{ .mode = .write_only });
+    // Its open file swapped for one open for writing only: every read of it fails.
+    const handle = &reader.shards.handles[1];
+    _ = try reader.shards.pin(1, &reader.diagnostic);
+    handle.file.close(io);
+    handle.file = try dir.openFile(io, "shards/000001.bin", .{ .mode = .write_only });
+    reader.shards.unpin(1);
     try reader.expectFailure(.{ .sample_id = 5 }, error.Io, "I/O error: cannot read shard 1");
     try reader.expectFailure(
         .{ .sample_id = 5, .defer_payload_bytes = 8 },

@@ -279,6 +279,15 @@ class VerifyProblem(Structure):
     ]
 
 
+class OpenShardsStatsStruct(Structure):
+    _fields_ = [
+        ("open", c_uint64),
+        ("max", c_uint64),
+        ("opens", c_uint64),
+        ("evictions", c_uint64),
+    ]
+
+
 def _declare(library: ctypes.CDLL) -> None:
     # One line per function of dataset_rt.h: name, argtypes, restype.
     handle = c_void_p
@@ -433,6 +442,8 @@ def _declare(library: ctypes.CDLL) -> None:
         "drt_verify_problem_count": ([handle, POINTER(c_uint64), POINTER(c_uint64)], c_int32),
         "drt_verify_problem": ([handle, c_uint64, POINTER(VerifyProblem)], c_int32),
         "drt_verify_destroy": ([handle], None),
+        "drt_set_max_open_shards": ([c_uint32], c_int32),
+        "drt_open_shards_stats_get": ([POINTER(OpenShardsStatsStruct)], c_int32),
     }
     for name, (argtypes, restype) in declarations.items():
         function = getattr(library, name)
@@ -623,6 +634,73 @@ def cache_info(path: os.PathLike[str] | str) -> CacheInfo:
         compression=tuple((c["algo"], c["ratio"]) for c in info["compression"]),
         record_checksums=info["record_checksums"],
         schema=tuple((f["name"], f["kind"]) for f in info["metadata_schema"]),
+    )
+
+
+@dataclass(frozen=True)
+class OpenShardsStats:
+    """The shard files this process holds open, for every cache of every dataset
+    together (`open_shards_stats`).
+
+    Examples:
+        >>> stats = dataset_rt.open_shards_stats()
+        >>> 0 <= stats.open <= stats.max_open_shards
+        True
+        >>> stats.evictions <= stats.opens
+        True
+    """
+
+    open: int
+    """Shard files open now (above `max_open_shards` only while more reads than
+    that use files at once)."""
+    max_open_shards: int
+    """The most shard files the process holds open (`set_max_open_shards`)."""
+    opens: int
+    """Shard files opened since the process started (in a forked child: since the fork)."""
+    evictions: int
+    """Shard files closed to make room for another; when it grows about as fast as
+    `opens`, the reads cycle through more shards than the set holds."""
+
+
+def set_max_open_shards(n: int) -> None:
+    """Hold at most `n` (>= 1) shard files open in this process, for every cache of
+    every dataset together; the default is 64.
+
+    A shard's file opens when a read needs it and closes when another needs the room,
+    never while a read uses it; lowering the maximum closes the files above it now.
+    Each DataLoader worker process has its own set.
+
+    Examples:
+        >>> before = dataset_rt.open_shards_stats().max_open_shards
+        >>> dataset_rt.set_max_open_shards(16)
+        >>> dataset_rt.open_shards_stats().max_open_shards
+        16
+        >>> dataset_rt.set_max_open_shards(before)
+    """
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"max_open_shards must be an int, got {type(n).__name__}")
+    # The core refuses 0; values the C field cannot hold are refused here.
+    if not 0 <= n <= U32_MAX:
+        raise errors.InvalidArgumentError(
+            f"max_open_shards must be between 1 and {U32_MAX}, got {n}"
+        )
+    check(lib.drt_set_max_open_shards(n))
+
+
+def open_shards_stats() -> OpenShardsStats:
+    """How many shard files this process holds open, its maximum, and how many it
+    has opened and closed to make room (`OpenShardsStats`).
+
+    Examples:
+        >>> dataset.get(0, 0).metadata["i"]  # opens the sample's shard if it is not
+        0
+        >>> dataset_rt.open_shards_stats().open >= 1
+        True
+    """
+    out = OpenShardsStatsStruct()
+    check(lib.drt_open_shards_stats_get(ctypes.byref(out)))
+    return OpenShardsStats(
+        open=out.open, max_open_shards=out.max, opens=out.opens, evictions=out.evictions
     )
 
 
