@@ -26,6 +26,7 @@ from ctypes import (
 )
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from dataset_rt import errors
 
@@ -288,164 +289,166 @@ class OpenShardsStatsStruct(Structure):
     ]
 
 
+_Handle = c_void_p  # every drt_* handle (runtime, writer, dataset, iterator, verifier)
+# One entry per function of dataset_rt.h: name -> (argtypes, restype).
+_SIGNATURES: dict[str, tuple[list[Any], Any]] = {
+    "drt_last_error": ([], c_char_p),
+    "drt_runtime_create": ([c_uint32, POINTER(_Handle)], c_int32),
+    "drt_runtime_destroy": ([_Handle], None),
+    "drt_runtime_num_workers": ([_Handle], c_uint32),
+    "drt_writer_create": (
+        [
+            _Handle,
+            c_char_p,
+            c_uint64,
+            c_char_p,
+            c_uint64,
+            POINTER(WriterOptions),
+            POINTER(_Handle),
+        ],
+        c_int32,
+    ),
+    "drt_check_source_name": ([c_char_p, c_uint64], c_int32),
+    "drt_cache_replace": (
+        [c_char_p, c_uint64, c_char_p, c_uint64, c_char_p, c_uint64, POINTER(c_uint32)],
+        c_int32,
+    ),
+    "drt_cache_writer_active": (
+        [c_char_p, c_uint64, c_char_p, c_uint64, POINTER(c_uint32)],
+        c_int32,
+    ),
+    "drt_caches_migrate": (
+        [c_void_p, c_void_p, c_void_p, c_uint32, c_void_p],
+        c_int32,
+    ),
+    "drt_writer_push": (
+        [_Handle, c_char_p, c_uint64, POINTER(c_uint64), c_uint64, c_char_p, c_uint64],
+        c_int32,
+    ),
+    "drt_writer_push_borrowed": (
+        [_Handle, POINTER(c_void_p), POINTER(c_uint64), c_uint64, c_char_p, c_uint64],
+        c_int32,
+    ),
+    "drt_writer_push_columns": (
+        [_Handle, POINTER(c_void_p), POINTER(c_uint64), c_uint64, POINTER(PushColumn), c_uint64],
+        c_int32,
+    ),
+    "drt_writer_push_columns_joined": (
+        [_Handle, c_char_p, c_uint64, POINTER(c_uint64), c_uint64]
+        + [POINTER(PushColumn), c_uint64],
+        c_int32,
+    ),
+    "drt_writer_finish": ([_Handle], c_int32),
+    "drt_writer_set_page_cache": ([_Handle, c_uint32], c_int32),
+    "drt_writer_path": ([_Handle], c_char_p),
+    "drt_writer_stats_get": ([_Handle, POINTER(WriterStats)], c_int32),
+    "drt_writer_destroy": ([_Handle], None),
+    "drt_dataset_open": (
+        [
+            _Handle,
+            POINTER(c_char_p),
+            POINTER(c_uint64),
+            c_uint32,
+            POINTER(ReaderOptions),
+            POINTER(_Handle),
+        ],
+        c_int32,
+    ),
+    "drt_dataset_destroy": ([_Handle], None),
+    "drt_dataset_len": ([_Handle, POINTER(c_uint64)], c_int32),
+    "drt_dataset_set_epoch_len": ([_Handle, c_uint64], c_int32),
+    "drt_buffer_release": ([POINTER(Buffer)], None),
+    "drt_dataset_schema_json": ([_Handle, POINTER(POINTER(Buffer))], c_int32),
+    "drt_dataset_metadata_arrow": ([_Handle, POINTER(POINTER(Buffer))], c_int32),
+    "drt_dataset_metadata_arrow_stream": ([_Handle, c_void_p], c_int32),
+    "drt_dataset_set_table": (
+        [
+            _Handle,
+            c_char_p,
+            c_uint64,
+            POINTER(IntColumn),
+            POINTER(IntColumn),
+            POINTER(FloatColumn),
+        ],
+        c_int32,
+    ),
+    "drt_dataset_cache_sha256s": ([_Handle, c_void_p, c_uint32], c_int32),
+    "drt_dataset_cache_ids": ([_Handle, c_void_p, c_uint32], c_int32),
+    "drt_dataset_position": ([_Handle, POINTER(StreamPosition)], c_int32),
+    "drt_dataset_state": ([_Handle, POINTER(StreamState)], c_int32),
+    "drt_dataset_take_state": ([_Handle, POINTER(StreamState)], c_int32),
+    "drt_dataset_load_state": (
+        [_Handle, POINTER(StreamState), c_char_p, c_uint32],
+        c_int32,
+    ),
+    "drt_dataset_set_epoch": ([_Handle, c_uint64], c_int32),
+    "drt_iterator_create_share": (
+        [_Handle, POINTER(Share), c_uint64, c_uint64, POINTER(_Handle)],
+        c_int32,
+    ),
+    "drt_iterator_state": ([_Handle, c_uint64, POINTER(StreamState)], c_int32),
+    "drt_iterator_span": ([_Handle, POINTER(StreamState)], c_int32),
+    "drt_share_count": ([c_uint64, POINTER(Share), POINTER(ShareCounts)], c_int32),
+    "drt_stream_after_steps": (
+        [POINTER(StreamPosition), POINTER(Share), c_uint64, POINTER(StreamPosition)],
+        c_int32,
+    ),
+    "drt_iterator_create": ([_Handle, POINTER(_Handle)], c_int32),
+    "drt_iterator_create_deferring": ([_Handle, c_uint64, POINTER(_Handle)], c_int32),
+    "drt_iterator_create_reads": (
+        [_Handle, c_void_p, c_void_p, c_uint64, c_uint64, POINTER(_Handle)],
+        c_int32,
+    ),
+    "drt_iterator_next": ([_Handle, POINTER(POINTER(Batch))], c_int32),
+    "drt_batch_deferred": ([POINTER(Batch), POINTER(POINTER(c_uint64))], c_int32),
+    "drt_iterator_read_deferred": ([_Handle, POINTER(Batch), c_uint64, c_void_p], c_int32),
+    "drt_iterator_read_deferred_batch": ([_Handle, POINTER(Batch), c_void_p], c_int32),
+    "drt_batch_release": ([POINTER(Batch)], None),
+    "drt_iterator_bytes_held": ([_Handle], c_uint64),
+    "drt_iterator_destroy": ([_Handle], None),
+    "drt_lz4_compress_bound": ([c_uint64], c_uint64),
+    "drt_lz4_compress": (
+        [c_char_p, c_uint64, POINTER(c_uint8), c_uint64, POINTER(c_uint64)],
+        c_int32,
+    ),
+    "drt_lz4_decompress": ([c_char_p, c_uint64, POINTER(c_uint8), c_uint64], c_int32),
+    "drt_cache_published": ([c_char_p, c_uint64, POINTER(c_uint32)], c_int32),
+    "drt_cache_info": ([c_char_p, c_uint64, POINTER(POINTER(Buffer))], c_int32),
+    "drt_check_compression": ([c_uint32, c_double], c_int32),
+    "drt_permutation_rows": (
+        [c_uint64, c_uint64, c_uint64, c_uint64, POINTER(c_uint64)],
+        c_int32,
+    ),
+    "drt_sampler_draws": (
+        [POINTER(c_double), c_uint64, c_uint64, c_uint64, c_uint64, POINTER(c_uint64)],
+        c_int32,
+    ),
+    "drt_sha256": ([c_char_p, c_uint64, POINTER(c_uint8 * 32)], None),
+    "drt_dataset_set_on_corrupt": ([_Handle, c_uint32], c_int32),
+    "drt_dataset_set_payloads": ([_Handle, c_uint32], c_int32),
+    "drt_batch_mapped": (
+        [POINTER(Batch), POINTER(POINTER(c_void_p)), POINTER(POINTER(c_void_p))],
+        c_int32,
+    ),
+    "drt_mapping_retain": ([c_void_p, POINTER(c_void_p), POINTER(c_uint64)], c_int32),
+    "drt_mapping_release": ([c_void_p], None),
+    "drt_batch_skipped": (
+        [POINTER(Batch), POINTER(c_uint64), POINTER(POINTER(c_uint64))],
+        c_int32,
+    ),
+    "drt_verify_create": ([_Handle, c_char_p, c_uint64, POINTER(_Handle)], c_int32),
+    "drt_verify_run": ([_Handle], c_int32),
+    "drt_verify_progress": ([_Handle, POINTER(c_uint64), POINTER(c_uint64)], c_int32),
+    "drt_verify_problem_count": ([_Handle, POINTER(c_uint64), POINTER(c_uint64)], c_int32),
+    "drt_verify_problem": ([_Handle, c_uint64, POINTER(VerifyProblem)], c_int32),
+    "drt_verify_destroy": ([_Handle], None),
+    "drt_set_max_open_shards": ([c_uint32], c_int32),
+    "drt_open_shards_stats_get": ([POINTER(OpenShardsStatsStruct)], c_int32),
+}
+
+
 def _declare(library: ctypes.CDLL) -> None:
-    # One line per function of dataset_rt.h: name, argtypes, restype.
-    handle = c_void_p
-    declarations = {
-        "drt_last_error": ([], c_char_p),
-        "drt_runtime_create": ([c_uint32, POINTER(handle)], c_int32),
-        "drt_runtime_destroy": ([handle], None),
-        "drt_runtime_num_workers": ([handle], c_uint32),
-        "drt_writer_create": (
-            [
-                handle,
-                c_char_p,
-                c_uint64,
-                c_char_p,
-                c_uint64,
-                POINTER(WriterOptions),
-                POINTER(handle),
-            ],
-            c_int32,
-        ),
-        "drt_check_source_name": ([c_char_p, c_uint64], c_int32),
-        "drt_cache_replace": (
-            [c_char_p, c_uint64, c_char_p, c_uint64, c_char_p, c_uint64, POINTER(c_uint32)],
-            c_int32,
-        ),
-        "drt_cache_writer_active": (
-            [c_char_p, c_uint64, c_char_p, c_uint64, POINTER(c_uint32)],
-            c_int32,
-        ),
-        "drt_caches_migrate": (
-            [c_void_p, c_void_p, c_void_p, c_uint32, c_void_p],
-            c_int32,
-        ),
-        "drt_writer_push": (
-            [handle, c_char_p, c_uint64, POINTER(c_uint64), c_uint64, c_char_p, c_uint64],
-            c_int32,
-        ),
-        "drt_writer_push_borrowed": (
-            [handle, POINTER(c_void_p), POINTER(c_uint64), c_uint64, c_char_p, c_uint64],
-            c_int32,
-        ),
-        "drt_writer_push_columns": (
-            [handle, POINTER(c_void_p), POINTER(c_uint64), c_uint64, POINTER(PushColumn), c_uint64],
-            c_int32,
-        ),
-        "drt_writer_push_columns_joined": (
-            [handle, c_char_p, c_uint64, POINTER(c_uint64), c_uint64]
-            + [POINTER(PushColumn), c_uint64],
-            c_int32,
-        ),
-        "drt_writer_finish": ([handle], c_int32),
-        "drt_writer_set_page_cache": ([handle, c_uint32], c_int32),
-        "drt_writer_path": ([handle], c_char_p),
-        "drt_writer_stats_get": ([handle, POINTER(WriterStats)], c_int32),
-        "drt_writer_destroy": ([handle], None),
-        "drt_dataset_open": (
-            [
-                handle,
-                POINTER(c_char_p),
-                POINTER(c_uint64),
-                c_uint32,
-                POINTER(ReaderOptions),
-                POINTER(handle),
-            ],
-            c_int32,
-        ),
-        "drt_dataset_destroy": ([handle], None),
-        "drt_dataset_len": ([handle, POINTER(c_uint64)], c_int32),
-        "drt_dataset_set_epoch_len": ([handle, c_uint64], c_int32),
-        "drt_buffer_release": ([POINTER(Buffer)], None),
-        "drt_dataset_schema_json": ([handle, POINTER(POINTER(Buffer))], c_int32),
-        "drt_dataset_metadata_arrow": ([handle, POINTER(POINTER(Buffer))], c_int32),
-        "drt_dataset_metadata_arrow_stream": ([handle, c_void_p], c_int32),
-        "drt_dataset_set_table": (
-            [
-                handle,
-                c_char_p,
-                c_uint64,
-                POINTER(IntColumn),
-                POINTER(IntColumn),
-                POINTER(FloatColumn),
-            ],
-            c_int32,
-        ),
-        "drt_dataset_cache_sha256s": ([handle, c_void_p, c_uint32], c_int32),
-        "drt_dataset_cache_ids": ([handle, c_void_p, c_uint32], c_int32),
-        "drt_dataset_position": ([handle, POINTER(StreamPosition)], c_int32),
-        "drt_dataset_state": ([handle, POINTER(StreamState)], c_int32),
-        "drt_dataset_take_state": ([handle, POINTER(StreamState)], c_int32),
-        "drt_dataset_load_state": (
-            [handle, POINTER(StreamState), c_char_p, c_uint32],
-            c_int32,
-        ),
-        "drt_dataset_set_epoch": ([handle, c_uint64], c_int32),
-        "drt_iterator_create_share": (
-            [handle, POINTER(Share), c_uint64, c_uint64, POINTER(handle)],
-            c_int32,
-        ),
-        "drt_iterator_state": ([handle, c_uint64, POINTER(StreamState)], c_int32),
-        "drt_iterator_span": ([handle, POINTER(StreamState)], c_int32),
-        "drt_share_count": ([c_uint64, POINTER(Share), POINTER(ShareCounts)], c_int32),
-        "drt_stream_after_steps": (
-            [POINTER(StreamPosition), POINTER(Share), c_uint64, POINTER(StreamPosition)],
-            c_int32,
-        ),
-        "drt_iterator_create": ([handle, POINTER(handle)], c_int32),
-        "drt_iterator_create_deferring": ([handle, c_uint64, POINTER(handle)], c_int32),
-        "drt_iterator_create_reads": (
-            [handle, c_void_p, c_void_p, c_uint64, c_uint64, POINTER(handle)],
-            c_int32,
-        ),
-        "drt_iterator_next": ([handle, POINTER(POINTER(Batch))], c_int32),
-        "drt_batch_deferred": ([POINTER(Batch), POINTER(POINTER(c_uint64))], c_int32),
-        "drt_iterator_read_deferred": ([handle, POINTER(Batch), c_uint64, c_void_p], c_int32),
-        "drt_iterator_read_deferred_batch": ([handle, POINTER(Batch), c_void_p], c_int32),
-        "drt_batch_release": ([POINTER(Batch)], None),
-        "drt_iterator_bytes_held": ([handle], c_uint64),
-        "drt_iterator_destroy": ([handle], None),
-        "drt_lz4_compress_bound": ([c_uint64], c_uint64),
-        "drt_lz4_compress": (
-            [c_char_p, c_uint64, POINTER(c_uint8), c_uint64, POINTER(c_uint64)],
-            c_int32,
-        ),
-        "drt_lz4_decompress": ([c_char_p, c_uint64, POINTER(c_uint8), c_uint64], c_int32),
-        "drt_cache_published": ([c_char_p, c_uint64, POINTER(c_uint32)], c_int32),
-        "drt_cache_info": ([c_char_p, c_uint64, POINTER(POINTER(Buffer))], c_int32),
-        "drt_check_compression": ([c_uint32, c_double], c_int32),
-        "drt_permutation_rows": (
-            [c_uint64, c_uint64, c_uint64, c_uint64, POINTER(c_uint64)],
-            c_int32,
-        ),
-        "drt_sampler_draws": (
-            [POINTER(c_double), c_uint64, c_uint64, c_uint64, c_uint64, POINTER(c_uint64)],
-            c_int32,
-        ),
-        "drt_sha256": ([c_char_p, c_uint64, POINTER(c_uint8 * 32)], None),
-        "drt_dataset_set_on_corrupt": ([handle, c_uint32], c_int32),
-        "drt_dataset_set_payloads": ([handle, c_uint32], c_int32),
-        "drt_batch_mapped": (
-            [POINTER(Batch), POINTER(POINTER(c_void_p)), POINTER(POINTER(c_void_p))],
-            c_int32,
-        ),
-        "drt_mapping_retain": ([c_void_p, POINTER(c_void_p), POINTER(c_uint64)], c_int32),
-        "drt_mapping_release": ([c_void_p], None),
-        "drt_batch_skipped": (
-            [POINTER(Batch), POINTER(c_uint64), POINTER(POINTER(c_uint64))],
-            c_int32,
-        ),
-        "drt_verify_create": ([handle, c_char_p, c_uint64, POINTER(handle)], c_int32),
-        "drt_verify_run": ([handle], c_int32),
-        "drt_verify_progress": ([handle, POINTER(c_uint64), POINTER(c_uint64)], c_int32),
-        "drt_verify_problem_count": ([handle, POINTER(c_uint64), POINTER(c_uint64)], c_int32),
-        "drt_verify_problem": ([handle, c_uint64, POINTER(VerifyProblem)], c_int32),
-        "drt_verify_destroy": ([handle], None),
-        "drt_set_max_open_shards": ([c_uint32], c_int32),
-        "drt_open_shards_stats_get": ([POINTER(OpenShardsStatsStruct)], c_int32),
-    }
-    for name, (argtypes, restype) in declarations.items():
+    for name, (argtypes, restype) in _SIGNATURES.items():
         function = getattr(library, name)
         function.argtypes = argtypes
         function.restype = restype
