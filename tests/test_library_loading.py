@@ -20,7 +20,7 @@ IMPORT = "import dataset_rt, dataset_rt._binding.native as n; print('loaded', n.
 
 def import_with(library: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """Imports the package under test in a child with DATASET_RT_LIBRARY=`library`."""
-    package_parent = Path(_native.__file__).parents[1]
+    package_parent = Path(_native.__file__).parents[2]
     env = {
         **os.environ,
         "DATASET_RT_LIBRARY": library,

@@ -97,7 +97,7 @@ def test_caches_are_written_and_read_where_the_kernel_predates_statx(
     environment = dict(
         os.environ,
         DATASET_RT_LIBRARY=str(_native.library_path.resolve()),
-        PYTHONPATH=pythonpath_before_inherited(Path(_native.__file__).parents[1]),
+        PYTHONPATH=pythonpath_before_inherited(Path(_native.__file__).parents[2]),
     )
     result = subprocess.run(
         [str(old_kernel), str(FIRST_AFTER_LINUX_3_10), sys.executable, "-c", CHILD, str(tmp_path)],

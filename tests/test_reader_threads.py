@@ -32,7 +32,7 @@ Record: TypeAlias = tuple[int, int, bytes | memoryview]
 def run_in_child(script: str, directory: Path) -> str:
     """Runs `script` with `directory` as its argument in a child interpreter with the
     package under test (a crash or hang then fails one test, not the run); its output."""
-    package_parent = Path(_native.__file__).parents[1]
+    package_parent = Path(_native.__file__).parents[2]
     done = subprocess.run(
         [sys.executable, "-c", script, str(directory)],
         capture_output=True,
