@@ -18,7 +18,7 @@ that comes from them sits between two marker lines naming its results file:
 This script rewrites what lies between the markers from the file (here
 ``benchmarks/results/run.json``) and nothing else; ``--check`` writes nothing
 and fails, showing the difference, where a doc does not hold what its results
-give (``tests/test_benchmarks_report.py`` runs it). The harnesses print the
+give (``tests/project/test_benchmarks_report.py`` runs it). The harnesses print the
 same tables, from the same functions.
 """
 

@@ -1,7 +1,7 @@
 """Prints the README's two commands, one per line: the command lines of the first ```bash
 block under the heading "## Two commands", without its comments and blank lines.
 
-.ci/run runs exactly these, and tests/test_readme_commands.py checks their shape, so the
+.ci/run runs exactly these, and tests/project/test_readme_commands.py checks their shape, so the
 README's promise and what CI runs cannot drift apart.
 
     python3 scripts/readme_commands.py README.md

@@ -167,13 +167,13 @@ if command -v qemu-aarch64 >/dev/null && [[ -e "$aarch64_libc/lib/ld-linux-aarch
         # failed"; the other fork test runs), and the fuzz regressions (they run
         # natively in phases 2 and 3; emulated, their seeded run costs minutes).
         # DATASET_RT_EXTRAS: this Python has the runtime and dev requirements, not the test
-        # extra's (tests/test_readme_commands.py).
+        # extra's (tests/project/test_readme_commands.py).
         DATASET_RT_LIBRARY="$aarch64_dir/build/lib/libdataset_rt.so" DATASET_RT_EXTRAS=dev \
             PYTHONPATH="$PWD/python:$aarch64_python/site" \
             "$aarch64_python/bin/python3" -m pytest tests -q -p no:cacheprovider \
-            --deselect tests/test_c_abi.py \
-            --deselect tests/test_fuzz_regressions.py \
-            --deselect tests/test_fork.py::test_a_forked_child_gets_a_clear_error_and_can_start_its_own_runtime
+            --deselect tests/binding/test_c_abi.py \
+            --deselect tests/interop/test_fuzz_regressions.py \
+            --deselect tests/binding/test_fork.py::test_a_forked_child_gets_a_clear_error_and_can_start_its_own_runtime
     else
         missing "the aarch64 Python for pytest, $aarch64_python/bin/python3" \
             "as root: bash scripts/setup_aarch64_python.sh"

@@ -9,7 +9,7 @@
 #      loaded before anything else (dlopen alone fails: "cannot allocate memory in static TLS
 #      block"), so CPython starts with it preloaded (LD_PRELOAD); the child interpreters the
 #      tests start inherit that. Arguments replace the default pytest files:
-#        bash scripts/test_tsan.sh tests/test_reader_threads.py -k closing
+#        bash scripts/test_tsan.sh tests/binding/test_reader_threads.py -k closing
 # Reports go to files (pytest captures the output of passing tests and of their children) and
 # any of them fails the run; tests/tsan.supp holds the suppressions, each with its reason.
 set -euo pipefail
@@ -46,18 +46,18 @@ library="$work/build/tsan/libdataset_rt.so"
 # - the fork test whose child starts a runtime: TSan does not support threads started in the
 #   child of a multi-threaded fork ("starting new threads after multi-threaded fork is not
 #   supported. Dying"); the other fork test runs;
-# - files using pyarrow, torch or the Rust peer (tests/peer_driver.py): those libraries are not
+# - files using pyarrow, torch or the Rust peer (tests/helpers/peer_driver.py): those libraries are not
 #   instrumented, and TSan reports their own reference counts and thread handoffs as races;
 # - two writer tests that close thousands of small shards one after another: by far the
 #   slowest under TSan, for threads the other writer tests exercise too.
 pytest_arguments=("$@")
 if ((${#pytest_arguments[@]} == 0)); then
     pytest_arguments=(
-        tests/test_reader_threads.py tests/test_writer_runtime.py tests/test_deferred_payloads.py
-        tests/test_payload_views.py
-        tests/test_fork.py::test_a_child_destroying_an_inherited_writer_keeps_the_parents_staging
-        --deselect=tests/test_writer_runtime.py::test_one_worker_closing_more_shards_at_once_than_the_pool_queue_holds_finishes
-        --deselect=tests/test_writer_runtime.py::test_many_small_shards_stay_within_a_small_open_file_limit
+        tests/binding/test_reader_threads.py tests/core/test_writer_runtime.py tests/binding/test_deferred_payloads.py
+        tests/binding/test_payload_views.py
+        tests/binding/test_fork.py::test_a_child_destroying_an_inherited_writer_keeps_the_parents_staging
+        --deselect=tests/core/test_writer_runtime.py::test_one_worker_closing_more_shards_at_once_than_the_pool_queue_holds_finishes
+        --deselect=tests/core/test_writer_runtime.py::test_many_small_shards_stay_within_a_small_open_file_limit
     )
 fi
 

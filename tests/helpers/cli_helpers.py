@@ -24,7 +24,7 @@ from dataset_rt.cli import app
 
 SAMPLES = simple_samples(40, payload_bytes=100)
 TEXT_SAMPLES = [(f"line {i}: hello".encode(), {"i": i}) for i in range(5)]
-PACKAGE_ROOT = Path(__file__).resolve().parent.parent / "python"
+PACKAGE_ROOT = Path(__file__).resolve().parents[2] / "python"
 
 Algo = Literal["none", "lz4"]
 """A shard codec, as `ShardCompression(algo=...)` takes it."""

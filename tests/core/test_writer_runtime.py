@@ -44,7 +44,7 @@ REQUIRED_STAGES = {
     "finish_manifest",
     "publish",
 }
-PACKAGE_DIR = Path(__file__).resolve().parent.parent / "python"
+PACKAGE_DIR = Path(__file__).resolve().parents[2] / "python"
 
 
 class InterruptingSource:

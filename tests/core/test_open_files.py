@@ -24,7 +24,7 @@ import pytest
 import dataset_rt
 from dataset_rt import CacheInput, CacheSource, DatasetRuntime, ReaderConfig, WriterConfig, errors
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parent.parent  # tests/
 BIG_SHARDS = 5000
 CACHES = 500
 SAMPLES_PER_CACHE = 3

@@ -1,5 +1,5 @@
 """What the interoperability tests (tests/test_interop_peer*.py) write with both
-implementations, and what reading it must give, encoded as tests/peer_driver.py encodes.
+implementations, and what reading it must give, encoded as tests/helpers/peer_driver.py encodes.
 
 The inputs cover every metadata kind, payloads empty, compressible and not, several
 sources of one schema (loaded together) and one of another, and floats: those dataset-rt
@@ -25,7 +25,7 @@ class SourceSpec(TypedDict):
 
 
 class WriterSpec(TypedDict):
-    """A write step's "writer" (see tests/peer_driver.py)."""
+    """A write step's "writer" (see tests/helpers/peer_driver.py)."""
 
     algo: Literal["none", "lz4"]
     ratio: float

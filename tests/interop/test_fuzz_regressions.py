@@ -22,8 +22,8 @@ from dataset_rt import DatasetRuntime
 from dataset_rt._binding import native as _native
 from dataset_rt.errors import InvalidCacheError, StateError
 
-FUZZ_DIR = Path(__file__).resolve().parent.parent / "fuzz"
-REGRESSIONS_DIR = Path(__file__).resolve().parent / "fuzz_regressions"
+FUZZ_DIR = Path(__file__).resolve().parents[2] / "fuzz"
+REGRESSIONS_DIR = Path(__file__).resolve().parents[1] / "fuzz_regressions"
 sys.path.insert(0, str(FUZZ_DIR))
 
 import cache_files  # noqa: E402  (fuzz/ is not a package)

@@ -1,4 +1,4 @@
-"""A writer process for tests/test_faults.py, which runs it as a child so that
+"""A writer process for tests/core/test_faults.py, which runs it as a child so that
 faults (a file size limit, a full disk, SIGKILL) hit this process, not pytest.
 
     python fault_writer.py <mode> <job as JSON>

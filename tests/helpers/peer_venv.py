@@ -1,11 +1,11 @@
-"""The peers' virtual environments, and tests/peer_driver.py run in them or here.
+"""The peers' virtual environments, and tests/helpers/peer_driver.py run in them or here.
 
 A peer (`dataset-rt==0.2.4` or `==0.4.8` from PyPI, Rust/PyO3 packages with this
 project's import name) lives in a virtual environment of its own, created once and
 reused while it works: ``$DATASET_RT_PEER_VENV`` (0.2.4) or ``$DATASET_RT_PEER_048_VENV``
 (0.4.8), else ``~/.cache/dataset_rt_tests/peer-<version>``. When PyPI cannot be reached
 to create one, the test asking for it is skipped with a message saying so.
-tests/test_interop_peer*.py and tests/test_dropin_messages.py use it.
+tests/test_interop_peer*.py and tests/interop/test_dropin_messages.py use it.
 """
 
 from __future__ import annotations

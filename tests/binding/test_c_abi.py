@@ -12,7 +12,7 @@ from conftest import QUIET, ListSource, compile_c, simple_samples
 from dataset_rt import CacheWriteSuccess, DatasetRuntime
 from dataset_rt._binding import native as _native
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parent.parent  # tests/
 HEADER_DIR = HERE.parent / "zig" / "include"
 
 

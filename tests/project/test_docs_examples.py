@@ -4,7 +4,7 @@ Every fenced Python block of README.md and docs/*.md runs: each page's blocks in
 order, in one namespace, in a scratch working directory, as a reader pasting them
 into one session would. The shell blocks of those pages (bash, sh, shell, console)
 that call the `dataset-rt` command run too, in their place among the page's Python
-blocks and in the same directory (docs/cli.md's are run by tests/test_cli_docs.py).
+blocks and in the same directory (docs/cli.md's are run by tests/cli/test_cli_docs.py).
 
 A block that is deliberately not run says so where a reader sees it, with a reason:
 an info string ```` ```python title="not run: <reason>" ```` or a first line
@@ -29,9 +29,9 @@ import dataset_rt
 from conftest import QUIET, pythonpath_before_inherited
 from dataset_rt import CacheInput, CacheWriteSuccess, DatasetRuntime, ReaderConfig
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PAGES = ["README.md", *sorted(f"docs/{page.name}" for page in (ROOT / "docs").glob("*.md"))]
-# docs/cli.md's shell blocks are the command's reference, run by tests/test_cli_docs.py.
+# docs/cli.md's shell blocks are the command's reference, run by tests/cli/test_cli_docs.py.
 SHELL_RUN_ELSEWHERE = {"docs/cli.md"}
 
 # Optional packages a page's Python blocks may import (the test environment has them;

@@ -1,7 +1,7 @@
 """Faults during a write (SPEC section 8, docs/storage-format.md "Publication
 protocol"): a file that may not grow, a full disk, a kill at any moment.
 
-Each writer runs in a child process (tests/fault_writer.py) so that the fault
+Each writer runs in a child process (tests/helpers/fault_writer.py) so that the fault
 hits it, not pytest. Whatever happens, the base directory holds only complete
 caches and, under tmp/, what the protocol says may be left there; a failed
 source is a `CacheWriteError` naming the cause, the other sources are written,
@@ -31,7 +31,7 @@ from dataset_rt import CacheWriteSuccess, DatasetRuntime, ReaderConfig
 from fault_writer import Metadata, SourceSpec, SpecSource, source_samples, writer_config
 
 ALGOS = ("none", "lz4")
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parent.parent / "helpers"
 WRITER_SCRIPT = HERE / "fault_writer.py"
 MiB = 1 << 20
 

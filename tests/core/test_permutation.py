@@ -1,6 +1,6 @@
 """Epochs without replacement (`ReaderConfig(replacement=False)`): every epoch is a
 uniform permutation of the active table, computed per position (docs/determinism.md,
-section 11). tests/test_sampler_reference.py checks the rows bit for bit."""
+section 11). tests/core/test_sampler_reference.py checks the rows bit for bit."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Failures a dataset-rt 0.2.4 user may match by exception class and message, one trigger each.
 
-Used by tests/test_dropin_messages.py against BOTH implementations: imported, a trigger
+Used by tests/interop/test_dropin_messages.py against BOTH implementations: imported, a trigger
 runs on this project's `dataset_rt`; run as a script with the peer's interpreter
 (dataset-rt==0.2.4, the Rust/PyO3 package), it runs on the peer:
 

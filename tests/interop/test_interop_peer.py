@@ -2,9 +2,9 @@
 caches written by either read identically in the other.
 
 The reference is a Rust/PyO3 package with the same import name, so it lives in a
-virtual environment of its own (tests/peer_venv.py creates or reuses it) and is driven
-in a subprocess by tests/peer_driver.py. Both directions are checked on the same inputs
-(tests/peer_inputs.py: lz4 and none, one shard and several, every metadata kind,
+virtual environment of its own (tests/helpers/peer_venv.py creates or reuses it) and is driven
+in a subprocess by tests/helpers/peer_driver.py. Both directions are checked on the same inputs
+(tests/helpers/peer_inputs.py: lz4 and none, one shard and several, every metadata kind,
 several sources):
 
 - caches written by dataset-rt load here with ``validate_cache=True`` and read
@@ -20,7 +20,7 @@ values it round-trips itself, and, for arbitrary floats, against what it
 returns for its own cache of the same input.
 
 The user script written for dataset-rt that runs on both is in
-tests/test_interop_peer_script.py.
+tests/interop/test_interop_peer_script.py.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""tests/peer_venv.py's own decisions: which pip failures skip the peer tests, and where
+"""tests/helpers/peer_venv.py's own decisions: which pip failures skip the peer tests, and where
 a peer's virtual environment lives."""
 
 from __future__ import annotations

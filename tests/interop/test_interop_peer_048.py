@@ -1,10 +1,10 @@
 """Interoperability with dataset-rt 0.4.8 from PyPI, which writes format 3.
 
-Like tests/test_interop_peer.py (dataset-rt 0.2.4), with the same machinery
-(tests/peer_venv.py) and inputs (tests/peer_inputs.py), it runs the peer in a
+Like tests/interop/test_interop_peer.py (dataset-rt 0.2.4), with the same machinery
+(tests/helpers/peer_venv.py) and inputs (tests/helpers/peer_inputs.py), it runs the peer in a
 virtual environment of its own (`$DATASET_RT_PEER_048_VENV`
 or ``~/.cache/dataset_rt_tests/peer-0.4.8``, created once and reused; the
-tests are skipped when PyPI cannot be reached) through tests/peer_driver.py,
+tests are skipped when PyPI cannot be reached) through tests/helpers/peer_driver.py,
 and checks, on the same inputs:
 
 - its format 3 caches read here as it reads them: samples with their cache_ids

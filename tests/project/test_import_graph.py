@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent.parent / "python" / "dataset_rt"
+PACKAGE = Path(__file__).resolve().parents[2] / "python" / "dataset_rt"
 
 
 def module_name(path: Path) -> str:

@@ -2,7 +2,7 @@
 
 A user moving from dataset-rt 0.2.4 may match exceptions and messages. Our messages say
 more, but each also contains the phrase dataset-rt 0.2.4 uses for the same failure and
-raises (a subclass of) the class it raises. Every trigger (tests/dropin_triggers.py)
+raises (a subclass of) the class it raises. Every trigger (tests/helpers/dropin_triggers.py)
 runs here on this project and, when a dataset-rt 0.2.4 virtual environment exists,
 on dataset-rt 0.2.4 too, so the expectations below are measured, not remembered.
 
@@ -32,9 +32,9 @@ from dataset_rt import (
 )
 from peer_venv import default_venv_dir, peer_env, probe_peer, venv_python
 
-TRIGGERS_PATH = Path(__file__).with_name("dropin_triggers.py")
+TRIGGERS_PATH = Path(__file__).resolve().parent.parent / "helpers" / "dropin_triggers.py"
 PEER_TIMEOUT = 120
-# The virtual environment tests/test_interop_peer.py creates, then the benchmarks'.
+# The virtual environment tests/interop/test_interop_peer.py creates, then the benchmarks'.
 BENCH_VENV = Path.home() / ".cache" / "dataset_rt_bench" / "peer-0.2.4"
 
 triggers = load_script(TRIGGERS_PATH)
@@ -100,7 +100,7 @@ def peer_python() -> Path:
         problems.append(f"{venv}: {problem}")
     pytest.skip(
         "no dataset-rt 0.2.4 virtual environment, so the failures were NOT checked against "
-        "it (tests/test_interop_peer.py creates one): " + "; ".join(problems)
+        "it (tests/interop/test_interop_peer.py creates one): " + "; ".join(problems)
     )
 
 

@@ -1,8 +1,8 @@
 """A "user script" written against the API of the reference implementation,
 `dataset-rt==0.2.4` from PyPI, runs on it and here and records the same observations.
 
-tests/peer_driver.py holds the script (its ``user_script`` step); it runs in the peer's
-virtual environment (tests/peer_venv.py) and under this interpreter, each in a
+tests/helpers/peer_driver.py holds the script (its ``user_script`` step); it runs in the peer's
+virtual environment (tests/helpers/peer_venv.py) and under this interpreter, each in a
 subprocess. Parts the peer lacks run only here and are checked on their own.
 """
 

@@ -3,7 +3,7 @@ cache is named by the cache_id its manifest persists, a format 2 cache by its
 position in the list of paths, and everything users see (samples, the metadata
 table, get/get_many, update_metadata, resume states) uses those ids; two caches
 with one id are refused naming both. dataset-rt 0.4.8's behaviour is the model
-(tests/test_interop_peer.py runs it)."""
+(tests/interop/test_interop_peer.py runs it)."""
 
 from __future__ import annotations
 
