@@ -18,7 +18,11 @@ name), reported before any work. Every command takes ``--help``; those that repo
 take ``--json``. See docs/cli.md.
 """
 
+from __future__ import annotations
+
 from collections.abc import Sequence
+
+from typer.models import CommandInfo
 
 from dataset_rt.cli import _bench, _listing, _samples, _verify, _write
 from dataset_rt.cli._common import app
@@ -26,9 +30,18 @@ from dataset_rt.cli._preview import _preview as _preview
 from dataset_rt.cli._verify import _problem_line as _problem_line
 
 __all__ = ["app", "main"]
-# Importing these modules registers their commands on `app`, in the order
-# `dataset-rt --help` lists them.
-COMMAND_MODULES = (_listing, _samples, _verify, _write, _bench)
+
+# Importing a module registers its commands on `app`. `dataset-rt --help` lists them
+# by module in this order, each module's in the order it defines them (the `write`
+# group of _write comes after every command).
+_COMMAND_MODULES = [module.__name__ for module in (_listing, _samples, _verify, _write, _bench)]
+
+
+def _module_rank(command: CommandInfo) -> int:
+    return _COMMAND_MODULES.index(getattr(command.callback, "__module__", ""))
+
+
+app.registered_commands.sort(key=_module_rank)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
