@@ -102,7 +102,7 @@ check_glibc() {
 }
 
 phase "2/7 pytest against the installed ReleaseFast library"
-check_glibc "$(python -c 'from dataset_rt import _native; print(_native.library_path)')"
+check_glibc "$(python -c 'from dataset_rt._binding import native; print(native.library_path)')"
 run_pytest
 # The training example, briefly: two gloo ranks with DataLoader workers, stopped and
 # resumed, checked against an uninterrupted run.

@@ -25,7 +25,7 @@ missing() {
     echo "skipped: $1 not found ($2)"
 }
 
-library=${1:-$(python -c 'from dataset_rt import _native; print(_native.library_path)')}
+library=${1:-$(python -c 'from dataset_rt._binding import native; print(native.library_path)')}
 if [[ ! -f "$library" ]]; then
     echo "error: no library at $library" >&2
     exit 1
