@@ -165,7 +165,10 @@ if command -v qemu-aarch64 >/dev/null && [[ -e "$aarch64_libc/lib/ld-linux-aarch
         # Python lacks; the round trip ran above), and the fork test whose child starts threads
         # (qemu-user 7.2 itself aborts there: "qemu_plugin_vcpu_init_hook: assertion
         # failed"; the other fork test runs), and the fuzz regressions (they run
-        # natively in phases 2 and 3; emulated, their seeded run costs minutes).
+        # natively in phases 2 and 3; emulated, their seeded run costs minutes), and the two
+        # process-writer timeout tests (a spawned writer must start within their 2-2.5 s
+        # timeouts, and an emulated Python takes longer to import the package; they run
+        # natively in phases 2 and 3).
         # DATASET_RT_EXTRAS: this Python has the runtime and dev requirements, not the test
         # extra's (tests/project/test_readme_commands.py).
         DATASET_RT_LIBRARY="$aarch64_dir/build/lib/libdataset_rt.so" DATASET_RT_EXTRAS=dev \
@@ -173,7 +176,9 @@ if command -v qemu-aarch64 >/dev/null && [[ -e "$aarch64_libc/lib/ld-linux-aarch
             "$aarch64_python/bin/python3" -m pytest tests -q -p no:cacheprovider \
             --deselect tests/binding/test_c_abi.py \
             --deselect tests/interop/test_fuzz_regressions.py \
-            --deselect tests/binding/test_fork.py::test_a_forked_child_gets_a_clear_error_and_can_start_its_own_runtime
+            --deselect tests/binding/test_fork.py::test_a_forked_child_gets_a_clear_error_and_can_start_its_own_runtime \
+            --deselect tests/core/test_process_writers.py::test_a_source_past_the_timeout_is_an_error_naming_it_and_leaves_no_staging \
+            --deselect tests/core/test_process_writers.py::test_a_source_that_ignores_sigterm_is_killed_and_its_staging_removed
     else
         missing "the aarch64 Python for pytest, $aarch64_python/bin/python3" \
             "as root: bash scripts/setup_aarch64_python.sh"
