@@ -26,6 +26,7 @@ from conftest import QUIET, ListSource, published_entries, simple_samples, stagi
 from dataset_rt import (
     CacheInput,
     CacheSource,
+    CacheSourcesDatasetSuccess,
     CacheWriteSuccess,
     DatasetRuntime,
     ReaderConfig,
@@ -745,3 +746,19 @@ def test_the_library_gives_each_thread_a_small_thread_local_block() -> None:
     if size is None:
         pytest.skip("not an ELF64 little-endian library")
     assert size < 16 * 1024, f"thread-local block of {size} bytes"
+
+
+def test_write_cache_and_from_cache_sources_take_any_sequence_of_a_source_class(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    # Typed as the user's own class: mypy (strict, over the tests) checks that the
+    # signatures take a Sequence, which a `list[CacheSource]` parameter would refuse.
+    listed: list[ListSource] = [ListSource("a", simple_samples(3))]
+    paired: tuple[ListSource, ...] = (ListSource("b", simple_samples(2)),)
+    written = runtime.write_cache(listed, tmp_path, writer_config=QUIET)
+    assert [type(result) for result in written] == [CacheWriteSuccess]
+    opened = runtime.from_cache_sources(
+        paired, tmp_path, reader_config=ReaderConfig(seed=0), writer_config=QUIET
+    )
+    assert isinstance(opened, CacheSourcesDatasetSuccess)
+    assert len(opened.dataset) == 2

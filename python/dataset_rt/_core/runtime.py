@@ -133,7 +133,7 @@ class DatasetRuntime:
 
     def write_cache(
         self,
-        sources: CacheSource | list[CacheSource],
+        sources: CacheSource | Sequence[CacheSource],
         base_cache_dir: str | Path,
         *,
         writer_config: WriterConfig = WriterConfig(),  # noqa: B008 - frozen model
@@ -209,7 +209,7 @@ class DatasetRuntime:
 
     def from_cache_sources(
         self,
-        sources: CacheSource | list[CacheSource],
+        sources: CacheSource | Sequence[CacheSource],
         base_cache_dir: str | Path,
         *,
         reader_config: ReaderConfig,
