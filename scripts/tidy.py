@@ -402,6 +402,9 @@ class ZigDeclaration:
     token: int  # index of the name's token
     public: bool
     exported: bool
+    # Occurrences of the name after a `.` in its own one-expression initializer: the
+    # second `X` of an alias `const X = y.X;`, which is no use of the alias.
+    own_mentions: int = 0
 
 
 CONTAINER_KEYWORDS = {"struct", "enum", "union", "opaque"}
@@ -453,9 +456,24 @@ def declaration_at(tokens: Sequence[Token], index: int) -> ZigDeclaration | None
         return None
     modifiers = {token.text for token in tokens[start + 1 : index]}
     name = tokens[index + 1]
-    return ZigDeclaration(
-        name.text, name.line, index + 1, "pub" in modifiers, "export" in modifiers
-    )
+    own = alias_mentions(tokens, index + 2, name.text) if follower == "=" else 0
+    public, exported = "pub" in modifiers, "export" in modifiers
+    return ZigDeclaration(name.text, name.line, index + 1, public, exported, own)
+
+
+def alias_mentions(tokens: Sequence[Token], start: int, name: str) -> int:
+    """How often `name` follows a `.` in the initializer that starts at `start`, when that
+    initializer is one expression without a block (up to its `;`); 0 otherwise."""
+    count = 0
+    for index in range(start, len(tokens)):
+        text = tokens[index].text if tokens[index].kind == "punct" else None
+        if text == ";":
+            return count
+        if text == "{":
+            return 0
+        if tokens[index].kind == "ident" and tokens[index].text == name:
+            count += tokens[index - 1].text == "."
+    return 0
 
 
 def test_name(tokens: Sequence[Token], index: int) -> str | None:
@@ -561,7 +579,7 @@ def zig_findings(files: Sequence[Path]) -> list[Finding]:
             name = declaration.name
             if declaration.exported or name in ZIG_IMPLICIT_NAMES:
                 continue
-            if references[path].anywhere[name] > own_names[name]:
+            if references[path].anywhere[name] > own_names[name] + declaration.own_mentions:
                 continue
             if declaration.public and any(
                 other != path and refs.dotted[name] for other, refs in references.items()

@@ -137,6 +137,10 @@ def test_unused_zig_declarations_are_flagged_and_used_ones_are_not(tmp_path: Pat
                 "pub const Box = struct {",
                 "    fn unusedMethod() void {}",
                 "};",
+                "const Alias = std.mem.Alias;",
+                "const UsedAlias = std.mem.UsedAlias;",
+                "fn usesAlias() UsedAlias {}",
+                "comptime { _ = usesAlias; }",
             ]
         )
     )
@@ -151,6 +155,7 @@ def test_unused_zig_declarations_are_flagged_and_used_ones_are_not(tmp_path: Pat
         ("unused-zig", "privateHelper"),
         ("unused-zig", "Box"),
         ("unused-zig", "unusedMethod"),
+        ("unused-zig", "Alias"),
     }
 
 

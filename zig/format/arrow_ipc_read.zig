@@ -45,8 +45,6 @@ const readOffset = arrow_ipc_columns.readOffset;
 const assembleColumns = arrow_ipc_columns.assembleColumns;
 const metadata_types = @import("metadata_types.zig");
 const Column = metadata_types.Column;
-const ColumnValues = metadata_types.ColumnValues;
-const Kind = metadata_types.Kind;
 
 /// A metadata table read from an Arrow IPC file.
 pub const Table = struct {

@@ -8,7 +8,6 @@ const sampler = @import("sampler.zig");
 const permutation = @import("permutation.zig");
 const Sampling = @import("stream_state.zig").Sampling;
 const sha256 = @import("../codec/sha256.zig");
-const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
 
 pub const Location = struct { cache_id: u32, sample_id: u64 };
 
