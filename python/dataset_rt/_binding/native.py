@@ -289,6 +289,27 @@ class OpenShardsStatsStruct(Structure):
     ]
 
 
+class RemoteStatsStruct(Structure):
+    """``drt_remote_stats``: what a remote has fetched."""
+
+    _fields_ = [
+        ("fetched_files", c_uint64),
+        ("fetched_bytes", c_uint64),
+        ("shards_fetched", c_uint64),
+        ("shard_bytes_fetched", c_uint64),
+        ("refetches", c_uint64),
+        ("reserved", c_uint64 * 4),
+    ]
+
+
+# drt_fetch_fn: (context, url, url_len, name, name_len, dest_path, dest_path_len,
+# message, message_cap) -> DRT_FETCH_*. Pointers as c_void_p: the lengths say where
+# each string ends.
+FETCH_FN = ctypes.CFUNCTYPE(
+    c_int32, c_void_p, c_void_p, c_uint64, c_void_p, c_uint64, c_void_p, c_uint64, c_void_p, c_uint64
+)
+FETCH_OK, FETCH_NOT_FOUND, FETCH_FAILED = 0, 1, 2
+
 _Handle = c_void_p  # every drt_* handle (runtime, writer, dataset, iterator, verifier)
 # One entry per function of dataset_rt.h: name -> (argtypes, restype).
 _SIGNATURES: dict[str, tuple[list[Any], Any]] = {
@@ -444,6 +465,21 @@ _SIGNATURES: dict[str, tuple[list[Any], Any]] = {
     "drt_verify_destroy": ([_Handle], None),
     "drt_set_max_open_shards": ([c_uint32], c_int32),
     "drt_open_shards_stats_get": ([POINTER(OpenShardsStatsStruct)], c_int32),
+    "drt_remote_create": ([FETCH_FN, c_void_p, c_char_p, c_uint64, POINTER(_Handle)], c_int32),
+    "drt_remote_destroy": ([_Handle], None),
+    "drt_remote_stats_get": ([_Handle, POINTER(RemoteStatsStruct)], c_int32),
+    "drt_dataset_open_remote": (
+        [
+            _Handle,
+            POINTER(c_char_p),
+            POINTER(c_uint64),
+            c_uint32,
+            POINTER(ReaderOptions),
+            _Handle,
+            POINTER(_Handle),
+        ],
+        c_int32,
+    ),
 }
 
 

@@ -1,0 +1,207 @@
+"""Caches read from object storage (moto's S3 server and a static HTTP server on
+127.0.0.1): the same samples, tables and identities as the local copy, each shard
+fetched once and checked against its SHA-256."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pickle
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import QUIET, ListSource
+from dataset_rt import (
+    CachedDataset,
+    DatasetRuntime,
+    ReaderConfig,
+    RemoteConfig,
+    WriterConfig,
+)
+from fault_proxy import FaultProxy, StaticServer, flip, status
+from remote_fixtures import BUCKET, direct_client
+
+SMALL_SHARDS = WriterConfig(show_progress=False, max_shard_bytes=4096)
+
+
+def write_local(runtime: DatasetRuntime, base: Path, name: str, count: int) -> Path:
+    samples = [(bytes([i % 251]) * (100 + i), {"i": i, "name": f"s{i}"}) for i in range(count)]
+    [result] = runtime.write_cache([ListSource(name, samples)], base, writer_config=SMALL_SHARDS)
+    return base / name
+
+
+def upload(moto_server: tuple[str, int], cache: Path, prefix: str) -> str:
+    """Puts every file of `cache` under `prefix` in the test bucket; its s3:// URL."""
+    client = direct_client(*moto_server)
+    for file in sorted(cache.rglob("*")):
+        if file.is_file():
+            key = f"{prefix}/{file.relative_to(cache).as_posix()}"
+            client.upload_file(str(file), BUCKET, key)
+    return f"s3://{BUCKET}/{prefix}"
+
+
+def shard_count(cache: Path) -> int:
+    return len(list((cache / "shards").iterdir()))
+
+
+def rows(dataset: CachedDataset) -> list[tuple[Any, ...]]:
+    return [(s.cache_id, s.sample_id, bytes(s.data), dict(s.metadata)) for s in dataset]
+
+
+def remote_config(tmp_path: Path) -> RemoteConfig:
+    return RemoteConfig(local_dir=tmp_path / "copies", retries=2, timeout_s=5.0)
+
+
+def test_a_cache_in_s3_reads_exactly_as_its_local_copy(
+    runtime: DatasetRuntime,
+    tmp_path: Path,
+    moto_server: tuple[str, int],
+    s3_proxy: FaultProxy,
+) -> None:
+    local = write_local(runtime, tmp_path / "local", "train", 300)
+    url = upload(moto_server, local, "read-exact/train")
+    remote = remote_config(tmp_path)
+    for config in (
+        ReaderConfig(seed=3, shuffle=False),
+        ReaderConfig(seed=3),
+        ReaderConfig(seed=3, replacement=False),
+    ):
+        expected = runtime.cached_dataset([local], reader_config=config)
+        dataset = runtime.cached_dataset([url], reader_config=config, remote=remote)
+        assert dataset.cache_paths == [url]
+        assert rows(dataset) == rows(expected)
+        assert dataset.get_metadata().equals(expected.get_metadata())
+        pairs = [(0, 299), (0, 0), (0, 150)]
+        assert [bytes(s.data) for s in dataset.get_many(pairs)] == [
+            bytes(s.data) for s in expected.get_many(pairs)
+        ]
+    # The first dataset fetched every shard once; the later ones found them in local_dir.
+    first = runtime.cached_dataset([url], reader_config=ReaderConfig(seed=0), remote=remote)
+    assert sum(1 for _ in first) == 300
+    assert first.remote_stats().shards_fetched == 0
+    copies = [p for p in (tmp_path / "copies").rglob("shards/*") if p.is_file()]
+    assert len(copies) == shard_count(local)
+
+
+def test_local_and_remote_caches_mix_in_one_dataset(
+    runtime: DatasetRuntime,
+    tmp_path: Path,
+    moto_server: tuple[str, int],
+    s3_proxy: FaultProxy,
+) -> None:
+    first = write_local(runtime, tmp_path / "local", "first", 40)
+    second = write_local(runtime, tmp_path / "local", "second", 60)
+    url = upload(moto_server, second, "mix/second")
+    config = ReaderConfig(seed=5)
+    expected = runtime.cached_dataset([first, second], reader_config=config)
+    dataset = runtime.cached_dataset(
+        [first, url], reader_config=config, remote=remote_config(tmp_path)
+    )
+    assert dataset.cache_paths == [first, url]
+    assert rows(dataset) == rows(expected)
+    stats = dataset.remote_stats()
+    assert stats.shards_fetched == shard_count(second)
+    assert stats.shard_bytes_fetched == sum(
+        p.stat().st_size for p in (second / "shards").iterdir()
+    )
+
+
+def test_a_shard_that_arrives_damaged_once_is_fetched_again(
+    runtime: DatasetRuntime,
+    tmp_path: Path,
+    moto_server: tuple[str, int],
+    s3_proxy: FaultProxy,
+) -> None:
+    local = write_local(runtime, tmp_path / "local", "flip", 50)
+    url = upload(moto_server, local, "flip-once/flip")
+    config = ReaderConfig(seed=0, shuffle=False)
+    dataset = runtime.cached_dataset([url], reader_config=config, remote=remote_config(tmp_path))
+    s3_proxy.script_for("/shards/000000.bin", flip())
+    assert rows(dataset) == rows(runtime.cached_dataset([local], reader_config=config))
+    assert dataset.remote_stats().refetches == 1
+
+
+def test_a_shard_that_never_matches_fails_naming_both_digests(
+    runtime: DatasetRuntime,
+    tmp_path: Path,
+    moto_server: tuple[str, int],
+    s3_proxy: FaultProxy,
+) -> None:
+    local = write_local(runtime, tmp_path / "local", "bad", 50)
+    url = upload(moto_server, local, "flip-always/bad")
+    remote = remote_config(tmp_path)
+    dataset = runtime.cached_dataset([url], reader_config=ReaderConfig(seed=0), remote=remote)
+    s3_proxy.script_for("/shards/000000.bin", flip(), flip())
+    with pytest.raises(OSError, match="SHA-256") as caught:
+        dataset.get(0, 0)
+    assert "000000.bin" in str(caught.value)
+    digests = [word for word in str(caught.value).split() if len(word.strip(",;:()")) == 64]
+    assert len(digests) >= 2
+    # The damaged bytes are gone: no copy of the shard under any name.
+    left = [p.name for p in (tmp_path / "copies").rglob("shards/*")]
+    assert not [name for name in left if name.startswith("000000.bin")]
+
+
+def test_a_missing_remote_cache_is_named(
+    runtime: DatasetRuntime, tmp_path: Path, s3_proxy: FaultProxy
+) -> None:
+    url = f"s3://{BUCKET}/no/such/cache"
+    with pytest.raises(OSError, match="no/such/cache"):
+        runtime.cached_dataset([url], reader_config=ReaderConfig(seed=0), remote=remote_config(tmp_path))
+
+
+def test_an_unsupported_url_scheme_is_refused_by_name(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    with pytest.raises(ValueError, match="gs://bucket/cache"):
+        runtime.cached_dataset(["gs://bucket/cache"], reader_config=ReaderConfig(seed=0))
+
+
+def test_a_cache_over_plain_http_reads_as_its_local_copy(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    local = write_local(runtime, tmp_path / "site" / "caches", "web", 80)
+    config = ReaderConfig(seed=9)
+    with StaticServer(tmp_path / "site") as server:
+        host, port = server.address
+        url = f"http://{host}:{port}/caches/web"
+        dataset = runtime.cached_dataset([url], reader_config=config, remote=remote_config(tmp_path))
+        assert rows(dataset) == rows(runtime.cached_dataset([local], reader_config=config))
+
+
+def _count_in_child(dataset: CachedDataset, queue: Any) -> None:
+    queue.put(sorted((s.cache_id, s.sample_id) for s in dataset))
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_remote_dataset_reopens_in_another_process(
+    runtime: DatasetRuntime,
+    tmp_path: Path,
+    moto_server: tuple[str, int],
+    s3_proxy: FaultProxy,
+    method: str,
+) -> None:
+    if method not in multiprocessing.get_all_start_methods():
+        pytest.skip(f"no {method} start method here")
+    local = write_local(runtime, tmp_path / "local", "child", 70)
+    url = upload(moto_server, local, f"child-{method}/child")
+    dataset = runtime.cached_dataset(
+        [url], reader_config=ReaderConfig(seed=1), remote=remote_config(tmp_path)
+    )
+    assert dataset.get(0, 3).metadata["i"] == 3  # the parent has made requests
+    context = multiprocessing.get_context(method)
+    queue = context.Queue()
+    child = context.Process(target=_count_in_child, args=(dataset, queue))
+    child.start()
+    try:
+        seen = queue.get(timeout=60)
+    finally:
+        child.join(timeout=30)
+        if child.is_alive():
+            child.kill()
+    assert child.exitcode == 0
+    assert seen == sorted((s.cache_id, s.sample_id) for s in dataset)
+    assert pickle.loads(pickle.dumps(dataset)).remote_config == dataset.remote_config
+    assert os.getpid() != child.pid
