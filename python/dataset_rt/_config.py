@@ -339,7 +339,9 @@ class RemoteConfig(BaseModel):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError(f"timeout_s must be a number of seconds, got {value!r}")
         if not 0 < value < math.inf:  # NaN fails too
-            raise ValueError(f"timeout_s must be a positive, finite number of seconds, got {value!r}")
+            raise ValueError(
+                f"timeout_s must be a positive, finite number of seconds, got {value!r}"
+            )
         return float(value)
 
     def resolved_local_dir(self) -> Path:

@@ -13,6 +13,7 @@ import functools
 import http.client
 import socket
 import struct
+import sys
 import threading
 from collections import deque
 from dataclasses import dataclass
@@ -79,6 +80,11 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     proxy: FaultProxy
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], (OSError, ValueError)):
+            return  # a connection reset on purpose (its files closed), or a client gone
+        super().handle_error(request, client_address)
+
 
 class _ProxyHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -109,7 +115,9 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         if fault is not None and fault.kind == "status":
             self._answer(fault.status, {"Content-Type": "application/xml"}, fault.body)
             return
-        code, headers, body = proxy.forward(self.command, self.path, dict(self.headers), request_body)
+        code, headers, body = proxy.forward(
+            self.command, self.path, dict(self.headers), request_body
+        )
         if fault is None:
             self._answer(code, headers, body)
         elif fault.kind == "flip":
@@ -152,7 +160,7 @@ class FaultProxy:
         self._lock = threading.Lock()
         self._server = _Server(("127.0.0.1", 0), _ProxyHandler)
         self._server.proxy = self
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
 
     @property
     def url(self) -> str:
@@ -188,7 +196,10 @@ class FaultProxy:
         return self
 
     def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self.stopping.set()  # ends the stalls
         self._server.shutdown()
@@ -208,7 +219,7 @@ class StaticServer:
         handler = functools.partial(_QuietFiles, directory=str(root))
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
 
     @property
     def address(self) -> tuple[str, int]:
@@ -220,7 +231,10 @@ class StaticServer:
         return self
 
     def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self._server.shutdown()
         self._server.server_close()

@@ -11,13 +11,13 @@ import warnings
 from pathlib import Path
 
 import pytest
-from conftest import ACCESS_KEY_ID, BUCKET, FAST, SECRET_ACCESS_KEY, direct_client
 
 import fault_proxy
 from dataset_rt._remote import RetryPolicy, S3Transport, parse_remote_url, transport_for
 from dataset_rt._remote import s3 as s3_transport
 from dataset_rt.errors import CacheIOError, RemoteError
 from fault_proxy import Fault, FaultProxy
+from remote_fixtures import ACCESS_KEY_ID, BUCKET, FAST, SECRET_ACCESS_KEY, direct_client
 
 PREFIX = "caches/train-00"
 SHARD = "shards/000017.bin"
@@ -30,8 +30,8 @@ WALL_S = 10.0
 @pytest.fixture(scope="module")
 def objects(moto_server: tuple[str, int]) -> None:
     client = direct_client(*moto_server)
-    client.put_object(Bucket=BUCKET, Key=f"{PREFIX}/{SHARD}", Body=SHARD_BYTES)  # type: ignore[attr-defined]
-    client.put_object(Bucket=BUCKET, Key=f"{PREFIX}/manifest.json", Body=MANIFEST)  # type: ignore[attr-defined]
+    client.put_object(Bucket=BUCKET, Key=f"{PREFIX}/{SHARD}", Body=SHARD_BYTES)
+    client.put_object(Bucket=BUCKET, Key=f"{PREFIX}/manifest.json", Body=MANIFEST)
 
 
 def transport(policy: RetryPolicy = FAST) -> S3Transport:

@@ -102,7 +102,9 @@ def fetch_with_retries(
             return False
         except Refused as error:
             dest.unlink(missing_ok=True)
-            raise RemoteError(f"cannot fetch {name} from {shown}: {error} (attempt {number})") from None
+            raise RemoteError(
+                f"cannot fetch {name} from {shown}: {error} (attempt {number})"
+            ) from None
         except Transient as error:
             dest.unlink(missing_ok=True)
             if number == attempts:

@@ -1,10 +1,12 @@
-"""Fixtures of the remote-cache tests: moto's S3 server on 127.0.0.1 for the session,
-and a fault-injecting proxy in front of it for each test, with the transport's S3
-client pointed at the proxy through the standard AWS configuration variables."""
+"""Fixtures of the remote-cache tests (a pytest plugin of tests/conftest.py): moto's S3
+server on 127.0.0.1 for the session, and a fault-injecting proxy in front of it for each
+test, with the transport's S3 client pointed at the proxy through the standard AWS
+configuration variables."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -57,7 +59,7 @@ def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
             server.stop()
 
 
-def direct_client(host: str, port: int) -> object:
+def direct_client(host: str, port: int) -> Any:
     """A boto3 client of the server itself (not through the proxy), to put objects."""
     import boto3
 
@@ -65,9 +67,7 @@ def direct_client(host: str, port: int) -> object:
 
 
 @pytest.fixture
-def s3_proxy(
-    moto_server: tuple[str, int], monkeypatch: pytest.MonkeyPatch
-) -> Iterator[FaultProxy]:
+def s3_proxy(moto_server: tuple[str, int], monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultProxy]:
     """A fault proxy in front of the server, named by AWS_ENDPOINT_URL_S3 (which
     botocore reads itself); the process's S3 clients made anew for it."""
     with FaultProxy(moto_server) as proxy:
