@@ -300,10 +300,10 @@ class RemoteConfig(BaseModel):
 
     model_config = _FROZEN
 
-    local_dir: Path | None = None
-    """Where fetched files are kept. None: ``$DATASET_RT_CACHE_DIR`` when set and not
-    empty, else the platform's user cache directory + ``dataset-rt``
-    (`resolved_local_dir`)."""
+    local_dir: str | Path | None = None
+    """Where fetched files are kept (a ``str`` is stored as a ``Path``). None:
+    ``$DATASET_RT_CACHE_DIR`` when set and not empty, else the platform's user cache
+    directory + ``dataset-rt`` (`resolved_local_dir`)."""
 
     budget_bytes: int | None = Field(default=None, ge=1, le=_U64_MAX, strict=True)
     """The most bytes of fetched shards kept in ``local_dir`` (>= 1); None: no limit."""
@@ -361,7 +361,7 @@ class RemoteConfig(BaseModel):
             >>> del os.environ["DATASET_RT_CACHE_DIR"]
         """
         if self.local_dir is not None:
-            return self.local_dir.expanduser()
+            return Path(self.local_dir).expanduser()
         from_env = os.environ.get(CACHE_DIR_ENV, "")
         if from_env:
             return Path(from_env).expanduser()

@@ -160,7 +160,9 @@ class FaultProxy:
         self._lock = threading.Lock()
         self._server = _Server(("127.0.0.1", 0), _ProxyHandler)
         self._server.proxy = self
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), daemon=True
+        )
 
     @property
     def url(self) -> str:
@@ -219,7 +221,9 @@ class StaticServer:
         handler = functools.partial(_QuietFiles, directory=str(root))
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), daemon=True
+        )
 
     @property
     def address(self) -> tuple[str, int]:

@@ -10,12 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from remote_fixtures import FAST
 
 import fault_proxy
 from dataset_rt._remote import HttpTransport, RetryPolicy, transport_for
 from dataset_rt.errors import RemoteError
 from fault_proxy import Fault, FaultProxy, StaticServer
+from remote_fixtures import FAST
 
 SHARD = "shards/000017.bin"
 SHARD_BYTES = bytes((i * 13 + i // 257) % 256 for i in range(200_000))
