@@ -15,8 +15,9 @@ from dataset_rt._remote import s3 as s3_transport
 from fault_proxy import FaultProxy
 
 BUCKET = "dataset-rt-tests"
-# Tiny waits, so that a test of every retry runs in well under a second.
-FAST = RetryPolicy(retries=2, timeout_s=0.5, backoff_base_s=0.001, backoff_cap_s=0.01)
+# Tiny backoffs, so that a retry costs next to nothing, and a timeout that a stall trips
+# within a second but a loaded machine (or the emulated aarch64 run) does not.
+FAST = RetryPolicy(retries=2, timeout_s=1.0, backoff_base_s=0.001, backoff_cap_s=0.01)
 # Credentials of the fake server: values the tests look for in error messages.
 ACCESS_KEY_ID = "AKIADATASETRTTESTKEY"
 SECRET_ACCESS_KEY = "dataset-rt-test-secret-never-shown-0123456789"

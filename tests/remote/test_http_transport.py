@@ -83,7 +83,7 @@ def test_a_transient_failure_is_retried_and_recovered(
 EXHAUSTED = {
     "503": (fault_proxy.status(503), "HTTP 503 Service Unavailable"),
     "connection reset": (fault_proxy.reset(), "connection reset by the server"),
-    "stall": (fault_proxy.stall(30.0), "stalled: no byte for 0.5 s"),
+    "stall": (fault_proxy.stall(30.0), "stalled: no byte for 1 s"),
     "truncated body": (fault_proxy.truncate(), "truncated body"),
 }
 

@@ -6,6 +6,7 @@ time; credentials never in a message; a forked child fetching on a client of its
 from __future__ import annotations
 
 import os
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -107,7 +108,7 @@ def test_a_stall_on_every_attempt_ends_within_the_timeouts(
     start = time.monotonic()
     with pytest.raises(RemoteError, match=r"3 attempt\(s\) failed, the last with: stalled"):
         timed_fetch(tmp_path / "shard")
-    # Three stalls of timeout_s (0.5 s) each, and little else.
+    # Three stalls of timeout_s each, and little else.
     assert time.monotonic() - start < 3 * FAST.timeout_s + 3.0
     assert not (tmp_path / "shard").exists()  # the half written is gone
 
@@ -117,7 +118,7 @@ def test_botocore_does_not_retry_on_its_own(
 ) -> None:
     s3_proxy.script(fault_proxy.status(500), fault_proxy.status(500))
     with pytest.raises(RemoteError, match=r"1 attempt\(s\) failed"):
-        timed_fetch(tmp_path / "shard", policy=RetryPolicy(retries=0, timeout_s=0.5))
+        timed_fetch(tmp_path / "shard", policy=RetryPolicy(retries=0, timeout_s=FAST.timeout_s))
     assert len(gets(s3_proxy)) == 1
 
 
@@ -179,6 +180,38 @@ def test_a_flipped_byte_is_caught_by_botocore_where_it_checks_responses(
     assert len(got) == len(SHARD_BYTES)
     changed = [i for i in range(len(got)) if got[i] != SHARD_BYTES[i]]
     assert (changed, len(gets(s3_proxy))) == (([], 2) if checks else ([len(got) // 2], 1))
+
+
+def test_the_endpoint_for_every_service_is_read_too(
+    objects: None, s3_proxy: FaultProxy, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AWS_ENDPOINT_URL_S3")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_proxy.url)
+    s3_transport.forget_clients()
+    assert timed_fetch(tmp_path / "manifest.json", "manifest.json")
+    assert gets(s3_proxy) == [f"GET /{BUCKET}/{PREFIX}/manifest.json"]
+
+
+def test_the_endpoint_of_a_profile_is_read_too(
+    objects: None, s3_proxy: FaultProxy, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "aws-config"
+    config.write_text(
+        "[profile proxied]\nservices = proxied\n\n"
+        f"[services proxied]\ns3 =\n  endpoint_url = {s3_proxy.url}\n"
+    )
+    monkeypatch.delenv("AWS_ENDPOINT_URL_S3")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.setenv("AWS_PROFILE", "proxied")
+    s3_transport.forget_clients()
+    assert timed_fetch(tmp_path / "manifest.json", "manifest.json")
+    assert gets(s3_proxy) == [f"GET /{BUCKET}/{PREFIX}/manifest.json"]
+
+
+def test_without_boto3_an_s3_url_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "boto3", None)  # as if not installed
+    with pytest.raises(ImportError, match=r"needs boto3: pip install 'dataset-rt-zig\[s3\]'"):
+        transport_for(f"s3://{BUCKET}/{PREFIX}", FAST)
 
 
 def test_a_client_is_made_once_per_process_and_anew_when_the_pid_changes(
