@@ -108,12 +108,11 @@ def parse_remote_url(url: str) -> RemoteUrl:
     if scheme == "s3":
         return _s3_url(parts.netloc, path, parts.query, shown)
     try:
-        port = parts.port
+        parts.port  # noqa: B018 (parsed on access: a bad port raises here)
     except ValueError as error:
         raise ValueError(f"{shown!r}: invalid port ({error})") from None
     if not parts.hostname:
         raise ValueError(f"{shown!r} names no host ({_EXPECTED})")
-    del port
     return RemoteUrl(scheme, parts.netloc, path, parts.query)
 
 
