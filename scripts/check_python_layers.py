@@ -24,8 +24,11 @@ PACKAGE = "dataset_rt"
 LAYERS: dict[str, int] = {
     "errors": 0,  # the exception types
     "_records": 0,  # samples, sources and results as plain Python values
-    "_config": 0,  # ReaderConfig, WriterConfig: validated settings
+    "_config": 0,  # ReaderConfig, WriterConfig, RemoteConfig: validated settings
     "_binding": 1,  # ctypes: the only modules that call the library
+    # Transports of remote caches (s3, http): no ctypes; the binding's fetch callback
+    # will call them, so they sit beside it, below the machinery that opens datasets.
+    "_remote": 1,
     "_core": 2,  # datasets, runtimes, writing, verify: the API's machinery
     "api": 3,  # the public names, re-exported by __init__
     "torch": 4,  # integrations: PyTorch, sources, the command line, the demo

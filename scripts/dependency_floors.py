@@ -1,7 +1,9 @@
 """Prints the requirements of a test environment at the dependency floors: every runtime
-dependency of pyproject.toml pinned to its floor (`polars>=1.4` -> `polars==1.4`), then the
-`dev` and `test` extras as declared, but for the packages that cannot be installed beside
-those floors (EXCLUDED, each with its reason; the tests that need them skip).
+dependency of pyproject.toml pinned to its floor (`polars>=1.4` -> `polars==1.4`), and so
+is every requirement of the extras the package's own code imports (FLOORED_EXTRAS), then
+the `dev` and `test` extras as declared, but for the packages pinned already and those
+that cannot be installed beside the floors (EXCLUDED, each with its reason; the tests that
+need them skip).
 
 scripts/test.sh installs these into a venv of their own and runs pytest there, so a floor
 that no longer works fails CI.
@@ -22,6 +24,10 @@ ROOT = Path(__file__).resolve().parent.parent
 EXCLUDED = {
     "datasets": "datasets 5.2 needs pyarrow>=24; the HFDatasetSource tests skip without it",
 }
+
+# Extras whose packages the package itself imports (dataset_rt._remote.s3 imports boto3):
+# pinned to their floors like the runtime dependencies.
+FLOORED_EXTRAS = ("s3",)
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*")
 _FLOOR = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)\s*>=\s*(?P<version>[0-9][0-9.]*)$")
@@ -49,10 +55,13 @@ def floor_requirements(project: dict[str, object]) -> list[str]:
     dependencies = project["dependencies"]
     extras = project["optional-dependencies"]
     assert isinstance(dependencies, list) and isinstance(extras, dict)
-    lines = [pinned_floor(dependency) for dependency in dependencies]
+    floored = [*dependencies, *(r for extra in FLOORED_EXTRAS for r in extras[extra])]
+    lines = [pinned_floor(dependency) for dependency in floored]
+    pinned = {requirement_name(line) for line in lines}
     for extra in ("dev", "test"):
         for requirement in extras[extra]:
-            if requirement_name(requirement) not in EXCLUDED:
+            name = requirement_name(requirement)
+            if name not in EXCLUDED and name not in pinned:
                 lines.append(requirement)
     return lines
 

@@ -23,6 +23,10 @@ import cache_reference
 from cache_reference import crc32c as crc32c
 from cache_reference import same_value as same_value
 
+# The remote-cache fixtures (tests/helpers/remote_fixtures.py): moto's S3 server and the
+# fault proxy in front of it.
+pytest_plugins = ["remote_fixtures"]
+
 
 class ListSource:
     """A named source over a list of (payload, metadata) pairs; counts how often it is iterated."""

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import math
 import os
+import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -255,3 +257,112 @@ class ReaderConfig(BaseModel):
                 "resume state, so it is never chosen implicitly (also with shuffle=False)",
             )
         return data
+
+
+# The sub-folder of the user cache directory that holds DatasetRT's local copies.
+_CACHE_SUBDIR = "dataset-rt"
+# The environment variable that names the local directory when `RemoteConfig.local_dir`
+# is None.
+CACHE_DIR_ENV = "DATASET_RT_CACHE_DIR"
+
+
+def platform_cache_dir(platform: str, environ: Mapping[str, str], home: Path) -> Path:
+    """The user cache directory of a platform (``sys.platform``): on Windows
+    ``%LOCALAPPDATA%`` (else ``~/AppData/Local``), on macOS ``~/Library/Caches``,
+    elsewhere ``$XDG_CACHE_HOME`` when it is an absolute path (the XDG rule) and
+    ``~/.cache`` otherwise."""
+    if platform == "win32":
+        local_app_data = environ.get("LOCALAPPDATA", "")
+        return Path(local_app_data) if local_app_data else home / "AppData" / "Local"
+    if platform == "darwin":
+        return home / "Library" / "Caches"
+    xdg = environ.get("XDG_CACHE_HOME", "")
+    return Path(xdg) if xdg and Path(xdg).is_absolute() else home / ".cache"
+
+
+class RemoteConfig(BaseModel):
+    """How caches in object storage (``s3://``, ``http(s)://``) are fetched and kept
+    locally. Every field is optional.
+
+    Reading a remote cache lands in a later release: today this configuration is
+    validated and resolves the local directory, and `docs/remote.md` describes the
+    transport behind it.
+
+    Examples:
+        >>> remote = RemoteConfig(local_dir="remote-copies", budget_bytes=10 << 30, retries=3)
+        >>> remote.resolved_local_dir().name
+        'remote-copies'
+        >>> RemoteConfig(max_in_flight=0)
+        Traceback (most recent call last):
+        pydantic_core._pydantic_core.ValidationError: 1 validation error for RemoteConfig
+        ...
+    """
+
+    model_config = _FROZEN
+
+    local_dir: str | Path | None = None
+    """Where fetched files are kept (a ``str`` is stored as a ``Path``). None:
+    ``$DATASET_RT_CACHE_DIR`` when set and not empty, else the platform's user cache
+    directory + ``dataset-rt`` (`resolved_local_dir`)."""
+
+    budget_bytes: int | None = Field(default=None, ge=1, le=_U64_MAX, strict=True)
+    """The most bytes of fetched shards kept in ``local_dir`` (>= 1); None: no limit."""
+
+    retries: int = Field(default=5, ge=0, le=_U32_MAX, strict=True)
+    """Retries of a failed download after its first attempt (>= 0), with exponential
+    backoff and full jitter between attempts."""
+
+    timeout_s: float = 60.0
+    """Seconds (positive, finite) a connection may take to open, and a response may
+    stall without a byte, before the attempt is abandoned (and retried)."""
+
+    max_in_flight: int = Field(default=4, ge=1, le=_U32_MAX, strict=True)
+    """The most downloads at once (>= 1)."""
+
+    @field_validator("local_dir", mode="before")
+    @classmethod
+    def _local_dir_is_a_path(cls, value: object) -> Path | None:
+        if value is None:
+            return None
+        if not isinstance(value, (str, os.PathLike)):
+            raise ValueError(f"local_dir must be a str, a Path or None, got {value!r}")
+        text = os.fspath(value)
+        if not isinstance(text, str) or not text or "\x00" in text:
+            raise ValueError(
+                f"local_dir must name a directory (not empty, no NUL byte), got {value!r}"
+            )
+        return Path(text)
+
+    @field_validator("timeout_s", mode="before")
+    @classmethod
+    def _timeout_is_positive(cls, value: object) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"timeout_s must be a number of seconds, got {value!r}")
+        if not 0 < value < math.inf:  # NaN fails too
+            raise ValueError(
+                f"timeout_s must be a positive, finite number of seconds, got {value!r}"
+            )
+        return float(value)
+
+    def resolved_local_dir(self) -> Path:
+        """The local directory in use: ``local_dir`` (``~`` expanded), else
+        ``$DATASET_RT_CACHE_DIR`` when set and not empty, else the platform's user
+        cache directory + ``dataset-rt``: ``$XDG_CACHE_HOME/dataset-rt`` or
+        ``~/.cache/dataset-rt`` on Linux, ``~/Library/Caches/dataset-rt`` on macOS,
+        ``%LOCALAPPDATA%\\dataset-rt`` on Windows. Not created here.
+
+        Examples:
+            >>> import os
+            >>> os.environ["DATASET_RT_CACHE_DIR"] = "/scratch/copies"
+            >>> RemoteConfig().resolved_local_dir().as_posix()
+            '/scratch/copies'
+            >>> RemoteConfig(local_dir="/data/copies").resolved_local_dir().as_posix()
+            '/data/copies'
+            >>> del os.environ["DATASET_RT_CACHE_DIR"]
+        """
+        if self.local_dir is not None:
+            return Path(self.local_dir).expanduser()
+        from_env = os.environ.get(CACHE_DIR_ENV, "")
+        if from_env:
+            return Path(from_env).expanduser()
+        return platform_cache_dir(sys.platform, os.environ, Path.home()) / _CACHE_SUBDIR

@@ -1,7 +1,13 @@
 """The public API in one module, for code written against ``dataset_rt.api``."""
 
 from dataset_rt._binding.native import OpenShardsStats, open_shards_stats, set_max_open_shards
-from dataset_rt._config import ReaderConfig, ShardCompression, WriterConfig, WriterProfilerConfig
+from dataset_rt._config import (
+    ReaderConfig,
+    RemoteConfig,
+    ShardCompression,
+    WriterConfig,
+    WriterProfilerConfig,
+)
 from dataset_rt._core.dataset import CachedDataset
 from dataset_rt._core.migration import ManifestUpdateEntry, ManifestUpdateReport
 from dataset_rt._core.runtime import (
@@ -43,6 +49,7 @@ __all__ = [
     "MetadataValue",
     "OpenShardsStats",
     "ReaderConfig",
+    "RemoteConfig",
     "ShardCompression",
     "SizedTorchIterableDataset",
     "WriterConfig",

@@ -24,6 +24,7 @@ __all__ = [
     "InvalidCacheError",
     "InvalidInputError",
     "OutOfMemoryError",
+    "RemoteError",
     "SampleNotFoundError",
     "StateError",
     "WrongProcessError",
@@ -192,3 +193,21 @@ class SampleNotFoundError(DatasetRtError, IndexError):
     """
 
     status = 9
+
+
+class RemoteError(CacheIOError):
+    """A file of a remote cache (``s3://``, ``http(s)://``) could not be fetched:
+    access was refused (403), the request was malformed, or a failure that is
+    retried (throttling, 5xx, a reset or refused connection, a stall past the
+    timeout, a truncated body) outlasted the retries. The message names the URL,
+    the file, the attempts and the last cause; never a credential or a query
+    string (``DRT_ERR_IO``).
+
+    A subclass of `CacheIOError`, so ``except OSError`` catches it too.
+
+    Examples:
+        >>> issubclass(RemoteError, (CacheIOError, OSError))
+        True
+    """
+
+    status = 4

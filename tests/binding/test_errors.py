@@ -37,6 +37,7 @@ from dataset_rt.errors import (
     InvalidCacheError,
     InvalidInputError,
     OutOfMemoryError,
+    RemoteError,
     SampleNotFoundError,
     StateError,
     WrongProcessError,
@@ -73,7 +74,12 @@ def assert_in_words(message: str, *words: str) -> None:
 
 def test_the_errors_module_is_a_submodule_of_the_package() -> None:
     assert dataset_rt.errors.DatasetRtError is DatasetRtError
-    assert sorted(dataset_rt.errors.__all__) == sorted(["DatasetRtError", *CLASS_IDS])
+    # RemoteError: the transports' CacheIOError (a remote file not fetched), no status
+    # of its own.
+    assert sorted(dataset_rt.errors.__all__) == sorted(
+        ["DatasetRtError", "RemoteError", *CLASS_IDS]
+    )
+    assert issubclass(RemoteError, CacheIOError) and RemoteError.status == _native.ERR_IO
 
 
 @pytest.mark.parametrize(("cls", "status", "builtins"), CLASSES, ids=CLASS_IDS)

@@ -58,6 +58,8 @@ TEST_MODULES = {
     "PIL": "pillow",
     "lz4": "lz4",
     "hypothesis": "hypothesis",
+    "boto3": "boto3",
+    "moto": "moto",
 }
 
 
@@ -106,6 +108,11 @@ def test_every_runtime_dependency_has_a_floor_that_ci_pins() -> None:
     requirements = dependency_floors.floor_requirements(PROJECT)
     assert not [r for r in requirements if dependency_floors.requirement_name(r) == "datasets"]
     assert [r for r in requirements if r.startswith("torch==")]
+    # The s3 extra's boto3 at its floor, and not a second, unpinned boto3 from `test`.
+    [s3_floor] = PROJECT["optional-dependencies"]["s3"]
+    assert [r for r in requirements if r.startswith("boto3")] == [
+        dependency_floors.pinned_floor(s3_floor)
+    ]
 
 
 def test_the_distribution_has_a_name_of_its_own_and_the_readme_says_why() -> None:

@@ -1,0 +1,161 @@
+"""The s3 transport: GetObject per file with boto3 (the `s3` extra).
+
+Credentials, region and endpoint come from the standard AWS configuration, which
+botocore reads itself: the environment (``AWS_ACCESS_KEY_ID``, ``AWS_PROFILE``,
+``AWS_REGION``, ``AWS_ENDPOINT_URL``, ``AWS_ENDPOINT_URL_S3``, ...), ``~/.aws/config``
+and ``~/.aws/credentials`` profiles, and instance and web-identity roles. botocore's
+own retries are off: `retry.fetch_with_retries` is the one policy of every scheme.
+
+One client per process and timeout: a client holds pooled connections, which must
+never be used across a fork, so the clients are forgotten in a forked child (by an
+at-fork hook, and by comparing the process id) and made anew there.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from dataset_rt._remote.retry import (
+    NotFound,
+    Refused,
+    RetryPolicy,
+    Transient,
+    copy_body,
+    fetch_with_retries,
+)
+from dataset_rt._remote.url import RemoteUrl
+
+_INSTALL = "reading s3:// URLs needs boto3: pip install 'dataset-rt-zig[s3]'"
+# Error codes retried whatever their status; every 5xx, 408 and 429 are retried too.
+_RETRIED_CODES = {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout"}
+_RETRIED_STATUSES = {408, 429}
+
+
+class _Clients:
+    """The process's S3 clients by timeout, forgotten in a forked child."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.pid = os.getpid()
+        self.by_timeout: dict[float, Any] = {}
+
+
+_clients = _Clients()
+
+
+def forget_clients() -> None:
+    """Drops this process's clients: the next fetch makes a new one (after a fork, and
+    in tests that change the endpoint)."""
+    global _clients
+    _clients = _Clients()  # a new lock too: the parent's may be held by another thread
+
+
+os.register_at_fork(after_in_child=forget_clients)
+
+
+def s3_client(timeout_s: float) -> Any:
+    """This process's S3 client for a timeout: made on first use, and anew in a
+    forked child."""
+    if _clients.pid != os.getpid():
+        forget_clients()
+    clients = _clients
+    with clients.lock:
+        client = clients.by_timeout.get(timeout_s)
+        if client is None:
+            client = _new_client(timeout_s)
+            clients.by_timeout[timeout_s] = client
+        return client
+
+
+def _new_client(timeout_s: float) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    config = Config(
+        connect_timeout=timeout_s,
+        read_timeout=timeout_s,
+        retries={"mode": "standard", "total_max_attempts": 1},
+    )
+    return boto3.session.Session().client("s3", config=config)
+
+
+class S3Transport:
+    """Fetches the files of a cache under an ``s3://bucket/prefix`` URL."""
+
+    def __init__(self, url: RemoteUrl, policy: RetryPolicy) -> None:
+        if url.scheme != "s3":
+            raise ValueError(f"S3Transport takes s3:// URLs, got {url.shown()!r}")
+        try:
+            import boto3  # noqa: F401
+        except ImportError:
+            raise ImportError(_INSTALL) from None
+        self.url = url
+        self.policy = policy
+
+    def fetch(self, name: str, dest: Path) -> bool:
+        """Writes file `name` of the cache to `dest`; False when it does not exist
+        (NoSuchKey). Raises RemoteError for anything else that is not recovered."""
+        key = self.url.key(name)
+        return fetch_with_retries(
+            name, self.url.shown(name), dest, self.policy, lambda d: self._attempt(key, d)
+        )
+
+    def _attempt(self, key: str, dest: Path) -> None:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        client = s3_client(self.policy.timeout_s)
+        try:
+            response = client.get_object(Bucket=self.url.host, Key=key)
+        except ClientError as error:
+            raise _classify(error) from None
+        except BotoCoreError as error:
+            raise self._connection_failure(error) from None
+        body = response["Body"]
+        try:
+            copy_body(body.read, dest, response.get("ContentLength"))
+        except BotoCoreError as error:
+            raise self._connection_failure(error) from None
+        except OSError as error:
+            raise Transient(f"connection failed: {error.strerror or error}") from None
+        finally:
+            body.close()
+
+    def _connection_failure(self, error: Exception) -> Exception:
+        from botocore import exceptions
+
+        if isinstance(error, exceptions.ReadTimeoutError):
+            return Transient(f"stalled: no byte for {self.policy.timeout_s:g} s")
+        if isinstance(error, exceptions.IncompleteReadError):
+            return Transient(f"truncated body: {error}")
+        # botocore 1.36 and later check a response against the object's checksum.
+        checksum_error = getattr(exceptions, "FlexibleChecksumError", None)
+        if checksum_error is not None and isinstance(error, checksum_error):
+            return Transient(f"body does not match its checksum: {error}")
+        retried = (
+            exceptions.ConnectionError,
+            exceptions.HTTPClientError,
+            exceptions.ResponseStreamingError,
+        )
+        if isinstance(error, retried):
+            return Transient(f"connection failed: {error}")
+        return Refused(str(error))  # no credentials, a bad configuration, ...
+
+
+def _classify(error: Any) -> Exception:
+    """NotFound, Refused or Transient for a ClientError of GetObject."""
+    details = error.response.get("Error", {})
+    code = str(details.get("Code", ""))
+    status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
+    cause = f"{code or 'HTTP ' + str(status)}: {details.get('Message') or 'no message'}"
+    if code == "NoSuchBucket":
+        return Refused(f"no such bucket ({cause})")
+    if code == "NoSuchKey" or status == 404:
+        return NotFound()
+    if status == 403 or code == "AccessDenied":
+        return Refused(f"access denied ({cause})")
+    if code in _RETRIED_CODES or status in _RETRIED_STATUSES or 500 <= status <= 599:
+        return Transient(f"HTTP {status} {cause}")
+    return Refused(f"HTTP {status} {cause}")
