@@ -4,7 +4,11 @@ fetched once and checked against its SHA-256."""
 
 from __future__ import annotations
 
+import hashlib
 import multiprocessing
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 import os
 import pickle
 from pathlib import Path
@@ -20,7 +24,7 @@ from dataset_rt import (
     RemoteConfig,
     WriterConfig,
 )
-from fault_proxy import FaultProxy, StaticServer, flip, status
+from fault_proxy import FaultProxy, StaticServer, flip
 from remote_fixtures import BUCKET, direct_client
 
 SMALL_SHARDS = WriterConfig(show_progress=False, max_shard_bytes=4096)
@@ -108,37 +112,43 @@ def test_local_and_remote_caches_mix_in_one_dataset(
     )
 
 
+@contextmanager
+def served(root: Path) -> Iterator[FaultProxy]:
+    """The files under `root` over plain HTTP on 127.0.0.1, behind a fault proxy
+    (S3 through botocore would catch a flipped byte itself by S3's checksums)."""
+    with StaticServer(root) as server, FaultProxy(server.address) as proxy:
+        yield proxy
+
+
 def test_a_shard_that_arrives_damaged_once_is_fetched_again(
-    runtime: DatasetRuntime,
-    tmp_path: Path,
-    moto_server: tuple[str, int],
-    s3_proxy: FaultProxy,
+    runtime: DatasetRuntime, tmp_path: Path
 ) -> None:
-    local = write_local(runtime, tmp_path / "local", "flip", 50)
-    url = upload(moto_server, local, "flip-once/flip")
+    local = write_local(runtime, tmp_path / "site", "flip", 50)
     config = ReaderConfig(seed=0, shuffle=False)
-    dataset = runtime.cached_dataset([url], reader_config=config, remote=remote_config(tmp_path))
-    s3_proxy.script_for("/shards/000000.bin", flip())
-    assert rows(dataset) == rows(runtime.cached_dataset([local], reader_config=config))
-    assert dataset.remote_stats().refetches == 1
+    with served(tmp_path / "site") as proxy:
+        url = f"{proxy.url}/flip"
+        dataset = runtime.cached_dataset([url], reader_config=config, remote=remote_config(tmp_path))
+        proxy.script_for("/shards/000000.bin", flip())
+        assert rows(dataset) == rows(runtime.cached_dataset([local], reader_config=config))
+        assert dataset.remote_stats().refetches == 1
+        assert dataset.remote_stats().shards_fetched == shard_count(local)
 
 
 def test_a_shard_that_never_matches_fails_naming_both_digests(
-    runtime: DatasetRuntime,
-    tmp_path: Path,
-    moto_server: tuple[str, int],
-    s3_proxy: FaultProxy,
+    runtime: DatasetRuntime, tmp_path: Path
 ) -> None:
-    local = write_local(runtime, tmp_path / "local", "bad", 50)
-    url = upload(moto_server, local, "flip-always/bad")
-    remote = remote_config(tmp_path)
-    dataset = runtime.cached_dataset([url], reader_config=ReaderConfig(seed=0), remote=remote)
-    s3_proxy.script_for("/shards/000000.bin", flip(), flip())
-    with pytest.raises(OSError, match="SHA-256") as caught:
-        dataset.get(0, 0)
-    assert "000000.bin" in str(caught.value)
-    digests = [word for word in str(caught.value).split() if len(word.strip(",;:()")) == 64]
-    assert len(digests) >= 2
+    local = write_local(runtime, tmp_path / "site", "bad", 50)
+    expected = hashlib.sha256((local / "shards" / "000000.bin").read_bytes()).hexdigest()
+    with served(tmp_path / "site") as proxy:
+        url = f"{proxy.url}/bad"
+        config = ReaderConfig(seed=0)
+        dataset = runtime.cached_dataset([url], reader_config=config, remote=remote_config(tmp_path))
+        proxy.script_for("/shards/000000.bin", flip(), flip())
+        with pytest.raises(OSError, match="000000.bin") as caught:
+            dataset.get(0, 0)
+    message = str(caught.value)
+    assert expected in message
+    assert len(set(re.findall(r"\b[0-9a-f]{64}\b", message)) - {expected}) == 1
     # The damaged bytes are gone: no copy of the shard under any name.
     left = [p.name for p in (tmp_path / "copies").rglob("shards/*")]
     assert not [name for name in left if name.startswith("000000.bin")]
