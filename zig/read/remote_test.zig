@@ -24,6 +24,8 @@ const Source = struct {
     dir: []const u8,
     mode: Mode = .copy,
     corrupted: std.atomic.Value(u32) = .init(0),
+    /// Calls for shards.
+    shard_calls: std.atomic.Value(u32) = .init(0),
 };
 
 fn copyFetch(
@@ -42,6 +44,7 @@ fn copyFetch(
     const dest = dest_ptr[0..@intCast(dest_len)];
     if (!std.mem.eql(u8, url_ptr[0..@intCast(url_len)], url)) return remote_module.fetch_failed;
     const shard = std.mem.startsWith(u8, name, "shards/");
+    if (shard) _ = source.shard_calls.fetchAdd(1, .monotonic);
     if (shard and source.mode == .not_found) return remote_module.fetch_not_found;
     if (shard and source.mode == .fail) {
         const text = "connection reset by the test";
@@ -356,4 +359,32 @@ test "a remote path needs a hook; local paths open as before" {
     const cache = try remote_cache.open(testing.allocator, written.path, false, null, &diagnostic);
     defer cache.close();
     try testing.expectEqualStrings(written.path, cache.path);
+}
+
+test "readers of one shard at once wait for one fetch of it" {
+    var written = try TestCache.write(.{ .sample_count = 4, .payload_bytes = 4096 });
+    defer written.deinit();
+    var source: Source = .{ .dir = written.path };
+    var hook = try Hook.init(&source);
+    defer hook.deinit();
+    var diagnostic: Diagnostic = .{};
+    const cache = try hook.open(&diagnostic);
+    defer cache.close();
+    const Reader = struct {
+        fn run(shared: *const Cache, failed: *std.atomic.Value(bool)) void {
+            var local: Diagnostic = .{};
+            var read = Read.all(shared, &local) catch {
+                failed.store(true, .monotonic);
+                return;
+            };
+            read.deinit();
+        }
+    };
+    var failed: std.atomic.Value(bool) = .init(false);
+    var threads: [4]std.Thread = undefined;
+    for (&threads) |*thread| thread.* = try std.Thread.spawn(.{}, Reader.run, .{ cache, &failed });
+    for (threads) |thread| thread.join();
+    try testing.expect(!failed.load(.monotonic));
+    try testing.expectEqual(@as(u32, 1), source.shard_calls.load(.monotonic));
+    try testing.expectEqual(@as(u64, 1), hook.remote.stats().shards_fetched);
 }
