@@ -107,6 +107,7 @@ def test_a_c_fetch_hook_reads_a_remote_cache(tmp_path: Path) -> None:
     assert result.returncode == 0, f"remote fetch test failed:\n{result.stdout}\n{result.stderr}"
     assert "read back 300 samples of https://storage.example/caches/c_remote" in result.stdout
     assert "a second open reused the local folder" in result.stdout
+    assert "a remote scrub found no problem" in result.stdout
     assert "fails the read with its message" in result.stdout
     [folder] = (base / "local").iterdir()
     assert len(folder.name) == 33 and folder.name[16] == "-", folder.name

@@ -6,7 +6,8 @@
  * hook's counts: the small files fetched at open, each shard once on first read.
  * A second open reuses the local folder (only manifest.json is fetched again); a
  * URL without a hook is refused; a failing fetch function fails the read with its
- * message. Usage: remote_fetch <base_dir>. Exits 0 when every check holds.
+ * message; a scrub through the hook (drt_verify_create_remote) finds no problem.
+ * Usage: remote_fetch <base_dir>. Exits 0 when every check holds.
  */
 #include "dataset_rt.h"
 
@@ -182,6 +183,19 @@ static int run(drt_runtime *runtime, const char *base_dir) {
     /* The folder is reused: only manifest.json is fetched again. */
     if (!failed) failed = read_all(runtime, remote, &status) || status != DRT_OK || expect_stats(remote, 5 + shards, shards, "reuse");
     if (!failed) printf("a second open reused the local folder\n");
+    /* A scrub through the hook: every file already in the folder, nothing wrong. */
+    drt_verifier *verifier = NULL;
+    if (!failed && drt_verify_create_remote(runtime, URL, strlen(URL), remote, &verifier) != DRT_OK) failed = 1;
+    if (!failed) {
+        uint64_t kept = 1, total = 1;
+        if (drt_verify_run(verifier) != DRT_OK || drt_verify_problem_count(verifier, &kept, &total) != DRT_OK || total != 0) {
+            fprintf(stderr, "verify_remote: %llu problems: %s\n", (unsigned long long)total, drt_last_error());
+            failed = 1;
+        }
+        drt_verify_destroy(verifier);
+    }
+    if (!failed) failed = expect_stats(remote, 6 + shards, shards, "verify");
+    if (!failed) printf("a remote scrub found no problem\n");
     /* A URL without a hook is refused, naming it. */
     const char *paths[1] = {URL};
     const uint64_t path_lens[1] = {strlen(URL)};

@@ -760,6 +760,13 @@ int32_t drt_dataset_open_remote(drt_runtime *runtime, const char *const *paths,
                                 const uint64_t *path_lens, uint32_t path_count,
                                 const drt_reader_options *options, drt_remote *remote,
                                 drt_dataset **out);
+/* drt_verify_create for the remote cache at `url` (s3://, http://, https://, else
+ * DRT_ERR_INVALID_ARGUMENT): drt_verify_run first brings every file of the cache
+ * into its folder through `remote` (as drt_dataset_open_remote and reads would, each
+ * checked as it is fetched; a file that cannot be fetched is a problem), then
+ * scrubs the folder. Problems name files relative to the cache. */
+int32_t drt_verify_create_remote(drt_runtime *runtime, const char *url, uint64_t url_len,
+                                 drt_remote *remote, drt_verifier **out);
 
 #ifdef __cplusplus
 }

@@ -13,6 +13,8 @@ const TestCache = @import("test_cache.zig").TestCache;
 const remote_module = @import("remote.zig");
 const Remote = remote_module.Remote;
 const remote_cache = @import("remote_cache.zig");
+const verify = @import("verify.zig");
+const thread_pool = @import("../base/thread_pool.zig");
 
 const url = "s3://bucket/caches/train-00";
 
@@ -387,4 +389,29 @@ test "readers of one shard at once wait for one fetch of it" {
     try testing.expect(!failed.load(.monotonic));
     try testing.expectEqual(@as(u32, 1), source.shard_calls.load(.monotonic));
     try testing.expectEqual(@as(u64, 1), hook.remote.stats().shards_fetched);
+}
+
+test "a remote scrub fetches every file, then finds what a local scrub finds" {
+    var written = try TestCache.write(.{});
+    defer written.deinit();
+    var source: Source = .{ .dir = written.path, .mode = .corrupt_always };
+    var hook = try Hook.init(&source);
+    defer hook.deinit();
+    const pool = try thread_pool.ThreadPool.create(testing.allocator, 1);
+    defer pool.release();
+    const verifier = try verify.Verifier.createRemote(testing.allocator, pool, url, hook.remote);
+    defer verifier.destroy();
+    try verifier.run();
+    // Per shard, its failed fetch and its missing file; then the records not checked.
+    const found = verifier.found();
+    try testing.expectEqual(@as(usize, 2 * 3 + 1), found.len);
+    try testing.expectEqualStrings("shards/000000.bin", found[0].file);
+    try expectContains(found[0].message, "fetched twice, and neither copy matches");
+    try expectContains(found[6].message, "records not checked");
+    source.mode = .copy;
+    const again = try verify.Verifier.createRemote(testing.allocator, pool, url, hook.remote);
+    defer again.destroy();
+    try again.run();
+    try testing.expectEqual(@as(usize, 0), again.found().len);
+    try testing.expectEqual(@as(u64, 3), hook.remote.stats().shards_fetched);
 }
