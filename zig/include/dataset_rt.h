@@ -755,7 +755,8 @@ int32_t drt_remote_stats_get(const drt_remote *remote, drt_remote_stats *out);
  * its bytes is read. `remote` may be NULL only when no path is remote
  * (DRT_ERR_INVALID_ARGUMENT naming the path). A failed fetch fails the open or the
  * read with DRT_ERR_IO and the function's message; so does a shard that fails its
- * check twice (the message names both digests). */
+ * check twice (the message names both digests). A listed file the function says
+ * does not exist, or no manifest, is DRT_ERR_INVALID_CACHE. */
 int32_t drt_dataset_open_remote(drt_runtime *runtime, const char *const *paths,
                                 const uint64_t *path_lens, uint32_t path_count,
                                 const drt_reader_options *options, drt_remote *remote,
