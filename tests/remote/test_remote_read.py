@@ -6,17 +6,17 @@ from __future__ import annotations
 
 import hashlib
 import multiprocessing
+import pickle
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-import os
-import pickle
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import QUIET, ListSource
+import dataset_rt
+from conftest import ListSource
 from dataset_rt import (
     CachedDataset,
     DatasetRuntime,
@@ -24,6 +24,7 @@ from dataset_rt import (
     RemoteConfig,
     WriterConfig,
 )
+from dataset_rt.errors import InvalidCacheError
 from fault_proxy import FaultProxy, StaticServer, flip
 from remote_fixtures import BUCKET, direct_client
 
@@ -107,9 +108,7 @@ def test_local_and_remote_caches_mix_in_one_dataset(
     assert rows(dataset) == rows(expected)
     stats = dataset.remote_stats()
     assert stats.shards_fetched == shard_count(second)
-    assert stats.shard_bytes_fetched == sum(
-        p.stat().st_size for p in (second / "shards").iterdir()
-    )
+    assert stats.shard_bytes_fetched == sum(p.stat().st_size for p in (second / "shards").iterdir())
 
 
 @contextmanager
@@ -127,7 +126,9 @@ def test_a_shard_that_arrives_damaged_once_is_fetched_again(
     config = ReaderConfig(seed=0, shuffle=False)
     with served(tmp_path / "site") as proxy:
         url = f"{proxy.url}/flip"
-        dataset = runtime.cached_dataset([url], reader_config=config, remote=remote_config(tmp_path))
+        dataset = runtime.cached_dataset(
+            [url], reader_config=config, remote=remote_config(tmp_path)
+        )
         proxy.script_for("/shards/000000.bin", flip())
         assert rows(dataset) == rows(runtime.cached_dataset([local], reader_config=config))
         assert dataset.remote_stats().refetches == 1
@@ -142,7 +143,9 @@ def test_a_shard_that_never_matches_fails_naming_both_digests(
     with served(tmp_path / "site") as proxy:
         url = f"{proxy.url}/bad"
         config = ReaderConfig(seed=0)
-        dataset = runtime.cached_dataset([url], reader_config=config, remote=remote_config(tmp_path))
+        dataset = runtime.cached_dataset(
+            [url], reader_config=config, remote=remote_config(tmp_path)
+        )
         proxy.script_for("/shards/000000.bin", flip(), flip())
         with pytest.raises(OSError, match="000000.bin") as caught:
             dataset.get(0, 0)
@@ -158,8 +161,10 @@ def test_a_missing_remote_cache_is_named(
     runtime: DatasetRuntime, tmp_path: Path, s3_proxy: FaultProxy
 ) -> None:
     url = f"s3://{BUCKET}/no/such/cache"
-    with pytest.raises(OSError, match="no/such/cache"):
-        runtime.cached_dataset([url], reader_config=ReaderConfig(seed=0), remote=remote_config(tmp_path))
+    with pytest.raises(InvalidCacheError, match="no/such/cache.*manifest.json: not found"):
+        runtime.cached_dataset(
+            [url], reader_config=ReaderConfig(seed=0), remote=remote_config(tmp_path)
+        )
 
 
 def test_an_unsupported_url_scheme_is_refused_by_name(
@@ -177,41 +182,94 @@ def test_a_cache_over_plain_http_reads_as_its_local_copy(
     with StaticServer(tmp_path / "site") as server:
         host, port = server.address
         url = f"http://{host}:{port}/caches/web"
-        dataset = runtime.cached_dataset([url], reader_config=config, remote=remote_config(tmp_path))
+        dataset = runtime.cached_dataset(
+            [url], reader_config=config, remote=remote_config(tmp_path)
+        )
         assert rows(dataset) == rows(runtime.cached_dataset([local], reader_config=config))
 
 
-def _count_in_child(dataset: CachedDataset, queue: Any) -> None:
+def _identities_in_child(dataset: CachedDataset, queue: Any) -> None:
     queue.put(sorted((s.cache_id, s.sample_id) for s in dataset))
 
 
-@pytest.mark.parametrize("method", ["fork", "spawn"])
-def test_a_remote_dataset_reopens_in_another_process(
+def remote_dataset(
+    runtime: DatasetRuntime, tmp_path: Path, moto_server: tuple[str, int], name: str
+) -> tuple[CachedDataset, Path]:
+    local = write_local(runtime, tmp_path / "local", "child", 70)
+    url = upload(moto_server, local, f"{name}/child")
+    config = ReaderConfig(seed=1)
+    dataset = runtime.cached_dataset([url], reader_config=config, remote=remote_config(tmp_path))
+    assert dataset.get(0, 3).metadata["i"] == 3  # the parent has made requests
+    return dataset, local
+
+
+def test_a_remote_dataset_pickles_into_a_spawned_process(
     runtime: DatasetRuntime,
     tmp_path: Path,
     moto_server: tuple[str, int],
     s3_proxy: FaultProxy,
-    method: str,
 ) -> None:
-    if method not in multiprocessing.get_all_start_methods():
-        pytest.skip(f"no {method} start method here")
-    local = write_local(runtime, tmp_path / "local", "child", 70)
-    url = upload(moto_server, local, f"child-{method}/child")
-    dataset = runtime.cached_dataset(
-        [url], reader_config=ReaderConfig(seed=1), remote=remote_config(tmp_path)
-    )
-    assert dataset.get(0, 3).metadata["i"] == 3  # the parent has made requests
-    context = multiprocessing.get_context(method)
+    dataset, _ = remote_dataset(runtime, tmp_path, moto_server, "spawned")
+    assert pickle.loads(pickle.dumps(dataset)).remote_config == dataset.remote_config
+    context = multiprocessing.get_context("spawn")
     queue = context.Queue()
-    child = context.Process(target=_count_in_child, args=(dataset, queue))
+    child = context.Process(target=_identities_in_child, args=(dataset, queue))
     child.start()
     try:
-        seen = queue.get(timeout=60)
+        seen = queue.get(timeout=120)
     finally:
         child.join(timeout=30)
         if child.is_alive():
             child.kill()
     assert child.exitcode == 0
     assert seen == sorted((s.cache_id, s.sample_id) for s in dataset)
-    assert pickle.loads(pickle.dumps(dataset)).remote_config == dataset.remote_config
-    assert os.getpid() != child.pid
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_dataloader_workers_read_a_remote_cache_as_one_process_does(
+    runtime: DatasetRuntime,
+    tmp_path: Path,
+    moto_server: tuple[str, int],
+    s3_proxy: FaultProxy,
+    method: str,
+) -> None:
+    pytest.importorskip("torch", reason="DataLoader workers need torch")
+    if method not in multiprocessing.get_all_start_methods():
+        pytest.skip(f"no {method} start method here")
+    from dataset_rt.torch import DataLoader
+
+    dataset, local = remote_dataset(runtime, tmp_path, moto_server, f"loader-{method}")
+    loader = DataLoader(
+        dataset,
+        batch_size=8,
+        num_workers=2,
+        multiprocessing_context=method,
+        collate_fn=list,
+        timeout=120,
+    )
+    seen = [(s.cache_id, s.sample_id, bytes(s.data)) for batch in loader for s in batch]
+    expected = runtime.cached_dataset([local], reader_config=ReaderConfig(seed=1))
+    assert seen == [(s.cache_id, s.sample_id, bytes(s.data)) for s in expected]
+
+
+def test_verify_fetches_a_remote_cache_and_scrubs_its_copy(
+    runtime: DatasetRuntime,
+    tmp_path: Path,
+    moto_server: tuple[str, int],
+    s3_proxy: FaultProxy,
+) -> None:
+    local = write_local(runtime, tmp_path / "local", "scrub", 120)
+    url = upload(moto_server, local, "verify/scrub")
+    remote = remote_config(tmp_path)
+    report = dataset_rt.verify(url, remote=remote, show_progress=False)
+    assert (report.ok, report.path) == (True, url)
+    copies = sorted((tmp_path / "copies").rglob("shards/*.bin"))
+    assert len(copies) == shard_count(local)
+    # A byte flipped in the local copy is found by the next scrub.
+    damaged = copies[-1]
+    data = bytearray(damaged.read_bytes())
+    data[len(data) // 2] ^= 0x40
+    damaged.write_bytes(bytes(data))
+    again = dataset_rt.verify(url, remote=remote, show_progress=False)
+    assert not again.ok
+    assert any(problem.file == f"shards/{damaged.name}" for problem in again.problems)

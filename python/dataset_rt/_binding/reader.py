@@ -24,8 +24,8 @@ from dataset_rt._binding.native import RuntimeHandle
 from dataset_rt._binding.packed_batch import unpack
 from dataset_rt._binding.remote import RemoteHandle
 from dataset_rt._config import ReaderConfig, RemoteConfig
-from dataset_rt._remote import is_remote
 from dataset_rt._records import CachedSample
+from dataset_rt._remote import is_remote
 
 # A cache's location: a local folder, or the URL of a remote cache (a str, kept
 # as given: `Path` would fold the `//` of ``s3://``).
@@ -44,9 +44,7 @@ class DatasetHandle:
     ) -> None:
         self.runtime = runtime
         # The fetch hook of the caches given as URLs; kept while this handle lives.
-        self.remote = (
-            RemoteHandle(remote or RemoteConfig()) if any(map(is_remote, paths)) else None
-        )
+        self.remote = RemoteHandle(remote or RemoteConfig()) if any(map(is_remote, paths)) else None
         options = _native.ReaderOptions(
             seed=config.seed,
             prefetch_size=config.prefetch_size,
@@ -581,15 +579,23 @@ def _copy_each_payload(base: int, lengths: memoryview) -> list[bytes]:
 class NativeVerifier:
     """Owns one native scrub of a cache (``drt_verify_*``)."""
 
-    def __init__(self, runtime: RuntimeHandle, path: Path) -> None:
+    def __init__(
+        self, runtime: RuntimeHandle, path: CachePath, remote: RemoteConfig | None = None
+    ) -> None:
         self.runtime = runtime  # keeps the pool alive while the verifier lives
         encoded = os.fsencode(path)
         handle = ctypes.c_void_p()
-        _native.check(
-            _native.lib.drt_verify_create(
+        # A remote cache's fetch hook, kept while the verifier lives.
+        self.remote = RemoteHandle(remote or RemoteConfig()) if is_remote(path) else None
+        if self.remote is not None:
+            status = _native.lib.drt_verify_create_remote(
+                runtime.value, encoded, len(encoded), self.remote.value, ctypes.byref(handle)
+            )
+        else:
+            status = _native.lib.drt_verify_create(
                 runtime.value, encoded, len(encoded), ctypes.byref(handle)
             )
-        )
+        _native.check(status)
         self.handle: ctypes.c_void_p | None = handle
 
     def run(self) -> None:

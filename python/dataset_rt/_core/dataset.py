@@ -320,7 +320,14 @@ class CachedDataset:
         from dataset_rt._core import migration as _migration
 
         _migration.check_version(version)
-        return _migration.update_manifests(self.cache_paths, self.cache_ids)
+        local = [path for path in self.cache_paths if isinstance(path, Path)]
+        if len(local) != len(self.cache_paths):
+            remote = next(path for path in self.cache_paths if not isinstance(path, Path))
+            raise errors.InvalidArgumentError(
+                f"update_manifests rewrites local caches; {remote} is remote: migrate the "
+                "cache where it was written and upload its new manifest.json"
+            )
+        return _migration.update_manifests(local, self.cache_ids)
 
     # ---- random access --------------------------------------------------------
 
@@ -613,9 +620,7 @@ def _unpickle_dataset(pickled: dict[str, Any]) -> CachedDataset:
             )
         if pickled["extra_columns"] is not None:
             recipe["extra_columns"] = _metadata_frame.read_ipc(pickled["extra_columns"])
-    dataset = CachedDataset._blank(
-        list(recipe["paths"]), recipe["reader_config"], recipe["remote"]
-    )
+    dataset = CachedDataset._blank(list(recipe["paths"]), recipe["reader_config"], recipe["remote"])
     dataset._unopened_recipe = recipe
     return dataset
 

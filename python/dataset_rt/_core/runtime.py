@@ -10,10 +10,9 @@ from typing import NamedTuple, TypeAlias
 from dataset_rt import errors
 from dataset_rt._binding import native as _native
 from dataset_rt._binding.native import MAX_WORKERS, RuntimeHandle
-from dataset_rt._config import ReaderConfig, RemoteConfig, WriterConfig
 from dataset_rt._binding.reader import CachePath
+from dataset_rt._config import ReaderConfig, RemoteConfig, WriterConfig
 from dataset_rt._core.dataset import CachedDataset
-from dataset_rt._remote import is_remote, parse_remote_url
 from dataset_rt._core.writing import (
     Reuse,
     SampleError,
@@ -29,6 +28,7 @@ from dataset_rt._records import (
     CacheWriteResult,
     CacheWriteSuccess,
 )
+from dataset_rt._remote import is_remote, parse_remote_url
 
 
 class CacheSourcesDatasetSuccess(NamedTuple):
