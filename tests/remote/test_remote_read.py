@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import dataset_rt
-from conftest import ListSource
+from conftest import QUIET, ListSource
 from dataset_rt import (
     CachedDataset,
     DatasetRuntime,
@@ -24,7 +24,7 @@ from dataset_rt import (
     RemoteConfig,
     WriterConfig,
 )
-from dataset_rt.errors import InvalidCacheError
+from dataset_rt.errors import InvalidArgumentError, InvalidCacheError
 from fault_proxy import FaultProxy, StaticServer, flip
 from remote_fixtures import BUCKET, direct_client
 
@@ -273,3 +273,26 @@ def test_verify_fetches_a_remote_cache_and_scrubs_its_copy(
     again = dataset_rt.verify(url, remote=remote, show_progress=False)
     assert not again.ok
     assert any(problem.file == f"shards/{damaged.name}" for problem in again.problems)
+
+
+def test_a_byte_budget_is_refused_until_it_is_supported(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    remote = RemoteConfig(local_dir=tmp_path, budget_bytes=1 << 30)
+    with pytest.raises(InvalidArgumentError, match="budget_bytes=1073741824"):
+        runtime.cached_dataset(
+            ["http://127.0.0.1:9/c"], reader_config=ReaderConfig(seed=0), remote=remote
+        )
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("base", ["s3://bucket/caches", "https://host/caches"])
+def test_writing_to_a_url_is_refused_before_anything_is_written(
+    runtime: DatasetRuntime, tmp_path: Path, base: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    source = ListSource("never", [(b"x", {"i": 0})])
+    with pytest.raises(InvalidArgumentError, match=base):
+        runtime.write_cache([source], base, writer_config=QUIET)
+    assert source.iterations == 0
+    assert list(tmp_path.iterdir()) == []

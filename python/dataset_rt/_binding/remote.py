@@ -16,6 +16,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from dataset_rt import errors
 from dataset_rt._binding import native as _native
 from dataset_rt._config import RemoteConfig
 from dataset_rt._remote import RetryPolicy, Transport, transport_for
@@ -33,6 +34,11 @@ class RemoteStats:
         shard_bytes_fetched: their bytes.
         refetches: shards downloaded again because the first copy did not match
             its SHA-256.
+
+    Examples:
+        >>> stats = dataset.remote_stats()
+        >>> (stats.files_fetched, stats.refetches)
+        (0, 0)
     """
 
     files_fetched: int
@@ -46,6 +52,12 @@ class RemoteHandle:
     """Owns a native remote (``drt_remote``) and the fetch function it calls."""
 
     def __init__(self, config: RemoteConfig) -> None:
+        if config.budget_bytes is not None:
+            raise errors.InvalidArgumentError(
+                f"RemoteConfig.budget_bytes={config.budget_bytes}: a byte budget for "
+                "remote caches is not supported yet; leave it None (no limit) and give "
+                "local_dir room for the whole cache"
+            )
         self.config = config
         self._policy = RetryPolicy.from_config(config)
         self._transports: dict[str, Transport] = {}

@@ -168,6 +168,12 @@ class DatasetRuntime:
                 f"writer_config must be a WriterConfig, got {type(writer_config).__name__}"
             )
         listed = source_list(sources)
+        if is_remote(base_cache_dir):
+            raise errors.InvalidArgumentError(
+                f"caches are written to a local folder, not to {base_cache_dir}: write "
+                "them locally and upload their files (manifest.json last), then read "
+                "them from the URL (docs/remote.md)"
+            )
         # Kept as given (relative stays relative), like dataset-rt 0.2.4's result paths.
         base = Path(os.fspath(base_cache_dir))
         names: list[str | CacheWriteError] = []
