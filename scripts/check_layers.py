@@ -36,6 +36,7 @@ TOP = {
     "c_api_integrity.zig",
     "c_api_formats.zig",
     "c_api_open_files.zig",
+    "c_api_remote.zig",
     "c_status.zig",
     "c_types.zig",
     "root.zig",

@@ -142,7 +142,7 @@ bash scripts/test_wheels.sh
 
 # The C test programs (tests/c/<program>.c), as phases 5 and 6 build them for other targets.
 c_test_flags=(-std=c11 -Wall -Wextra -Werror -I zig/include)
-c_test_programs=(abi_round_trip writer_lock)
+c_test_programs=(abi_round_trip writer_lock remote_fetch)
 
 phase "5/7 Zig unit tests, the C tests (round trip, two writers) and pytest on aarch64, under qemu-user"
 aarch64_libc=/usr/aarch64-linux-gnu
@@ -158,6 +158,7 @@ if command -v qemu-aarch64 >/dev/null && [[ -e "$aarch64_libc/lib/ld-linux-aarch
     done
     qemu-aarch64 -L "$aarch64_libc" "$aarch64_dir/abi_round_trip" "$aarch64_dir/caches"
     qemu-aarch64 -L "$aarch64_libc" "$aarch64_dir/writer_lock" "$aarch64_dir/lock_caches"
+    qemu-aarch64 -L "$aarch64_libc" "$aarch64_dir/remote_fetch" "$aarch64_dir/remote_caches"
     # Absolute: tests start it, and hand PYTHONPATH on, from other working directories.
     aarch64_python=$(realpath -m "${DATASET_RT_AARCH64_PYTHON:-.aarch64-python}")
     if [[ -x "$aarch64_python/bin/python3" ]]; then
@@ -217,6 +218,8 @@ if [[ -n "$wine_program" ]]; then
     "$windows_dir/abi_round_trip" "$windows_dir/windows_caches" read
     # Two writers of one name (LockFileEx), and a failed write's cleanup.
     (cd "$windows_dir" && "$wine_program" writer_lock.exe lock_caches)
+    # A remote cache through a fetch hook: temporary names, checks, renames into place.
+    (cd "$windows_dir" && "$wine_program" remote_fetch.exe remote_caches)
     # wine's server outlives the program by a few seconds; let it save and exit first.
     wine_server=$(command -v wineserver || echo "$(dirname "$(readlink -f "$wine_program")")/wineserver64")
     if [[ -x "$wine_server" ]]; then

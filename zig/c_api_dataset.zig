@@ -3,6 +3,7 @@
 //! conventions as c_api.zig.
 const std = @import("std");
 const dataset_module = @import("read/dataset.zig");
+const Remote = @import("read/remote.zig").Remote;
 const active_table = @import("stream/active_table.zig");
 const stream_share = @import("stream/stream_share.zig");
 const stream_state = @import("stream/stream_state.zig");
@@ -38,6 +39,19 @@ export fn drt_dataset_open(
     options: ?*const ReaderOptions,
     out: ?*?*dataset_module.Dataset,
 ) i32 {
+    return openDataset(runtime, paths, path_lens, path_count, options, null, out);
+}
+
+/// `drt_dataset_open`, and `drt_dataset_open_remote` with `remote`.
+pub fn openDataset(
+    runtime: ?*Runtime,
+    paths: ?[*]const ?[*]const u8,
+    path_lens: ?[*]const u64,
+    path_count: u32,
+    options: ?*const ReaderOptions,
+    remote: ?*Remote,
+    out: ?*?*dataset_module.Dataset,
+) i32 {
     const pool = runtime orelse return nullArgument("runtime");
     if (!checkProcess(pool)) return status_wrong_process;
     const opts = options orelse return nullArgument("options");
@@ -69,6 +83,7 @@ export fn drt_dataset_open(
         .shuffle = opts.shuffle != 0,
         .validate_cache = opts.validate_cache != 0,
         .replacement = opts.without_replacement == 0,
+        .remote = remote,
     }, &diagnostic) catch |err| return failError(err, &diagnostic);
     return status_ok;
 }

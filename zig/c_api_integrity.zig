@@ -7,6 +7,8 @@ const error_words = @import("base/error_words.zig");
 const dataset_module = @import("read/dataset.zig");
 const sample_batch = @import("read/sample_batch.zig");
 const verify = @import("read/verify.zig");
+const Remote = @import("read/remote.zig").Remote;
+const cache_layout = @import("format/cache_layout.zig");
 const Runtime = c_status.Runtime;
 const VerifyProblem = c_types.VerifyProblem;
 const allocator = c_status.allocator;
@@ -38,6 +40,28 @@ export fn drt_verify_create(
         "out of memory",
         .{},
     );
+    return status_ok;
+}
+
+export fn drt_verify_create_remote(
+    runtime: ?*Runtime,
+    url: ?[*]const u8,
+    url_len: u64,
+    remote: ?*Remote,
+    out: ?*?*verify.Verifier,
+) i32 {
+    const pool = runtime orelse return nullArgument("runtime");
+    if (!checkProcess(pool)) return status_wrong_process;
+    const url_bytes = byteString(url, url_len) orelse return nullArgument("url");
+    const hook = remote orelse return nullArgument("remote");
+    const out_ptr = out orelse return nullArgument("out pointer");
+    if (!cache_layout.isRemote(url_bytes)) return failMessage(
+        status_invalid_argument,
+        "'{s}' is not a URL of a remote cache (s3://, http://, https://)",
+        .{url_bytes},
+    );
+    out_ptr.* = verify.Verifier.createRemote(allocator, pool, url_bytes, hook) catch
+        return failMessage(status_out_of_memory, "out of memory", .{});
     return status_ok;
 }
 

@@ -11,6 +11,7 @@ comptime {
     _ = @import("c_api_integrity.zig");
     _ = @import("c_api_formats.zig");
     _ = @import("c_api_open_files.zig");
+    _ = @import("c_api_remote.zig");
 }
 
 /// No per-thread alternate signal stack: std's default (256 KiB) is a
@@ -62,6 +63,8 @@ test {
     _ = @import("read/dataset.zig");
     _ = @import("read/deferred_reads.zig");
     _ = @import("read/read_pipeline.zig");
+    _ = @import("read/remote.zig");
+    _ = @import("read/remote_cache.zig");
     _ = @import("read/released_batches.zig");
     _ = @import("read/sample_batch.zig");
     _ = @import("read/verify.zig");

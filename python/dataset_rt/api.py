@@ -1,6 +1,7 @@
 """The public API in one module, for code written against ``dataset_rt.api``."""
 
-from dataset_rt._binding.native import OpenShardsStats, open_shards_stats, set_max_open_shards
+from dataset_rt._binding.open_shards import OpenShardsStats, open_shards_stats, set_max_open_shards
+from dataset_rt._binding.remote import RemoteStats
 from dataset_rt._config import (
     ReaderConfig,
     RemoteConfig,
@@ -50,6 +51,7 @@ __all__ = [
     "OpenShardsStats",
     "ReaderConfig",
     "RemoteConfig",
+    "RemoteStats",
     "ShardCompression",
     "SizedTorchIterableDataset",
     "WriterConfig",

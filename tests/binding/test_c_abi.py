@@ -96,6 +96,28 @@ def test_the_pipeline_pace_benchmark_reads_every_planned_sample(
     assert "absent" in missing.stderr
 
 
+def test_a_c_fetch_hook_reads_a_remote_cache(tmp_path: Path) -> None:
+    """tests/c/remote_fetch.c: a cache opened under a URL through a fetch function
+    that copies from a folder reads back every sample; each shard is fetched once,
+    a second open reuses the local folder, and a failing fetch fails the read."""
+    program = tmp_path / "remote_fetch"
+    compile_against_library(HERE / "c" / "remote_fetch.c", program)
+    base = tmp_path / "caches"
+    result = subprocess.run([str(program), str(base)], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, f"remote fetch test failed:\n{result.stdout}\n{result.stderr}"
+    assert "read back 300 samples of https://storage.example/caches/c_remote" in result.stdout
+    assert "a second open reused the local folder" in result.stdout
+    assert "a remote scrub found no problem" in result.stdout
+    assert "fails the read with its message" in result.stdout
+    [folder] = (base / "local").iterdir()
+    assert len(folder.name) == 33 and folder.name[16] == "-", folder.name
+    written = sorted(path.name for path in (base / "c_remote" / "shards").iterdir())
+    assert sorted(path.name for path in (folder / "shards").iterdir()) == written
+    for name in written:
+        fetched = (folder / "shards" / name).read_bytes()
+        assert fetched == (base / "c_remote" / "shards" / name).read_bytes(), name
+
+
 def test_a_second_writer_of_a_name_waits_for_the_first(tmp_path: Path) -> None:
     """tests/c/writer_lock.c: while one writer holds a name, a second one (another
     thread) waits; it is then refused once the first has published, or writes its

@@ -157,6 +157,8 @@ class FaultProxy:
         self.requests: list[str] = []
         self.stopping = threading.Event()
         self._faults: deque[Fault] = deque()
+        # Faults for the requests whose path contains a key (`script_for`).
+        self._targeted: dict[str, deque[Fault]] = {}
         self._lock = threading.Lock()
         self._server = _Server(("127.0.0.1", 0), _ProxyHandler)
         self._server.proxy = self
@@ -174,9 +176,18 @@ class FaultProxy:
         with self._lock:
             self._faults.extend(faults)
 
+    def script_for(self, path_part: str, *faults: Fault) -> None:
+        """Queues `faults` for the next requests whose path contains `path_part`,
+        before any fault of `script`."""
+        with self._lock:
+            self._targeted.setdefault(path_part, deque()).extend(faults)
+
     def record_and_take(self, request: str) -> Fault | None:
         with self._lock:
             self.requests.append(request)
+            for path_part, faults in self._targeted.items():
+                if faults and path_part in request:
+                    return faults.popleft()
             return self._faults.popleft() if self._faults else None
 
     def forward(

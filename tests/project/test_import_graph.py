@@ -76,9 +76,15 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
     assert cycle_in({"a": {"b"}, "b": set()}) is None
 
 
-# The native boundary: the library and its signatures, the read path's handle
-# owners, the write path's.
-BOUNDARY = ["_binding.native", "_binding.reader", "_binding.writer"]
+# The native boundary: the library and its signatures, the functions over shard
+# files, the read path's handle owners, the remote fetch hook, the write path's.
+BOUNDARY = [
+    "_binding.native",
+    "_binding.open_shards",
+    "_binding.reader",
+    "_binding.remote",
+    "_binding.writer",
+]
 
 
 def test_only_the_native_boundary_calls_the_library() -> None:

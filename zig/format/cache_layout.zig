@@ -5,6 +5,7 @@
 const std = @import("std");
 const system = @import("../base/system.zig");
 const file_status = @import("../base/file_status.zig");
+const sha256 = @import("../codec/sha256.zig");
 
 pub const manifest_file = "manifest.json";
 pub const index_file = "index.bin";
@@ -25,6 +26,38 @@ pub fn isPublished(path: []const u8) bool {
     _ = file_status.pathInode(dir, manifest_file) catch return false;
     return true;
 }
+
+/// The URL schemes of caches in object storage; any other path is a local one.
+pub const remote_schemes = [_][]const u8{ "s3://", "http://", "https://" };
+
+/// Whether `path` names a cache in object storage (`remote_schemes`), read
+/// through a fetch hook into a local folder (`remoteFolderName`).
+pub fn isRemote(path: []const u8) bool {
+    for (remote_schemes) |scheme| {
+        if (std.ascii.startsWithIgnoreCase(path, scheme)) return true;
+    }
+    return false;
+}
+
+/// A remote cache's local folder: `<16 hex of SHA-256(url)>-<16 hex of the
+/// manifest's SHA-256>`, so two versions of one cache never share a folder.
+pub const remote_folder_bytes = 33;
+
+pub fn remoteFolderName(
+    url: []const u8,
+    manifest_sha256: [sha256.digest_length]u8,
+) [remote_folder_bytes]u8 {
+    const url_sha256 = sha256.hash(url);
+    var name: [remote_folder_bytes]u8 = undefined;
+    const hex = std.fmt.bytesToHex(url_sha256[0..8], .lower) ++ "-".* ++
+        std.fmt.bytesToHex(manifest_sha256[0..8], .lower);
+    @memcpy(&name, &hex);
+    return name;
+}
+
+/// A file being fetched is written as `<name>` ++ this ++ `<pid>-<counter>`
+/// beside its final name, and renamed only once it is checked.
+pub const fetch_temp_infix = ".tmp-";
 
 /// Shard files are `shards/NNNNNN.bin`, numbered by position in the manifest.
 /// Room for any name `shardName` writes ("18446744073709551615.bin" is 24 bytes).
@@ -66,6 +99,22 @@ test "shard names are the zero-padded position" {
         "18446744073709551615.bin",
         shardName(&buffer, std.math.maxInt(u64)),
     );
+}
+
+test "remote paths are the URL schemes, and a folder names URL and manifest" {
+    try std.testing.expect(isRemote("s3://bucket/caches/train"));
+    try std.testing.expect(isRemote("HTTPS://host/c"));
+    try std.testing.expect(isRemote("http://127.0.0.1:9000/c"));
+    try std.testing.expect(!isRemote("/data/caches/train"));
+    try std.testing.expect(!isRemote("s3:/bucket"));
+    try std.testing.expect(!isRemote("caches/https://x"));
+    const a = remoteFolderName("s3://b/c", sha256.hash("one"));
+    const b = remoteFolderName("s3://b/c", sha256.hash("two"));
+    const c = remoteFolderName("s3://b/d", sha256.hash("one"));
+    try std.testing.expectEqual(@as(u8, '-'), a[16]);
+    try std.testing.expect(!std.mem.eql(u8, &a, &b));
+    try std.testing.expect(!std.mem.eql(u8, &a, &c));
+    try std.testing.expectEqualSlices(u8, a[0..16], b[0..16]);
 }
 
 test "a directory is published once it holds a manifest" {

@@ -709,6 +709,66 @@ typedef struct drt_open_shards_stats {
 
 int32_t drt_open_shards_stats_get(drt_open_shards_stats *out);
 
+/* ---- Remote caches: the fetch hook (added within ABI 4) ---------------- */
+
+#define DRT_FETCH_OK 0        /* the file was written to dest_path */
+#define DRT_FETCH_NOT_FOUND 1 /* the object does not exist */
+#define DRT_FETCH_FAILED 2    /* any other failure, described in `message` */
+
+/* Fetches the file `name` ("manifest.json", "index.bin", "metadata.arrow",
+ * "records.crc32c", "shards/000017.bin") of the remote cache at `url` into the new
+ * file `dest_path`, which the function creates (the core chose a temporary name
+ * there and renames it only after checking the file against the manifest). Every
+ * string is also NUL-terminated. Returns DRT_FETCH_OK, DRT_FETCH_NOT_FOUND, or
+ * DRT_FETCH_FAILED after writing a NUL-terminated message of at most message_cap
+ * bytes; retries are the function's own. May be called from several threads at
+ * once, never twice at once for one file of one local folder. */
+typedef int32_t (*drt_fetch_fn)(void *context, const char *url, uint64_t url_len, const char *name,
+                                uint64_t name_len, const char *dest_path, uint64_t dest_path_len,
+                                char *message, uint64_t message_cap);
+
+typedef struct drt_remote drt_remote;
+
+/* A fetch hook calling `fetch` with `context`, keeping each remote cache in a folder
+ * of its own under local_dir (created if missing): <16 hex of SHA-256(url)>-<16 hex
+ * of SHA-256(manifest.json)>. */
+int32_t drt_remote_create(drt_fetch_fn fetch, void *context, const char *local_dir,
+                          uint64_t local_dir_len, drt_remote **out);
+/* Releases the caller's reference; datasets opened through it keep it alive. */
+void drt_remote_destroy(drt_remote *remote);
+
+typedef struct drt_remote_stats {
+    uint64_t fetched_files;       /* files the fetch function delivered (every attempt) */
+    uint64_t fetched_bytes;       /* their bytes */
+    uint64_t shards_fetched;      /* shards checked and put in place */
+    uint64_t shard_bytes_fetched; /* their bytes */
+    uint64_t refetches;           /* files fetched again after failing their check */
+    uint64_t reserved[4];         /* 0 */
+} drt_remote_stats;
+
+int32_t drt_remote_stats_get(const drt_remote *remote, drt_remote_stats *out);
+
+/* drt_dataset_open, where a path that starts with s3://, http:// or https:// names a
+ * cache in object storage read through `remote`: its manifest, index, metadata and
+ * record checksums are fetched (unless its folder holds them) and checked at open,
+ * each shard when a read first needs it, checked against its SHA-256 before any of
+ * its bytes is read. `remote` may be NULL only when no path is remote
+ * (DRT_ERR_INVALID_ARGUMENT naming the path). A failed fetch fails the open or the
+ * read with DRT_ERR_IO and the function's message; so does a shard that fails its
+ * check twice (the message names both digests). A listed file the function says
+ * does not exist, or no manifest, is DRT_ERR_INVALID_CACHE. */
+int32_t drt_dataset_open_remote(drt_runtime *runtime, const char *const *paths,
+                                const uint64_t *path_lens, uint32_t path_count,
+                                const drt_reader_options *options, drt_remote *remote,
+                                drt_dataset **out);
+/* drt_verify_create for the remote cache at `url` (s3://, http://, https://, else
+ * DRT_ERR_INVALID_ARGUMENT): drt_verify_run first brings every file of the cache
+ * into its folder through `remote` (as drt_dataset_open_remote and reads would, each
+ * checked as it is fetched; a file that cannot be fetched is a problem), then
+ * scrubs the folder. Problems name files relative to the cache. */
+int32_t drt_verify_create_remote(drt_runtime *runtime, const char *url, uint64_t url_len,
+                                 drt_remote *remote, drt_verifier **out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -27,6 +27,19 @@ pub fn checkFileHash(
     expected: [sha256.digest_length]u8,
     diagnostic: *Diagnostic,
 ) Error!void {
+    const actual = try fileHash(file, what, diagnostic);
+    if (!std.mem.eql(u8, &actual, &expected)) {
+        diagnostic.set("checksum mismatch: {s}: SHA-256 does not match the manifest", .{what});
+        return error.InvalidCache;
+    }
+}
+
+/// The SHA-256 of `file` from its start to its end; `what` names it in messages.
+pub fn fileHash(
+    file: std.Io.File,
+    what: []const u8,
+    diagnostic: *Diagnostic,
+) Error![sha256.digest_length]u8 {
     assert(what.len > 0);
     const io = system.io();
     var hasher = sha256.Hasher.init();
@@ -43,10 +56,7 @@ pub fn checkFileHash(
         offset += read;
         if (read < buffer.len) break;
     }
-    if (!std.mem.eql(u8, &hasher.final(), &expected)) {
-        diagnostic.set("checksum mismatch: {s}: SHA-256 does not match the manifest", .{what});
-        return error.InvalidCache;
-    }
+    return hasher.final();
 }
 
 test "a file's hash is checked whole, and a mismatch names the file" {

@@ -17,7 +17,8 @@ const sha256 = @import("../codec/sha256.zig");
 const file_status = @import("../base/file_status.zig");
 const FileView = @import("../base/file_view.zig").FileView;
 const ShardMapping = @import("shard_mapping.zig").ShardMapping;
-const ShardSource = @import("shard_source.zig").ShardSource;
+const shard_source = @import("shard_source.zig");
+const ShardSource = shard_source.ShardSource;
 const open_shards = @import("open_shards.zig");
 const record_read = @import("record_read.zig");
 const cache_files = @import("cache_files.zig");
@@ -85,12 +86,32 @@ pub const Cache = struct {
         validate_hashes: bool,
         diagnostic: *Diagnostic,
     ) Error!*Cache {
+        return openWith(allocator, path, validate_hashes, null, diagnostic);
+    }
+
+    /// `open`; with `origin`, `path` is the local folder of the remote cache
+    /// `origin.url` (`remote_cache.zig`), which then names the cache (`path`
+    /// field, messages) and fetches the shards the folder lacks when read.
+    pub fn openWith(
+        allocator: std.mem.Allocator,
+        path: []const u8,
+        validate_hashes: bool,
+        origin: ?shard_source.Origin,
+        diagnostic: *Diagnostic,
+    ) Error!*Cache {
         assert(path.len > 0);
-        const cache = openUnprefixed(allocator, path, validate_hashes, diagnostic) catch |err| {
+        const name = if (origin) |from| from.url else path;
+        const cache = openUnprefixed(
+            allocator,
+            path,
+            validate_hashes,
+            origin,
+            diagnostic,
+        ) catch |err| {
             if (err == error.OutOfMemory and diagnostic.len == 0) {
                 diagnostic.set("out of memory while opening the cache", .{});
             }
-            diagnostic.prefix("cache {s}: ", .{path});
+            diagnostic.prefix("cache {s}: ", .{name});
             return err;
         };
         assert(cache.records.sample_count == cache.sampleCount());
@@ -102,6 +123,7 @@ pub const Cache = struct {
         allocator: std.mem.Allocator,
         path: []const u8,
         validate_hashes: bool,
+        origin: ?shard_source.Origin,
         diagnostic: *Diagnostic,
     ) Error!*Cache {
         const io = system.io();
@@ -119,7 +141,7 @@ pub const Cache = struct {
         const cache = try allocator.create(Cache);
         errdefer allocator.destroy(cache);
         cache.allocator = allocator;
-        cache.path = try allocator.dupe(u8, path);
+        cache.path = try allocator.dupe(u8, if (origin) |from| from.url else path);
         errdefer allocator.free(cache.path);
 
         cache.parsed = try readManifest(allocator, dir, &cache.manifest_sha256, diagnostic);
@@ -146,6 +168,7 @@ pub const Cache = struct {
             path,
             the_manifest.shards,
             validate_hashes,
+            origin,
             diagnostic,
         );
         errdefer cache.shards.close();

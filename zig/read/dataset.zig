@@ -15,6 +15,8 @@ const system = @import("../base/system.zig");
 const types = @import("../format/metadata_types.zig");
 const sampler = @import("../stream/sampler.zig");
 const Cache = @import("cache_reader.zig").Cache;
+const remote_cache = @import("remote_cache.zig");
+const Remote = @import("remote.zig").Remote;
 const cache_identity = @import("../format/cache_identity.zig");
 const active_table = @import("../stream/active_table.zig");
 const ActiveTable = active_table.ActiveTable;
@@ -42,6 +44,8 @@ pub const Options = struct {
     validate_cache: bool,
     /// With `shuffle`: weighted draws (true) or each epoch a permutation (false).
     replacement: bool = true,
+    /// The fetch hook of remote caches' paths (`remote_cache.zig`); needed if any.
+    remote: ?*Remote = null,
 
     pub fn sampling(options: Options) stream_state.Sampling {
         return .of(options.shuffle, options.replacement);
@@ -114,7 +118,7 @@ pub const Dataset = struct {
         errdefer allocator.free(dataset.caches);
         dataset.cache_starts = try allocator.alloc(u64, paths.len);
         errdefer allocator.free(dataset.cache_starts);
-        try openCaches(allocator, pool, paths, options.validate_cache, dataset.caches, diagnostic);
+        try openCaches(allocator, pool, paths, options, dataset.caches, diagnostic);
         errdefer for (dataset.caches) |cache| cache.close();
         dataset.ids = try buildIds(allocator, dataset.caches, diagnostic);
         errdefer dataset.ids.deinit(allocator);
@@ -157,7 +161,7 @@ pub const Dataset = struct {
         allocator: std.mem.Allocator,
         pool: *thread_pool.ThreadPool,
         paths: []const []const u8,
-        validate_hashes: bool,
+        options: Options,
         caches_out: []*Cache,
         diagnostic: *Diagnostic,
     ) Error!void {
@@ -167,7 +171,8 @@ pub const Dataset = struct {
         defer allocator.free(jobs);
         for (jobs, paths) |*job, path| job.* = .{
             .path = path,
-            .validate_hashes = validate_hashes,
+            .validate_hashes = options.validate_cache,
+            .remote = options.remote,
             .allocator = allocator,
         };
         var wave_start: usize = 0;
@@ -201,6 +206,7 @@ pub const Dataset = struct {
         allocator: std.mem.Allocator,
         path: []const u8,
         validate_hashes: bool,
+        remote: ?*Remote,
         group: *thread_pool.WaitGroup = undefined,
         cache: ?*Cache = null,
         failure: ?Error = null,
@@ -208,10 +214,11 @@ pub const Dataset = struct {
 
         fn run(job: *thread_pool.Job) void {
             const open_job: *OpenJob = @fieldParentPtr("job", job);
-            open_job.cache = Cache.open(
+            open_job.cache = remote_cache.open(
                 open_job.allocator,
                 open_job.path,
                 open_job.validate_hashes,
+                open_job.remote,
                 &open_job.diagnostic,
             ) catch |err| blk: {
                 open_job.failure = err;

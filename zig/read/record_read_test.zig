@@ -56,6 +56,7 @@ const Reader = struct {
             reader.cache.path,
             reader.cache.shards,
             false,
+            null,
             &diagnostic,
         );
     }

@@ -9,6 +9,12 @@
 //! its inode noted; its file then stays open only while the process's bounded
 //! set of open shards keeps it (`open_shards.zig`), and a read reopens it,
 //! checked to be the same file, when it needs it again.
+//!
+//! A cache read from object storage (`Origin`, `remote_cache.zig`) may lack
+//! shards at open: the first read that needs one fetches it through the fetch
+//! hook (`remote.zig`: checked against its SHA-256, then renamed into place)
+//! and then opens it as any other. A shard already in the folder is checked
+//! as a local cache's is.
 const std = @import("std");
 const assert = std.debug.assert;
 const builtin = @import("builtin");
@@ -22,8 +28,65 @@ const error_words = @import("../base/error_words.zig");
 const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
 const cache_files = @import("cache_files.zig");
 const open_shards = @import("open_shards.zig");
+const remote_module = @import("remote.zig");
+const sha256 = @import("../codec/sha256.zig");
 
 pub const Error = cache_files.Error;
+
+/// Where a remote cache's missing shards come from: its URL, through `remote`.
+pub const Origin = struct { remote: *remote_module.Remote, url: []const u8 };
+
+/// A remote cache's shards: which are in its folder, and what a fetch checks.
+const RemoteShards = struct {
+    remote: *remote_module.Remote,
+    url: []u8,
+    /// The cache's local folder (the shards directory's parent).
+    folder: []u8,
+    /// Per shard: its file is in the folder and its handle knows its identity.
+    present: []std.atomic.Value(bool),
+    sha256s: [][sha256.digest_length]u8,
+    /// Orders marking a fetched shard present.
+    mutex: std.Io.Mutex = .init,
+
+    fn create(
+        allocator: std.mem.Allocator,
+        origin: Origin,
+        cache_path: []const u8,
+        listed: []const manifest.Shard,
+    ) error{OutOfMemory}!*RemoteShards {
+        const shards = try allocator.create(RemoteShards);
+        errdefer allocator.destroy(shards);
+        const url = try allocator.dupe(u8, origin.url);
+        errdefer allocator.free(url);
+        const folder = try allocator.dupe(u8, cache_path);
+        errdefer allocator.free(folder);
+        const present = try allocator.alloc(std.atomic.Value(bool), listed.len);
+        errdefer allocator.free(present);
+        const sha256s = try allocator.alloc([sha256.digest_length]u8, listed.len);
+        for (present, sha256s, listed) |*flag, *digest, entry| {
+            flag.* = .init(true);
+            digest.* = entry.sha256;
+        }
+        origin.remote.acquire();
+        shards.* = .{
+            .remote = origin.remote,
+            .url = url,
+            .folder = folder,
+            .present = present,
+            .sha256s = sha256s,
+        };
+        return shards;
+    }
+
+    fn destroy(shards: *RemoteShards, allocator: std.mem.Allocator) void {
+        shards.remote.release();
+        allocator.free(shards.sha256s);
+        allocator.free(shards.present);
+        allocator.free(shards.folder);
+        allocator.free(shards.url);
+        allocator.destroy(shards);
+    }
+};
 
 pub const ShardSource = struct {
     allocator: std.mem.Allocator,
@@ -37,12 +100,15 @@ pub const ShardSource = struct {
     /// The shards directory, absolute where it resolves: where files reopen.
     dir_path: []u8,
     set: *open_shards.Set,
+    /// Set for a cache read from object storage.
+    remote: ?*RemoteShards = null,
 
     /// Checks every shard `listed` in the manifest, in the shards directory
     /// of the cache at `cache_path` (open as `cache_dir`): opens it, checks its
     /// length (and with `validate_hashes` its SHA-256) against its entry and
-    /// notes its inode; the file stays open if `set` has room. On failure
-    /// nothing stays open.
+    /// notes its inode; the file stays open if `set` has room. With `origin`
+    /// (a remote cache's folder) a shard not yet in the folder is left to be
+    /// fetched by the first read that needs it. On failure nothing stays open.
     pub fn open(
         allocator: std.mem.Allocator,
         set: *open_shards.Set,
@@ -50,6 +116,7 @@ pub const ShardSource = struct {
         cache_path: []const u8,
         listed: []const manifest.Shard,
         validate_hashes: bool,
+        origin: ?Origin,
         diagnostic: *Diagnostic,
     ) Error!ShardSource {
         // A parsed manifest caps the shards and names each by its position.
@@ -62,19 +129,28 @@ pub const ShardSource = struct {
         errdefer allocator.free(handles);
         const dir_path = try shardsPath(allocator, cache_dir, cache_path, diagnostic);
         errdefer allocator.free(dir_path);
+        const remote: ?*RemoteShards = if (origin) |from|
+            try RemoteShards.create(allocator, from, cache_path, listed)
+        else
+            null;
+        errdefer if (remote) |shards| shards.destroy(allocator);
         var checked: usize = 0;
         errdefer for (handles[0..checked]) |*handle| set.forget(handle);
-        for (
-            listed,
-            byte_lens,
-            compressions,
-            handles,
-            0..,
-        ) |entry, *len, *stored_as, *handle, index| {
+        for (listed, byte_lens, compressions, 0..) |entry, *len, *stored_as, index| {
             assert(std.mem.eql(u8, entry.name, cache_layout.ShardName.of(index).slice()));
-            const file = try checkShard(set, dir_path, entry, validate_hashes, diagnostic);
-            handle.* = .init(.{ .inode = file.inode, .length = entry.byte_len });
-            set.adopt(handle, file.file);
+            const handle = &handles[index];
+            handle.* = .init(.{ .inode = 0, .length = entry.byte_len });
+            if (remote != null and !present(dir_path, entry.name)) {
+                remote.?.present[index] = .init(false);
+            } else {
+                const file = try checkShard(set, dir_path, .{
+                    .name = entry.name,
+                    .byte_len = entry.byte_len,
+                    .sha256 = if (validate_hashes) entry.sha256 else null,
+                }, diagnostic);
+                handle.expected.inode = file.inode;
+                set.adopt(handle, file.file);
+            }
             checked += 1;
             len.* = entry.byte_len;
             stored_as.* = switch (entry.compression.algo) {
@@ -90,7 +166,18 @@ pub const ShardSource = struct {
             .handles = handles,
             .dir_path = dir_path,
             .set = set,
+            .remote = remote,
         };
+    }
+
+    /// Whether `dir_path/name` exists.
+    fn present(dir_path: []const u8, name: []const u8) bool {
+        var buffer: [std.Io.Dir.max_path_bytes]u8 = undefined;
+        const path = std.fmt.bufPrint(&buffer, "{s}/{s}", .{ dir_path, name }) catch return true;
+        std.Io.Dir.cwd().access(system.io(), path, .{}) catch |err| {
+            return !file_status.missing(err);
+        };
+        return true;
     }
 
     /// The shards directory of the cache at `cache_path`: absolute, so that a
@@ -121,12 +208,19 @@ pub const ShardSource = struct {
 
     const CheckedShard = struct { file: std.Io.File, inode: std.Io.File.INode };
 
+    /// What a shard's check compares: its manifest entry's length, and its
+    /// SHA-256 when the whole file is to be hashed.
+    const Listed = struct {
+        name: []const u8,
+        byte_len: u64,
+        sha256: ?[sha256.digest_length]u8 = null,
+    };
+
     /// Opens one listed shard and checks it against its entry.
     fn checkShard(
         set: *open_shards.Set,
         dir_path: []const u8,
-        entry: manifest.Shard,
-        validate_hashes: bool,
+        entry: Listed,
         diagnostic: *Diagnostic,
     ) Error!CheckedShard {
         assert(entry.name.len > 0 and entry.name.len <= cache_layout.shard_name_bytes_max);
@@ -147,14 +241,14 @@ pub const ShardSource = struct {
             );
             return error.InvalidCache;
         }
-        if (validate_hashes) {
+        if (entry.sha256) |expected| {
             var name_buffer: [64]u8 = undefined;
             const what = std.fmt.bufPrint(
                 &name_buffer,
                 "shards/{s}",
                 .{entry.name},
             ) catch "a shard";
-            try cache_files.checkFileHash(shard_file, what, entry.sha256, diagnostic);
+            try cache_files.checkFileHash(shard_file, what, expected, diagnostic);
         }
         return .{ .file = shard_file, .inode = actual.inode };
     }
@@ -163,6 +257,7 @@ pub const ShardSource = struct {
         assert(source.handles.len == source.byte_lens.len);
         assert(source.compressions.len == source.byte_lens.len);
         for (source.handles) |*handle| source.set.forget(handle);
+        if (source.remote) |shards| shards.destroy(source.allocator);
         source.allocator.free(source.handles);
         source.allocator.free(source.dir_path);
         source.allocator.free(source.compressions);
@@ -244,9 +339,62 @@ pub const ShardSource = struct {
         diagnostic: *Diagnostic,
     ) Error!std.Io.File {
         assert(shard_id < source.count());
+        if (source.remote) |shards| {
+            if (!shards.present[@intCast(shard_id)].load(.acquire)) {
+                try source.fetch(shards, shard_id, diagnostic);
+            }
+        }
         const handle = &source.handles[@intCast(shard_id)];
         const location: open_shards.Location = .{ .dir = source.dir_path, .shard_id = shard_id };
         return source.set.pin(handle, location, diagnostic);
+    }
+
+    /// Brings remote shard `shard_id` into the folder (`Remote.fetchChecked`:
+    /// one fetch of it at a time in the process, checked against its SHA-256
+    /// before it takes its name), then notes its identity as `open` would.
+    fn fetch(
+        source: *const ShardSource,
+        shards: *RemoteShards,
+        shard_id: u64,
+        diagnostic: *Diagnostic,
+    ) Error!void {
+        const index: usize = @intCast(shard_id);
+        const io = system.io();
+        const name = cache_layout.ShardName.of(shard_id);
+        var relative_buffer: [cache_layout.shard_name_bytes_max + 8]u8 = undefined;
+        const relative = std.fmt.bufPrint(
+            &relative_buffer,
+            "{s}/{s}",
+            .{ cache_layout.shards_dir, name.slice() },
+        ) catch unreachable;
+        var folder = std.Io.Dir.cwd().openDir(io, shards.folder, .{}) catch |err| {
+            const words = error_words.of(err);
+            diagnostic.set("I/O error: cannot open {s}: {f}", .{ shards.folder, words });
+            return cache_files.fileFailure(err);
+        };
+        defer folder.close(io);
+        const outcome = try shards.remote.fetchChecked(.{
+            .url = shards.url,
+            .name = relative,
+            .dir = folder,
+            .dir_path = shards.folder,
+            .byte_len = source.byte_lens[index],
+            .sha256 = shards.sha256s[index],
+            .shard = true,
+        }, diagnostic);
+        if (outcome == .not_found) {
+            diagnostic.set("{s}: not found (the manifest lists it)", .{relative});
+            return error.InvalidCache;
+        }
+        const listed: Listed = .{ .name = name.slice(), .byte_len = source.byte_lens[index] };
+        const file = try checkShard(source.set, source.dir_path, listed, diagnostic);
+        shards.mutex.lockUncancelable(io);
+        defer shards.mutex.unlock(io);
+        if (shards.present[index].load(.monotonic)) return file.file.close(io);
+        const handle = &source.handles[index];
+        handle.expected.inode = file.inode;
+        source.set.adopt(handle, file.file);
+        shards.present[index].store(true, .release);
     }
 
     pub fn unpin(source: *const ShardSource, shard_id: u64) void {

@@ -27,6 +27,8 @@ const column_builder = @import("../format/column_builder.zig");
 const cache_reader = @import("cache_reader.zig");
 const Cache = cache_reader.Cache;
 const record_read = @import("record_read.zig");
+const remote_cache = @import("remote_cache.zig");
+const Remote = @import("remote.zig").Remote;
 
 pub const Error = error{ OutOfMemory, Io };
 
@@ -48,7 +50,11 @@ const hash_chunk_bytes = 4 << 20;
 pub const Verifier = struct {
     allocator: std.mem.Allocator,
     pool: *thread_pool.ThreadPool,
+    /// The cache's path, or a remote cache's URL.
     path: []u8,
+    /// A remote cache's hook, and its local folder once `run` has made it.
+    remote: ?*Remote = null,
+    folder: ?[]u8 = null,
     mutex: std.Io.Mutex = .init,
     /// Guarded by `mutex`; their strings are owned by `arena`.
     problems: std.ArrayList(Problem) = .empty,
@@ -78,6 +84,21 @@ pub const Verifier = struct {
         return verifier;
     }
 
+    /// A scrub of the remote cache at `url`, read through `remote`: `run`
+    /// first brings every file into the cache's folder (`remote_cache.zig`),
+    /// then scrubs the folder.
+    pub fn createRemote(
+        allocator: std.mem.Allocator,
+        pool: *thread_pool.ThreadPool,
+        url: []const u8,
+        remote: *Remote,
+    ) error{OutOfMemory}!*Verifier {
+        const verifier = try create(allocator, pool, url);
+        remote.acquire();
+        verifier.remote = remote;
+        return verifier;
+    }
+
     pub fn destroy(verifier: *Verifier) void {
         const allocator = verifier.allocator;
         assert(verifier.problems.items.len <= problems_kept_max);
@@ -85,6 +106,8 @@ pub const Verifier = struct {
         verifier.problems.deinit(allocator);
         verifier.arena.deinit();
         allocator.free(verifier.path);
+        if (verifier.folder) |folder| allocator.free(folder);
+        if (verifier.remote) |remote| remote.release();
         verifier.pool.release();
         allocator.destroy(verifier);
     }
@@ -98,6 +121,7 @@ pub const Verifier = struct {
     /// Runs both passes; returns when done. Problems are in `found`.
     pub fn run(verifier: *Verifier) Error!void {
         const allocator = verifier.allocator;
+        if (verifier.remote != null and !try verifier.fetchAll()) return;
         var parsed = verifier.readManifest() orelse return;
         defer parsed.deinit();
         const listed = parsed.manifest;
@@ -167,10 +191,64 @@ pub const Verifier = struct {
         return files.toOwnedSlice(allocator);
     }
 
+    /// Where the cache's files are: a remote cache's folder, else its path.
+    fn local(verifier: *const Verifier) []const u8 {
+        return verifier.folder orelse verifier.path;
+    }
+
+    /// A remote cache's files brought into its folder, each checked against
+    /// the manifest as it is fetched; a file that cannot be is a problem.
+    /// False (and a problem) when even the folder cannot be made.
+    fn fetchAll(verifier: *Verifier) error{OutOfMemory}!bool {
+        const remote = verifier.remote.?;
+        var diagnostic: Diagnostic = .{};
+        if (verifier.folder == null) {
+            verifier.folder = remote_cache.prepareFolder(
+                verifier.allocator,
+                remote,
+                verifier.path,
+                &diagnostic,
+            ) catch |err| {
+                if (err == error.OutOfMemory) return error.OutOfMemory;
+                verifier.report(.{ .file = "", .message = "" }, "{s}", .{diagnostic.message()});
+                return false;
+            };
+        }
+        const folder = verifier.folder.?;
+        var parsed = verifier.readManifest() orelse return false;
+        defer parsed.deinit();
+        const io = system.io();
+        var dir = std.Io.Dir.cwd().openDir(io, folder, .{}) catch return true;
+        defer dir.close(io);
+        for (parsed.manifest.shards, 0..) |shard, index| {
+            var buffer: [cache_layout.shard_name_bytes_max + 8]u8 = undefined;
+            const name = std.fmt.bufPrint(&buffer, "{s}/{s}", .{
+                cache_layout.shards_dir, cache_layout.ShardName.of(index).slice(),
+            }) catch unreachable;
+            const outcome = remote.fetchChecked(.{
+                .url = verifier.path,
+                .name = name,
+                .dir = dir,
+                .dir_path = folder,
+                .byte_len = shard.byte_len,
+                .sha256 = shard.sha256,
+                .shard = true,
+            }, &diagnostic) catch |err| {
+                if (err == error.OutOfMemory) return error.OutOfMemory;
+                verifier.report(.{ .file = name, .message = "" }, "{s}", .{diagnostic.message()});
+                continue;
+            };
+            if (outcome == .not_found) {
+                verifier.report(.{ .file = name, .message = "" }, "not found at the URL", .{});
+            }
+        }
+        return true;
+    }
+
     fn readManifest(verifier: *Verifier) ?manifest.Parsed {
         const io = system.io();
         var diagnostic: Diagnostic = .{};
-        var dir = std.Io.Dir.cwd().openDir(io, verifier.path, .{}) catch |err| {
+        var dir = std.Io.Dir.cwd().openDir(io, verifier.local(), .{}) catch |err| {
             verifier.report(
                 .{ .file = "", .message = "" },
                 "cannot open the cache directory: {f}",
@@ -217,7 +295,9 @@ pub const Verifier = struct {
     fn checkRecords(verifier: *Verifier) Error!void {
         const allocator = verifier.allocator;
         var diagnostic: Diagnostic = .{};
-        const cache = Cache.open(allocator, verifier.path, false, &diagnostic) catch |err| {
+        // A remote cache's folder as it is: a shard its fetch failed to bring
+        // is not fetched once per record.
+        const cache = Cache.open(allocator, verifier.local(), false, &diagnostic) catch |err| {
             if (err == error.OutOfMemory) return error.OutOfMemory;
             // Pass 1 has named the file in most cases; this says why records were not read.
             verifier.report(
@@ -320,7 +400,7 @@ const FileJob = struct {
         else
             job.name;
         const where: Problem = .{ .file = relative, .message = "" };
-        var dir = std.Io.Dir.cwd().openDir(io, verifier.path, .{}) catch |err| {
+        var dir = std.Io.Dir.cwd().openDir(io, verifier.local(), .{}) catch |err| {
             return verifier.report(
                 where,
                 "cannot open the cache directory: {f}",

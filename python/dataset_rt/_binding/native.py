@@ -289,6 +289,36 @@ class OpenShardsStatsStruct(Structure):
     ]
 
 
+class RemoteStatsStruct(Structure):
+    """``drt_remote_stats``: what a remote has fetched."""
+
+    _fields_ = [
+        ("fetched_files", c_uint64),
+        ("fetched_bytes", c_uint64),
+        ("shards_fetched", c_uint64),
+        ("shard_bytes_fetched", c_uint64),
+        ("refetches", c_uint64),
+        ("reserved", c_uint64 * 4),
+    ]
+
+
+# drt_fetch_fn: (context, url, url_len, name, name_len, dest_path, dest_path_len,
+# message, message_cap) -> DRT_FETCH_*. Pointers as c_void_p: the lengths say where
+# each string ends.
+FETCH_FN = ctypes.CFUNCTYPE(
+    c_int32,
+    c_void_p,
+    c_void_p,
+    c_uint64,
+    c_void_p,
+    c_uint64,
+    c_void_p,
+    c_uint64,
+    c_void_p,
+    c_uint64,
+)
+FETCH_OK, FETCH_NOT_FOUND, FETCH_FAILED = 0, 1, 2
+
 _Handle = c_void_p  # every drt_* handle (runtime, writer, dataset, iterator, verifier)
 # One entry per function of dataset_rt.h: name -> (argtypes, restype).
 _SIGNATURES: dict[str, tuple[list[Any], Any]] = {
@@ -444,6 +474,22 @@ _SIGNATURES: dict[str, tuple[list[Any], Any]] = {
     "drt_verify_destroy": ([_Handle], None),
     "drt_set_max_open_shards": ([c_uint32], c_int32),
     "drt_open_shards_stats_get": ([POINTER(OpenShardsStatsStruct)], c_int32),
+    "drt_remote_create": ([FETCH_FN, c_void_p, c_char_p, c_uint64, POINTER(_Handle)], c_int32),
+    "drt_remote_destroy": ([_Handle], None),
+    "drt_verify_create_remote": ([_Handle, c_char_p, c_uint64, _Handle, POINTER(_Handle)], c_int32),
+    "drt_remote_stats_get": ([_Handle, POINTER(RemoteStatsStruct)], c_int32),
+    "drt_dataset_open_remote": (
+        [
+            _Handle,
+            POINTER(c_char_p),
+            POINTER(c_uint64),
+            c_uint32,
+            POINTER(ReaderOptions),
+            _Handle,
+            POINTER(_Handle),
+        ],
+        c_int32,
+    ),
 }
 
 
@@ -637,73 +683,6 @@ def cache_info(path: os.PathLike[str] | str) -> CacheInfo:
         compression=tuple((c["algo"], c["ratio"]) for c in info["compression"]),
         record_checksums=info["record_checksums"],
         schema=tuple((f["name"], f["kind"]) for f in info["metadata_schema"]),
-    )
-
-
-@dataclass(frozen=True)
-class OpenShardsStats:
-    """The shard files this process holds open, for every cache of every dataset
-    together (`open_shards_stats`).
-
-    Examples:
-        >>> stats = dataset_rt.open_shards_stats()
-        >>> 0 <= stats.open <= stats.max_open_shards
-        True
-        >>> stats.evictions <= stats.opens
-        True
-    """
-
-    open: int
-    """Shard files open now (above `max_open_shards` only while more reads than
-    that use files at once)."""
-    max_open_shards: int
-    """The most shard files the process holds open (`set_max_open_shards`)."""
-    opens: int
-    """Shard files opened since the process started (in a forked child: since the fork)."""
-    evictions: int
-    """Shard files closed to make room for another; when it grows about as fast as
-    `opens`, the reads cycle through more shards than the set holds."""
-
-
-def set_max_open_shards(n: int) -> None:
-    """Hold at most `n` (>= 1) shard files open in this process, for every cache of
-    every dataset together; the default is 64.
-
-    A shard's file opens when a read needs it and closes when another needs the room,
-    never while a read uses it; lowering the maximum closes the files above it now.
-    Each DataLoader worker process has its own set.
-
-    Examples:
-        >>> before = dataset_rt.open_shards_stats().max_open_shards
-        >>> dataset_rt.set_max_open_shards(16)
-        >>> dataset_rt.open_shards_stats().max_open_shards
-        16
-        >>> dataset_rt.set_max_open_shards(before)
-    """
-    if isinstance(n, bool) or not isinstance(n, int):
-        raise TypeError(f"max_open_shards must be an int, got {type(n).__name__}")
-    # The core refuses 0; values the C field cannot hold are refused here.
-    if not 0 <= n <= U32_MAX:
-        raise errors.InvalidArgumentError(
-            f"max_open_shards must be between 1 and {U32_MAX}, got {n}"
-        )
-    check(lib.drt_set_max_open_shards(n))
-
-
-def open_shards_stats() -> OpenShardsStats:
-    """How many shard files this process holds open, its maximum, and how many it
-    has opened and closed to make room (`OpenShardsStats`).
-
-    Examples:
-        >>> dataset.get(0, 0).metadata["i"]  # opens the sample's shard if it is not
-        0
-        >>> dataset_rt.open_shards_stats().open >= 1
-        True
-    """
-    out = OpenShardsStatsStruct()
-    check(lib.drt_open_shards_stats_get(ctypes.byref(out)))
-    return OpenShardsStats(
-        open=out.open, max_open_shards=out.max, opens=out.opens, evictions=out.evictions
     )
 
 

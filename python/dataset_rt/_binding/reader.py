@@ -10,7 +10,7 @@ import itertools
 import json
 import os
 import warnings
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import repeat
 from pathlib import Path
 from typing import Any, cast
@@ -22,15 +22,29 @@ from dataset_rt._binding.fork_safe_lock import ForkSafeLock
 from dataset_rt._binding.metadata_row import MetadataRow
 from dataset_rt._binding.native import RuntimeHandle
 from dataset_rt._binding.packed_batch import unpack
-from dataset_rt._config import ReaderConfig
+from dataset_rt._binding.remote import RemoteHandle
+from dataset_rt._config import ReaderConfig, RemoteConfig
 from dataset_rt._records import CachedSample
+from dataset_rt._remote import is_remote
+
+# A cache's location: a local folder, or the URL of a remote cache (a str, kept
+# as given: `Path` would fold the `//` of ``s3://``).
+CachePath = Path | str
 
 
 class DatasetHandle:
     """Owns the native dataset and keeps its runtime alive."""
 
-    def __init__(self, runtime: RuntimeHandle, paths: list[Path], config: ReaderConfig) -> None:
+    def __init__(
+        self,
+        runtime: RuntimeHandle,
+        paths: Sequence[CachePath],
+        config: ReaderConfig,
+        remote: RemoteConfig | None = None,
+    ) -> None:
         self.runtime = runtime
+        # The fetch hook of the caches given as URLs; kept while this handle lives.
+        self.remote = RemoteHandle(remote or RemoteConfig()) if any(map(is_remote, paths)) else None
         options = _native.ReaderOptions(
             seed=config.seed,
             prefetch_size=config.prefetch_size,
@@ -43,12 +57,13 @@ class DatasetHandle:
         lengths = (ctypes.c_uint64 * len(encoded))(*map(len, encoded))
         handle = ctypes.c_void_p()
         _native.check(
-            _native.lib.drt_dataset_open(
+            _native.lib.drt_dataset_open_remote(
                 runtime.value,
                 array,
                 lengths,
                 len(encoded),
                 ctypes.byref(options),
+                self.remote.value if self.remote is not None else None,
                 ctypes.byref(handle),
             )
         )
@@ -112,7 +127,7 @@ class DatasetHandle:
         """The only cache's cache_id, or None when there are several."""
         return self.cache_ids[0] if self.cache_count == 1 else None
 
-    def path_of(self, cache_id: int) -> Path:
+    def path_of(self, cache_id: int) -> CachePath:
         """The path of the cache whose cache_id is `cache_id`."""
         return self._path_of_id[cache_id]
 
@@ -564,15 +579,23 @@ def _copy_each_payload(base: int, lengths: memoryview) -> list[bytes]:
 class NativeVerifier:
     """Owns one native scrub of a cache (``drt_verify_*``)."""
 
-    def __init__(self, runtime: RuntimeHandle, path: Path) -> None:
+    def __init__(
+        self, runtime: RuntimeHandle, path: CachePath, remote: RemoteConfig | None = None
+    ) -> None:
         self.runtime = runtime  # keeps the pool alive while the verifier lives
         encoded = os.fsencode(path)
         handle = ctypes.c_void_p()
-        _native.check(
-            _native.lib.drt_verify_create(
+        # A remote cache's fetch hook, kept while the verifier lives.
+        self.remote = RemoteHandle(remote or RemoteConfig()) if is_remote(path) else None
+        if self.remote is not None:
+            status = _native.lib.drt_verify_create_remote(
+                runtime.value, encoded, len(encoded), self.remote.value, ctypes.byref(handle)
+            )
+        else:
+            status = _native.lib.drt_verify_create(
                 runtime.value, encoded, len(encoded), ctypes.byref(handle)
             )
-        )
+        _native.check(status)
         self.handle: ctypes.c_void_p | None = handle
 
     def run(self) -> None:

@@ -15,8 +15,9 @@ from dataset_rt import errors
 from dataset_rt._binding import native as _native
 from dataset_rt._binding.fork_safe_lock import ForkSafeLock
 from dataset_rt._binding.native import RuntimeHandle
-from dataset_rt._binding.reader import DatasetHandle, NativeIterator, SampleIterator
-from dataset_rt._config import ReaderConfig
+from dataset_rt._binding.reader import CachePath, DatasetHandle, NativeIterator, SampleIterator
+from dataset_rt._binding.remote import RemoteStats
+from dataset_rt._config import ReaderConfig, RemoteConfig
 from dataset_rt._records import CachedSample
 
 if TYPE_CHECKING:
@@ -47,8 +48,12 @@ class CachedDataset:
         [0, 1, 2]
     """
 
-    cache_paths: list[Path]
-    """The loaded caches, in the order they were given."""
+    cache_paths: list[CachePath]
+    """The loaded caches, in the order they were given: local folders as `Path`s,
+    remote caches as their URLs (`str`)."""
+
+    remote_config: RemoteConfig | None
+    """How the remote caches are fetched (`RemoteConfig`); None when none was given."""
 
     reader_config: ReaderConfig
     """The configuration the dataset was loaded with."""
@@ -65,17 +70,24 @@ class CachedDataset:
 
     @classmethod
     def _open(
-        cls, runtime: RuntimeHandle, paths: list[Path], config: ReaderConfig
+        cls,
+        runtime: RuntimeHandle,
+        paths: list[CachePath],
+        config: ReaderConfig,
+        remote: RemoteConfig | None = None,
     ) -> CachedDataset:
-        dataset = cls._blank(paths, config)
-        dataset._native_handle = DatasetHandle(runtime, paths, config)
+        dataset = cls._blank(paths, config, remote)
+        dataset._native_handle = DatasetHandle(runtime, paths, config, remote)
         return dataset
 
     @classmethod
-    def _blank(cls, paths: list[Path], config: ReaderConfig) -> CachedDataset:
+    def _blank(
+        cls, paths: list[CachePath], config: ReaderConfig, remote: RemoteConfig | None
+    ) -> CachedDataset:
         dataset = cls.__new__(cls)
         dataset.cache_paths = paths
         dataset.reader_config = config
+        dataset.remote_config = remote
         dataset._native_handle = None
         # What reopening needs and the core cannot be asked for from a forked
         # child: the identity and weight columns of the last table installed,
@@ -110,6 +122,20 @@ class CachedDataset:
             [0]
         """
         return list(self._handle.cache_ids)
+
+    def remote_stats(self) -> RemoteStats:
+        """What this dataset's remote caches have fetched in this process: files and
+        bytes, shards and their bytes, and shards fetched again after a SHA-256
+        mismatch (`RemoteStats`). All zero when every cache is local.
+
+        Examples:
+            >>> dataset.remote_stats().shards_fetched
+            0
+        """
+        remote = self._handle.remote
+        if remote is None:
+            return RemoteStats(0, 0, 0, 0, 0)
+        return remote.stats()
 
     def __len__(self) -> int:
         """Samples the next iteration yields: the epoch length, or what is left
@@ -294,7 +320,14 @@ class CachedDataset:
         from dataset_rt._core import migration as _migration
 
         _migration.check_version(version)
-        return _migration.update_manifests(self.cache_paths, self.cache_ids)
+        local = [path for path in self.cache_paths if isinstance(path, Path)]
+        if len(local) != len(self.cache_paths):
+            remote = next(path for path in self.cache_paths if not isinstance(path, Path))
+            raise errors.InvalidArgumentError(
+                f"update_manifests rewrites local caches; {remote} is remote: migrate the "
+                "cache where it was written and upload its new manifest.json"
+            )
+        return _migration.update_manifests(local, self.cache_ids)
 
     # ---- random access --------------------------------------------------------
 
@@ -486,8 +519,8 @@ class CachedDataset:
         recipe = {**self._recipe(), "reader_config": config, "position": (0, 0, 0, 0)}
         if epoch_len is not None:
             recipe["epoch_len"] = epoch_len
-        twin = CachedDataset._blank(list(self.cache_paths), config)
-        twin_handle = DatasetHandle(handle.runtime, twin.cache_paths, config)
+        twin = CachedDataset._blank(list(self.cache_paths), config, self.remote_config)
+        twin_handle = DatasetHandle(handle.runtime, twin.cache_paths, config, self.remote_config)
         _restore(twin, twin_handle, recipe)
         twin._native_handle = twin_handle
         twin.set_epoch(int(self.state_dict()["epoch"]))
@@ -520,6 +553,7 @@ class CachedDataset:
         return {
             "paths": self.cache_paths,
             "reader_config": self.reader_config,
+            "remote": self.remote_config,
             "num_workers": handle.runtime.num_workers,
             "identity_columns": self._identity_columns,
             "extra_columns": self._extra_columns,
@@ -538,7 +572,9 @@ class CachedDataset:
 
     def _reopen(self, recipe: dict[str, Any], threads: int) -> DatasetHandle:
         try:
-            handle = DatasetHandle(RuntimeHandle(threads), recipe["paths"], recipe["reader_config"])
+            handle = DatasetHandle(
+                RuntimeHandle(threads), recipe["paths"], recipe["reader_config"], recipe["remote"]
+            )
             _restore(self, handle, recipe)
         except ValueError as error:
             # Same class (a cache error is also a RuntimeError), with the process named.
@@ -584,7 +620,7 @@ def _unpickle_dataset(pickled: dict[str, Any]) -> CachedDataset:
             )
         if pickled["extra_columns"] is not None:
             recipe["extra_columns"] = _metadata_frame.read_ipc(pickled["extra_columns"])
-    dataset = CachedDataset._blank(list(recipe["paths"]), recipe["reader_config"])
+    dataset = CachedDataset._blank(list(recipe["paths"]), recipe["reader_config"], recipe["remote"])
     dataset._unopened_recipe = recipe
     return dataset
 

@@ -10,7 +10,8 @@ from typing import NamedTuple, TypeAlias
 from dataset_rt import errors
 from dataset_rt._binding import native as _native
 from dataset_rt._binding.native import MAX_WORKERS, RuntimeHandle
-from dataset_rt._config import ReaderConfig, WriterConfig
+from dataset_rt._binding.reader import CachePath
+from dataset_rt._config import ReaderConfig, RemoteConfig, WriterConfig
 from dataset_rt._core.dataset import CachedDataset
 from dataset_rt._core.writing import (
     Reuse,
@@ -27,6 +28,7 @@ from dataset_rt._records import (
     CacheWriteResult,
     CacheWriteSuccess,
 )
+from dataset_rt._remote import is_remote, parse_remote_url
 
 
 class CacheSourcesDatasetSuccess(NamedTuple):
@@ -166,6 +168,12 @@ class DatasetRuntime:
                 f"writer_config must be a WriterConfig, got {type(writer_config).__name__}"
             )
         listed = source_list(sources)
+        if is_remote(base_cache_dir):
+            raise errors.InvalidArgumentError(
+                f"caches are written to a local folder, not to {base_cache_dir}: write "
+                "them locally and upload their files (manifest.json last), then read "
+                "them from the URL (docs/remote.md)"
+            )
         # Kept as given (relative stays relative), like dataset-rt 0.2.4's result paths.
         base = Path(os.fspath(base_cache_dir))
         names: list[str | CacheWriteError] = []
@@ -184,7 +192,11 @@ class DatasetRuntime:
         return write_sources(handle, listed, names, base, writer_config, reuse=reuse)
 
     def cached_dataset(
-        self, paths: Sequence[str | Path], *, reader_config: ReaderConfig
+        self,
+        paths: Sequence[str | Path],
+        *,
+        reader_config: ReaderConfig,
+        remote: RemoteConfig | None = None,
     ) -> CachedDataset:
         """Load caches in order for reading.
 
@@ -193,6 +205,12 @@ class DatasetRuntime:
         are refused. Validates manifests, sample counts, index sizes, shard
         existence and lengths, and with ``reader_config.validate_cache`` every
         SHA-256.
+
+        A path may be the URL of a cache in object storage (``s3://bucket/prefix``,
+        ``http(s)://host/path``; docs/remote.md): its manifest and small files are
+        fetched at once into ``remote.local_dir`` (`RemoteConfig`; None: its
+        defaults), each shard on first use, verified against its SHA-256. Local
+        paths ignore `remote`.
 
         Examples:
             >>> dataset = runtime.cached_dataset([cache_path], reader_config=ReaderConfig(seed=0))
@@ -205,7 +223,10 @@ class DatasetRuntime:
             )
         if isinstance(paths, (str, Path)):
             raise TypeError("paths must be a sequence of cache paths, not a single path")
-        return CachedDataset._open(self._live_handle(), [Path(p) for p in paths], reader_config)
+        if remote is not None and not isinstance(remote, RemoteConfig):
+            raise TypeError(f"remote must be a RemoteConfig or None, got {type(remote).__name__}")
+        located = [cache_location(path) for path in paths]
+        return CachedDataset._open(self._live_handle(), located, reader_config, remote)
 
     def from_cache_sources(
         self,
@@ -256,3 +277,12 @@ class DatasetRuntime:
         return CacheSourcesDatasetSuccess(
             self.cached_dataset(paths, reader_config=reader_config), results
         )
+
+
+def cache_location(path: str | Path) -> CachePath:
+    """A cache path as the reader takes it: a URL checked and kept as a `str`
+    (`ValueError` naming one of an unsupported scheme), anything else a `Path`."""
+    if is_remote(path):
+        parse_remote_url(str(path))
+        return str(path)
+    return Path(path)

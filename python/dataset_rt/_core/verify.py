@@ -13,7 +13,9 @@ from typing import NamedTuple
 
 from dataset_rt import errors
 from dataset_rt._binding import native as _native
-from dataset_rt._binding.reader import NativeVerifier
+from dataset_rt._binding.reader import CachePath, NativeVerifier
+from dataset_rt._config import RemoteConfig
+from dataset_rt._remote import is_remote, parse_remote_url
 
 _REFRESH_SECONDS = 0.5
 _LOG_REFRESH_SECONDS = 10.0
@@ -54,7 +56,8 @@ class VerifyReport:
         (True, [], 0)
     """
 
-    path: Path
+    path: CachePath
+    """The cache checked: its folder, or the URL of a remote cache."""
     problems: list[VerifyProblem] = field(default_factory=list)
     """Every problem found (the first 10,000 of them; `problems_total` counts all)."""
     problems_total: int = 0
@@ -76,6 +79,7 @@ def verify(
     num_workers: int | None = None,
     show_progress: bool = True,
     on_progress: Callable[[int, int], None] | None = None,
+    remote: RemoteConfig | None = None,
 ) -> VerifyReport:
     """Check a whole cache and report every problem, not only the first.
 
@@ -89,6 +93,10 @@ def verify(
     when given, is called with the bytes checked so far and the bytes to check,
     from another thread, every half second and once at the end (for a progress
     bar of one's own).
+
+    `path` may be the URL of a cache in object storage (docs/remote.md): every
+    file is first fetched into ``remote.local_dir`` (`RemoteConfig`; None: its
+    defaults), each checked as it arrives, and the local copy is then scrubbed.
 
     Examples:
         >>> report = dataset_rt.verify(cache_path, num_workers=2, show_progress=False)
@@ -105,8 +113,15 @@ def verify(
         raise errors.InvalidArgumentError(
             f"num_workers must be between 1 and 256, got {num_workers}"
         )
-    cache = Path(os.fspath(path))
-    verifier = NativeVerifier(_native.RuntimeHandle(num_workers), cache)
+    if remote is not None and not isinstance(remote, RemoteConfig):
+        raise TypeError(f"remote must be a RemoteConfig or None, got {type(remote).__name__}")
+    cache: CachePath
+    if is_remote(path):
+        cache = str(path)
+        parse_remote_url(cache)
+    else:
+        cache = Path(os.fspath(path))
+    verifier = NativeVerifier(_native.RuntimeHandle(num_workers), cache, remote)
     try:
         done = threading.Event()
         reporter = None
@@ -129,7 +144,7 @@ def verify(
 
 def _report_progress(
     verifier: NativeVerifier,
-    cache: Path,
+    cache: CachePath,
     done: threading.Event,
     show: bool,
     callback: Callable[[int, int], None] | None,

@@ -93,7 +93,7 @@ def verify_command(
         {
             "path": str(report.path),
             "ok": report.ok,
-            **_format_of(_readable_info(report.path)),
+            **_format_of(_readable_info(Path(report.path))),
             "bytes": size,
             "problems_total": report.problems_total,
             "problems": [problem._asdict() for problem in report.problems],

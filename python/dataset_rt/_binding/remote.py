@@ -1,0 +1,126 @@
+"""The core's fetch hook for caches in object storage, served by `_remote`'s transports.
+
+The core decides which file of a remote cache is needed when, checks every byte
+fetched and keeps the local copies; it asks for a file through the fetch function
+given to ``drt_remote_create``. `RemoteHandle` owns one such remote: its fetch
+function finds the transport of the cache's URL and writes the file where the core
+asks. It must outlive every native dataset opened through it (a `DatasetHandle`
+holds it, and every iterator holds its `DatasetHandle`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from dataset_rt import errors
+from dataset_rt._binding import native as _native
+from dataset_rt._config import RemoteConfig
+from dataset_rt._remote import RetryPolicy, Transport, transport_for
+
+
+@dataclass(frozen=True)
+class RemoteStats:
+    """What the remote caches of a dataset have fetched in this process
+    (`CachedDataset.remote_stats`).
+
+    Attributes:
+        files_fetched: files downloaded, shards and the files a cache opens with.
+        bytes_fetched: their bytes.
+        shards_fetched: shards downloaded (each verified against its SHA-256).
+        shard_bytes_fetched: their bytes.
+        refetches: shards downloaded again because the first copy did not match
+            its SHA-256.
+
+    Examples:
+        >>> stats = dataset.remote_stats()
+        >>> (stats.files_fetched, stats.refetches)
+        (0, 0)
+    """
+
+    files_fetched: int
+    bytes_fetched: int
+    shards_fetched: int
+    shard_bytes_fetched: int
+    refetches: int
+
+
+class RemoteHandle:
+    """Owns a native remote (``drt_remote``) and the fetch function it calls."""
+
+    def __init__(self, config: RemoteConfig) -> None:
+        if config.budget_bytes is not None:
+            raise errors.InvalidArgumentError(
+                f"RemoteConfig.budget_bytes={config.budget_bytes}: a byte budget for "
+                "remote caches is not supported yet; leave it None (no limit) and give "
+                "local_dir room for the whole cache"
+            )
+        self.config = config
+        self._policy = RetryPolicy.from_config(config)
+        self._transports: dict[str, Transport] = {}
+        self._lock = threading.Lock()
+        self.local_dir = config.resolved_local_dir()
+        self.local_dir.mkdir(parents=True, exist_ok=True)
+        # Kept here: the core calls it for as long as the native remote lives.
+        self._callback = _native.FETCH_FN(self._fetch)
+        encoded = os.fsencode(self.local_dir)
+        handle = ctypes.c_void_p()
+        _native.check(
+            _native.lib.drt_remote_create(
+                self._callback, None, encoded, len(encoded), ctypes.byref(handle)
+            )
+        )
+        self.value = handle
+
+    def transport(self, url: str) -> Transport:
+        """The transport of the cache at `url`, made on first use."""
+        with self._lock:
+            found = self._transports.get(url)
+            if found is None:
+                found = self._transports[url] = transport_for(url, self._policy)
+            return found
+
+    def _fetch(
+        self,
+        _context: int | None,
+        url: int,
+        url_len: int,
+        name: int,
+        name_len: int,
+        dest: int,
+        dest_len: int,
+        message: int,
+        message_cap: int,
+    ) -> int:
+        """The fetch function the core calls, on its own threads."""
+        try:
+            url_text = ctypes.string_at(url, url_len).decode("utf-8")
+            name_text = ctypes.string_at(name, name_len).decode("utf-8")
+            dest_path = Path(os.fsdecode(ctypes.string_at(dest, dest_len)))
+            found = self.transport(url_text).fetch(name_text, dest_path)
+        except BaseException as error:  # noqa: BLE001 - nothing may unwind into the core
+            text = (str(error) or type(error).__name__).encode("utf-8", "replace")
+            if message_cap > 0:
+                text = text[: message_cap - 1] + b"\0"
+                ctypes.memmove(message, text, len(text))
+            return _native.FETCH_FAILED
+        return _native.FETCH_OK if found else _native.FETCH_NOT_FOUND
+
+    def stats(self) -> RemoteStats:
+        out = _native.RemoteStatsStruct()
+        _native.check(_native.lib.drt_remote_stats_get(self.value, ctypes.byref(out)))
+        return RemoteStats(
+            files_fetched=out.fetched_files,
+            bytes_fetched=out.fetched_bytes,
+            shards_fetched=out.shards_fetched,
+            shard_bytes_fetched=out.shard_bytes_fetched,
+            refetches=out.refetches,
+        )
+
+    def __del__(self) -> None:
+        if getattr(self, "value", None) and not _native.shutting_down():
+            _native.lib.drt_remote_destroy(self.value)
+            self.value = ctypes.c_void_p()

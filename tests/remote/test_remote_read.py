@@ -1,0 +1,298 @@
+"""Caches read from object storage (moto's S3 server and a static HTTP server on
+127.0.0.1): the same samples, tables and identities as the local copy, each shard
+fetched once and checked against its SHA-256."""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import pickle
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import dataset_rt
+from conftest import QUIET, ListSource
+from dataset_rt import (
+    CachedDataset,
+    DatasetRuntime,
+    ReaderConfig,
+    RemoteConfig,
+    WriterConfig,
+)
+from dataset_rt.errors import InvalidArgumentError, InvalidCacheError
+from fault_proxy import FaultProxy, StaticServer, flip
+from remote_fixtures import BUCKET, direct_client
+
+SMALL_SHARDS = WriterConfig(show_progress=False, max_shard_bytes=4096)
+
+
+def write_local(runtime: DatasetRuntime, base: Path, name: str, count: int) -> Path:
+    samples = [(bytes([i % 251]) * (100 + i), {"i": i, "name": f"s{i}"}) for i in range(count)]
+    [result] = runtime.write_cache([ListSource(name, samples)], base, writer_config=SMALL_SHARDS)
+    return base / name
+
+
+def upload(moto_server: tuple[str, int], cache: Path, prefix: str) -> str:
+    """Puts every file of `cache` under `prefix` in the test bucket; its s3:// URL."""
+    client = direct_client(*moto_server)
+    for file in sorted(cache.rglob("*")):
+        if file.is_file():
+            key = f"{prefix}/{file.relative_to(cache).as_posix()}"
+            client.upload_file(str(file), BUCKET, key)
+    return f"s3://{BUCKET}/{prefix}"
+
+
+def shard_count(cache: Path) -> int:
+    return len(list((cache / "shards").iterdir()))
+
+
+def rows(dataset: CachedDataset) -> list[tuple[Any, ...]]:
+    return [(s.cache_id, s.sample_id, bytes(s.data), dict(s.metadata)) for s in dataset]
+
+
+def remote_config(tmp_path: Path) -> RemoteConfig:
+    return RemoteConfig(local_dir=tmp_path / "copies", retries=2, timeout_s=5.0)
+
+
+def test_a_cache_in_s3_reads_exactly_as_its_local_copy(
+    runtime: DatasetRuntime,
+    tmp_path: Path,
+    moto_server: tuple[str, int],
+    s3_proxy: FaultProxy,
+) -> None:
+    local = write_local(runtime, tmp_path / "local", "train", 300)
+    url = upload(moto_server, local, "read-exact/train")
+    remote = remote_config(tmp_path)
+    for config in (
+        ReaderConfig(seed=3, shuffle=False),
+        ReaderConfig(seed=3),
+        ReaderConfig(seed=3, replacement=False),
+    ):
+        expected = runtime.cached_dataset([local], reader_config=config)
+        dataset = runtime.cached_dataset([url], reader_config=config, remote=remote)
+        assert dataset.cache_paths == [url]
+        assert rows(dataset) == rows(expected)
+        assert dataset.get_metadata().equals(expected.get_metadata())
+        pairs = [(0, 299), (0, 0), (0, 150)]
+        assert [bytes(s.data) for s in dataset.get_many(pairs)] == [
+            bytes(s.data) for s in expected.get_many(pairs)
+        ]
+    # The first dataset fetched every shard once; the later ones found them in local_dir.
+    first = runtime.cached_dataset([url], reader_config=ReaderConfig(seed=0), remote=remote)
+    assert sum(1 for _ in first) == 300
+    assert first.remote_stats().shards_fetched == 0
+    copies = [p for p in (tmp_path / "copies").rglob("shards/*") if p.is_file()]
+    assert len(copies) == shard_count(local)
+
+
+def test_local_and_remote_caches_mix_in_one_dataset(
+    runtime: DatasetRuntime,
+    tmp_path: Path,
+    moto_server: tuple[str, int],
+    s3_proxy: FaultProxy,
+) -> None:
+    first = write_local(runtime, tmp_path / "local", "first", 40)
+    second = write_local(runtime, tmp_path / "local", "second", 60)
+    url = upload(moto_server, second, "mix/second")
+    config = ReaderConfig(seed=5)
+    expected = runtime.cached_dataset([first, second], reader_config=config)
+    dataset = runtime.cached_dataset(
+        [first, url], reader_config=config, remote=remote_config(tmp_path)
+    )
+    assert dataset.cache_paths == [first, url]
+    assert rows(dataset) == rows(expected)
+    stats = dataset.remote_stats()
+    assert stats.shards_fetched == shard_count(second)
+    assert stats.shard_bytes_fetched == sum(p.stat().st_size for p in (second / "shards").iterdir())
+
+
+@contextmanager
+def served(root: Path) -> Iterator[FaultProxy]:
+    """The files under `root` over plain HTTP on 127.0.0.1, behind a fault proxy
+    (S3 through botocore would catch a flipped byte itself by S3's checksums)."""
+    with StaticServer(root) as server, FaultProxy(server.address) as proxy:
+        yield proxy
+
+
+def test_a_shard_that_arrives_damaged_once_is_fetched_again(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    local = write_local(runtime, tmp_path / "site", "flip", 50)
+    config = ReaderConfig(seed=0, shuffle=False)
+    with served(tmp_path / "site") as proxy:
+        url = f"{proxy.url}/flip"
+        dataset = runtime.cached_dataset(
+            [url], reader_config=config, remote=remote_config(tmp_path)
+        )
+        proxy.script_for("/shards/000000.bin", flip())
+        assert rows(dataset) == rows(runtime.cached_dataset([local], reader_config=config))
+        assert dataset.remote_stats().refetches == 1
+        assert dataset.remote_stats().shards_fetched == shard_count(local)
+
+
+def test_a_shard_that_never_matches_fails_naming_both_digests(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    local = write_local(runtime, tmp_path / "site", "bad", 50)
+    expected = hashlib.sha256((local / "shards" / "000000.bin").read_bytes()).hexdigest()
+    with served(tmp_path / "site") as proxy:
+        url = f"{proxy.url}/bad"
+        config = ReaderConfig(seed=0)
+        dataset = runtime.cached_dataset(
+            [url], reader_config=config, remote=remote_config(tmp_path)
+        )
+        proxy.script_for("/shards/000000.bin", flip(), flip())
+        with pytest.raises(OSError, match="000000.bin") as caught:
+            dataset.get(0, 0)
+    message = str(caught.value)
+    assert expected in message
+    assert len(set(re.findall(r"\b[0-9a-f]{64}\b", message)) - {expected}) == 1
+    # The damaged bytes are gone: no copy of the shard under any name.
+    left = [p.name for p in (tmp_path / "copies").rglob("shards/*")]
+    assert not [name for name in left if name.startswith("000000.bin")]
+
+
+def test_a_missing_remote_cache_is_named(
+    runtime: DatasetRuntime, tmp_path: Path, s3_proxy: FaultProxy
+) -> None:
+    url = f"s3://{BUCKET}/no/such/cache"
+    with pytest.raises(InvalidCacheError, match="no/such/cache.*manifest.json: not found"):
+        runtime.cached_dataset(
+            [url], reader_config=ReaderConfig(seed=0), remote=remote_config(tmp_path)
+        )
+
+
+def test_an_unsupported_url_scheme_is_refused_by_name(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    with pytest.raises(ValueError, match="gs://bucket/cache"):
+        runtime.cached_dataset(["gs://bucket/cache"], reader_config=ReaderConfig(seed=0))
+
+
+def test_a_cache_over_plain_http_reads_as_its_local_copy(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    local = write_local(runtime, tmp_path / "site" / "caches", "web", 80)
+    config = ReaderConfig(seed=9)
+    with StaticServer(tmp_path / "site") as server:
+        host, port = server.address
+        url = f"http://{host}:{port}/caches/web"
+        dataset = runtime.cached_dataset(
+            [url], reader_config=config, remote=remote_config(tmp_path)
+        )
+        assert rows(dataset) == rows(runtime.cached_dataset([local], reader_config=config))
+
+
+def _identities_in_child(dataset: CachedDataset, queue: Any) -> None:
+    queue.put(sorted((s.cache_id, s.sample_id) for s in dataset))
+
+
+def remote_dataset(
+    runtime: DatasetRuntime, tmp_path: Path, moto_server: tuple[str, int], name: str
+) -> tuple[CachedDataset, Path]:
+    local = write_local(runtime, tmp_path / "local", "child", 70)
+    url = upload(moto_server, local, f"{name}/child")
+    config = ReaderConfig(seed=1)
+    dataset = runtime.cached_dataset([url], reader_config=config, remote=remote_config(tmp_path))
+    assert dataset.get(0, 3).metadata["i"] == 3  # the parent has made requests
+    return dataset, local
+
+
+def test_a_remote_dataset_pickles_into_a_spawned_process(
+    runtime: DatasetRuntime,
+    tmp_path: Path,
+    moto_server: tuple[str, int],
+    s3_proxy: FaultProxy,
+) -> None:
+    dataset, _ = remote_dataset(runtime, tmp_path, moto_server, "spawned")
+    assert pickle.loads(pickle.dumps(dataset)).remote_config == dataset.remote_config
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    child = context.Process(target=_identities_in_child, args=(dataset, queue))
+    child.start()
+    try:
+        seen = queue.get(timeout=120)
+    finally:
+        child.join(timeout=30)
+        if child.is_alive():
+            child.kill()
+    assert child.exitcode == 0
+    assert seen == sorted((s.cache_id, s.sample_id) for s in dataset)
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_dataloader_workers_read_a_remote_cache_as_one_process_does(
+    runtime: DatasetRuntime,
+    tmp_path: Path,
+    moto_server: tuple[str, int],
+    s3_proxy: FaultProxy,
+    method: str,
+) -> None:
+    pytest.importorskip("torch", reason="DataLoader workers need torch")
+    if method not in multiprocessing.get_all_start_methods():
+        pytest.skip(f"no {method} start method here")
+    from dataset_rt.torch import DataLoader
+
+    dataset, local = remote_dataset(runtime, tmp_path, moto_server, f"loader-{method}")
+    loader = DataLoader(
+        dataset,
+        batch_size=8,
+        num_workers=2,
+        multiprocessing_context=method,
+        collate_fn=list,
+        timeout=120,
+    )
+    seen = [(s.cache_id, s.sample_id, bytes(s.data)) for batch in loader for s in batch]
+    expected = runtime.cached_dataset([local], reader_config=ReaderConfig(seed=1))
+    assert seen == [(s.cache_id, s.sample_id, bytes(s.data)) for s in expected]
+
+
+def test_verify_fetches_a_remote_cache_and_scrubs_its_copy(
+    runtime: DatasetRuntime,
+    tmp_path: Path,
+    moto_server: tuple[str, int],
+    s3_proxy: FaultProxy,
+) -> None:
+    local = write_local(runtime, tmp_path / "local", "scrub", 120)
+    url = upload(moto_server, local, "verify/scrub")
+    remote = remote_config(tmp_path)
+    report = dataset_rt.verify(url, remote=remote, show_progress=False)
+    assert (report.ok, report.path) == (True, url)
+    copies = sorted((tmp_path / "copies").rglob("shards/*.bin"))
+    assert len(copies) == shard_count(local)
+    # A byte flipped in the local copy is found by the next scrub.
+    damaged = copies[-1]
+    data = bytearray(damaged.read_bytes())
+    data[len(data) // 2] ^= 0x40
+    damaged.write_bytes(bytes(data))
+    again = dataset_rt.verify(url, remote=remote, show_progress=False)
+    assert not again.ok
+    assert any(problem.file == f"shards/{damaged.name}" for problem in again.problems)
+
+
+def test_a_byte_budget_is_refused_until_it_is_supported(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    remote = RemoteConfig(local_dir=tmp_path, budget_bytes=1 << 30)
+    with pytest.raises(InvalidArgumentError, match="budget_bytes=1073741824"):
+        runtime.cached_dataset(
+            ["http://127.0.0.1:9/c"], reader_config=ReaderConfig(seed=0), remote=remote
+        )
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("base", ["s3://bucket/caches", "https://host/caches"])
+def test_writing_to_a_url_is_refused_before_anything_is_written(
+    runtime: DatasetRuntime, tmp_path: Path, base: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    source = ListSource("never", [(b"x", {"i": 0})])
+    with pytest.raises(InvalidArgumentError, match=base):
+        runtime.write_cache([source], base, writer_config=QUIET)
+    assert source.iterations == 0
+    assert list(tmp_path.iterdir()) == []

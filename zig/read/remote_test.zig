@@ -1,0 +1,417 @@
+//! Tests of remote.zig and remote_cache.zig: a cache read through a fetch hook
+//! that copies from a local folder standing for object storage, in every way
+//! the hook can answer (the file, not found, a failure, corrupt bytes).
+const std = @import("std");
+const testing = std.testing;
+const system = @import("../base/system.zig");
+const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
+const cache_layout = @import("../format/cache_layout.zig");
+const column_builder = @import("../format/column_builder.zig");
+const record_read = @import("record_read.zig");
+const Cache = @import("cache_reader.zig").Cache;
+const TestCache = @import("test_cache.zig").TestCache;
+const remote_module = @import("remote.zig");
+const Remote = remote_module.Remote;
+const remote_cache = @import("remote_cache.zig");
+const verify = @import("verify.zig");
+const thread_pool = @import("../base/thread_pool.zig");
+
+const url = "s3://bucket/caches/train-00";
+
+/// How the test hook answers for shards (other files are always copied).
+const Mode = enum { copy, not_found, fail, corrupt_once, corrupt_always };
+
+/// The test hook's context: the folder it copies from, and how it answers.
+const Source = struct {
+    dir: []const u8,
+    mode: Mode = .copy,
+    corrupted: std.atomic.Value(u32) = .init(0),
+    /// Calls for shards.
+    shard_calls: std.atomic.Value(u32) = .init(0),
+};
+
+fn copyFetch(
+    context: ?*anyopaque,
+    url_ptr: [*]const u8,
+    url_len: u64,
+    name_ptr: [*]const u8,
+    name_len: u64,
+    dest_ptr: [*]const u8,
+    dest_len: u64,
+    message: [*]u8,
+    message_cap: u64,
+) callconv(.c) i32 {
+    const source: *Source = @ptrCast(@alignCast(context.?));
+    const name = name_ptr[0..@intCast(name_len)];
+    const dest = dest_ptr[0..@intCast(dest_len)];
+    if (!std.mem.eql(u8, url_ptr[0..@intCast(url_len)], url)) return remote_module.fetch_failed;
+    const shard = std.mem.startsWith(u8, name, "shards/");
+    if (shard) _ = source.shard_calls.fetchAdd(1, .monotonic);
+    if (shard and source.mode == .not_found) return remote_module.fetch_not_found;
+    if (shard and source.mode == .fail) {
+        const text = "connection reset by the test";
+        const len = @min(text.len, message_cap - 1);
+        @memcpy(message[0..len], text[0..len]);
+        message[len] = 0;
+        return remote_module.fetch_failed;
+    }
+    const corrupt = shard and switch (source.mode) {
+        .corrupt_always => true,
+        .corrupt_once => source.corrupted.fetchAdd(1, .monotonic) == 0,
+        else => false,
+    };
+    copy(source.dir, name, dest, corrupt) catch |err| {
+        if (err == error.FileNotFound) return remote_module.fetch_not_found;
+        return remote_module.fetch_failed;
+    };
+    return remote_module.fetch_ok;
+}
+
+/// Copies `dir/name` to `dest`, with its first byte flipped if `corrupt`.
+fn copy(dir: []const u8, name: []const u8, dest: []const u8, corrupt: bool) !void {
+    const io = system.io();
+    var source_dir = try std.Io.Dir.cwd().openDir(io, dir, .{});
+    defer source_dir.close(io);
+    const bytes = try source_dir.readFileAlloc(io, name, testing.allocator, .unlimited);
+    defer testing.allocator.free(bytes);
+    if (corrupt and bytes.len > 0) bytes[0] ^= 0xff;
+    const file = try std.Io.Dir.cwd().createFile(io, dest, .{});
+    defer file.close(io);
+    try file.writePositionalAll(io, bytes, 0);
+}
+
+/// A hook over `source` with a fresh local_dir.
+const Hook = struct {
+    tmp: std.testing.TmpDir,
+    local_dir: []u8,
+    remote: *Remote,
+
+    fn init(source: *Source) !Hook {
+        const io = system.io();
+        var tmp = std.testing.tmpDir(.{});
+        errdefer tmp.cleanup();
+        var buffer: [std.fs.max_path_bytes]u8 = undefined;
+        const base = buffer[0..try tmp.dir.realPath(io, &buffer)];
+        const local_dir = try std.fs.path.join(testing.allocator, &.{ base, "local" });
+        errdefer testing.allocator.free(local_dir);
+        var diagnostic: Diagnostic = .{};
+        const allocator = testing.allocator;
+        const remote = try Remote.create(allocator, copyFetch, source, local_dir, &diagnostic);
+        return .{ .tmp = tmp, .local_dir = local_dir, .remote = remote };
+    }
+
+    fn deinit(hook: *Hook) void {
+        hook.remote.release();
+        testing.allocator.free(hook.local_dir);
+        hook.tmp.cleanup();
+    }
+
+    fn open(hook: *Hook, diagnostic: *Diagnostic) !*Cache {
+        return remote_cache.open(testing.allocator, url, false, hook.remote, diagnostic);
+    }
+
+    /// The names in the cache's folder under `sub` ("" or "shards"), sorted, joined by spaces.
+    fn list(hook: *Hook, sub: []const u8, buffer: []u8) ![]const u8 {
+        const io = system.io();
+        var local = try std.Io.Dir.cwd().openDir(io, hook.local_dir, .{ .iterate = true });
+        defer local.close(io);
+        var folders = local.iterate();
+        const folder = (try folders.next(io)).?;
+        try testing.expect(try folders.next(io) == null);
+        try testing.expectEqual(cache_layout.remote_folder_bytes, folder.name.len);
+        var cache_dir = try local.openDir(io, folder.name, .{});
+        defer cache_dir.close(io);
+        var dir = try cache_dir.openDir(io, if (sub.len == 0) "." else sub, .{ .iterate = true });
+        defer dir.close(io);
+        var names: [16][]const u8 = undefined;
+        var arena: std.heap.ArenaAllocator = .init(testing.allocator);
+        defer arena.deinit();
+        var count: usize = 0;
+        var entries = dir.iterate();
+        while (try entries.next(io)) |entry| : (count += 1) {
+            names[count] = try arena.allocator().dupe(u8, entry.name);
+        }
+        std.mem.sort([]const u8, names[0..count], {}, lessThan);
+        var writer: std.Io.Writer = .fixed(buffer);
+        for (names[0..count], 0..) |name, at| {
+            try writer.print("{s}{s}", .{ if (at == 0) "" else " ", name });
+        }
+        return writer.buffered();
+    }
+
+    fn lessThan(_: void, a: []const u8, b: []const u8) bool {
+        return std.mem.lessThan(u8, a, b);
+    }
+};
+
+/// Every sample of `cache` read in order: the payloads and the metadata JSON, joined.
+const Read = struct {
+    payload: std.ArrayList(u8) = .empty,
+    metadata_json: std.ArrayList(u8) = .empty,
+
+    fn all(cache: *const Cache, diagnostic: *Diagnostic) !Read {
+        var read: Read = .{};
+        errdefer read.deinit();
+        var scratch: record_read.Scratch = .{};
+        defer scratch.deinit(testing.allocator);
+        const columns = try column_builder.initAll(testing.allocator, cache.schema());
+        defer {
+            column_builder.deinitAll(testing.allocator, columns);
+            testing.allocator.free(columns);
+        }
+        const output: record_read.Output = .{
+            .allocator = testing.allocator,
+            .payload = &read.payload,
+            .metadata_json = &read.metadata_json,
+            .columns = columns,
+        };
+        for (0..@intCast(cache.sampleCount())) |sample_id| {
+            const request: record_read.Request = .{ .sample_id = sample_id };
+            _ = try cache.readSample(request, &scratch, output, diagnostic);
+        }
+        return read;
+    }
+
+    fn deinit(read: *Read) void {
+        read.payload.deinit(testing.allocator);
+        read.metadata_json.deinit(testing.allocator);
+    }
+
+    fn expectSame(read: *const Read, other: *const Read) !void {
+        try testing.expectEqualSlices(u8, other.payload.items, read.payload.items);
+        try testing.expectEqualStrings(other.metadata_json.items, read.metadata_json.items);
+    }
+};
+
+fn localRead(written: *const TestCache) !Read {
+    var diagnostic: Diagnostic = .{};
+    const cache = try Cache.open(testing.allocator, written.path, false, &diagnostic);
+    defer cache.close();
+    return Read.all(cache, &diagnostic);
+}
+
+fn expectContains(message: []const u8, phrase: []const u8) !void {
+    if (std.mem.indexOf(u8, message, phrase) != null) return;
+    std.debug.print("message: {s}\nexpected to contain: {s}\n", .{ message, phrase });
+    return error.TestUnexpectedMessage;
+}
+
+test "a remote cache reads as the local one, its shards fetched on first read" {
+    var written = try TestCache.write(.{ .compression = .lz4 });
+    defer written.deinit();
+    var expected = try localRead(&written);
+    defer expected.deinit();
+    var source: Source = .{ .dir = written.path };
+    var hook = try Hook.init(&source);
+    defer hook.deinit();
+    var diagnostic: Diagnostic = .{};
+    const cache = try hook.open(&diagnostic);
+    defer cache.close();
+    try testing.expectEqualStrings(url, cache.path);
+    var stats = hook.remote.stats();
+    // manifest.json, index.bin, metadata.arrow, records.crc32c; no shard yet.
+    try testing.expectEqual(@as(u64, 4), stats.fetched_files);
+    try testing.expectEqual(@as(u64, 0), stats.shards_fetched);
+    var buffer: [256]u8 = undefined;
+    try testing.expectEqualStrings("", try hook.list("shards", &buffer));
+    var read = try Read.all(cache, &diagnostic);
+    defer read.deinit();
+    try read.expectSame(&expected);
+    stats = hook.remote.stats();
+    var shard_bytes: u64 = 0;
+    for (written.shards) |shard| shard_bytes += shard.byte_len;
+    try testing.expectEqual(@as(u64, 3), stats.shards_fetched);
+    try testing.expectEqual(shard_bytes, stats.shard_bytes_fetched);
+    try testing.expectEqual(@as(u64, 7), stats.fetched_files);
+    try testing.expectEqual(@as(u64, 0), stats.refetches);
+    try testing.expectEqualStrings(
+        "index.bin manifest.json metadata.arrow records.crc32c shards",
+        try hook.list("", &buffer),
+    );
+    try testing.expectEqualStrings(
+        "000000.bin 000001.bin 000002.bin",
+        try hook.list("shards", &buffer),
+    );
+}
+
+test "a folder that holds the cache is reused: only the manifest is fetched again" {
+    var written = try TestCache.write(.{});
+    defer written.deinit();
+    var expected = try localRead(&written);
+    defer expected.deinit();
+    var source: Source = .{ .dir = written.path };
+    var hook = try Hook.init(&source);
+    defer hook.deinit();
+    var diagnostic: Diagnostic = .{};
+    for (0..2) |_| {
+        const cache = try hook.open(&diagnostic);
+        defer cache.close();
+        var read = try Read.all(cache, &diagnostic);
+        defer read.deinit();
+        try read.expectSame(&expected);
+    }
+    const stats = hook.remote.stats();
+    try testing.expectEqual(@as(u64, 3), stats.shards_fetched);
+    try testing.expectEqual(@as(u64, 4 + 3 + 1), stats.fetched_files);
+    // Another version of the cache at the same URL gets a folder of its own.
+    written.spec.source_name = "other";
+    try written.writeManifest();
+    const cache = try hook.open(&diagnostic);
+    defer cache.close();
+    var folders: usize = 0;
+    const io = system.io();
+    var local = try std.Io.Dir.cwd().openDir(io, hook.local_dir, .{ .iterate = true });
+    defer local.close(io);
+    var entries = local.iterate();
+    while (try entries.next(io)) |_| folders += 1;
+    try testing.expectEqual(@as(usize, 2), folders);
+}
+
+test "a shard corrupt once in transit is fetched again and reads correctly" {
+    var written = try TestCache.write(.{});
+    defer written.deinit();
+    var expected = try localRead(&written);
+    defer expected.deinit();
+    var source: Source = .{ .dir = written.path, .mode = .corrupt_once };
+    var hook = try Hook.init(&source);
+    defer hook.deinit();
+    var diagnostic: Diagnostic = .{};
+    const cache = try hook.open(&diagnostic);
+    defer cache.close();
+    var read = try Read.all(cache, &diagnostic);
+    defer read.deinit();
+    try read.expectSame(&expected);
+    const stats = hook.remote.stats();
+    try testing.expectEqual(@as(u64, 1), stats.refetches);
+    try testing.expectEqual(@as(u64, 3), stats.shards_fetched);
+    try testing.expectEqual(@as(u64, 4 + 3 + 1), stats.fetched_files);
+}
+
+test "a shard corrupt on every fetch fails the read with both digests, and leaves nothing" {
+    var written = try TestCache.write(.{});
+    defer written.deinit();
+    var source: Source = .{ .dir = written.path, .mode = .corrupt_always };
+    var hook = try Hook.init(&source);
+    defer hook.deinit();
+    var diagnostic: Diagnostic = .{};
+    const cache = try hook.open(&diagnostic);
+    defer cache.close();
+    try testing.expectError(error.Io, Read.all(cache, &diagnostic));
+    const message = diagnostic.message();
+    try testing.expect(std.mem.startsWith(u8, message, "cache " ++ url ++ ": shards/000000.bin"));
+    try expectContains(message, "shards/000000.bin: fetched twice, and neither copy matches");
+    try expectContains(message, &std.fmt.bytesToHex(written.shards[0].sha256, .lower));
+    try testing.expectEqual(@as(u64, 1), hook.remote.stats().refetches);
+    try testing.expectEqual(@as(u64, 0), hook.remote.stats().shards_fetched);
+    var buffer: [256]u8 = undefined;
+    try testing.expectEqualStrings("", try hook.list("shards", &buffer));
+}
+
+test "a failed fetch fails the read with the hook's message; the next read tries again" {
+    var written = try TestCache.write(.{});
+    defer written.deinit();
+    var source: Source = .{ .dir = written.path, .mode = .fail };
+    var hook = try Hook.init(&source);
+    defer hook.deinit();
+    var diagnostic: Diagnostic = .{};
+    const cache = try hook.open(&diagnostic);
+    defer cache.close();
+    try testing.expectError(error.Io, Read.all(cache, &diagnostic));
+    try expectContains(
+        diagnostic.message(),
+        "shards/000000.bin: cannot fetch it: connection reset by the test",
+    );
+    try testing.expect(std.mem.startsWith(u8, diagnostic.message(), "cache " ++ url ++ ": "));
+    var buffer: [256]u8 = undefined;
+    try testing.expectEqualStrings("", try hook.list("shards", &buffer));
+    source.mode = .copy;
+    var read = try Read.all(cache, &diagnostic);
+    defer read.deinit();
+    var expected = try localRead(&written);
+    defer expected.deinit();
+    try read.expectSame(&expected);
+}
+
+test "objects that do not exist: the manifest fails the open, a shard its read" {
+    var written = try TestCache.write(.{});
+    defer written.deinit();
+    var source: Source = .{ .dir = written.path, .mode = .not_found };
+    var hook = try Hook.init(&source);
+    defer hook.deinit();
+    var diagnostic: Diagnostic = .{};
+    const cache = try hook.open(&diagnostic);
+    defer cache.close();
+    try testing.expectError(error.InvalidCache, Read.all(cache, &diagnostic));
+    try expectContains(diagnostic.message(), "shards/000000.bin: not found");
+    source.dir = "/nonexistent/dataset_rt/remote";
+    try testing.expectError(error.InvalidCache, hook.open(&diagnostic));
+    try testing.expectEqualStrings(
+        "cache " ++ url ++ ": missing manifest: manifest.json: not found",
+        diagnostic.message(),
+    );
+}
+
+test "a remote path needs a hook; local paths open as before" {
+    var written = try TestCache.write(.{});
+    defer written.deinit();
+    var diagnostic: Diagnostic = .{};
+    const result = remote_cache.open(testing.allocator, url, false, null, &diagnostic);
+    try testing.expectError(error.InvalidArgument, result);
+    try expectContains(diagnostic.message(), "cache path '" ++ url ++ "' is in object storage");
+    const cache = try remote_cache.open(testing.allocator, written.path, false, null, &diagnostic);
+    defer cache.close();
+    try testing.expectEqualStrings(written.path, cache.path);
+}
+
+test "readers of one shard at once wait for one fetch of it" {
+    var written = try TestCache.write(.{ .sample_count = 4, .payload_bytes = 4096 });
+    defer written.deinit();
+    var source: Source = .{ .dir = written.path };
+    var hook = try Hook.init(&source);
+    defer hook.deinit();
+    var diagnostic: Diagnostic = .{};
+    const cache = try hook.open(&diagnostic);
+    defer cache.close();
+    const Reader = struct {
+        fn run(shared: *const Cache, failed: *std.atomic.Value(bool)) void {
+            var local: Diagnostic = .{};
+            var read = Read.all(shared, &local) catch {
+                failed.store(true, .monotonic);
+                return;
+            };
+            read.deinit();
+        }
+    };
+    var failed: std.atomic.Value(bool) = .init(false);
+    var threads: [4]std.Thread = undefined;
+    for (&threads) |*thread| thread.* = try std.Thread.spawn(.{}, Reader.run, .{ cache, &failed });
+    for (threads) |thread| thread.join();
+    try testing.expect(!failed.load(.monotonic));
+    try testing.expectEqual(@as(u32, 1), source.shard_calls.load(.monotonic));
+    try testing.expectEqual(@as(u64, 1), hook.remote.stats().shards_fetched);
+}
+
+test "a remote scrub fetches every file, then finds what a local scrub finds" {
+    var written = try TestCache.write(.{});
+    defer written.deinit();
+    var source: Source = .{ .dir = written.path, .mode = .corrupt_always };
+    var hook = try Hook.init(&source);
+    defer hook.deinit();
+    const pool = try thread_pool.ThreadPool.create(testing.allocator, 1);
+    defer pool.release();
+    const verifier = try verify.Verifier.createRemote(testing.allocator, pool, url, hook.remote);
+    defer verifier.destroy();
+    try verifier.run();
+    // Per shard, its failed fetch and its missing file; then the records not checked.
+    const found = verifier.found();
+    try testing.expectEqual(@as(usize, 2 * 3 + 1), found.len);
+    try testing.expectEqualStrings("shards/000000.bin", found[0].file);
+    try expectContains(found[0].message, "fetched twice, and neither copy matches");
+    try expectContains(found[6].message, "records not checked");
+    source.mode = .copy;
+    const again = try verify.Verifier.createRemote(testing.allocator, pool, url, hook.remote);
+    defer again.destroy();
+    try again.run();
+    try testing.expectEqual(@as(usize, 0), again.found().len);
+    try testing.expectEqual(@as(u64, 3), hook.remote.stats().shards_fetched);
+}
