@@ -284,9 +284,9 @@ class RemoteConfig(BaseModel):
     """How caches in object storage (``s3://``, ``http(s)://``) are fetched and kept
     locally. Every field is optional.
 
-    Reading a remote cache lands in a later release: today this configuration is
-    validated and resolves the local directory, and `docs/remote.md` describes the
-    transport behind it.
+    Pass it as ``remote=`` to `DatasetRuntime.cached_dataset` and `dataset_rt.verify`
+    (`docs/remote.md`). Not used yet: ``budget_bytes`` (a budget is refused when a
+    dataset opens) and ``max_in_flight`` (a shard is fetched when a read first needs it).
 
     Examples:
         >>> remote = RemoteConfig(local_dir="remote-copies", budget_bytes=10 << 30, retries=3)

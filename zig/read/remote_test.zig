@@ -146,21 +146,30 @@ const Hook = struct {
 
 /// Every sample of `cache` read in order: the payloads and the metadata JSON, joined.
 const Read = struct {
+    allocator: std.mem.Allocator,
     payload: std.ArrayList(u8) = .empty,
     metadata_json: std.ArrayList(u8) = .empty,
 
     fn all(cache: *const Cache, diagnostic: *Diagnostic) !Read {
-        var read: Read = .{};
+        return allWith(testing.allocator, cache, diagnostic);
+    }
+
+    /// `all`, with the buffers from `allocator`. Threads that read at once pass libc's
+    /// allocator: the testing allocator grows large buffers with mremap, which ThreadSanitizer
+    /// does not intercept, so an address one thread gave up and another got back is reported
+    /// as a race between them.
+    fn allWith(allocator: std.mem.Allocator, cache: *const Cache, diagnostic: *Diagnostic) !Read {
+        var read: Read = .{ .allocator = allocator };
         errdefer read.deinit();
         var scratch: record_read.Scratch = .{};
-        defer scratch.deinit(testing.allocator);
-        const columns = try column_builder.initAll(testing.allocator, cache.schema());
+        defer scratch.deinit(allocator);
+        const columns = try column_builder.initAll(allocator, cache.schema());
         defer {
-            column_builder.deinitAll(testing.allocator, columns);
-            testing.allocator.free(columns);
+            column_builder.deinitAll(allocator, columns);
+            allocator.free(columns);
         }
         const output: record_read.Output = .{
-            .allocator = testing.allocator,
+            .allocator = allocator,
             .payload = &read.payload,
             .metadata_json = &read.metadata_json,
             .columns = columns,
@@ -173,8 +182,8 @@ const Read = struct {
     }
 
     fn deinit(read: *Read) void {
-        read.payload.deinit(testing.allocator);
-        read.metadata_json.deinit(testing.allocator);
+        read.payload.deinit(read.allocator);
+        read.metadata_json.deinit(read.allocator);
     }
 
     fn expectSame(read: *const Read, other: *const Read) !void {
@@ -375,7 +384,7 @@ test "readers of one shard at once wait for one fetch of it" {
     const Reader = struct {
         fn run(shared: *const Cache, failed: *std.atomic.Value(bool)) void {
             var local: Diagnostic = .{};
-            var read = Read.all(shared, &local) catch {
+            var read = Read.allWith(std.heap.c_allocator, shared, &local) catch {
                 failed.store(true, .monotonic);
                 return;
             };
