@@ -250,7 +250,7 @@ pub const Remote = struct {
     }
 
     /// `name` ++ ".tmp-<pid>-<counter>", unique in the process and among processes.
-    fn tempName(
+    pub fn tempName(
         remote: *Remote,
         buffer: []u8,
         name: []const u8,

@@ -115,16 +115,37 @@ const Hook = struct {
         return remote_cache.open(testing.allocator, url, false, hook.remote, diagnostic);
     }
 
+    /// The name of the one folder in `local` (a local_dir), beside which is only
+    /// the lock file of the URL's manifest fetch.
+    fn onlyFolder(local: std.Io.Dir) ![cache_layout.remote_folder_bytes]u8 {
+        const io = system.io();
+        var folder_buffer: [cache_layout.remote_folder_bytes]u8 = undefined;
+        var folders: usize = 0;
+        var others: usize = 0;
+        const lock_name = cache_layout.remoteManifestName(url) ++ ".lock".*;
+        var entries = local.iterate();
+        while (try entries.next(io)) |entry| {
+            if (entry.kind == .directory) {
+                try testing.expectEqual(cache_layout.remote_folder_bytes, entry.name.len);
+                @memcpy(&folder_buffer, entry.name);
+                folders += 1;
+            } else {
+                try testing.expectEqualStrings(&lock_name, entry.name);
+                others += 1;
+            }
+        }
+        try testing.expectEqual(@as(usize, 1), folders);
+        try testing.expectEqual(@as(usize, 1), others);
+        return folder_buffer;
+    }
+
     /// The names in the cache's folder under `sub` ("" or "shards"), sorted, joined by spaces.
     fn list(hook: *Hook, sub: []const u8, buffer: []u8) ![]const u8 {
         const io = system.io();
         var local = try std.Io.Dir.cwd().openDir(io, hook.local_dir, .{ .iterate = true });
         defer local.close(io);
-        var folders = local.iterate();
-        const folder = (try folders.next(io)).?;
-        try testing.expect(try folders.next(io) == null);
-        try testing.expectEqual(cache_layout.remote_folder_bytes, folder.name.len);
-        var cache_dir = try local.openDir(io, folder.name, .{});
+        const folder_name = try onlyFolder(local);
+        var cache_dir = try local.openDir(io, &folder_name, .{});
         defer cache_dir.close(io);
         var dir = try cache_dir.openDir(io, if (sub.len == 0) "." else sub, .{ .iterate = true });
         defer dir.close(io);
@@ -240,8 +261,8 @@ test "a remote cache reads as the local one, its shards fetched on first read" {
     try testing.expectEqual(@as(u64, 0), stats.refetches);
     // Each fetched file's lock file stays beside it (fetch_lock.zig).
     try testing.expectEqualStrings(
-        "index.bin index.bin.lock manifest.json metadata.arrow metadata.arrow.lock " ++
-            "records.crc32c records.crc32c.lock shards",
+        "index.bin index.bin.lock manifest.json manifest.json.lock metadata.arrow " ++
+            "metadata.arrow.lock records.crc32c records.crc32c.lock shards",
         try hook.list("", &buffer),
     );
     try testing.expectEqualStrings(
@@ -279,8 +300,28 @@ test "a folder that holds the cache is reused: only the manifest is fetched agai
     var local = try std.Io.Dir.cwd().openDir(io, hook.local_dir, .{ .iterate = true });
     defer local.close(io);
     var entries = local.iterate();
-    while (try entries.next(io)) |_| folders += 1;
+    while (try entries.next(io)) |entry| folders += @intFromBool(entry.kind == .directory);
     try testing.expectEqual(@as(usize, 2), folders);
+}
+
+test "an open deletes a manifest temporary left by a killed fetch of the URL's manifest" {
+    var written = try TestCache.write(.{});
+    defer written.deinit();
+    var source: Source = .{ .dir = written.path };
+    var hook = try Hook.init(&source);
+    defer hook.deinit();
+    const io = system.io();
+    var local = try std.Io.Dir.cwd().openDir(io, hook.local_dir, .{});
+    defer local.close(io);
+    const left = cache_layout.remoteManifestName(url) ++ ".tmp-4242-0".*;
+    const other_url = cache_layout.remoteManifestName("s3://bucket/other") ++ ".tmp-4242-1".*;
+    for ([_][]const u8{ &left, &other_url }) |name| (try local.createFile(io, name, .{})).close(io);
+    var diagnostic: Diagnostic = .{};
+    const cache = try hook.open(&diagnostic);
+    defer cache.close();
+    try testing.expectError(error.FileNotFound, local.access(io, &left, .{}));
+    // Another URL's is not this open's to judge.
+    try local.access(io, &other_url, .{});
 }
 
 test "a shard corrupt once in transit is fetched again and reads correctly" {
