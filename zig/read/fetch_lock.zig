@@ -94,9 +94,13 @@ pub fn claim(
     name: []const u8,
     diagnostic: *Diagnostic,
 ) Error!Claim {
-    var lock = try FetchLock.acquire(dir, dir_path, name, diagnostic);
+    assert(name.len > 0 and dir_path.len > 0);
     var path_buffer: [std.Io.Dir.max_path_bytes]u8 = undefined;
-    const path = std.fmt.bufPrint(&path_buffer, "{s}/{s}", .{ dir_path, name }) catch unreachable;
+    const path = std.fmt.bufPrint(&path_buffer, "{s}/{s}", .{ dir_path, name }) catch {
+        diagnostic.set("{s}/{s}: the path is too long", .{ dir_path, name });
+        return error.Io;
+    };
+    var lock = try FetchLock.acquire(dir, dir_path, name, diagnostic);
     if (directory_entries.exists(system.io(), dir, name, path)) {
         lock.release();
         return .present;
