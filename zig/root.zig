@@ -63,6 +63,7 @@ test {
     _ = @import("read/dataset.zig");
     _ = @import("read/deferred_reads.zig");
     _ = @import("read/read_pipeline.zig");
+    _ = @import("read/fetch_lock.zig");
     _ = @import("read/remote.zig");
     _ = @import("read/remote_cache.zig");
     _ = @import("read/released_batches.zig");

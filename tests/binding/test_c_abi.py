@@ -109,10 +109,15 @@ def test_a_c_fetch_hook_reads_a_remote_cache(tmp_path: Path) -> None:
     assert "a second open reused the local folder" in result.stdout
     assert "a remote scrub found no problem" in result.stdout
     assert "fails the read with its message" in result.stdout
-    [folder] = (base / "local").iterdir()
+    [folder] = [path for path in (base / "local").iterdir() if path.is_dir()]
     assert len(folder.name) == 33 and folder.name[16] == "-", folder.name
+    # Beside it, only the lock file of the URL's manifest fetch; beside each shard, its own.
+    others = [path.name for path in (base / "local").iterdir() if not path.is_dir()]
+    assert others == [f"{folder.name[:16]}-manifest.json.lock"]
     written = sorted(path.name for path in (base / "c_remote" / "shards").iterdir())
-    assert sorted(path.name for path in (folder / "shards").iterdir()) == written
+    assert sorted(path.name for path in (folder / "shards").iterdir()) == sorted(
+        name for shard in written for name in (shard, f"{shard}.lock")
+    )
     for name in written:
         fetched = (folder / "shards" / name).read_bytes()
         assert fetched == (base / "c_remote" / "shards" / name).read_bytes(), name

@@ -104,6 +104,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         request_body = self.rfile.read(length) if length else b""
         fault = proxy.record_and_take(f"{self.command} {self.path}")
+        if proxy.delay_s > 0:
+            proxy.stopping.wait(proxy.delay_s)
         if fault is not None and fault.kind == "reset":
             # Linger 0: close sends RST. The socket's files hold it open until closed too.
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -149,11 +151,13 @@ class _ProxyHandler(BaseHTTPRequestHandler):
 
 
 class FaultProxy:
-    """The proxy in front of `upstream` (host, port); a context manager that starts
-    and stops it. `url` is its base URL."""
+    """The proxy in front of `upstream` (host, port), every answer `delay_s` late; a
+    context manager that starts and stops it. `url` is its base URL."""
 
-    def __init__(self, upstream: tuple[str, int]) -> None:
+    def __init__(self, upstream: tuple[str, int], delay_s: float = 0.0) -> None:
         self.upstream = upstream
+        # Every request waits this long before it is answered: slow downloads.
+        self.delay_s = delay_s
         self.requests: list[str] = []
         self.stopping = threading.Event()
         self._faults: deque[Fault] = deque()

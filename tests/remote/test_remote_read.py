@@ -86,8 +86,13 @@ def test_a_cache_in_s3_reads_exactly_as_its_local_copy(
     first = runtime.cached_dataset([url], reader_config=ReaderConfig(seed=0), remote=remote)
     assert sum(1 for _ in first) == 300
     assert first.remote_stats().shards_fetched == 0
-    copies = [p for p in (tmp_path / "copies").rglob("shards/*") if p.is_file()]
+    # Beside each copy, its (empty) lock file.
+    files = [p for p in (tmp_path / "copies").rglob("shards/*") if p.is_file()]
+    copies = [p for p in files if p.suffix != ".lock"]
     assert len(copies) == shard_count(local)
+    assert sorted(p.name for p in files) == sorted(
+        name for p in copies for name in (p.name, f"{p.name}.lock")
+    )
 
 
 def test_local_and_remote_caches_mix_in_one_dataset(
@@ -152,9 +157,10 @@ def test_a_shard_that_never_matches_fails_naming_both_digests(
     message = str(caught.value)
     assert expected in message
     assert len(set(re.findall(r"\b[0-9a-f]{64}\b", message)) - {expected}) == 1
-    # The damaged bytes are gone: no copy of the shard under any name.
-    left = [p.name for p in (tmp_path / "copies").rglob("shards/*")]
-    assert not [name for name in left if name.startswith("000000.bin")]
+    # The damaged bytes are gone: no copy of the shard under any name, only its lock file.
+    left = [p for p in (tmp_path / "copies").rglob("shards/*")]
+    assert [p.name for p in left if p.name.startswith("000000.bin")] == ["000000.bin.lock"]
+    assert all(p.stat().st_size == 0 for p in left)
 
 
 def test_a_missing_remote_cache_is_named(

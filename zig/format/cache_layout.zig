@@ -55,6 +55,17 @@ pub fn remoteFolderName(
     return name;
 }
 
+/// A remote cache's manifest before its folder is known: fetched to a
+/// temporary of this name in `local_dir`, `<16 hex of SHA-256(url)>-manifest.json`
+/// (the folder name's first half), and its lock file is this name's.
+pub const remote_manifest_bytes = 16 + "-".len + manifest_file.len;
+
+pub fn remoteManifestName(url: []const u8) [remote_manifest_bytes]u8 {
+    const url_sha256 = sha256.hash(url);
+    const hex = std.fmt.bytesToHex(url_sha256[0..8], .lower);
+    return hex ++ "-".* ++ manifest_file[0..manifest_file.len].*;
+}
+
 /// A file being fetched is written as `<name>` ++ this ++ `<pid>-<counter>`
 /// beside its final name, and renamed only once it is checked.
 pub const fetch_temp_infix = ".tmp-";
@@ -115,6 +126,9 @@ test "remote paths are the URL schemes, and a folder names URL and manifest" {
     try std.testing.expect(!std.mem.eql(u8, &a, &b));
     try std.testing.expect(!std.mem.eql(u8, &a, &c));
     try std.testing.expectEqualSlices(u8, a[0..16], b[0..16]);
+    const manifest_name = remoteManifestName("s3://b/c");
+    try std.testing.expectEqualSlices(u8, a[0..17], manifest_name[0..17]);
+    try std.testing.expectEqualStrings("-manifest.json", manifest_name[16..]);
 }
 
 test "a directory is published once it holds a manifest" {

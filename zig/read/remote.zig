@@ -6,13 +6,13 @@
 //! it to its final name. A file the manifest describes is checked against its
 //! length and SHA-256: a mismatch deletes the copy and fetches it once more,
 //! then fails naming both digests, so bad bytes never stay under a final
-//! name. One thread at a time fetches a given file; others wanting it wait for
-//! that fetch and use its result. Counts of what was fetched are kept here
-//! (`Stats`).
+//! name. One thread of a process at a time fetches a given file; others
+//! wanting it wait for that fetch and use its result. That thread then takes
+//! the file's lock file (`fetch_lock.zig`), so that one process at a time
+//! fetches it. Counts of what was fetched are kept here (`Stats`).
 //!
 //! Not yet here (issue 42): fetching ahead of the stream with several fetches
-//! in flight, a byte budget with eviction, and lock files shared by processes
-//! on one `local_dir`; each plugs in around `fetchChecked`.
+//! in flight, and a byte budget with eviction; each plugs in around `fetchChecked`.
 const std = @import("std");
 const assert = std.debug.assert;
 const system = @import("../base/system.zig");
@@ -24,6 +24,7 @@ const directory_entries = @import("../base/directory_entries.zig");
 const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
 const cache_layout = @import("../format/cache_layout.zig");
 const cache_files = @import("cache_files.zig");
+const fetch_lock = @import("fetch_lock.zig");
 
 pub const Error = error{ InvalidCache, Io, OutOfMemory };
 
@@ -160,7 +161,8 @@ pub const Remote = struct {
 
     /// Fetches `target` unless it is under its final name already, checks
     /// it and renames it into place; fetched again once if the check fails.
-    /// Waits while another thread fetches the same file.
+    /// Waits while another thread of the process fetches the same file, and
+    /// then while another process does (`fetch_lock.zig`).
     pub fn fetchChecked(remote: *Remote, target: Target, diagnostic: *Diagnostic) Error!Outcome {
         assert(target.name.len > 0 and target.url.len > 0);
         const key = try std.fs.path.join(remote.allocator, &.{ target.dir_path, target.name });
@@ -169,6 +171,20 @@ pub const Remote = struct {
         defer remote.end(key);
         const io = system.io();
         if (directory_entries.exists(io, target.dir, target.name, key)) return .present;
+        // Other processes on this folder: one of them at a time fetches the file.
+        var claimed = try fetch_lock.claim(target.dir, target.dir_path, target.name, diagnostic);
+        switch (claimed) {
+            .present => return .present,
+            .fetch => |*lock| {
+                defer lock.release();
+                return remote.fetchPlaced(target, diagnostic);
+            },
+        }
+    }
+
+    /// Fetches `target` (whose lock the caller holds), checks it and renames it
+    /// into place; fetched again once if the check fails.
+    fn fetchPlaced(remote: *Remote, target: Target, diagnostic: *Diagnostic) Error!Outcome {
         var first: Checked = undefined;
         for (0..2) |attempt| {
             var temp_buffer: [std.Io.Dir.max_path_bytes]u8 = undefined;
@@ -234,7 +250,7 @@ pub const Remote = struct {
     }
 
     /// `name` ++ ".tmp-<pid>-<counter>", unique in the process and among processes.
-    fn tempName(
+    pub fn tempName(
         remote: *Remote,
         buffer: []u8,
         name: []const u8,

@@ -24,6 +24,7 @@ const index_file = @import("../format/index_file.zig");
 const Cache = @import("cache_reader.zig").Cache;
 const shard_source = @import("shard_source.zig");
 const remote_module = @import("remote.zig");
+const fetch_lock = @import("fetch_lock.zig");
 const Remote = remote_module.Remote;
 
 pub const Error = error{ InvalidArgument, InvalidCache, Io, OutOfMemory };
@@ -99,7 +100,7 @@ pub fn prepareFolder(
 }
 
 /// The bytes of the manifest of the cache at `url`, fetched into a temporary
-/// file of `local_dir` and deleted there.
+/// file of `local_dir` (`cache_layout.remoteManifestName`) and deleted there.
 fn fetchManifest(
     allocator: std.mem.Allocator,
     remote: *Remote,
@@ -124,13 +125,14 @@ fn fetchManifest(
         .sha256 = undefined,
         .shard = false,
     };
+    // One fetch of this URL's manifest at a time among processes, so that a
+    // temporary found under the lock is known to be a killed fetch's.
+    const local_name = cache_layout.remoteManifestName(url);
+    var lock = try fetch_lock.FetchLock.acquire(dir, remote.local_dir, &local_name, diagnostic);
+    defer lock.release();
+    _ = fetch_lock.removeTemporaries(dir, remote.local_dir, &local_name);
     var temp_buffer: [std.Io.Dir.max_path_bytes]u8 = undefined;
-    const temp = std.fmt.bufPrint(&temp_buffer, "{s}{s}{d}-{d}", .{
-        cache_layout.manifest_file,
-        cache_layout.fetch_temp_infix,
-        system.processId(),
-        remote.temp_counter.fetchAdd(1, .monotonic),
-    }) catch unreachable;
+    const temp = try remote.tempName(&temp_buffer, &local_name, diagnostic);
     _ = try remote.fetchOnce(target, temp, diagnostic) orelse {
         diagnostic.set("missing manifest: manifest.json: not found", .{});
         return error.InvalidCache;
@@ -207,7 +209,8 @@ fn fetchListedFiles(
 }
 
 /// Puts `text` in the folder as manifest.json, last, unless the folder holds
-/// it already: written under a temporary name, fsynced and renamed.
+/// it already: written under a temporary name, fsynced and renamed, under
+/// its lock file (`fetch_lock.zig`).
 fn placeManifest(
     remote: *Remote,
     dir: std.Io.Dir,
@@ -217,18 +220,16 @@ fn placeManifest(
 ) Error!void {
     const io = system.io();
     const name = cache_layout.manifest_file;
+    var lock = try fetch_lock.FetchLock.acquire(dir, folder, name, diagnostic);
+    defer lock.release();
+    _ = fetch_lock.removeTemporaries(dir, folder, name);
     const allocator = std.heap.c_allocator;
     if (file_status.readAlloc(allocator, dir, name, manifest.manifest_bytes_max)) |held| {
         defer allocator.free(held);
         if (std.mem.eql(u8, held, text)) return;
     } else |_| {}
-    var temp_buffer: [96]u8 = undefined;
-    const temp = std.fmt.bufPrint(&temp_buffer, "{s}{s}{d}-{d}", .{
-        name,
-        cache_layout.fetch_temp_infix,
-        system.processId(),
-        remote.temp_counter.fetchAdd(1, .monotonic),
-    }) catch unreachable;
+    var temp_buffer: [std.Io.Dir.max_path_bytes]u8 = undefined;
+    const temp = try remote.tempName(&temp_buffer, name, diagnostic);
     const file = try durable_files.writeFile(dir, temp, text, diagnostic);
     const synced = file.sync(io);
     file.close(io);

@@ -28,6 +28,8 @@ const Source = struct {
     corrupted: std.atomic.Value(u32) = .init(0),
     /// Calls for shards.
     shard_calls: std.atomic.Value(u32) = .init(0),
+    /// How long a shard's copy takes, so that fetchers of it overlap.
+    shard_delay_ms: u32 = 0,
 };
 
 fn copyFetch(
@@ -47,6 +49,9 @@ fn copyFetch(
     if (!std.mem.eql(u8, url_ptr[0..@intCast(url_len)], url)) return remote_module.fetch_failed;
     const shard = std.mem.startsWith(u8, name, "shards/");
     if (shard) _ = source.shard_calls.fetchAdd(1, .monotonic);
+    if (shard and source.shard_delay_ms > 0) {
+        system.io().sleep(.fromMilliseconds(source.shard_delay_ms), .awake) catch {};
+    }
     if (shard and source.mode == .not_found) return remote_module.fetch_not_found;
     if (shard and source.mode == .fail) {
         const text = "connection reset by the test";
@@ -110,16 +115,37 @@ const Hook = struct {
         return remote_cache.open(testing.allocator, url, false, hook.remote, diagnostic);
     }
 
+    /// The name of the one folder in `local` (a local_dir), beside which is only
+    /// the lock file of the URL's manifest fetch.
+    fn onlyFolder(local: std.Io.Dir) ![cache_layout.remote_folder_bytes]u8 {
+        const io = system.io();
+        var folder_buffer: [cache_layout.remote_folder_bytes]u8 = undefined;
+        var folders: usize = 0;
+        var others: usize = 0;
+        const lock_name = cache_layout.remoteManifestName(url) ++ ".lock".*;
+        var entries = local.iterate();
+        while (try entries.next(io)) |entry| {
+            if (entry.kind == .directory) {
+                try testing.expectEqual(cache_layout.remote_folder_bytes, entry.name.len);
+                @memcpy(&folder_buffer, entry.name);
+                folders += 1;
+            } else {
+                try testing.expectEqualStrings(&lock_name, entry.name);
+                others += 1;
+            }
+        }
+        try testing.expectEqual(@as(usize, 1), folders);
+        try testing.expectEqual(@as(usize, 1), others);
+        return folder_buffer;
+    }
+
     /// The names in the cache's folder under `sub` ("" or "shards"), sorted, joined by spaces.
     fn list(hook: *Hook, sub: []const u8, buffer: []u8) ![]const u8 {
         const io = system.io();
         var local = try std.Io.Dir.cwd().openDir(io, hook.local_dir, .{ .iterate = true });
         defer local.close(io);
-        var folders = local.iterate();
-        const folder = (try folders.next(io)).?;
-        try testing.expect(try folders.next(io) == null);
-        try testing.expectEqual(cache_layout.remote_folder_bytes, folder.name.len);
-        var cache_dir = try local.openDir(io, folder.name, .{});
+        const folder_name = try onlyFolder(local);
+        var cache_dir = try local.openDir(io, &folder_name, .{});
         defer cache_dir.close(io);
         var dir = try cache_dir.openDir(io, if (sub.len == 0) "." else sub, .{ .iterate = true });
         defer dir.close(io);
@@ -233,12 +259,14 @@ test "a remote cache reads as the local one, its shards fetched on first read" {
     try testing.expectEqual(shard_bytes, stats.shard_bytes_fetched);
     try testing.expectEqual(@as(u64, 7), stats.fetched_files);
     try testing.expectEqual(@as(u64, 0), stats.refetches);
+    // Each fetched file's lock file stays beside it (fetch_lock.zig).
     try testing.expectEqualStrings(
-        "index.bin manifest.json metadata.arrow records.crc32c shards",
+        "index.bin index.bin.lock manifest.json manifest.json.lock metadata.arrow " ++
+            "metadata.arrow.lock records.crc32c records.crc32c.lock shards",
         try hook.list("", &buffer),
     );
     try testing.expectEqualStrings(
-        "000000.bin 000001.bin 000002.bin",
+        "000000.bin 000000.bin.lock 000001.bin 000001.bin.lock 000002.bin 000002.bin.lock",
         try hook.list("shards", &buffer),
     );
 }
@@ -272,8 +300,28 @@ test "a folder that holds the cache is reused: only the manifest is fetched agai
     var local = try std.Io.Dir.cwd().openDir(io, hook.local_dir, .{ .iterate = true });
     defer local.close(io);
     var entries = local.iterate();
-    while (try entries.next(io)) |_| folders += 1;
+    while (try entries.next(io)) |entry| folders += @intFromBool(entry.kind == .directory);
     try testing.expectEqual(@as(usize, 2), folders);
+}
+
+test "an open deletes a manifest temporary left by a killed fetch of the URL's manifest" {
+    var written = try TestCache.write(.{});
+    defer written.deinit();
+    var source: Source = .{ .dir = written.path };
+    var hook = try Hook.init(&source);
+    defer hook.deinit();
+    const io = system.io();
+    var local = try std.Io.Dir.cwd().openDir(io, hook.local_dir, .{});
+    defer local.close(io);
+    const left = cache_layout.remoteManifestName(url) ++ ".tmp-4242-0".*;
+    const other_url = cache_layout.remoteManifestName("s3://bucket/other") ++ ".tmp-4242-1".*;
+    for ([_][]const u8{ &left, &other_url }) |name| (try local.createFile(io, name, .{})).close(io);
+    var diagnostic: Diagnostic = .{};
+    const cache = try hook.open(&diagnostic);
+    defer cache.close();
+    try testing.expectError(error.FileNotFound, local.access(io, &left, .{}));
+    // Another URL's is not this open's to judge.
+    try local.access(io, &other_url, .{});
 }
 
 test "a shard corrupt once in transit is fetched again and reads correctly" {
@@ -313,7 +361,8 @@ test "a shard corrupt on every fetch fails the read with both digests, and leave
     try testing.expectEqual(@as(u64, 1), hook.remote.stats().refetches);
     try testing.expectEqual(@as(u64, 0), hook.remote.stats().shards_fetched);
     var buffer: [256]u8 = undefined;
-    try testing.expectEqualStrings("", try hook.list("shards", &buffer));
+    // No copy under any name: only the shard's (empty) lock file.
+    try testing.expectEqualStrings("000000.bin.lock", try hook.list("shards", &buffer));
 }
 
 test "a failed fetch fails the read with the hook's message; the next read tries again" {
@@ -332,7 +381,7 @@ test "a failed fetch fails the read with the hook's message; the next read tries
     );
     try testing.expect(std.mem.startsWith(u8, diagnostic.message(), "cache " ++ url ++ ": "));
     var buffer: [256]u8 = undefined;
-    try testing.expectEqualStrings("", try hook.list("shards", &buffer));
+    try testing.expectEqualStrings("000000.bin.lock", try hook.list("shards", &buffer));
     source.mode = .copy;
     var read = try Read.all(cache, &diagnostic);
     defer read.deinit();
@@ -398,6 +447,48 @@ test "readers of one shard at once wait for one fetch of it" {
     try testing.expect(!failed.load(.monotonic));
     try testing.expectEqual(@as(u32, 1), source.shard_calls.load(.monotonic));
     try testing.expectEqual(@as(u64, 1), hook.remote.stats().shards_fetched);
+}
+
+test "two hooks on one local_dir, as two processes, fetch each shard once between them" {
+    var written = try TestCache.write(.{ .sample_count = 40, .payload_bytes = 512 });
+    defer written.deinit();
+    var expected = try localRead(&written);
+    defer expected.deinit();
+    var source: Source = .{ .dir = written.path, .shard_delay_ms = 30 };
+    var hook = try Hook.init(&source);
+    defer hook.deinit();
+    var diagnostic: Diagnostic = .{};
+    // No shared single flight: only the lock files stand between the two.
+    const allocator = testing.allocator;
+    const other = try Remote.create(allocator, copyFetch, &source, hook.local_dir, &diagnostic);
+    defer other.release();
+    const caches = [2]*Cache{
+        try hook.open(&diagnostic),
+        try remote_cache.open(testing.allocator, url, false, other, &diagnostic),
+    };
+    defer for (caches) |cache| cache.close();
+    const Reader = struct {
+        fn run(cache: *const Cache, same: *const Read, failed: *std.atomic.Value(bool)) void {
+            var local: Diagnostic = .{};
+            var read = Read.allWith(std.heap.c_allocator, cache, &local) catch {
+                failed.store(true, .monotonic);
+                return;
+            };
+            defer read.deinit();
+            read.expectSame(same) catch failed.store(true, .monotonic);
+        }
+    };
+    var failed: std.atomic.Value(bool) = .init(false);
+    var threads: [2]std.Thread = undefined;
+    for (&threads, caches) |*thread, cache| {
+        thread.* = try std.Thread.spawn(.{}, Reader.run, .{ cache, &expected, &failed });
+    }
+    for (threads) |thread| thread.join();
+    try testing.expect(!failed.load(.monotonic));
+    const shard_count = written.shards.len;
+    try testing.expectEqual(shard_count, source.shard_calls.load(.monotonic));
+    const fetched = hook.remote.stats().shards_fetched + other.stats().shards_fetched;
+    try testing.expectEqual(@as(u64, shard_count), fetched);
 }
 
 test "a remote scrub fetches every file, then finds what a local scrub finds" {
