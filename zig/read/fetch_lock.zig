@@ -142,22 +142,51 @@ pub fn removeTemporaries(dir: std.Io.Dir, dir_path: []const u8, name: []const u8
     return removed;
 }
 
+/// A test's temporary directory and its real path (`dir_path` above): under
+/// wine, entries deleted by path are looked up again by path.
+const TestDir = struct {
+    tmp: std.testing.TmpDir,
+    buffer: [std.Io.Dir.max_path_bytes]u8 = undefined,
+    len: usize = 0,
+
+    fn init(test_dir: *TestDir) !void {
+        test_dir.* = .{ .tmp = std.testing.tmpDir(.{}) };
+        test_dir.len = try test_dir.tmp.dir.realPath(system.io(), &test_dir.buffer);
+    }
+
+    fn path(test_dir: *const TestDir) []const u8 {
+        return test_dir.buffer[0..test_dir.len];
+    }
+
+    /// Whether `name` exists, asked by its absolute path.
+    fn has(test_dir: *const TestDir, name: []const u8) bool {
+        var buffer: [std.Io.Dir.max_path_bytes]u8 = undefined;
+        const full = std.fmt.bufPrint(&buffer, "{s}/{s}", .{ test_dir.path(), name }) catch
+            return false;
+        std.Io.Dir.cwd().access(system.io(), full, .{}) catch return false;
+        return true;
+    }
+};
+
 test "a second holder waits until the first releases the lock" {
-    var tmp = std.testing.tmpDir(.{});
-    defer tmp.cleanup();
+    var test_dir: TestDir = undefined;
+    try test_dir.init();
+    defer test_dir.tmp.cleanup();
+    const tmp = test_dir.tmp;
+    const tmp_path = test_dir.path();
     var diagnostic: Diagnostic = .{};
-    var first = try FetchLock.acquire(tmp.dir, "tmp", "index.bin", &diagnostic);
+    var first = try FetchLock.acquire(tmp.dir, tmp_path, "index.bin", &diagnostic);
     const Waiter = struct {
-        fn run(dir: std.Io.Dir, taken: *std.atomic.Value(bool)) void {
+        fn run(dir: std.Io.Dir, dir_path: []const u8, taken: *std.atomic.Value(bool)) void {
             var local: Diagnostic = .{};
             // A handle of its own: to flock, another process.
-            var second = FetchLock.acquire(dir, "tmp", "index.bin", &local) catch return;
+            var second = FetchLock.acquire(dir, dir_path, "index.bin", &local) catch return;
             taken.store(true, .release);
             second.release();
         }
     };
     var taken: std.atomic.Value(bool) = .init(false);
-    const thread = try std.Thread.spawn(.{}, Waiter.run, .{ tmp.dir, &taken });
+    const thread = try std.Thread.spawn(.{}, Waiter.run, .{ tmp.dir, tmp_path, &taken });
     try system.io().sleep(.fromMilliseconds(100), .awake);
     const taken_while_held = taken.load(.acquire);
     first.release();
@@ -167,16 +196,19 @@ test "a second holder waits until the first releases the lock" {
 }
 
 test "a claim waited for finds the file its holder placed, and fetches nothing" {
-    var tmp = std.testing.tmpDir(.{});
-    defer tmp.cleanup();
+    var test_dir: TestDir = undefined;
+    try test_dir.init();
+    defer test_dir.tmp.cleanup();
+    const tmp = test_dir.tmp;
+    const tmp_path = test_dir.path();
     const io = system.io();
     try tmp.dir.createDir(io, "shards", .default_dir);
     var diagnostic: Diagnostic = .{};
-    var holder = try FetchLock.acquire(tmp.dir, "tmp", "shards/000003.bin", &diagnostic);
+    var holder = try FetchLock.acquire(tmp.dir, tmp_path, "shards/000003.bin", &diagnostic);
     const Claimer = struct {
-        fn run(dir: std.Io.Dir, found: *std.atomic.Value(u8)) void {
+        fn run(dir: std.Io.Dir, dir_path: []const u8, found: *std.atomic.Value(u8)) void {
             var local: Diagnostic = .{};
-            var result = claim(dir, "tmp", "shards/000003.bin", &local) catch return;
+            var result = claim(dir, dir_path, "shards/000003.bin", &local) catch return;
             switch (result) {
                 .present => found.store(1, .release),
                 .fetch => |*lock| {
@@ -187,7 +219,7 @@ test "a claim waited for finds the file its holder placed, and fetches nothing" 
         }
     };
     var found: std.atomic.Value(u8) = .init(0);
-    const thread = try std.Thread.spawn(.{}, Claimer.run, .{ tmp.dir, &found });
+    const thread = try std.Thread.spawn(.{}, Claimer.run, .{ tmp.dir, tmp_path, &found });
     try io.sleep(.fromMilliseconds(50), .awake);
     const placed = try tmp.dir.createFile(io, "shards/000003.bin", .{});
     placed.close(io);
@@ -195,15 +227,20 @@ test "a claim waited for finds the file its holder placed, and fetches nothing" 
     thread.join();
     try std.testing.expectEqual(@as(u8, 1), found.load(.acquire));
     // With the file gone, a claim is the caller's to fetch.
-    try tmp.dir.deleteFile(io, "shards/000003.bin");
-    var result = try claim(tmp.dir, "tmp", "shards/000003.bin", &diagnostic);
+    var sep_buffer: [std.Io.Dir.max_path_bytes]u8 = undefined;
+    const with_sep = try std.fmt.bufPrint(&sep_buffer, "{s}/", .{tmp_path});
+    try directory_entries.deleteFile(io, tmp.dir, with_sep, "shards/000003.bin");
+    var result = try claim(tmp.dir, tmp_path, "shards/000003.bin", &diagnostic);
     try std.testing.expect(result == .fetch);
     result.fetch.release();
 }
 
 test "a claim deletes the file's leftover temporaries and nothing else" {
-    var tmp = std.testing.tmpDir(.{});
-    defer tmp.cleanup();
+    var test_dir: TestDir = undefined;
+    try test_dir.init();
+    defer test_dir.tmp.cleanup();
+    const tmp = test_dir.tmp;
+    const tmp_path = test_dir.path();
     const io = system.io();
     try tmp.dir.createDir(io, "shards", .default_dir);
     const names = [_][]const u8{
@@ -216,13 +253,12 @@ test "a claim deletes the file's leftover temporaries and nothing else" {
     };
     for (names) |name| (try tmp.dir.createFile(io, name, .{})).close(io);
     var diagnostic: Diagnostic = .{};
-    var result = try claim(tmp.dir, "tmp", "shards/000001.bin", &diagnostic);
+    var result = try claim(tmp.dir, tmp_path, "shards/000001.bin", &diagnostic);
     try std.testing.expect(result == .fetch);
     result.fetch.release();
     for (names, 0..) |name, at| {
-        const kept = if (tmp.dir.access(io, name, .{})) true else |_| false;
-        try std.testing.expectEqual(at >= 2, kept);
+        try std.testing.expectEqual(at >= 2, test_dir.has(name));
     }
-    try tmp.dir.access(io, "shards/000001.bin.lock", .{});
-    try std.testing.expectEqual(@as(u32, 1), removeTemporaries(tmp.dir, "tmp", "index.bin"));
+    try std.testing.expect(test_dir.has("shards/000001.bin.lock"));
+    try std.testing.expectEqual(@as(u32, 1), removeTemporaries(tmp.dir, tmp_path, "index.bin"));
 }
