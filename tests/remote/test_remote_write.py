@@ -4,6 +4,7 @@ manifest last and only by the first writer of a name, then read back from the UR
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -171,9 +172,10 @@ def test_of_two_writers_of_one_name_one_publishes_and_the_other_reads_it(
     base = f"s3://{BUCKET}/race"
     winner = write_from_sources(runtime, base, tmp_path, "winner", count=1)
     published = keys(moto_server, "race/part0")["race/part0/manifest.json"]
-    # The loser looked before the winner published (its HEAD of the manifest says
-    # 404), so it writes and uploads too; its conditional put of the manifest fails.
-    s3_proxy.script_for(f"HEAD /{BUCKET}/race/part0/manifest.json", status(404, NO_SUCH_KEY_XML))
+    # The loser looks before the winner publishes, each time (every HEAD of the
+    # manifest says 404), so it writes and uploads too; its conditional put fails.
+    not_yet = [status(404, NO_SUCH_KEY_XML)] * 100
+    s3_proxy.script_for(f"HEAD /{BUCKET}/race/part0/manifest.json", *not_yet)
     loser_source = sources(1)
     loser = runtime.from_cache_sources(
         loser_source,
@@ -228,3 +230,52 @@ def test_writing_to_an_http_url_is_refused_before_anything_is_written(
         runtime.from_cache_sources([source], base, reader_config=ORDERED)
     assert source.iterations == 0
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_writer_that_finds_the_name_published_while_it_uploads_stops(
+    runtime: DatasetRuntime, tmp_path: Path, moto_server: tuple[str, int], s3_proxy: FaultProxy
+) -> None:
+    base = f"s3://{BUCKET}/late"
+    winner = write_from_sources(runtime, base, tmp_path, "winner", count=1)
+    before = keys(moto_server, "late/part0")
+    # Only the first look misses the manifest: the look before the first upload sees it.
+    s3_proxy.script_for(f"HEAD /{BUCKET}/late/part0/manifest.json", status(404, NO_SUCH_KEY_XML))
+    uploads = len(puts(s3_proxy))
+    loser = runtime.from_cache_sources(
+        sources(1),
+        base,
+        reader_config=ORDERED,
+        writer_config=SMALL_SHARDS,
+        remote=remote_config(tmp_path, "loser"),
+    )
+    assert isinstance(loser, CacheSourcesDatasetSuccess)
+    assert loser.results == [CacheUploadSuccess("part0", f"{base}/part0", "other_writer")]
+    assert len(puts(s3_proxy)) == uploads  # not one file of the winner's overwritten
+    assert keys(moto_server, "late/part0") == before
+    assert rows(loser.dataset) == rows(winner.dataset)
+
+
+def test_concurrent_writers_of_one_name_publish_it_once(
+    tmp_path: Path, moto_server: tuple[str, int], s3_proxy: FaultProxy
+) -> None:
+    base = f"s3://{BUCKET}/concurrent"
+    outcomes: list[str] = []
+    datasets: list[CachedDataset] = []
+
+    def write(folder: str) -> None:
+        with DatasetRuntime(num_workers=1) as runtime:
+            result = write_from_sources(runtime, base, tmp_path, folder, count=1)
+            [only] = result.results
+            assert isinstance(only, CacheUploadSuccess)
+            outcomes.append(only.outcome)
+            datasets.append(result.dataset)
+
+    threads = [threading.Thread(target=write, args=(f"writer{k}",)) for k in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert len(outcomes) == 2, outcomes
+    assert outcomes.count("uploaded") == 1, outcomes
+    assert set(outcomes) - {"uploaded"} <= {"other_writer", "reused"}
+    assert rows(datasets[0]) == rows(datasets[1])

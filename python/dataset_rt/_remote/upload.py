@@ -81,10 +81,18 @@ class S3Publisher:
 
     def publish(self, name: str, cache: Path) -> Published:
         """Uploads the files of the local cache `cache` as cache `name`, every file
-        but the manifest first, then the manifest if no writer has published one."""
+        but the manifest first, then the manifest if no writer has published one.
+
+        Before each file it looks whether another writer has published the name
+        meanwhile, and stops if so: a loser of the race stops overwriting the
+        published cache's files as soon as it can tell (it cannot earlier: files
+        uploaded before the other writer's manifest are overwritten by that writer's,
+        or by this one's, whichever comes last)."""
         manifest = cache / MANIFEST
         assert manifest.is_file(), f"{cache} is not a complete cache"
         for relative in _data_files(cache):
+            if self.is_published(name):
+                return Published.other_writer
             self._upload(name, relative, cache / relative)
         return self._put_manifest(name, manifest)
 
