@@ -127,6 +127,18 @@ class S3Publisher:
             raise self._error("cannot publish", name, MANIFEST, error) from None
         return Published.uploaded
 
+    def base_is_cache(self) -> bool:
+        """Whether the base itself holds a manifest: it is a cache, not a base."""
+        from botocore.exceptions import ClientError
+
+        try:
+            self._client().head_object(Bucket=self.base.host, Key=self.base.key(MANIFEST))
+        except ClientError as error:
+            if _status(error) == 404:
+                return False
+            raise RemoteError(f"cannot look for {self.base.shown(MANIFEST)}: {error}") from None
+        return True
+
     def list_caches(self) -> list[str]:
         """The names of the caches directly under the base: the keys
         ``prefix/<name>/manifest.json`` (ListObjectsV2), sorted."""
