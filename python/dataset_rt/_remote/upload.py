@@ -68,15 +68,23 @@ class S3Publisher:
 
     def is_published(self, name: str) -> bool:
         """Whether cache `name` has its manifest at the URL (HEAD of it)."""
-        from botocore.exceptions import ClientError
+        return self._exists(self.cache_url(name))
 
-        key = self.cache_url(name).key(MANIFEST)
+    def base_is_cache(self) -> bool:
+        """Whether the base itself holds a manifest: it is a cache, not a base."""
+        return self._exists(self.base)
+
+    def _exists(self, cache: RemoteUrl) -> bool:
+        from botocore.exceptions import BotoCoreError, ClientError
+
         try:
-            self._client().head_object(Bucket=self.base.host, Key=key)
+            self._client().head_object(Bucket=self.base.host, Key=cache.key(MANIFEST))
         except ClientError as error:
             if _status(error) == 404:
                 return False
-            raise self._error("cannot look for", name, MANIFEST, error) from None
+            raise RemoteError(f"cannot look for {cache.shown(MANIFEST)}: {error}") from None
+        except BotoCoreError as error:  # no credentials, a connection that failed, ...
+            raise RemoteError(f"cannot look for {cache.shown(MANIFEST)}: {error}") from None
         return True
 
     def publish(self, name: str, cache: Path) -> Published:
@@ -126,18 +134,6 @@ class S3Publisher:
         except BotoCoreError as error:
             raise self._error("cannot publish", name, MANIFEST, error) from None
         return Published.uploaded
-
-    def base_is_cache(self) -> bool:
-        """Whether the base itself holds a manifest: it is a cache, not a base."""
-        from botocore.exceptions import ClientError
-
-        try:
-            self._client().head_object(Bucket=self.base.host, Key=self.base.key(MANIFEST))
-        except ClientError as error:
-            if _status(error) == 404:
-                return False
-            raise RemoteError(f"cannot look for {self.base.shown(MANIFEST)}: {error}") from None
-        return True
 
     def list_caches(self) -> list[str]:
         """The names of the caches directly under the base: the keys
