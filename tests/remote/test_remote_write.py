@@ -24,7 +24,7 @@ from dataset_rt import (
 from dataset_rt._core.remote_writing import staging_base
 from dataset_rt._remote.upload import MULTIPART_THRESHOLD_BYTES
 from dataset_rt.errors import InvalidArgumentError
-from fault_proxy import ACCESS_DENIED_XML, NO_SUCH_KEY_XML, FaultProxy, status
+from fault_proxy import ACCESS_DENIED_XML, NO_SUCH_KEY_XML, SLOW_DOWN_XML, FaultProxy, status
 from remote_fixtures import BUCKET, direct_client
 
 SMALL_SHARDS = WriterConfig(show_progress=False, max_shard_bytes=4096)
@@ -164,6 +164,26 @@ def test_an_upload_that_fails_leaves_no_manifest_and_the_next_write_completes(
     runtime.write_cache(sources(1), tmp_path / "local", writer_config=SMALL_SHARDS)
     expected = runtime.cached_dataset([tmp_path / "local" / "part0"], reader_config=ORDERED)
     assert rows(result.dataset) == rows(expected)
+
+
+def test_an_upload_that_fails_for_a_while_is_retried(
+    runtime: DatasetRuntime, tmp_path: Path, moto_server: tuple[str, int], s3_proxy: FaultProxy
+) -> None:
+    base = f"s3://{BUCKET}/throttled"
+    shard = f"PUT /{BUCKET}/throttled/part0/shards/000001.bin"
+    s3_proxy.script_for(shard, status(503, SLOW_DOWN_XML), status(500))
+    [result] = runtime.write_cache(
+        sources(1), base, writer_config=SMALL_SHARDS, remote=remote_config(tmp_path)
+    )
+    assert result == CacheUploadSuccess("part0", f"{base}/part0", "uploaded")
+    assert sum(r.startswith(shard) for r in s3_proxy.requests) == 3  # retries=2
+    again = f"PUT /{BUCKET}/throttled-again/part0/shards/000001.bin"
+    s3_proxy.script_for(again, *[status(503, SLOW_DOWN_XML)] * 3)
+    [failed] = runtime.write_cache(
+        sources(1), f"{base}-again", writer_config=SMALL_SHARDS, remote=remote_config(tmp_path)
+    )
+    assert isinstance(failed, CacheWriteError)
+    assert "3 attempt(s) failed" in failed.message and "SlowDown" in failed.message
 
 
 def test_of_two_writers_of_one_name_one_publishes_and_the_other_reads_it(

@@ -10,13 +10,14 @@ leaves no manifest. Large files go up in parts (boto3's managed transfer).
 from __future__ import annotations
 
 import enum
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dataset_rt._remote.retry import RetryPolicy
-from dataset_rt._remote.s3 import s3_client
+from dataset_rt._remote.retry import NotFound, Refused, RetryPolicy, Transient
+from dataset_rt._remote.s3 import classify, connection_failure, s3_client
 from dataset_rt._remote.url import RemoteUrl
 from dataset_rt.errors import RemoteError
 
@@ -105,6 +106,27 @@ class S3Publisher:
         return self._put_manifest(name, manifest)
 
     def _upload(self, name: str, relative: str, file: Path) -> None:
+        """Uploads one file, retried as a fetch is (`RetryPolicy`) when it fails in a
+        way that may pass: a PUT of a data file can be repeated, it is not published."""
+        shown = self.cache_url(name).shown(relative)
+        key = self.cache_url(name).key(relative)
+        attempts = self.policy.retries + 1
+        for number in range(1, attempts + 1):
+            try:
+                self._upload_attempt(file, key)
+                return
+            except Refused as error:
+                raise RemoteError(f"cannot upload {shown}: {error} (attempt {number})") from None
+            except Transient as error:
+                if number == attempts:
+                    raise RemoteError(
+                        f"cannot upload {shown}: {attempts} attempt(s) failed, the last "
+                        f"with: {error}"
+                    ) from None
+            time.sleep(self.policy.backoff_s(number - 1))
+
+    def _upload_attempt(self, file: Path, key: str) -> None:
+        """One managed transfer of `file`; Refused or Transient when it fails."""
         from boto3.exceptions import S3UploadFailedError
         from boto3.s3.transfer import TransferConfig
         from botocore.exceptions import BotoCoreError, ClientError
@@ -114,11 +136,19 @@ class S3Publisher:
             multipart_chunksize=self.transfer.part_bytes,
             use_threads=False,
         )
-        key = self.cache_url(name).key(relative)
         try:
             self._client().upload_file(str(file), self.base.host, key, Config=config)
-        except (ClientError, BotoCoreError, S3UploadFailedError) as error:
-            raise self._error("cannot upload", name, relative, error) from None
+        except ClientError as error:
+            raise _upload_failure(error) from None
+        except BotoCoreError as error:
+            raise connection_failure(error, self.policy.timeout_s) from None
+        except S3UploadFailedError as error:  # boto3 wraps the ClientError of a PUT
+            cause = error.__context__
+            if isinstance(cause, ClientError):
+                raise _upload_failure(cause) from None
+            raise Transient(str(error)) from None
+        except OSError as error:  # the local file: gone (another writer published it)
+            raise Refused(f"cannot read {file}: {error.strerror or error}") from None
 
     def _put_manifest(self, name: str, manifest: Path) -> Published:
         from botocore.exceptions import BotoCoreError, ClientError
@@ -177,6 +207,12 @@ def _data_files(cache: Path) -> list[str]:
         if file.is_file() and file != cache / MANIFEST
     ]
     return files
+
+
+def _upload_failure(error: Any) -> Exception:
+    """Refused or Transient for a ClientError of an upload (a 404 is a missing bucket)."""
+    failure = classify(error)
+    return Refused(f"not found ({error})") if isinstance(failure, NotFound) else failure
 
 
 def _status(error: Any) -> int:
