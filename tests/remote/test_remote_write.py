@@ -299,3 +299,16 @@ def test_concurrent_writers_of_one_name_publish_it_once(
     assert outcomes.count("uploaded") == 1, outcomes
     assert set(outcomes) - {"uploaded"} <= {"other_writer", "reused"}
     assert rows(datasets[0]) == rows(datasets[1])
+
+
+def test_an_unusable_name_is_refused_before_any_request(
+    runtime: DatasetRuntime, tmp_path: Path, moto_server: tuple[str, int], s3_proxy: FaultProxy
+) -> None:
+    unusable = [ListSource(name, [(b"x", {"i": 0})]) for name in ("a/b", "..", "tmp")]
+    results = runtime.write_cache(
+        unusable, f"s3://{BUCKET}/names", writer_config=SMALL_SHARDS, remote=remote_config(tmp_path)
+    )
+    assert [r.source_name for r in results] == ["source[0]", "source[1]", "source[2]"]
+    assert all(isinstance(r, CacheWriteError) for r in results)
+    assert s3_proxy.requests == []
+    assert [source.iterations for source in unusable] == [0, 0, 0]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from dataset_rt import errors
 from dataset_rt._config import RemoteConfig
-from dataset_rt._core.writing import Reuse
+from dataset_rt._core.writing import Reuse, settle_before_writing
 from dataset_rt._records import (
     CacheUploadSuccess,
     CacheWriteError,
@@ -69,6 +69,8 @@ def write_to_url(
     for position, name in enumerate(names):
         if isinstance(name, CacheWriteError):
             results[position] = name
+        elif (unusable := settle_before_writing(position, name, staging, None)) is not None:
+            results[position] = unusable  # a name that is no plain segment: no request
         elif _published(publisher, name, results, position, reuse_published):
             continue
         else:
