@@ -40,7 +40,7 @@ from torch.multiprocessing.spawn import spawn
 from dataset_rt import (
     CachedSample,
     CacheInput,
-    CacheWriteError,
+    CacheWriteSuccess,
     DatasetRuntime,
     ReaderConfig,
     WriterConfig,
@@ -170,8 +170,8 @@ def main() -> int:
         )
         .results
     )
-    if isinstance(written, CacheWriteError):
-        print(f"error: {written.source_name}: {written.message}", file=sys.stderr)
+    if not isinstance(written, CacheWriteSuccess):  # a CacheWriteError (a local folder)
+        print(f"error: {written}", file=sys.stderr)
         return 1
     steps_per_epoch = -(-samples // (WORLD_SIZE * batch_size))
     job = {

@@ -98,7 +98,7 @@ def run(samples: int, base: Path) -> None:
         for source, config in zip(sources, configs, strict=True):
             [result] = runtime.write_cache(source, base, writer_config=config)
             if not isinstance(result, CacheWriteSuccess):
-                fail(f"writing {source.name}: {result.message}")
+                fail(f"writing {source.name}: {result}")
             files = [f for f in result.path.rglob("*") if f.is_file()]
             print(f"wrote {samples} samples to {result.path} ({len(files)} files)")
             paths.append(result.path)

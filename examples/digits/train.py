@@ -38,7 +38,7 @@ from PIL import Image
 from sklearn.datasets import load_digits
 from torch import nn
 
-from dataset_rt import CachedSample, CacheSource, DatasetRuntime, ReaderConfig
+from dataset_rt import CachedSample, CacheSource, CacheWriteError, DatasetRuntime, ReaderConfig
 from dataset_rt.sources import FolderSource
 from dataset_rt.torch import DataLoader
 
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         assert train_source.classes == [str(digit) for digit in range(10)]
         sources: list[CacheSource] = [train_source, test_source]
         for result in runtime.write_cache(sources, work / "caches"):
-            if not hasattr(result, "path"):
+            if isinstance(result, CacheWriteError):
                 print(f"error: {result.source_name}: {result.message}", file=sys.stderr)
                 return 1
         train_set = runtime.cached_dataset(

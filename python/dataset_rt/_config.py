@@ -282,10 +282,11 @@ def platform_cache_dir(platform: str, environ: Mapping[str, str], home: Path) ->
 
 class RemoteConfig(BaseModel):
     """How caches in object storage (``s3://``, ``http(s)://``) are fetched and kept
-    locally. Every field is optional.
+    locally, and where caches written to ``s3://`` are staged. Every field is optional.
 
-    Pass it as ``remote=`` to `DatasetRuntime.cached_dataset` and `dataset_rt.verify`
-    (`docs/remote.md`). Not used yet: ``budget_bytes`` (a budget is refused when a
+    Pass it as ``remote=`` to `DatasetRuntime.cached_dataset` and `dataset_rt.verify`,
+    and to `DatasetRuntime.write_cache` and `DatasetRuntime.from_cache_sources` for an
+    ``s3://`` base (`docs/remote.md`). Not used yet: ``budget_bytes`` (a budget is refused when a
     dataset opens) and ``max_in_flight`` (a shard is fetched when a read first needs it).
 
     Examples:
@@ -301,7 +302,8 @@ class RemoteConfig(BaseModel):
     model_config = _FROZEN
 
     local_dir: str | Path | None = None
-    """Where fetched files are kept (a ``str`` is stored as a ``Path``). None:
+    """Where fetched files are kept, and caches written to ``s3://`` are staged
+    (``staging/``) until they are uploaded (a ``str`` is stored as a ``Path``). None:
     ``$DATASET_RT_CACHE_DIR`` when set and not empty, else the platform's user cache
     directory + ``dataset-rt`` (`resolved_local_dir`)."""
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import NamedTuple, Protocol, TypeAlias, runtime_checkable
+from typing import Literal, NamedTuple, Protocol, TypeAlias, runtime_checkable
 
 MetadataValue: TypeAlias = bool | int | float | str
 """A primitive metadata value: stored as Arrow bool, int64, float64 or utf8."""
@@ -95,8 +95,37 @@ class CacheWriteError(NamedTuple):
     """What went wrong, naming the sample and field where there is one."""
 
 
-CacheWriteResult: TypeAlias = CacheWriteSuccess | CacheWriteError
-"""The outcome of one source of `DatasetRuntime.write_cache`."""
+UploadOutcome: TypeAlias = Literal["uploaded", "reused", "other_writer"]
+"""How a cache came to be published at its URL: ``"uploaded"`` by this write,
+``"reused"`` (it was published already, its source was not iterated) or
+``"other_writer"`` (written here, but another writer published that name first:
+the cache at the URL is that writer's)."""
+
+
+class CacheUploadSuccess(NamedTuple):
+    """A source whose cache is published in object storage (a write to an ``s3://`` base).
+
+    Examples:
+        >>> result = CacheUploadSuccess("squares", "s3://bucket/caches/squares", "other_writer")
+        >>> match result:
+        ...     case CacheUploadSuccess(url=url, outcome="other_writer"):
+        ...         print(f"{url} was published by another writer first; reading theirs")
+        s3://bucket/caches/squares was published by another writer first; reading theirs
+    """
+
+    source_name: str
+    """The source's name, also the last segment of the cache's URL."""
+
+    url: str
+    """The published cache's URL (``<base>/<source_name>``)."""
+
+    outcome: UploadOutcome
+    """Whether this write uploaded it, found it published, or lost the race to publish it."""
+
+
+CacheWriteResult: TypeAlias = CacheWriteSuccess | CacheUploadSuccess | CacheWriteError
+"""The outcome of one source of `DatasetRuntime.write_cache`: `CacheWriteSuccess` for a
+local base, `CacheUploadSuccess` for an ``s3://`` base, `CacheWriteError` for either."""
 
 
 class CacheSource(Protocol):

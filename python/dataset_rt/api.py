@@ -23,12 +23,14 @@ from dataset_rt._records import (
     CachedSample,
     CacheInput,
     CacheSource,
+    CacheUploadSuccess,
     CacheWriteError,
     CacheWriteResult,
     CacheWriteSuccess,
     Metadata,
     MetadataValue,
     SizedTorchIterableDataset,
+    UploadOutcome,
 )
 
 __all__ = [
@@ -38,6 +40,7 @@ __all__ = [
     "CacheSourcesDatasetError",
     "CacheSourcesDatasetResult",
     "CacheSourcesDatasetSuccess",
+    "CacheUploadSuccess",
     "CacheWriteError",
     "CacheWriteResult",
     "CacheWriteSuccess",
@@ -54,6 +57,7 @@ __all__ = [
     "RemoteStats",
     "ShardCompression",
     "SizedTorchIterableDataset",
+    "UploadOutcome",
     "WriterConfig",
     "VerifyProblem",
     "VerifyReport",

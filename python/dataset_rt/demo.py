@@ -19,6 +19,8 @@ from typing import Literal
 
 from dataset_rt import (
     CacheInput,
+    CacheWriteError,
+    CacheWriteResult,
     CacheWriteSuccess,
     DatasetRuntime,
     ReaderConfig,
@@ -57,6 +59,13 @@ class GeneratedSource:
             yield CacheInput(self.payload(index), self.metadata(index))
 
 
+def _failure(result: CacheWriteResult) -> str:
+    """Why a write to a local folder failed (it yields no `CacheUploadSuccess`)."""
+    if isinstance(result, CacheWriteError):
+        return result.message
+    return f"unexpected result {result!r}"
+
+
 def run(
     samples: int,
     payload_bytes: int,
@@ -81,7 +90,7 @@ def run(
     [result] = runtime.write_cache(source, directory, writer_config=config)
     write_seconds = time.perf_counter() - started
     if not isinstance(result, CacheWriteSuccess):
-        print(f"write failed: {result.message}", file=sys.stderr)
+        print(f"write failed: {_failure(result)}", file=sys.stderr)
         return 1
     disk = sum(f.stat().st_size for f in result.path.rglob("*") if f.is_file())
     print(

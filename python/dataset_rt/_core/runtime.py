@@ -13,6 +13,7 @@ from dataset_rt._binding.native import MAX_WORKERS, RuntimeHandle
 from dataset_rt._binding.reader import CachePath
 from dataset_rt._config import ReaderConfig, RemoteConfig, WriterConfig
 from dataset_rt._core.dataset import CachedDataset
+from dataset_rt._core.remote_writing import staging_base, writable_publisher, write_to_url
 from dataset_rt._core.writing import (
     Reuse,
     SampleError,
@@ -24,6 +25,7 @@ from dataset_rt._core.writing import (
 )
 from dataset_rt._records import (
     CacheSource,
+    CacheUploadSuccess,
     CacheWriteError,
     CacheWriteResult,
     CacheWriteSuccess,
@@ -139,12 +141,18 @@ class DatasetRuntime:
         base_cache_dir: str | Path,
         *,
         writer_config: WriterConfig = WriterConfig(),  # noqa: B008 - frozen model
+        remote: RemoteConfig | None = None,
     ) -> list[CacheWriteResult]:
         """Write each source to ``base_cache_dir / source.name``; one result per source, in order.
 
         A failing source becomes `CacheWriteError` and the others still run; a
         target that already exists is never overwritten. Two sources with the
         same name raise `ValueError` before anything is written.
+
+        `base_cache_dir` may be an ``s3://bucket/prefix`` URL (docs/remote.md): each
+        cache is written in the staging area of ``remote.local_dir`` (`RemoteConfig`;
+        None: its defaults), uploaded with its manifest last, and reported as a
+        `CacheUploadSuccess`. An ``http(s)://`` URL is refused (read-only).
 
         Examples:
             >>> results = runtime.write_cache([Squares(10)], "caches")
@@ -153,7 +161,7 @@ class DatasetRuntime:
             >>> runtime.write_cache(Squares(10), "caches")[0].message
             'cache path already exists: caches/squares'
         """
-        return self._write(sources, base_cache_dir, writer_config, reuse=None)
+        return self._write(sources, base_cache_dir, writer_config, reuse=None, remote=remote)
 
     def _write(
         self,
@@ -161,35 +169,57 @@ class DatasetRuntime:
         base_cache_dir: str | os.PathLike[str],
         writer_config: WriterConfig,
         reuse: Reuse | None,
+        remote: RemoteConfig | None,
     ) -> list[CacheWriteResult]:
         handle = self._live_handle()
         if not isinstance(writer_config, WriterConfig):
             raise TypeError(
                 f"writer_config must be a WriterConfig, got {type(writer_config).__name__}"
             )
+        if remote is not None and not isinstance(remote, RemoteConfig):
+            raise TypeError(f"remote must be a RemoteConfig or None, got {type(remote).__name__}")
         listed = source_list(sources)
-        if is_remote(base_cache_dir):
-            raise errors.InvalidArgumentError(
-                f"caches are written to a local folder, not to {base_cache_dir}: write "
-                "them locally and upload their files (manifest.json last), then read "
-                "them from the URL (docs/remote.md)"
-            )
-        # Kept as given (relative stays relative), like dataset-rt 0.2.4's result paths.
-        base = Path(os.fspath(base_cache_dir))
         names: list[str | CacheWriteError] = []
         for position, source in enumerate(listed):
             try:
                 names.append(source_name(source, position))
             except SampleError as error:
                 names.append(CacheWriteError(invalid_source_label(position), str(error)))
-        check_unique_targets((n for n in names if isinstance(n, str)), base)
-        if writer_config.num_processes > 0:
-            from dataset_rt._core.process_writing import write_sources_in_processes
-
-            return write_sources_in_processes(
-                handle, listed, names, base, writer_config, reuse=reuse
+        if is_remote(base_cache_dir):
+            return self._write_to_url(
+                listed, names, str(base_cache_dir), writer_config, reuse, remote or RemoteConfig()
             )
-        return write_sources(handle, listed, names, base, writer_config, reuse=reuse)
+        # Kept as given (relative stays relative), like dataset-rt 0.2.4's result paths.
+        base = Path(os.fspath(base_cache_dir))
+        check_unique_targets((n for n in names if isinstance(n, str)), base)
+        return _write_local(handle, listed, names, base, writer_config, reuse)
+
+    def _write_to_url(
+        self,
+        listed: list[CacheSource],
+        names: list[str | CacheWriteError],
+        url: str,
+        writer_config: WriterConfig,
+        reuse: Reuse | None,
+        remote: RemoteConfig,
+    ) -> list[CacheWriteResult]:
+        """Write to an ``s3://`` base: locally in the staging area, then published."""
+        publisher = writable_publisher(url, remote)
+        base_url = publisher.base.shown()
+        check_unique_targets((n for n in names if isinstance(n, str)), base_url)
+        handle = self._live_handle()
+
+        def write_local(
+            positions: list[int], staging: Path, staged: Reuse
+        ) -> list[CacheWriteResult]:
+            subset = [listed[p] for p in positions]
+            subset_names = [names[p] for p in positions]
+            return _write_local(handle, subset, subset_names, staging, writer_config, staged)
+
+        staging = staging_base(remote, base_url)
+        return write_to_url(
+            names, publisher, staging, write_local, reuse_published=reuse is not None
+        )
 
     def cached_dataset(
         self,
@@ -235,9 +265,14 @@ class DatasetRuntime:
         *,
         reader_config: ReaderConfig,
         writer_config: WriterConfig = WriterConfig(),  # noqa: B008 - frozen model
+        remote: RemoteConfig | None = None,
     ) -> CacheSourcesDatasetResult:
         """Reuse complete caches (without iterating their sources), write the
         missing ones, and load every success into one dataset.
+
+        With an ``s3://`` base (`write_cache`), a cache whose manifest is at the URL
+        is reused, the others are written and uploaded, and the dataset reads every
+        cache from its URL (through ``remote``, as `cached_dataset` does).
 
         Examples:
             >>> result = runtime.from_cache_sources(
@@ -251,19 +286,23 @@ class DatasetRuntime:
             >>> again.results == result.results
             True
         """
-        validate = writer_config.validate_cache
+        validate = ReaderConfig(seed=0, validate_cache=writer_config.validate_cache)
 
         def reuse(name: str, path: Path) -> CacheWriteResult:
             try:
-                self.cached_dataset(
-                    [path], reader_config=ReaderConfig(seed=0, validate_cache=validate)
-                )
+                self.cached_dataset([path], reader_config=validate)
             except (ValueError, OSError) as error:
                 return CacheWriteError(name, str(error))
             return CacheWriteSuccess(name, path)
 
-        results = self._write(sources, base_cache_dir, writer_config, reuse=reuse)
-        paths = [result.path for result in results if isinstance(result, CacheWriteSuccess)]
+        results = self._write(sources, base_cache_dir, writer_config, reuse=reuse, remote=remote)
+        results = [self._checked_reuse(result, validate, remote) for result in results]
+        paths: list[str | Path] = []
+        for result in results:
+            if isinstance(result, CacheWriteSuccess):
+                paths.append(result.path)
+            elif isinstance(result, CacheUploadSuccess):
+                paths.append(result.url)
         if not paths:
             details = "; ".join(
                 f"{r.source_name}: {r.message}" for r in results if isinstance(r, CacheWriteError)
@@ -275,8 +314,37 @@ class DatasetRuntime:
             )
             return CacheSourcesDatasetError(results, message)
         return CacheSourcesDatasetSuccess(
-            self.cached_dataset(paths, reader_config=reader_config), results
+            self.cached_dataset(paths, reader_config=reader_config, remote=remote), results
         )
+
+    def _checked_reuse(
+        self, result: CacheWriteResult, validate: ReaderConfig, remote: RemoteConfig | None
+    ) -> CacheWriteResult:
+        """A cache reused at a URL, opened (and with ``validate_cache`` scrubbed) as a
+        reused local one is; a `CacheWriteError` when it does not open."""
+        if not isinstance(result, CacheUploadSuccess) or result.outcome != "reused":
+            return result
+        try:
+            self.cached_dataset([result.url], reader_config=validate, remote=remote)
+        except (ValueError, OSError) as error:
+            return CacheWriteError(result.source_name, str(error))
+        return result
+
+
+def _write_local(
+    handle: RuntimeHandle,
+    listed: list[CacheSource],
+    names: list[str | CacheWriteError],
+    base: Path,
+    writer_config: WriterConfig,
+    reuse: Reuse | None,
+) -> list[CacheWriteResult]:
+    """Write the sources into the local folder `base`, in this process or in processes."""
+    if writer_config.num_processes > 0:
+        from dataset_rt._core.process_writing import write_sources_in_processes
+
+        return write_sources_in_processes(handle, listed, names, base, writer_config, reuse=reuse)
+    return write_sources(handle, listed, names, base, writer_config, reuse=reuse)
 
 
 def cache_location(path: str | Path) -> CachePath:

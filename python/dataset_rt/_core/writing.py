@@ -75,14 +75,18 @@ def invalid_source_label(position: int) -> str:
     return f"source[{position}]"
 
 
-def check_unique_targets(names: Iterable[str], base_cache_dir: Path) -> None:
-    """Reject two sources that would write the same cache path, before writing anything."""
+def check_unique_targets(names: Iterable[str], base_cache_dir: Path | str) -> None:
+    """Reject two sources that would write the same cache path, before writing anything
+    (`base_cache_dir`: a local folder, or the URL of a remote base as a str)."""
     seen: set[str] = set()
     for name in names:
         if name in seen:
-            raise errors.InvalidArgumentError(
-                f"duplicate generated cache path: {base_cache_dir / name}"
+            target = (
+                base_cache_dir / name
+                if isinstance(base_cache_dir, Path)
+                else f"{base_cache_dir}/{name}"
             )
+            raise errors.InvalidArgumentError(f"duplicate generated cache path: {target}")
         seen.add(name)
 
 

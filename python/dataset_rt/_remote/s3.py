@@ -110,7 +110,7 @@ class S3Transport:
         try:
             response = client.get_object(Bucket=self.url.host, Key=key)
         except ClientError as error:
-            raise _classify(error) from None
+            raise classify(error) from None
         except BotoCoreError as error:
             raise self._connection_failure(error) from None
         body = response["Body"]
@@ -124,28 +124,35 @@ class S3Transport:
             body.close()
 
     def _connection_failure(self, error: Exception) -> Exception:
-        from botocore import exceptions
-
-        if isinstance(error, exceptions.ReadTimeoutError):
-            return Transient(f"stalled: no byte for {self.policy.timeout_s:g} s")
-        if isinstance(error, exceptions.IncompleteReadError):
-            return Transient(f"truncated body: {error}")
-        # botocore 1.36 and later check a response against the object's checksum.
-        checksum_error = getattr(exceptions, "FlexibleChecksumError", None)
-        if checksum_error is not None and isinstance(error, checksum_error):
-            return Transient(f"body does not match its checksum: {error}")
-        retried = (
-            exceptions.ConnectionError,
-            exceptions.HTTPClientError,
-            exceptions.ResponseStreamingError,
-        )
-        if isinstance(error, retried):
-            return Transient(f"connection failed: {error}")
-        return Refused(str(error))  # no credentials, a bad configuration, ...
+        return connection_failure(error, self.policy.timeout_s)
 
 
-def _classify(error: Any) -> Exception:
-    """NotFound, Refused or Transient for a ClientError of GetObject."""
+def connection_failure(error: Exception, timeout_s: float) -> Exception:
+    """Transient or Refused for a BotoCoreError (no status: the request did not get an
+    answer, or was not sent)."""
+    from botocore import exceptions
+
+    if isinstance(error, exceptions.ReadTimeoutError):
+        return Transient(f"stalled: no byte for {timeout_s:g} s")
+    if isinstance(error, exceptions.IncompleteReadError):
+        return Transient(f"truncated body: {error}")
+    # botocore 1.36 and later check a response against the object's checksum.
+    checksum_error = getattr(exceptions, "FlexibleChecksumError", None)
+    if checksum_error is not None and isinstance(error, checksum_error):
+        return Transient(f"body does not match its checksum: {error}")
+    retried = (
+        exceptions.ConnectionError,
+        exceptions.HTTPClientError,
+        exceptions.ResponseStreamingError,
+    )
+    if isinstance(error, retried):
+        return Transient(f"connection failed: {error}")
+    return Refused(str(error))  # no credentials, a bad configuration, ...
+
+
+def classify(error: Any) -> Exception:
+    """NotFound, Refused or Transient for a ClientError of a request (GetObject,
+    PutObject, ...)."""
     details = error.response.get("Error", {})
     code = str(details.get("Code", ""))
     status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))

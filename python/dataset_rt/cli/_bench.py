@@ -16,6 +16,7 @@ from dataset_rt import (
     CachedDataset,
     CacheInput,
     CacheWriteError,
+    CacheWriteSuccess,
     DatasetRuntime,
     MetadataValue,
     ShardCompression,
@@ -142,6 +143,7 @@ def _run_bench(
         write_seconds = time.perf_counter() - started
         if isinstance(result, CacheWriteError):
             _fail(f"cannot write the benchmark cache: {result.message}")
+        assert isinstance(result, CacheWriteSuccess), "a local folder yields no upload"
         rows = [_bench_row("write", write_seconds, samples, samples * payload_bytes)]
         ordered = _open(runtime, result.path, shuffle=False)
         rows.append(_bench_row("read, ordered", *_timed_read(ordered)))

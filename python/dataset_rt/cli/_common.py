@@ -7,6 +7,7 @@ import enum
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -18,12 +19,15 @@ from dataset_rt import (
     CachedDataset,
     DatasetRuntime,
     ReaderConfig,
+    RemoteConfig,
 )
 from dataset_rt._binding import native as _native
+from dataset_rt._remote import RetryPolicy, is_remote, parse_remote_url, transport_for
 
 # What the library raises for a bad cache or a failed operation (docs/api.md, "Errors"):
-# each becomes one line on stderr and exit code 1, never a traceback.
-_PROBLEMS = (ValueError, OSError, RuntimeError, IndexError, MemoryError)
+# each becomes one line on stderr and exit code 1, never a traceback (ImportError: an s3://
+# URL without boto3).
+_PROBLEMS = (ValueError, OSError, RuntimeError, IndexError, MemoryError, ImportError)
 _EXIT_PROBLEM = 1
 _WORKERS_DEFAULT = min(os.cpu_count() or 1, 8)
 _WORKERS_MAX = 256
@@ -69,12 +73,58 @@ _CacheArguments = Annotated[
         show_default=False,
     ),
 ]
-_CacheArgument = Annotated[
-    Path,
+
+
+def _check_locations(values: list[str]) -> list[str]:
+    """Each value a URL of a supported scheme, or an existing directory (a usage error,
+    exit 2, otherwise: typer's own words for a path)."""
+    for value in values:
+        if is_remote(value):
+            try:
+                parse_remote_url(value)
+            except ValueError as error:
+                raise typer.BadParameter(str(error)) from None
+        elif not Path(value).exists():
+            raise typer.BadParameter(f"Directory '{value}' does not exist.")
+        elif not Path(value).is_dir():
+            raise typer.BadParameter(f"Directory '{value}' is a file.")
+    return values
+
+
+def _check_location(value: str) -> str:
+    return _check_locations([value])[0]
+
+
+_LOCATION_HELP = (
+    "a cache directory (base/name, the folder holding manifest.json), or the URL of a "
+    "cache: s3://bucket/prefix/name, http(s)://host/path/name"
+)
+_LocationArguments = Annotated[
+    list[str],
     typer.Argument(
-        help="A cache directory (base/name).",
+        help=f"Caches: each {_LOCATION_HELP}.",
         metavar="CACHE",
-        exists=True,
+        callback=_check_locations,
+        show_default=False,
+    ),
+]
+_LocationArgument = Annotated[
+    str,
+    typer.Argument(
+        help=f"A cache: {_LOCATION_HELP}.",
+        metavar="CACHE",
+        callback=_check_location,
+        show_default=False,
+    ),
+]
+_LocalDirOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--local-dir",
+        help=(
+            "Where files of s3:// and http(s):// caches are fetched to (default: "
+            "$DATASET_RT_CACHE_DIR, else the user cache directory + dataset-rt)."
+        ),
         file_okay=False,
         show_default=False,
     ),
@@ -155,9 +205,43 @@ def _directory_bytes(path: Path) -> int:
     return total
 
 
-def _open(runtime: DatasetRuntime, cache: Path, *, shuffle: bool = False) -> CachedDataset:
-    """One cache, opened (and so checked: manifest, index, metadata, shard lengths) by the core."""
-    return runtime.cached_dataset([cache], reader_config=ReaderConfig(seed=0, shuffle=shuffle))
+def _location(value: str) -> str | Path:
+    """A checked CACHE argument as the library takes it: a URL as given, else a Path."""
+    return value if is_remote(value) else Path(value)
+
+
+def _remote_config(local_dir: Path | None) -> RemoteConfig:
+    """The `RemoteConfig` of --local-dir (None: the default rule)."""
+    return RemoteConfig(local_dir=local_dir)
+
+
+def _open(
+    runtime: DatasetRuntime,
+    cache: str | Path,
+    *,
+    shuffle: bool = False,
+    remote: RemoteConfig | None = None,
+) -> CachedDataset:
+    """One cache, opened (and so checked: manifest, index, metadata, shard lengths) by
+    the core; a URL's files fetched into `remote`'s local directory."""
+    return runtime.cached_dataset(
+        [cache], reader_config=ReaderConfig(seed=0, shuffle=shuffle), remote=remote
+    )
+
+
+def _described(cache: str | Path, remote: RemoteConfig) -> _native.CacheInfo:
+    """The core's description of a cache from its manifest alone; a URL's manifest is
+    fetched (into a scratch folder of `remote`'s local directory) for it."""
+    if not is_remote(cache):
+        return _native.cache_info(Path(cache))
+    local_dir = remote.resolved_local_dir()
+    local_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="manifest-", dir=local_dir) as scratch:
+        manifest = Path(scratch) / "manifest.json"
+        transport = transport_for(str(cache), RetryPolicy.from_config(remote))
+        if not transport.fetch("manifest.json", manifest):
+            raise ValueError(f"{cache} is not a cache: it has no manifest.json")
+        return _native.cache_info(Path(scratch))
 
 
 def _is_cache(path: Path) -> bool:

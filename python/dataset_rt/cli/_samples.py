@@ -18,14 +18,17 @@ from dataset_rt import (
 )
 from dataset_rt.cli._common import (
     _PROBLEMS,
-    _CacheArgument,
-    _CacheArguments,
     _console,
     _error_message,
     _fail,
     _JsonOption,
+    _LocalDirOption,
+    _location,
+    _LocationArgument,
+    _LocationArguments,
     _open,
     _print_json,
+    _remote_config,
     _replace_file,
     app,
 )
@@ -34,10 +37,11 @@ from dataset_rt.cli._preview import _preview
 
 @app.command()
 def head(
-    cache: _CacheArgument,
+    cache: _LocationArgument,
     count: Annotated[
         int, typer.Option("-n", "--samples", min=0, help="How many samples to show.")
     ] = 10,
+    local_dir: _LocalDirOption = None,
     json_output: _JsonOption = False,
 ) -> None:
     """Show the first samples of a cache: identity, metadata, payload length and a look
@@ -46,7 +50,7 @@ def head(
     checked as any read is."""
     try:
         with DatasetRuntime(num_workers=1) as runtime:
-            dataset = _open(runtime, cache)
+            dataset = _open(runtime, _location(cache), remote=_remote_config(local_dir))
             shown = min(count, len(dataset))
             samples = dataset.get_many([(0, sample_id) for sample_id in range(shown)])
     except _PROBLEMS as error:
@@ -127,12 +131,12 @@ _SampleJsonOption = Annotated[
 ]
 
 
-def _read_sample(cache: Path, sample_id: int) -> CachedSample:
+def _read_sample(cache: str, sample_id: int, local_dir: Path | None) -> CachedSample:
     """Sample `sample_id` of `cache`, read and checked; exit 1 when it cannot be, or
     when the cache has no such sample."""
     try:
         with DatasetRuntime(num_workers=1) as runtime:
-            dataset = _open(runtime, cache)
+            dataset = _open(runtime, _location(cache), remote=_remote_config(local_dir))
             samples = len(dataset)
             sample = dataset.get(0, sample_id) if sample_id < samples else None
     except _PROBLEMS as error:
@@ -172,15 +176,16 @@ def _print_payload(data: bytes, sample_id: int, forced: bool) -> None:
 
 @app.command("get")
 def get_command(
-    cache: _CacheArgument,
+    cache: _LocationArgument,
     sample_id: _SampleIdArgument,
     out: _PayloadOutOption = None,
+    local_dir: _LocalDirOption = None,
     json_output: _SampleJsonOption = False,
 ) -> None:
     """Write one sample's payload, its raw bytes, to stdout or to --out FILE. The sample
     is read and checked as any read is. A binary payload is not written to a terminal:
     redirect stdout or pass --out."""
-    sample = _read_sample(cache, sample_id)
+    sample = _read_sample(cache, sample_id, local_dir)
     data = bytes(sample.data)
     to_file = out is not None and str(out) != "-"
     if out is not None and to_file:
@@ -219,7 +224,7 @@ def _export_path(out: Path) -> Path:
 
 @app.command()
 def metadata(
-    caches: _CacheArguments,
+    caches: _LocationArguments,
     out: Annotated[
         Path,
         typer.Option(
@@ -230,6 +235,7 @@ def metadata(
             show_default=False,
         ),
     ],
+    local_dir: _LocalDirOption = None,
     json_output: _JsonOption = False,
 ) -> None:
     """Export the metadata table of the caches, loaded together, to one file:
@@ -240,7 +246,11 @@ def metadata(
     """
     try:
         with DatasetRuntime(num_workers=1) as runtime:
-            dataset = runtime.cached_dataset(caches, reader_config=ReaderConfig(seed=0))
+            dataset = runtime.cached_dataset(
+                [_location(cache) for cache in caches],
+                reader_config=ReaderConfig(seed=0),
+                remote=_remote_config(local_dir),
+            )
             frame = dataset.get_metadata()
         _replace_file(out, lambda staging: _write_frame(frame, staging, out.suffix.lower()))
     except _PROBLEMS as error:

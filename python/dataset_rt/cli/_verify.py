@@ -10,6 +10,7 @@ from rich.progress import (
     BarColumn,
     DownloadColumn,
     Progress,
+    ProgressColumn,
     SpinnerColumn,
     TaskProgressColumn,
     TextColumn,
@@ -19,22 +20,29 @@ from rich.progress import (
 from dataset_rt import (
     DatasetRuntime,
     ReaderConfig,
+    RemoteConfig,
     verify,
 )
 from dataset_rt._binding import native as _native
+from dataset_rt._remote import is_remote
 from dataset_rt.cli._common import (
     _EXIT_PROBLEM,
     _PROBLEMS,
     _WORKERS_DEFAULT,
     _CacheArguments,
+    _described,
     _directory_bytes,
     _error_message,
     _fail,
     _format_of,
     _format_text,
     _JsonOption,
+    _LocalDirOption,
+    _location,
+    _LocationArguments,
     _print_json,
     _ProgressOption,
+    _remote_config,
     _stderr_console,
     _stderr_is_terminal,
     _WorkersOption,
@@ -46,27 +54,22 @@ from dataset_rt.cli._common import (
 
 @app.command("verify")
 def verify_command(
-    caches: _CacheArguments,
+    caches: _LocationArguments,
     workers: _WorkersOption = _WORKERS_DEFAULT,
     progress: _ProgressOption = True,
+    local_dir: _LocalDirOption = None,
     json_output: _JsonOption = False,
 ) -> None:
     """Scrub each cache completely (every SHA-256, every record's checksum, placement,
-    metadata and LZ4 block) with dataset_rt.verify, and list every problem found.
+    metadata and LZ4 block) with dataset_rt.verify, and list every problem found. A
+    URL's files are fetched into the local directory first, then its copy is scrubbed.
 
     Exits with 1 when any cache has a problem.
     """
-    sizes = [_directory_bytes(cache) for cache in caches]
+    remote = _remote_config(local_dir)
+    sizes = [_size(cache, remote) for cache in caches]
     reports = []
-    columns = (
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TaskProgressColumn(),
-        DownloadColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-    )
+    columns = _progress_columns()
     # A bar only on a terminal: in a pipe or a log it would be noise.
     shown = progress and _stderr_is_terminal()
     with Progress(*columns, console=_stderr_console(), disable=not shown, transient=True) as bar:
@@ -83,7 +86,13 @@ def verify_command(
 
             try:
                 reports.append(
-                    verify(cache, num_workers=workers, show_progress=False, on_progress=advance)
+                    verify(
+                        _location(cache),
+                        num_workers=workers,
+                        show_progress=False,
+                        on_progress=advance,
+                        remote=remote,
+                    )
                 )
             except _PROBLEMS as error:
                 _fail(f"cannot verify {cache}: {_error_message(error)}")
@@ -93,7 +102,7 @@ def verify_command(
         {
             "path": str(report.path),
             "ok": report.ok,
-            **_format_of(_readable_info(Path(report.path))),
+            **_format_of(_readable_info(report.path, remote)),
             "bytes": size,
             "problems_total": report.problems_total,
             "problems": [problem._asdict() for problem in report.problems],
@@ -110,13 +119,34 @@ def verify_command(
         raise typer.Exit(_EXIT_PROBLEM)
 
 
-def _readable_info(cache: Path) -> _native.CacheInfo | None:
+def _progress_columns() -> tuple[ProgressColumn, ...]:
+    return (
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TaskProgressColumn(),
+        DownloadColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
+
+
+def _readable_info(cache: str | Path, remote: RemoteConfig) -> _native.CacheInfo | None:
     """The core's description of a cache, or None when its manifest is unreadable
     (verify reports why)."""
     try:
-        return _native.cache_info(cache)
+        return _described(cache, remote)
     except _PROBLEMS:
         return None
+
+
+def _size(cache: str, remote: RemoteConfig) -> int:
+    """The bytes the progress bar counts for a cache: a folder's files, a URL's shards
+    (0 when its manifest cannot be read: verify reports why)."""
+    if not is_remote(cache):
+        return _directory_bytes(Path(cache))
+    info = _readable_info(cache, remote)
+    return 0 if info is None else info.shard_bytes
 
 
 def _show_verify_result(result: dict[str, Any]) -> None:

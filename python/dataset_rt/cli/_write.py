@@ -29,6 +29,7 @@ from dataset_rt import (
     CacheInput,
     CacheSource,
     CacheWriteError,
+    CacheWriteSuccess,
     DatasetRuntime,
     ShardCompression,
     WriterConfig,
@@ -190,6 +191,7 @@ def _write_cache(source: CacheSource, base: Path, config: WriterConfig, workers:
         raise _WriteFailed(
             f"cannot write {result.source_name}: {_in_command_words(result.message)}"
         )
+    assert isinstance(result, CacheWriteSuccess), "a local folder yields no upload"
     return result.path
 
 

@@ -1,0 +1,219 @@
+"""Publishing caches to ``s3://bucket/prefix``: upload a cache's files, its manifest last.
+
+A cache at a URL is published when its ``manifest.json`` exists there: readers open
+nothing else first. So every other file is uploaded before the manifest, and the
+manifest is put with ``If-None-Match: *``, which S3 grants to exactly one writer of
+a key: two writers of one name never both publish, and a write that dies on the way
+leaves no manifest. Large files go up in parts (boto3's managed transfer).
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dataset_rt._remote.retry import NotFound, Refused, RetryPolicy, Transient
+from dataset_rt._remote.s3 import classify, connection_failure, s3_client
+from dataset_rt._remote.url import RemoteUrl
+from dataset_rt.errors import RemoteError
+
+MANIFEST = "manifest.json"
+# Files above the threshold go up in parts of PART_BYTES (S3's part minimum is 5 MiB).
+MULTIPART_THRESHOLD_BYTES = 16 * 1024 * 1024
+PART_BYTES = 8 * 1024 * 1024
+_INSTALL = "writing s3:// URLs needs boto3: pip install 'dataset-rt-zig[s3]'"
+# Keys listed per ListObjectsV2 page, and pages read at most by `list_caches`.
+_LIST_PAGE_KEYS = 1000
+_LIST_PAGES_MAX = 100_000
+
+
+class Published(enum.Enum):
+    """What `S3Publisher.publish` did."""
+
+    uploaded = "uploaded"  # this writer's manifest is the published one
+    other_writer = "other_writer"  # another writer's manifest was there first (412)
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """The managed transfer's part sizes (tests lower them to exercise parts)."""
+
+    multipart_threshold_bytes: int = MULTIPART_THRESHOLD_BYTES
+    part_bytes: int = PART_BYTES
+
+
+class S3Publisher:
+    """Publishes caches under an ``s3://bucket/prefix`` base: cache `name` goes to
+    ``prefix/name/``."""
+
+    def __init__(self, base: RemoteUrl, policy: RetryPolicy, transfer: Transfer) -> None:
+        if base.scheme != "s3":
+            raise ValueError(f"S3Publisher takes s3:// URLs, got {base.shown()!r}")
+        try:
+            import boto3  # noqa: F401
+        except ImportError:
+            raise ImportError(_INSTALL) from None
+        assert transfer.part_bytes > 0 and transfer.multipart_threshold_bytes > 0
+        self.base = base
+        self.policy = policy
+        self.transfer = transfer
+
+    def cache_url(self, name: str) -> RemoteUrl:
+        """The location of cache `name` under the base."""
+        path = f"{self.base.path}/{name}" if self.base.path else name
+        return RemoteUrl("s3", self.base.host, path)
+
+    def is_published(self, name: str) -> bool:
+        """Whether cache `name` has its manifest at the URL (HEAD of it)."""
+        return self._exists(self.cache_url(name))
+
+    def base_is_cache(self) -> bool:
+        """Whether the base itself holds a manifest: it is a cache, not a base."""
+        return self._exists(self.base)
+
+    def _exists(self, cache: RemoteUrl) -> bool:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self._client().head_object(Bucket=self.base.host, Key=cache.key(MANIFEST))
+        except ClientError as error:
+            if _status(error) == 404:
+                return False
+            raise RemoteError(f"cannot look for {cache.shown(MANIFEST)}: {error}") from None
+        except BotoCoreError as error:  # no credentials, a connection that failed, ...
+            raise RemoteError(f"cannot look for {cache.shown(MANIFEST)}: {error}") from None
+        return True
+
+    def publish(self, name: str, cache: Path) -> Published:
+        """Uploads the files of the local cache `cache` as cache `name`, every file
+        but the manifest first, then the manifest if no writer has published one.
+
+        Before each file it looks whether another writer has published the name
+        meanwhile, and stops if so: a loser of the race stops overwriting the
+        published cache's files as soon as it can tell (it cannot earlier: files
+        uploaded before the other writer's manifest are overwritten by that writer's,
+        or by this one's, whichever comes last)."""
+        manifest = cache / MANIFEST
+        assert manifest.is_file(), f"{cache} is not a complete cache"
+        for relative in _data_files(cache):
+            if self.is_published(name):
+                return Published.other_writer
+            self._upload(name, relative, cache / relative)
+        return self._put_manifest(name, manifest)
+
+    def _upload(self, name: str, relative: str, file: Path) -> None:
+        """Uploads one file, retried as a fetch is (`RetryPolicy`) when it fails in a
+        way that may pass: a PUT of a data file can be repeated, it is not published."""
+        shown = self.cache_url(name).shown(relative)
+        key = self.cache_url(name).key(relative)
+        attempts = self.policy.retries + 1
+        for number in range(1, attempts + 1):
+            try:
+                self._upload_attempt(file, key)
+                return
+            except Refused as error:
+                raise RemoteError(f"cannot upload {shown}: {error} (attempt {number})") from None
+            except Transient as error:
+                if number == attempts:
+                    raise RemoteError(
+                        f"cannot upload {shown}: {attempts} attempt(s) failed, the last "
+                        f"with: {error}"
+                    ) from None
+            time.sleep(self.policy.backoff_s(number - 1))
+
+    def _upload_attempt(self, file: Path, key: str) -> None:
+        """One managed transfer of `file`; Refused or Transient when it fails."""
+        from boto3.exceptions import S3UploadFailedError
+        from boto3.s3.transfer import TransferConfig
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        config = TransferConfig(
+            multipart_threshold=self.transfer.multipart_threshold_bytes,
+            multipart_chunksize=self.transfer.part_bytes,
+            use_threads=False,
+        )
+        try:
+            self._client().upload_file(str(file), self.base.host, key, Config=config)
+        except ClientError as error:
+            raise _upload_failure(error) from None
+        except BotoCoreError as error:
+            raise connection_failure(error, self.policy.timeout_s) from None
+        except S3UploadFailedError as error:  # boto3 wraps the ClientError of a PUT
+            cause = error.__context__
+            if isinstance(cause, ClientError):
+                raise _upload_failure(cause) from None
+            raise Transient(str(error)) from None
+        except OSError as error:  # the local file: gone (another writer published it)
+            raise Refused(f"cannot read {file}: {error.strerror or error}") from None
+
+    def _put_manifest(self, name: str, manifest: Path) -> Published:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        key = self.cache_url(name).key(MANIFEST)
+        body = manifest.read_bytes()
+        try:
+            self._client().put_object(Bucket=self.base.host, Key=key, Body=body, IfNoneMatch="*")
+        except ClientError as error:
+            if _status(error) == 412:
+                return Published.other_writer
+            raise self._error("cannot publish", name, MANIFEST, error) from None
+        except BotoCoreError as error:
+            raise self._error("cannot publish", name, MANIFEST, error) from None
+        return Published.uploaded
+
+    def list_caches(self) -> list[str]:
+        """The names of the caches directly under the base: the keys
+        ``prefix/<name>/manifest.json`` (ListObjectsV2), sorted."""
+        names = {
+            key.removesuffix("/" + MANIFEST)
+            for key in self._keys()
+            if key.endswith("/" + MANIFEST) and "/" not in key.removesuffix("/" + MANIFEST)
+        }
+        return sorted(names)
+
+    def _keys(self) -> Iterator[str]:
+        """Every key under the base, relative to it."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        prefix = f"{self.base.path}/" if self.base.path else ""
+        paginator = self._client().get_paginator("list_objects_v2")
+        pages = paginator.paginate(
+            Bucket=self.base.host, Prefix=prefix, PaginationConfig={"PageSize": _LIST_PAGE_KEYS}
+        )
+        try:
+            for count, page in enumerate(pages):
+                assert count < _LIST_PAGES_MAX, "listing bound reached"
+                for entry in page.get("Contents", []):
+                    yield str(entry["Key"])[len(prefix) :]
+        except (ClientError, BotoCoreError) as error:
+            raise RemoteError(f"cannot list {self.base.shown()}: {error}") from None
+
+    def _client(self) -> Any:
+        return s3_client(self.policy.timeout_s)
+
+    def _error(self, doing: str, name: str, relative: str, error: Exception) -> RemoteError:
+        return RemoteError(f"{doing} {self.cache_url(name).shown(relative)}: {error}")
+
+
+def _data_files(cache: Path) -> list[str]:
+    """Every file of the cache but its manifest, relative, in a stable order."""
+    files = [
+        file.relative_to(cache).as_posix()
+        for file in sorted(cache.rglob("*"))
+        if file.is_file() and file != cache / MANIFEST
+    ]
+    return files
+
+
+def _upload_failure(error: Any) -> Exception:
+    """Refused or Transient for a ClientError of an upload (a 404 is a missing bucket)."""
+    failure = classify(error)
+    return Refused(f"not found ({error})") if isinstance(failure, NotFound) else failure
+
+
+def _status(error: Any) -> int:
+    return int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
