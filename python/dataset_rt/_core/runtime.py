@@ -289,11 +289,7 @@ class DatasetRuntime:
         validate = ReaderConfig(seed=0, validate_cache=writer_config.validate_cache)
 
         def reuse(name: str, path: Path) -> CacheWriteResult:
-            try:
-                self.cached_dataset([path], reader_config=validate)
-            except (ValueError, OSError) as error:
-                return CacheWriteError(name, str(error))
-            return CacheWriteSuccess(name, path)
+            return self._opened(CacheWriteSuccess(name, path), path, validate, None)
 
         results = self._write(sources, base_cache_dir, writer_config, reuse=reuse, remote=remote)
         results = [self._checked_reuse(result, validate, remote) for result in results]
@@ -320,12 +316,22 @@ class DatasetRuntime:
     def _checked_reuse(
         self, result: CacheWriteResult, validate: ReaderConfig, remote: RemoteConfig | None
     ) -> CacheWriteResult:
-        """A cache reused at a URL, opened (and with ``validate_cache`` scrubbed) as a
-        reused local one is; a `CacheWriteError` when it does not open."""
+        """A cache reused at a URL, checked as a reused local one is (`_opened`)."""
         if not isinstance(result, CacheUploadSuccess) or result.outcome != "reused":
             return result
+        return self._opened(result, result.url, validate, remote)
+
+    def _opened(
+        self,
+        result: CacheWriteResult,
+        cache: str | Path,
+        validate: ReaderConfig,
+        remote: RemoteConfig | None,
+    ) -> CacheWriteResult:
+        """`result` for a reused cache once `cache` opens (and with ``validate_cache``
+        is scrubbed); a `CacheWriteError` naming why when it does not."""
         try:
-            self.cached_dataset([result.url], reader_config=validate, remote=remote)
+            self.cached_dataset([cache], reader_config=validate, remote=remote)
         except (ValueError, OSError) as error:
             return CacheWriteError(result.source_name, str(error))
         return result

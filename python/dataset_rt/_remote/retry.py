@@ -92,28 +92,42 @@ def fetch_with_retries(
     """Runs `attempt(dest)` until it succeeds (True), finds nothing (False, at once)
     or fails for good: a RemoteError naming the file `name`, `shown` (its URL, query
     hidden), the attempts and the last cause. `dest` is removed after every failed attempt."""
-    attempts = policy.retries + 1
-    for number in range(1, attempts + 1):
+
+    def once() -> None:
         try:
             attempt(dest)
-            return True
-        except NotFound:
-            dest.unlink(missing_ok=True)
-            return False
-        except Refused as error:
-            dest.unlink(missing_ok=True)
-            raise RemoteError(
-                f"cannot fetch {name} from {shown}: {error} (attempt {number})"
-            ) from None
-        except Transient as error:
-            dest.unlink(missing_ok=True)
-            if number == attempts:
-                raise RemoteError(
-                    f"cannot fetch {name} from {shown}: {attempts} attempt(s) failed, "
-                    f"the last with: {error}"
-                ) from None
         except BaseException:
             dest.unlink(missing_ok=True)
             raise
+
+    try:
+        run_with_retries(f"cannot fetch {name} from {shown}", policy, once, sleep)
+    except NotFound:
+        return False
+    return True
+
+
+def run_with_retries(
+    doing: str,
+    policy: RetryPolicy,
+    attempt: Callable[[], None],
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """Runs `attempt()` until it returns, again after a backoff while it raises
+    `Transient`, up to the policy's retries. `Refused`, or `Transient` on the last
+    attempt, is a RemoteError ``"<doing>: <cause> (attempt n)"`` or ``"<doing>: n
+    attempt(s) failed, the last with: <cause>"``; anything else (`NotFound`
+    included) is raised as it is."""
+    attempts = policy.retries + 1
+    for number in range(1, attempts + 1):
+        try:
+            attempt()
+            return
+        except Refused as error:
+            raise RemoteError(f"{doing}: {error} (attempt {number})") from None
+        except Transient as error:
+            if number == attempts:
+                raise RemoteError(
+                    f"{doing}: {attempts} attempt(s) failed, the last with: {error}"
+                ) from None
         sleep(policy.backoff_s(number - 1))
-    raise AssertionError("unreachable")  # the last attempt returns or raises

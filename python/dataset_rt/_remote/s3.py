@@ -155,7 +155,7 @@ def classify(error: Any) -> Exception:
     PutObject, ...)."""
     details = error.response.get("Error", {})
     code = str(details.get("Code", ""))
-    status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
+    status = status_of(error)
     cause = f"{code or 'HTTP ' + str(status)}: {details.get('Message') or 'no message'}"
     if code == "NoSuchBucket":
         return Refused(f"no such bucket ({cause})")
@@ -166,3 +166,8 @@ def classify(error: Any) -> Exception:
     if code in _RETRIED_CODES or status in _RETRIED_STATUSES or 500 <= status <= 599:
         return Transient(f"HTTP {status} {cause}")
     return Refused(f"HTTP {status} {cause}")
+
+
+def status_of(error: Any) -> int:
+    """The HTTP status of a botocore ClientError (0 when it has none)."""
+    return int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))

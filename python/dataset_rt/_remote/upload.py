@@ -10,14 +10,13 @@ leaves no manifest. Large files go up in parts (boto3's managed transfer).
 from __future__ import annotations
 
 import enum
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dataset_rt._remote.retry import NotFound, Refused, RetryPolicy, Transient
-from dataset_rt._remote.s3 import classify, connection_failure, s3_client
+from dataset_rt._remote.retry import NotFound, Refused, RetryPolicy, Transient, run_with_retries
+from dataset_rt._remote.s3 import classify, connection_failure, s3_client, status_of
 from dataset_rt._remote.url import RemoteUrl
 from dataset_rt.errors import RemoteError
 
@@ -81,7 +80,7 @@ class S3Publisher:
         try:
             self._client().head_object(Bucket=self.base.host, Key=cache.key(MANIFEST))
         except ClientError as error:
-            if _status(error) == 404:
+            if status_of(error) == 404:
                 return False
             raise RemoteError(f"cannot look for {cache.shown(MANIFEST)}: {error}") from None
         except BotoCoreError as error:  # no credentials, a connection that failed, ...
@@ -108,22 +107,12 @@ class S3Publisher:
     def _upload(self, name: str, relative: str, file: Path) -> None:
         """Uploads one file, retried as a fetch is (`RetryPolicy`) when it fails in a
         way that may pass: a PUT of a data file can be repeated, it is not published."""
-        shown = self.cache_url(name).shown(relative)
         key = self.cache_url(name).key(relative)
-        attempts = self.policy.retries + 1
-        for number in range(1, attempts + 1):
-            try:
-                self._upload_attempt(file, key)
-                return
-            except Refused as error:
-                raise RemoteError(f"cannot upload {shown}: {error} (attempt {number})") from None
-            except Transient as error:
-                if number == attempts:
-                    raise RemoteError(
-                        f"cannot upload {shown}: {attempts} attempt(s) failed, the last "
-                        f"with: {error}"
-                    ) from None
-            time.sleep(self.policy.backoff_s(number - 1))
+        run_with_retries(
+            f"cannot upload {self.cache_url(name).shown(relative)}",
+            self.policy,
+            lambda: self._upload_attempt(file, key),
+        )
 
     def _upload_attempt(self, file: Path, key: str) -> None:
         """One managed transfer of `file`; Refused or Transient when it fails."""
@@ -158,7 +147,7 @@ class S3Publisher:
         try:
             self._client().put_object(Bucket=self.base.host, Key=key, Body=body, IfNoneMatch="*")
         except ClientError as error:
-            if _status(error) == 412:
+            if status_of(error) == 412:
                 return Published.other_writer
             raise self._error("cannot publish", name, MANIFEST, error) from None
         except BotoCoreError as error:
@@ -213,7 +202,3 @@ def _upload_failure(error: Any) -> Exception:
     """Refused or Transient for a ClientError of an upload (a 404 is a missing bucket)."""
     failure = classify(error)
     return Refused(f"not found ({error})") if isinstance(failure, NotFound) else failure
-
-
-def _status(error: Any) -> int:
-    return int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
