@@ -60,10 +60,17 @@ def puts(proxy: FaultProxy) -> list[str]:
 
 
 def write_from_sources(
-    runtime: DatasetRuntime, base: str, tmp_path: Path, folder: str = "copies", count: int = 2
+    runtime: DatasetRuntime,
+    base: str,
+    tmp_path: Path,
+    folder: str = "copies",
+    count: int = 2,
+    given: list[ListSource] | None = None,
 ) -> CacheSourcesDatasetSuccess:
+    """`from_cache_sources` of `given` (else `count` new sources) to `base`, with
+    `folder` of `tmp_path` as the local directory; asserted to succeed."""
     result = runtime.from_cache_sources(
-        sources(count),
+        sources(count) if given is None else given,
         base,
         reader_config=ORDERED,
         writer_config=SMALL_SHARDS,
@@ -115,14 +122,7 @@ def test_a_second_write_reuses_the_published_caches_without_uploading(
     before = keys(moto_server, "reused")
     uploads = len(puts(s3_proxy))
     again = sources()
-    second = runtime.from_cache_sources(
-        again,
-        base,
-        reader_config=ORDERED,
-        writer_config=SMALL_SHARDS,
-        remote=remote_config(tmp_path, "elsewhere"),
-    )
-    assert isinstance(second, CacheSourcesDatasetSuccess)
+    second = write_from_sources(runtime, base, tmp_path, "elsewhere", given=again)
     assert [r.outcome for r in second.results if isinstance(r, CacheUploadSuccess)] == [
         "reused",
         "reused",
@@ -197,14 +197,7 @@ def test_of_two_writers_of_one_name_one_publishes_and_the_other_reads_it(
     not_yet = [status(404, NO_SUCH_KEY_XML)] * 100
     s3_proxy.script_for(f"HEAD /{BUCKET}/race/part0/manifest.json", *not_yet)
     loser_source = sources(1)
-    loser = runtime.from_cache_sources(
-        loser_source,
-        base,
-        reader_config=ORDERED,
-        writer_config=SMALL_SHARDS,
-        remote=remote_config(tmp_path, "loser"),
-    )
-    assert isinstance(loser, CacheSourcesDatasetSuccess)
+    loser = write_from_sources(runtime, base, tmp_path, "loser", given=loser_source)
     assert loser_source[0].iterations == 1
     assert loser.results == [CacheUploadSuccess("part0", f"{base}/part0", "other_writer")]
     assert keys(moto_server, "race/part0")["race/part0/manifest.json"] == published
@@ -261,14 +254,7 @@ def test_a_writer_that_finds_the_name_published_while_it_uploads_stops(
     # Only the first look misses the manifest: the look before the first upload sees it.
     s3_proxy.script_for(f"HEAD /{BUCKET}/late/part0/manifest.json", status(404, NO_SUCH_KEY_XML))
     uploads = len(puts(s3_proxy))
-    loser = runtime.from_cache_sources(
-        sources(1),
-        base,
-        reader_config=ORDERED,
-        writer_config=SMALL_SHARDS,
-        remote=remote_config(tmp_path, "loser"),
-    )
-    assert isinstance(loser, CacheSourcesDatasetSuccess)
+    loser = write_from_sources(runtime, base, tmp_path, "loser", count=1)
     assert loser.results == [CacheUploadSuccess("part0", f"{base}/part0", "other_writer")]
     assert len(puts(s3_proxy)) == uploads  # not one file of the winner's overwritten
     assert keys(moto_server, "late/part0") == before
