@@ -47,12 +47,7 @@ pub fn remoteFolderName(
     url: []const u8,
     manifest_sha256: [sha256.digest_length]u8,
 ) [remote_folder_bytes]u8 {
-    const url_sha256 = sha256.hash(url);
-    var name: [remote_folder_bytes]u8 = undefined;
-    const hex = std.fmt.bytesToHex(url_sha256[0..8], .lower) ++ "-".* ++
-        std.fmt.bytesToHex(manifest_sha256[0..8], .lower);
-    @memcpy(&name, &hex);
-    return name;
+    return urlHex(url) ++ "-".* ++ std.fmt.bytesToHex(manifest_sha256[0..8], .lower);
 }
 
 /// A remote cache's manifest before its folder is known: fetched to a
@@ -61,9 +56,14 @@ pub fn remoteFolderName(
 pub const remote_manifest_bytes = 16 + "-".len + manifest_file.len;
 
 pub fn remoteManifestName(url: []const u8) [remote_manifest_bytes]u8 {
+    return urlHex(url) ++ "-".* ++ manifest_file[0..manifest_file.len].*;
+}
+
+/// The first 16 hex digits of SHA-256(url): the part of a remote cache's local
+/// names that says which URL they belong to.
+fn urlHex(url: []const u8) [16]u8 {
     const url_sha256 = sha256.hash(url);
-    const hex = std.fmt.bytesToHex(url_sha256[0..8], .lower);
-    return hex ++ "-".* ++ manifest_file[0..manifest_file.len].*;
+    return std.fmt.bytesToHex(url_sha256[0..8], .lower);
 }
 
 /// A file being fetched is written as `<name>` ++ this ++ `<pid>-<counter>`
