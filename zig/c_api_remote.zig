@@ -23,7 +23,9 @@ pub const RemoteStats = extern struct {
     shards_fetched: u64,
     shard_bytes_fetched: u64,
     refetches: u64,
-    reserved: [4]u64,
+    evicted_shards: u64,
+    evicted_bytes: u64,
+    reserved: [2]u64,
 };
 
 export fn drt_remote_create(
@@ -50,6 +52,21 @@ export fn drt_remote_destroy(remote: ?*Remote) void {
     r.release();
 }
 
+export fn drt_remote_set_budget(remote: ?*Remote, budget_bytes: u64) i32 {
+    const r = remote orelse return nullArgument("remote");
+    r.budget_bytes = if (budget_bytes == 0) null else budget_bytes;
+    return status_ok;
+}
+
+export fn drt_remote_set_max_in_flight(remote: ?*Remote, max_in_flight: u32) i32 {
+    const r = remote orelse return nullArgument("remote");
+    if (max_in_flight == 0) {
+        return failMessage(status_invalid_argument, "max_in_flight must be at least 1", .{});
+    }
+    r.max_in_flight = max_in_flight;
+    return status_ok;
+}
+
 export fn drt_remote_stats_get(remote: ?*Remote, out: ?*RemoteStats) i32 {
     const r = remote orelse return nullArgument("remote");
     const out_ptr = out orelse return nullArgument("out pointer");
@@ -60,6 +77,8 @@ export fn drt_remote_stats_get(remote: ?*Remote, out: ?*RemoteStats) i32 {
         .shards_fetched = stats.shards_fetched,
         .shard_bytes_fetched = stats.shard_bytes_fetched,
         .refetches = stats.refetches,
+        .evicted_shards = stats.evicted_shards,
+        .evicted_bytes = stats.evicted_bytes,
         .reserved = @splat(0),
     };
     return status_ok;

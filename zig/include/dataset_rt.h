@@ -737,13 +737,22 @@ int32_t drt_remote_create(drt_fetch_fn fetch, void *context, const char *local_d
 /* Releases the caller's reference; datasets opened through it keep it alive. */
 void drt_remote_destroy(drt_remote *remote);
 
+/* Bytes of shards the local folders of caches read through `remote` may hold at
+ * most (0: no limit, the default); set before opening datasets through it. */
+int32_t drt_remote_set_budget(drt_remote *remote, uint64_t budget_bytes);
+/* Shard fetches at once ahead of the stream (default 4; 0 is
+ * DRT_ERR_INVALID_ARGUMENT); set before opening datasets through it. */
+int32_t drt_remote_set_max_in_flight(drt_remote *remote, uint32_t max_in_flight);
+
 typedef struct drt_remote_stats {
     uint64_t fetched_files;       /* files the fetch function delivered (every attempt) */
     uint64_t fetched_bytes;       /* their bytes */
     uint64_t shards_fetched;      /* shards checked and put in place */
     uint64_t shard_bytes_fetched; /* their bytes */
     uint64_t refetches;           /* files fetched again after failing their check */
-    uint64_t reserved[4];         /* 0 */
+    uint64_t evicted_shards;      /* shards deleted to stay within the budget */
+    uint64_t evicted_bytes;       /* their bytes */
+    uint64_t reserved[2];         /* 0 */
 } drt_remote_stats;
 
 int32_t drt_remote_stats_get(const drt_remote *remote, drt_remote_stats *out);

@@ -11,8 +11,11 @@
 //! the file's lock file (`fetch_lock.zig`), so that one process at a time
 //! fetches it. Counts of what was fetched are kept here (`Stats`).
 //!
-//! Not yet here (issue 42): fetching ahead of the stream with several fetches
-//! in flight, and a byte budget with eviction; each plugs in around `fetchChecked`.
+//! Readers that know their coming reads register a `Future`; a fetch ahead of
+//! need says so in its `Target` (`ahead`). Not yet here (issue 42): fetching
+//! ahead with `max_in_flight` fetches at once, and the byte budget
+//! (`budget_bytes`) with eviction by next use; each plugs in around
+//! `fetchChecked`.
 const std = @import("std");
 const assert = std.debug.assert;
 const system = @import("../base/system.zig");
@@ -58,6 +61,22 @@ pub const Stats = struct {
     shard_bytes_fetched: u64 = 0,
     /// Deliveries that failed their check and were fetched again.
     refetches: u64 = 0,
+    /// Shards deleted from the local folders to stay within the budget, and their bytes.
+    evicted_shards: u64 = 0,
+    evicted_bytes: u64 = 0,
+};
+
+/// Fetches of shards at once unless told otherwise (`drt_remote_set_max_in_flight`).
+pub const default_max_in_flight: u32 = 4;
+
+/// What one reader (a read pipeline of remote caches) knows of its coming
+/// reads, registered with `Remote.addFuture` while it reads.
+pub const Future = struct {
+    context: *anyopaque,
+    /// Stream positions from the reader's current one until it next reads
+    /// shard `shard_id` of the cache whose local folder is `folder` (as in
+    /// `Target.dir_path`); null when it does not within what it looks at.
+    next_use: *const fn (context: *anyopaque, folder: []const u8, shard_id: u64) ?u64,
 };
 
 /// One file of a remote cache to fetch into its local folder.
@@ -73,6 +92,9 @@ pub const Target = struct {
     byte_len: ?u64,
     sha256: [sha256.digest_length]u8,
     shard: bool,
+    /// For a fetch ahead of need: stream positions until the shard's first
+    /// use. Null for a read that needs the file now.
+    ahead: ?u64 = null,
 };
 
 pub const Outcome = enum {
@@ -82,6 +104,9 @@ pub const Outcome = enum {
     present,
     /// The fetch function says the object does not exist.
     not_found,
+    /// Not fetched: a fetch `ahead` of need for which the budget has no room
+    /// without evicting a shard that is needed sooner.
+    no_room,
 };
 
 pub const Remote = struct {
@@ -99,6 +124,12 @@ pub const Remote = struct {
     done: std.Io.Condition = .init,
     counts: Stats = .{},
     in_flight: std.ArrayList([]u8) = .empty,
+    /// The readers that said what they read next (`addFuture`); under `mutex`.
+    futures: std.ArrayList(*const Future) = .empty,
+    /// Bytes of shards the local folders may hold at most; null: no limit.
+    budget_bytes: ?u64 = null,
+    /// Fetches of shards ahead of need at once.
+    max_in_flight: u32 = default_max_in_flight,
 
     /// A hook calling `fetch_fn` with `context`, keeping caches' folders in
     /// `local_dir` (created if missing).
@@ -140,7 +171,9 @@ pub const Remote = struct {
         assert(before > 0);
         if (before > 1) return;
         assert(remote.in_flight.items.len == 0);
+        assert(remote.futures.items.len == 0);
         remote.in_flight.deinit(remote.allocator);
+        remote.futures.deinit(remote.allocator);
         remote.allocator.free(remote.local_dir);
         remote.allocator.destroy(remote);
     }
@@ -150,6 +183,27 @@ pub const Remote = struct {
         remote.mutex.lockUncancelable(io);
         defer remote.mutex.unlock(io);
         return remote.counts;
+    }
+
+    /// Lists `future` until `removeFuture`; the caller keeps it alive until then.
+    pub fn addFuture(remote: *Remote, future: *const Future) error{OutOfMemory}!void {
+        const io = system.io();
+        remote.mutex.lockUncancelable(io);
+        defer remote.mutex.unlock(io);
+        try remote.futures.append(remote.allocator, future);
+    }
+
+    pub fn removeFuture(remote: *Remote, future: *const Future) void {
+        const io = system.io();
+        remote.mutex.lockUncancelable(io);
+        defer remote.mutex.unlock(io);
+        for (remote.futures.items, 0..) |listed, at| {
+            if (listed == future) {
+                _ = remote.futures.swapRemove(at);
+                return;
+            }
+        }
+        unreachable; // only a listed future is removed
     }
 
     fn count(remote: *Remote, comptime field: []const u8, amount: u64) void {
@@ -413,6 +467,40 @@ fn syncParent(target: Target, diagnostic: *Diagnostic) Error!void {
     };
     defer dir.close(io);
     return durable_files.syncDir(dir, parent, diagnostic);
+}
+
+fn noFetch(
+    _: ?*anyopaque,
+    _: [*]const u8,
+    _: u64,
+    _: [*]const u8,
+    _: u64,
+    _: [*]const u8,
+    _: u64,
+    _: [*]u8,
+    _: u64,
+) callconv(.c) i32 {
+    return fetch_failed;
+}
+
+fn neverUsed(_: *anyopaque, _: []const u8, _: u64) ?u64 {
+    return null;
+}
+
+test "futures are listed until removed, in any order" {
+    var diagnostic: Diagnostic = .{};
+    const remote = try Remote.create(std.testing.allocator, noFetch, null, ".", &diagnostic);
+    defer remote.release();
+    var context: u8 = 0;
+    const first: Future = .{ .context = &context, .next_use = neverUsed };
+    const second: Future = .{ .context = &context, .next_use = neverUsed };
+    try remote.addFuture(&first);
+    try remote.addFuture(&second);
+    remote.removeFuture(&first);
+    try std.testing.expectEqual(@as(usize, 1), remote.futures.items.len);
+    try std.testing.expectEqual(&second, remote.futures.items[0]);
+    remote.removeFuture(&second);
+    try std.testing.expectEqual(@as(usize, 0), remote.futures.items.len);
 }
 
 test {

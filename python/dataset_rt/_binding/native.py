@@ -298,7 +298,9 @@ class RemoteStatsStruct(Structure):
         ("shards_fetched", c_uint64),
         ("shard_bytes_fetched", c_uint64),
         ("refetches", c_uint64),
-        ("reserved", c_uint64 * 4),
+        ("evicted_shards", c_uint64),
+        ("evicted_bytes", c_uint64),
+        ("reserved", c_uint64 * 2),
     ]
 
 
@@ -478,6 +480,8 @@ _SIGNATURES: dict[str, tuple[list[Any], Any]] = {
     "drt_remote_destroy": ([_Handle], None),
     "drt_verify_create_remote": ([_Handle, c_char_p, c_uint64, _Handle, POINTER(_Handle)], c_int32),
     "drt_remote_stats_get": ([_Handle, POINTER(RemoteStatsStruct)], c_int32),
+    "drt_remote_set_budget": ([_Handle, c_uint64], c_int32),
+    "drt_remote_set_max_in_flight": ([_Handle, c_uint32], c_int32),
     "drt_dataset_open_remote": (
         [
             _Handle,
