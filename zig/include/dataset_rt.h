@@ -774,7 +774,9 @@ int32_t drt_dataset_open_remote(drt_runtime *runtime, const char *const *paths,
  * DRT_ERR_INVALID_ARGUMENT): drt_verify_run first brings every file of the cache
  * into its folder through `remote` (as drt_dataset_open_remote and reads would, each
  * checked as it is fetched; a file that cannot be fetched is a problem), then
- * scrubs the folder. Problems name files relative to the cache. */
+ * scrubs the folder; a shard whose local copy does not match the manifest is
+ * deleted and fetched again rather than reported. Problems name files relative
+ * to the cache. */
 int32_t drt_verify_create_remote(drt_runtime *runtime, const char *url, uint64_t url_len,
                                  drt_remote *remote, drt_verifier **out);
 

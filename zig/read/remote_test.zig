@@ -521,3 +521,43 @@ test "a remote scrub fetches every file, then finds what a local scrub finds" {
     try testing.expectEqual(@as(usize, 0), again.found().len);
     try testing.expectEqual(@as(u64, 3), hook.remote.stats().shards_fetched);
 }
+
+test "a remote scrub replaces a damaged local copy of a shard instead of reporting it" {
+    var written = try TestCache.write(.{});
+    defer written.deinit();
+    var source: Source = .{ .dir = written.path };
+    var hook = try Hook.init(&source);
+    defer hook.deinit();
+    const pool = try thread_pool.ThreadPool.create(testing.allocator, 1);
+    defer pool.release();
+    const first = try verify.Verifier.createRemote(testing.allocator, pool, url, hook.remote);
+    defer first.destroy();
+    try first.run();
+    try testing.expectEqual(@as(usize, 0), first.found().len);
+    const shard_count: u64 = written.shards.len;
+    try testing.expectEqual(shard_count, hook.remote.stats().shards_fetched);
+    // A byte of the local copy of shard 1 flipped, as a failing disk would.
+    const io = system.io();
+    var local = try std.Io.Dir.cwd().openDir(io, hook.local_dir, .{ .iterate = true });
+    defer local.close(io);
+    const folder = try Hook.onlyFolder(local);
+    const shard = try std.fs.path.join(testing.allocator, &.{
+        hook.local_dir, &folder, cache_layout.shards_dir, "000001.bin",
+    });
+    defer testing.allocator.free(shard);
+    const original = try std.Io.Dir.cwd().readFileAlloc(io, shard, testing.allocator, .unlimited);
+    defer testing.allocator.free(original);
+    {
+        const file = try std.Io.Dir.cwd().openFile(io, shard, .{ .mode = .read_write });
+        defer file.close(io);
+        try file.writePositionalAll(io, &.{original[original.len / 2] ^ 0x40}, original.len / 2);
+    }
+    const again = try verify.Verifier.createRemote(testing.allocator, pool, url, hook.remote);
+    defer again.destroy();
+    try again.run();
+    try testing.expectEqual(@as(usize, 0), again.found().len);
+    try testing.expectEqual(shard_count + 1, hook.remote.stats().shards_fetched);
+    const restored = try std.Io.Dir.cwd().readFileAlloc(io, shard, testing.allocator, .unlimited);
+    defer testing.allocator.free(restored);
+    try testing.expectEqualSlices(u8, original, restored);
+}

@@ -18,6 +18,7 @@ const system = @import("../base/system.zig");
 const thread_pool = @import("../base/thread_pool.zig");
 const file_status = @import("../base/file_status.zig");
 const error_words = @import("../base/error_words.zig");
+const directory_entries = @import("../base/directory_entries.zig");
 const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
 const sha256 = @import("../codec/sha256.zig");
 const cache_layout = @import("../format/cache_layout.zig");
@@ -290,6 +291,39 @@ pub const Verifier = struct {
         verifier.problems.append(verifier.allocator, problem) catch return;
     }
 
+    /// A remote cache's local copy of a shard (`where.file`, in `dir`, the
+    /// cache's folder) that does not match the manifest: deleted and fetched
+    /// again, checked as every fetch is. A problem only if that fails.
+    fn replaceCopy(verifier: *Verifier, job: *const FileJob, dir: std.Io.Dir, where: Problem) void {
+        const io = system.io();
+        const folder = verifier.folder.?;
+        var path_buffer: [std.Io.Dir.max_path_bytes]u8 = undefined;
+        const dir_path = std.fmt.bufPrint(&path_buffer, "{s}/", .{folder}) catch unreachable;
+        directory_entries.deleteFile(io, dir, dir_path, where.file) catch |err| {
+            const words = error_words.of(err);
+            return verifier.report(where, "{s} is damaged and cannot be deleted: {f}", .{
+                where.file, words,
+            });
+        };
+        var diagnostic: Diagnostic = .{};
+        const outcome = verifier.remote.?.fetchChecked(.{
+            .url = verifier.path,
+            .name = where.file,
+            .dir = dir,
+            .dir_path = folder,
+            .byte_len = job.expected_len,
+            .sha256 = job.digest,
+            .shard = true,
+        }, &diagnostic) catch {
+            return verifier.report(where, "{s} was damaged; fetching it again failed: {s}", .{
+                where.file, diagnostic.message(),
+            });
+        };
+        if (outcome == .not_found) {
+            verifier.report(where, "{s} was damaged and is no longer at the URL", .{where.file});
+        }
+    }
+
     /// Pass 2, on the cache as a reader opens it now (its manifest may
     /// differ from the one pass 1 read, if the cache changed meanwhile).
     fn checkRecords(verifier: *Verifier) Error!void {
@@ -415,26 +449,36 @@ const FileJob = struct {
                 .{ relative, error_words.of(err) },
             );
         };
-        defer file.close(io);
-        const actual_len = file_status.length(file) catch |err| {
-            return verifier.report(
-                where,
-                "cannot stat {s}: {f}",
-                .{ relative, error_words.of(err) },
-            );
+        const matched = matched: {
+            defer file.close(io);
+            const actual_len = file_status.length(file) catch |err| {
+                return verifier.report(
+                    where,
+                    "cannot stat {s}: {f}",
+                    .{ relative, error_words.of(err) },
+                );
+            };
+            const length_ok = job.checkLength(where, actual_len);
+            break :matched job.checkHash(where, file) and length_ok;
         };
-        job.checkLength(where, actual_len);
-        job.checkHash(where, file);
+        if (!matched and job.repairable()) verifier.replaceCopy(job, dir, where);
     }
 
-    /// Reports a length other than the listed one, and counts the file's
-    /// bytes as they are for progress.
-    fn checkLength(job: *const FileJob, where: Problem, actual_len: u64) void {
+    /// A remote cache's shard: a local copy that does not match the manifest
+    /// is replaced, not reported (`Verifier.replaceCopy`).
+    fn repairable(job: *const FileJob) bool {
+        return job.in_shards and job.verifier.remote != null;
+    }
+
+    /// Reports a length other than the listed one (unless `repairable`), and
+    /// counts the file's bytes as they are for progress; true if it matches.
+    fn checkLength(job: *const FileJob, where: Problem, actual_len: u64) bool {
         assert(where.file.len > 0);
         const verifier = job.verifier;
         const counted = job.expected_len orelse 0;
+        const matched = if (job.expected_len) |expected| actual_len == expected else true;
         if (job.expected_len) |expected| {
-            if (actual_len != expected) {
+            if (!matched and !job.repairable()) {
                 const phrase = if (job.in_shards) "shard length mismatch: " else "";
                 verifier.report(
                     where,
@@ -449,26 +493,30 @@ const FileJob = struct {
             const before = verifier.bytes_total.fetchSub(counted - actual_len, .monotonic);
             assert(before >= counted - actual_len); // `counted` is in the total
         }
+        return matched;
     }
 
-    /// Hashes the whole file and reports a digest other than the listed one.
-    fn checkHash(job: *const FileJob, where: Problem, file: std.Io.File) void {
+    /// Hashes the whole file and reports a digest other than the listed one
+    /// (unless `repairable`); true if it matches.
+    fn checkHash(job: *const FileJob, where: Problem, file: std.Io.File) bool {
         assert(where.file.len > 0);
         const io = system.io();
         const verifier = job.verifier;
         const buffer = std.heap.c_allocator.alloc(u8, hash_chunk_bytes) catch {
-            return verifier.report(where, "out of memory while hashing {s}", .{where.file});
+            verifier.report(where, "out of memory while hashing {s}", .{where.file});
+            return false;
         };
         defer std.heap.c_allocator.free(buffer);
         var hasher = sha256.Hasher.init();
         var offset: u64 = 0;
         while (true) {
             const read = file.readPositionalAll(io, buffer, offset) catch |err| {
-                return verifier.report(
+                verifier.report(
                     where,
                     "cannot read {s} at offset {d}: {f}",
                     .{ where.file, offset, error_words.of(err) },
                 );
+                return false;
             };
             assert(read <= buffer.len);
             hasher.update(buffer[0..read]);
@@ -476,13 +524,15 @@ const FileJob = struct {
             _ = verifier.bytes_done.fetchAdd(read, .monotonic);
             if (read < buffer.len) break;
         }
-        if (!std.mem.eql(u8, &hasher.final(), &job.digest)) {
+        const matched = std.mem.eql(u8, &hasher.final(), &job.digest);
+        if (!matched and !job.repairable()) {
             verifier.report(
                 where,
                 "checksum mismatch: {s}: SHA-256 does not match the manifest",
                 .{where.file},
             );
         }
+        return matched;
     }
 };
 
