@@ -284,6 +284,164 @@ def render_process_writers(report: Json) -> str:
     return "\n".join(lines) + "\n"
 
 
+# --------------------------------------------------------------------------- remote.py
+
+REMOTE_RUNS = ("cold", "warm", "local", "budget")
+REMOTE_RUN_LABELS = {
+    "cold": "cold",
+    "warm": "warm",
+    "local": "same copy as a local cache",
+    "budget": "budget 25 %",
+}
+
+
+def remote_cell(run: Json | None, samples: int, data_bytes: int) -> list[str]:
+    """samples/s, wall, open and fetched cells of one run of remote.py."""
+    if run is None:
+        return ["-"] * 4
+    if "skipped" in run:
+        return ["skipped", "-", "-", "-"]
+    if "failed" in run:
+        return ["failed", "-", "-", "-"]
+    fetched = run["bytes_fetched"]
+    if "timed_out_seconds" in run:
+        killed = f"killed at {run['timed_out_seconds']:g} s"
+        return [killed, "-", "-", f"{fetched / 1e6:,.1f} ({fetched / data_bytes:.2f}x) so far"]
+    wall = run["wall_seconds"]
+    if fetched >= 1e5:
+        amount = f"{fetched / 1e6:,.1f} ({fetched / data_bytes:.2f}x)"
+    else:
+        amount = f"{fetched / 1e6:,.3f}" if fetched else "0"
+    return [f"{samples / wall:,.0f}", f"{wall:,.2f}", f"{run['open_seconds']:,.2f}", amount]
+
+
+def remote_targets(name: str, order: str, result: Json, labels: dict[str, str]) -> list[str]:
+    """The three targets of one workload and order, one table row each."""
+    runs = result["runs"]
+    ours = runs["ours"]
+    rows = []
+    peers = {
+        system: run["cold"]["wall_seconds"]
+        for system, run in runs.items()
+        if system != "ours" and "wall_seconds" in run["cold"]
+    }
+    if "wall_seconds" in ours["cold"] and peers:
+        best = min(peers, key=peers.__getitem__)
+        ratio = peers[best] / ours["cold"]["wall_seconds"]
+        rows.append(
+            f"| {name} | {order} | cold first epoch ahead of the best peer | ours "
+            f"{ours['cold']['wall_seconds']:.2f} s, {labels[best]} {peers[best]:.2f} s: "
+            f"{ratio:.2f}x | {'PASS' if ratio > 1 else '**FAIL**'} |"
+        )
+    warm, local = ours.get("warm", {}), ours.get("local", {})
+    if "wall_seconds" in warm and "wall_seconds" in local:
+        ratio = local["wall_seconds"] / warm["wall_seconds"]
+        epoch = local["seconds"] / warm["seconds"]
+        rows.append(
+            f"| {name} | {order} | warm >= 0.95x of the same copy read locally | "
+            f"{ratio:.2f}x (open to last sample: {warm['wall_seconds']:.2f} s against "
+            f"{local['wall_seconds']:.2f} s); iteration alone {epoch:.2f}x | "
+            f"{'PASS' if ratio >= 0.95 else '**FAIL**'} |"
+        )
+    rows.append(remote_budget_row(name, order, ours["budget"], result["belady"]))
+    return rows
+
+
+def remote_budget_row(name: str, order: str, budget: Json, minimum: Json | None) -> str:
+    """The budget target's row: our fetched bytes over Belady's minimum."""
+    target = "budget 25 %: fetched <= 1.1x of Belady's minimum"
+    if minimum is None:
+        return f"| {name} | {order} | {target} | no minimum (no local copy) | not measured |"
+    least = f"Belady's minimum {minimum['min_bytes'] / 1e6:,.1f} MB"
+    if "skipped" in budget:
+        return (
+            f"| {name} | {order} | {target} | {least}; ours not run: the budget is "
+            f"refused (`{budget['skipped'][:60]}...`) | not measured |"
+        )
+    if "failed" in budget:
+        return f"| {name} | {order} | {target} | {least}; ours failed | **FAIL** |"
+    ratio = budget["bytes_fetched"] / minimum["min_bytes"]
+    return (
+        f"| {name} | {order} | {target} | {budget['bytes_fetched'] / 1e6:,.1f} MB against "
+        f"{least}: {ratio:.2f}x | {'PASS' if ratio <= 1.1 else '**FAIL**'} |"
+    )
+
+
+def remote_belady_lines(report: Json) -> list[str]:
+    """One line per workload and order: Belady's minimum and what each system fetched."""
+    labels: dict[str, str] = report["meta"]["labels"]
+    lines = []
+    for name, result in report["workloads"].items():
+        for order, measured in result["orders"].items():
+            minimum = measured["belady"]
+            if minimum is None:
+                continue
+            fetched = ", ".join(
+                f"{labels[system]} {runs['budget']['bytes_fetched'] / 1e6:,.1f} MB of "
+                f"{measured['data_bytes'][system] / 1e6:,.1f} MB"
+                + (" (killed unfinished)" if "timed_out_seconds" in runs["budget"] else "")
+                for system, runs in measured["runs"].items()
+                if "bytes_fetched" in runs["budget"] and "skipped" not in runs["budget"]
+            )
+            lines.append(
+                f"- {name} {order}: our stream reads {minimum['shards']} shards in "
+                f"{minimum['shard_accesses']:,} runs; with {minimum['budget_bytes'] / 1e6:,.1f} "
+                f"MB kept, Belady's policy fetches {minimum['min_shards']:,} shards, "
+                f"{minimum['min_bytes'] / 1e6:,.1f} MB. Fetched under each system's own 25 % "
+                f"budget: {fetched or 'none measured'}."
+            )
+    return lines
+
+
+def render_remote(report: Json) -> str:
+    """remote.py's tables: every system's cold, warm and budget reads from the loopback
+    S3 server, the targets, Belady's minimum and how each system was driven."""
+    meta = report["meta"]
+    labels: dict[str, str] = meta["labels"]
+    versions = meta["versions"]
+    shards = ", ".join(
+        f"{name} {result['written']['shard_bytes'] / MIB:g} MiB"
+        for name, result in report["workloads"].items()
+    )
+    lines = [
+        *run_header(meta, meta["workloads"], steal_over="processes"),
+        f"- Versions: ours {versions['ours']}, MosaicML Streaming {versions['mosaic']}, "
+        f"LitData {versions['litdata']}; server moto {versions['moto']} (boto3 "
+        f"{versions['boto3']}).",
+        f"- Shard and chunk size, every system: {shards}. Warm: {meta['warm']}. Bytes "
+        f"fetched: {meta['bytes_fetched']}.",
+        "",
+        "| workload | order | system | run | samples/s | wall (s) | open (s) "
+        "| fetched (MB, x data) |",
+        "| --- | --- | --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for name, result in report["workloads"].items():
+        samples = result["spec"]["samples"]
+        for order, measured in result["orders"].items():
+            for system, runs in measured["runs"].items():
+                data = measured["data_bytes"][system]
+                for run in REMOTE_RUNS:
+                    if run not in runs:
+                        continue
+                    cells = remote_cell(runs[run], samples, data)
+                    lines.append(
+                        f"| {name} | {order} | {labels[system]} | {REMOTE_RUN_LABELS[run]} | "
+                        + " | ".join(cells)
+                        + " |"
+                    )
+    lines += [
+        "",
+        "| workload | order | target | figures | status |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for name, result in report["workloads"].items():
+        for order, measured in result["orders"].items():
+            lines += remote_targets(name, order, measured, labels)
+    lines += ["", *remote_belady_lines(report), "", "| system | how it reads |", "| --- | --- |"]
+    lines += [f"| {labels[system]} | {how} |" for system, how in meta["settings"].items()]
+    return "\n".join(lines) + "\n"
+
+
 # --------------------------------------------------------------------------- docs
 
 RENDERERS: dict[str, Callable[[Json], str]] = {
@@ -291,6 +449,7 @@ RENDERERS: dict[str, Callable[[Json], str]] = {
     "peers": render_peers,
     "integrity": render_integrity,
     "process_writers": render_process_writers,
+    "remote": render_remote,
 }
 
 
