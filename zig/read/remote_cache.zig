@@ -82,6 +82,9 @@ pub fn prepareFolder(
         },
     };
     defer parsed.deinit();
+    if (remote.budget_bytes) |budget_bytes| {
+        try checkBudget(budget_bytes, url, parsed.manifest.shards, diagnostic);
+    }
     const folder_name = cache_layout.remoteFolderName(url, digest);
     const folder = try std.fs.path.join(allocator, &.{ remote.local_dir, &folder_name });
     errdefer allocator.free(folder);
@@ -97,6 +100,33 @@ pub fn prepareFolder(
     try fetchListedFiles(remote, url, dir, folder, parsed.manifest, diagnostic);
     try placeManifest(remote, dir, folder, text, diagnostic);
     return folder;
+}
+
+/// Refuses a budget below the cache's two largest shards (its one shard's
+/// length for a cache of one): two shards must fit, the one a read holds and
+/// the one it fetches next, or reads could wait for each other for ever.
+fn checkBudget(
+    budget_bytes: u64,
+    url: []const u8,
+    shards: []const manifest.Shard,
+    diagnostic: *Diagnostic,
+) Error!void {
+    var byte_lens: [2]u64 = .{ 0, 0 };
+    for (shards) |shard| {
+        if (shard.byte_len > byte_lens[0]) {
+            byte_lens = .{ shard.byte_len, byte_lens[0] };
+        } else if (shard.byte_len > byte_lens[1]) {
+            byte_lens[1] = shard.byte_len;
+        }
+    }
+    const needed = byte_lens[0] +| byte_lens[1];
+    if (budget_bytes >= needed) return;
+    diagnostic.set(
+        "RemoteConfig.budget_bytes={d} is below the two largest shards of {s}: " ++
+            "{d} + {d} = {d} bytes",
+        .{ budget_bytes, url, byte_lens[0], byte_lens[1], needed },
+    );
+    return error.InvalidArgument;
 }
 
 /// The bytes of the manifest of the cache at `url`, fetched into a temporary
