@@ -5,17 +5,13 @@ sees (final names and download temporaries) never exceed the budget."""
 
 from __future__ import annotations
 
-import os
 import re
-import threading
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from budget_watcher import Watcher, shard_bytes
 from conftest import ListSource
 from dataset_rt import CachedDataset, DatasetRuntime, ReaderConfig, RemoteConfig, WriterConfig
 from dataset_rt.errors import InvalidArgumentError
@@ -41,57 +37,6 @@ def budget_for(cache: Path) -> int:
     """About a quarter of the cache's shard bytes, and never below its two largest."""
     sizes = shard_sizes(cache)
     return max(sum(sizes) // 4, sizes[0] + sizes[1])
-
-
-def shard_bytes(local_dir: Path) -> int:
-    """What the budget covers as a user sees it: shard files and download
-    temporaries in every cache folder's shards directory."""
-    total = 0
-    try:
-        folders = list(os.scandir(local_dir))
-    except FileNotFoundError:
-        return 0
-    for folder in folders:
-        if not folder.is_dir():
-            continue
-        try:
-            entries = list(os.scandir(os.path.join(folder.path, "shards")))
-        except FileNotFoundError:
-            continue
-        for entry in entries:
-            if entry.name.endswith(".bin") or ".tmp-" in entry.name:
-                try:
-                    total += entry.stat().st_size
-                except FileNotFoundError:
-                    continue  # deleted between the listing and the stat
-    return total
-
-
-class Watcher:
-    """Polls `shard_bytes(local_dir)` on a thread until stopped; keeps the largest."""
-
-    def __init__(self, local_dir: Path) -> None:
-        self.local_dir = local_dir
-        self.max_bytes = 0
-        self.samples = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.max_bytes = max(self.max_bytes, shard_bytes(self.local_dir))
-            self.samples += 1
-            time.sleep(0.001)
-
-    @contextmanager
-    def running(self) -> Iterator[Watcher]:
-        self._thread.start()
-        try:
-            yield self
-        finally:
-            self._stop.set()
-            self._thread.join()
-        self.max_bytes = max(self.max_bytes, shard_bytes(self.local_dir))
 
 
 def rows(dataset: CachedDataset) -> list[tuple[Any, ...]]:
@@ -151,3 +96,24 @@ def test_a_budget_below_the_two_largest_shards_is_refused_naming_both(
     at_the_limit = RemoteConfig(local_dir=tmp_path / "copies", budget_bytes=first + second)
     dataset = runtime.cached_dataset([url], reader_config=ReaderConfig(seed=0), remote=at_the_limit)
     assert len(rows(dataset)) == SAMPLE_COUNT
+
+
+def test_four_workers_read_through_a_budget_of_the_two_largest_shards(
+    tmp_path: Path,
+    moto_server: tuple[str, int],
+    s3_proxy: FaultProxy,
+) -> None:
+    # More readers than shards that fit: each holds its shard only while it reads.
+    runtime = DatasetRuntime(num_workers=4)
+    local = write_local(runtime, tmp_path / "local", "tight")
+    url = upload(moto_server, local, "tight/cache")
+    config = ReaderConfig(seed=9)
+    expected = rows(runtime.cached_dataset([local], reader_config=config))
+    first, second = shard_sizes(local)[:2]
+    local_dir = tmp_path / "copies"
+    remote = RemoteConfig(local_dir=local_dir, budget_bytes=first + second, timeout_s=5.0)
+    dataset = runtime.cached_dataset([url], reader_config=config, remote=remote)
+    with Watcher(local_dir).running() as watcher:
+        assert rows(dataset) == expected
+    assert watcher.max_bytes <= first + second
+    assert dataset.remote_stats().shards_evicted > 0

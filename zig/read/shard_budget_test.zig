@@ -263,7 +263,6 @@ test "a fetch ahead of need gets no room rather than evict a shard needed sooner
     var reader = try Reader.init(cache);
     defer reader.deinit();
     for (0..3) |shard_id| try reader.readShard(shard_id);
-    // Shard 2, the reader's last, stays pinned by it.
     fixed.next = .{ 6, 4, 2, null, null, null, null, null, null, null };
     const calls = source.shard_calls.load(.monotonic);
     try testing.expectEqual(remote_module.Outcome.no_room, try fetchAhead(cache, 3, 6));

@@ -174,7 +174,11 @@ pub const ShardSource = struct {
                     .sha256 = if (validate_hashes) entry.sha256 else null,
                 }, diagnostic);
                 handle.expected.inode = file.inode;
-                set.adopt(handle, file.file);
+                if (remote != null and remote.?.remote.budget_bytes != null) {
+                    file.file.close(system.io());
+                } else {
+                    set.adopt(handle, file.file);
+                }
             }
             checked += 1;
             len.* = entry.byte_len;
@@ -470,14 +474,28 @@ pub const ShardSource = struct {
         }
         const handle = &source.handles[index];
         handle.expected.inode = file.inode;
-        source.set.adopt(handle, file.file);
+        if (source.evictable()) file.file.close(io) else source.set.adopt(handle, file.file);
         shards.present[index].store(true, .release);
         return true;
     }
 
+    /// Whether other processes may evict this cache's shards (a remote cache
+    /// read within a byte budget). Its files then stay open only while pinned:
+    /// an open file holds its shard's shared lock (`Set.openFileShared`), and a
+    /// process that idles with files open would keep the others from evicting
+    /// them. Readers then unpin after each read rather than hold a pin from
+    /// one read to the next.
+    pub fn evictable(source: *const ShardSource) bool {
+        const shards = source.remote orelse return false;
+        return shards.remote.budget_bytes != null;
+    }
+
     pub fn unpin(source: *const ShardSource, shard_id: u64) void {
         assert(shard_id < source.count());
-        open_shards.Set.unpin(&source.handles[@intCast(shard_id)]);
+        const handle = &source.handles[@intCast(shard_id)];
+        open_shards.Set.unpin(handle);
+        // A read that pinned it meanwhile keeps it open; its unpin closes it.
+        if (source.evictable()) _ = source.set.closeUnpinned(handle);
     }
 
     /// Says that a read planned under `ticket` (`open_shards.Set.ticket`)
@@ -498,7 +516,7 @@ pub const ShardSource = struct {
     /// ignored, and a shard the set does not hold open is left alone.
     pub fn prefetch(source: *const ShardSource, shard_id: u64, offset: u64, len: u64) void {
         assert(offset + len <= source.byteLen(shard_id));
-        if (builtin.os.tag != .linux) return;
+        if (builtin.os.tag != .linux or source.evictable()) return;
         const handle = &source.handles[@intCast(shard_id)];
         const file = source.set.tryPin(handle) orelse return;
         defer open_shards.Set.unpin(handle);
