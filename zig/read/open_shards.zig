@@ -407,10 +407,8 @@ pub const HeldWords = struct {
 
 /// Takes a shared lock on `file`, just opened at `path`, and checks that
 /// `path` still names it: false when an evicter holds it, or deleted it
-/// before this lock (then the path is gone or names a later copy). No lock
-/// on Windows: there an evicter treats a file it cannot delete as in use.
+/// before this lock (then the path is gone or names a later copy).
 fn lockStillNamed(file: std.Io.File, path: []const u8) bool {
-    if (builtin.os.tag == .windows) return true;
     const io = system.io();
     const locked = file_lock.tryLockShared(io, file) catch return false;
     if (!locked) return false;

@@ -139,7 +139,9 @@ pub const Remote = struct {
     counts: Stats = .{},
     in_flight: std.ArrayList([]u8) = .empty,
     /// The readers that said what they read next (`addFuture`); under `mutex`.
-    /// Their `next_use` is called with `mutex` held: it must not call into the Remote.
+    /// Their `next_use` is called with `mutex` held, while a fetch holds the
+    /// budget's lock (`shard_budget.zig`): it must neither call into the Remote
+    /// nor wait for a thread that does.
     futures: std.ArrayList(*const Future) = .empty,
     /// The caches open through this hook (`addResident`); under `mutex`.
     residents: std.ArrayList(*const Resident) = .empty,

@@ -26,7 +26,6 @@
 //! shard is in use, waits for one to be released.
 const std = @import("std");
 const assert = std.debug.assert;
-const builtin = @import("builtin");
 const system = @import("../base/system.zig");
 const file_lock = @import("../base/file_lock.zig");
 const file_status = @import("../base/file_status.zig");
@@ -389,22 +388,17 @@ fn evict(owner: anytype, candidate: Candidate) Eviction {
     const name = cache_layout.ShardName.of(candidate.shard_id);
     var prefix_buffer: [std.Io.Dir.max_path_bytes]u8 = undefined;
     const prefix = std.fmt.bufPrint(&prefix_buffer, "{s}/", .{shards_path}) catch return .in_use;
-    if (builtin.os.tag == .windows) {
-        directory_entries.deleteFile(io, shards, prefix, name.slice()) catch |err| {
-            return if (file_status.missing(err)) .gone else .in_use;
-        };
-    } else {
-        const file = shards.openFile(io, name.slice(), .{}) catch |err| {
-            return if (file_status.missing(err)) .gone else .in_use;
-        };
-        defer file.close(io);
-        const taken = file_lock.tryLockExclusive(io, file) catch return .in_use;
-        if (!taken) return .in_use;
-        defer file_lock.unlock(io, file);
-        directory_entries.deleteFile(io, shards, prefix, name.slice()) catch |err| {
-            return if (file_status.missing(err)) .gone else .in_use;
-        };
-    }
+    const file = shards.openFile(io, name.slice(), .{}) catch |err| {
+        return if (file_status.missing(err)) .gone else .in_use;
+    };
+    defer file.close(io);
+    const taken = file_lock.tryLockExclusive(io, file) catch return .in_use;
+    if (!taken) return .in_use;
+    defer file_lock.unlock(io, file);
+    // A file the system refuses to delete (Windows, open without sharing) is in use.
+    directory_entries.deleteFile(io, shards, prefix, name.slice()) catch |err| {
+        return if (file_status.missing(err)) .gone else .in_use;
+    };
     var ignored: Diagnostic = .{};
     durable_files.syncDir(shards, shards_path, &ignored) catch {};
     return .evicted;
