@@ -235,6 +235,7 @@ pub const Remote = struct {
         try remote.residents.append(remote.allocator, resident);
     }
 
+    /// Unlists `resident` (listed by `addResident`); its cache is closing.
     pub fn removeResident(remote: *Remote, resident: *const Resident) void {
         const io = system.io();
         remote.mutex.lockUncancelable(io);
