@@ -286,8 +286,8 @@ class RemoteConfig(BaseModel):
 
     Pass it as ``remote=`` to `DatasetRuntime.cached_dataset` and `dataset_rt.verify`,
     and to `DatasetRuntime.write_cache` and `DatasetRuntime.from_cache_sources` for an
-    ``s3://`` base (`docs/remote.md`). Not used yet: ``budget_bytes`` (a budget is refused when a
-    dataset opens) and ``max_in_flight`` (a shard is fetched when a read first needs it).
+    ``s3://`` base (`docs/remote.md`). Not used yet: ``max_in_flight`` (a shard is
+    fetched when a read first needs it).
 
     Examples:
         >>> remote = RemoteConfig(local_dir="remote-copies", budget_bytes=10 << 30, retries=3)
@@ -308,7 +308,15 @@ class RemoteConfig(BaseModel):
     directory + ``dataset-rt`` (`resolved_local_dir`)."""
 
     budget_bytes: int | None = Field(default=None, ge=1, le=_U64_MAX, strict=True)
-    """The most bytes of fetched shards kept in ``local_dir`` (>= 1); None: no limit."""
+    """The most bytes of fetched shards kept in ``local_dir`` (>= 1); None: no limit.
+
+    Counts the shard files of every cache folder in ``local_dir`` and the downloads
+    under way, never the index, metadata and manifest files. Shared by every process
+    that reads with the same ``local_dir`` (give them the same budget). A shard no
+    reader will use again is evicted first, then the one whose next use is farthest;
+    a shard being read or downloaded never is. Opening a cache refuses a budget below
+    its two largest shards. Affects reading only (`docs/remote.md`, "The byte
+    budget")."""
 
     retries: int = Field(default=5, ge=0, le=_U32_MAX, strict=True)
     """Retries of a failed download after its first attempt (>= 0), with exponential

@@ -6,6 +6,7 @@ configuration variables."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -65,6 +66,16 @@ def direct_client(host: str, port: int) -> Any:
     import boto3
 
     return boto3.client("s3", endpoint_url=f"http://{host}:{port}")
+
+
+def upload(moto_server: tuple[str, int], cache: Path, prefix: str) -> str:
+    """Puts every file of `cache` under `prefix` in the test bucket; its s3:// URL."""
+    client = direct_client(*moto_server)
+    for file in sorted(cache.rglob("*")):
+        if file.is_file():
+            key = f"{prefix}/{file.relative_to(cache).as_posix()}"
+            client.upload_file(str(file), BUCKET, key)
+    return f"s3://{BUCKET}/{prefix}"
 
 
 @pytest.fixture

@@ -24,9 +24,9 @@ from dataset_rt import (
     RemoteConfig,
     WriterConfig,
 )
-from dataset_rt.errors import InvalidArgumentError, InvalidCacheError
+from dataset_rt.errors import InvalidCacheError
 from fault_proxy import FaultProxy, StaticServer, flip
-from remote_fixtures import BUCKET, direct_client
+from remote_fixtures import BUCKET, upload
 
 SMALL_SHARDS = WriterConfig(show_progress=False, max_shard_bytes=4096)
 
@@ -35,16 +35,6 @@ def write_local(runtime: DatasetRuntime, base: Path, name: str, count: int) -> P
     samples = [(bytes([i % 251]) * (100 + i), {"i": i, "name": f"s{i}"}) for i in range(count)]
     [result] = runtime.write_cache([ListSource(name, samples)], base, writer_config=SMALL_SHARDS)
     return base / name
-
-
-def upload(moto_server: tuple[str, int], cache: Path, prefix: str) -> str:
-    """Puts every file of `cache` under `prefix` in the test bucket; its s3:// URL."""
-    client = direct_client(*moto_server)
-    for file in sorted(cache.rglob("*")):
-        if file.is_file():
-            key = f"{prefix}/{file.relative_to(cache).as_posix()}"
-            client.upload_file(str(file), BUCKET, key)
-    return f"s3://{BUCKET}/{prefix}"
 
 
 def shard_count(cache: Path) -> int:
@@ -281,14 +271,3 @@ def test_verify_fetches_a_remote_cache_and_scrubs_its_copy(
     again = dataset_rt.verify(url, remote=remote, show_progress=False)
     assert (again.ok, again.problems) == (True, [])
     assert damaged.read_bytes() == original
-
-
-def test_a_byte_budget_is_refused_until_it_is_supported(
-    runtime: DatasetRuntime, tmp_path: Path
-) -> None:
-    remote = RemoteConfig(local_dir=tmp_path, budget_bytes=1 << 30)
-    with pytest.raises(InvalidArgumentError, match="budget_bytes=1073741824"):
-        runtime.cached_dataset(
-            ["http://127.0.0.1:9/c"], reader_config=ReaderConfig(seed=0), remote=remote
-        )
-    assert list(tmp_path.iterdir()) == []

@@ -117,6 +117,17 @@ pub fn pathInode(dir: std.Io.Dir, name: []const u8) Error!std.Io.File.INode {
     return (try statAt(dir.handle, &path, 0)).inode;
 }
 
+/// The length in bytes of the file `name` in `dir`, following a symbolic link.
+pub fn pathLength(dir: std.Io.Dir, name: []const u8) Error!u64 {
+    if (!use_fstat) {
+        const stat = dir.statFile(system.io(), name, .{}) catch |err| return fromStd(err);
+        return stat.size;
+    }
+    const path = try std.posix.toPosixPath(name);
+    const size = (try statAt(dir.handle, &path, 0)).size;
+    return std.math.cast(u64, size) orelse error.Unexpected;
+}
+
 /// std's errors, as this file's (the message shows the name).
 fn fromStd(err: anyerror) Error {
     return switch (err) {

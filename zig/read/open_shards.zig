@@ -29,6 +29,7 @@ const assert = std.debug.assert;
 const builtin = @import("builtin");
 const system = @import("../base/system.zig");
 const file_status = @import("../base/file_status.zig");
+const file_lock = @import("../base/file_lock.zig");
 const error_words = @import("../base/error_words.zig");
 const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
 const cache_layout = @import("../format/cache_layout.zig");
@@ -73,6 +74,8 @@ pub const Location = struct {
     /// The shards directory (absolute where it could be resolved).
     dir: []const u8,
     shard_id: u64,
+    /// Take a shared lock on the file while it is open (`openFileShared`).
+    shared: bool = false,
 };
 
 /// What the set holds and has done, for `drt_open_shards_stats_get`.
@@ -164,7 +167,7 @@ pub const Set = struct {
             return error.OutOfMemory;
         };
         const name = cache_layout.ShardName.of(location.shard_id);
-        const file = try set.openLocked(location.dir, name.slice(), diagnostic);
+        const file = try set.openLocked(location.dir, name.slice(), location.shared, diagnostic);
         errdefer file.close(io);
         try checkSame(handle.expected, file, name.slice(), diagnostic);
         set.add(handle, file, 1);
@@ -196,13 +199,30 @@ pub const Set = struct {
     ) Error!std.Io.File {
         set.lock();
         defer set.mutex.unlock(system.io());
-        return set.openLocked(dir, name, diagnostic);
+        return set.openLocked(dir, name, false, diagnostic);
+    }
+
+    /// `openFile` for a shard of a remote cache's folder, which other processes
+    /// sharing the folder may evict (`shard_budget.zig`): the file is held
+    /// with a shared lock while it is open, which an evicter must break to
+    /// delete it. A file an evicter holds, or deleted since its name was
+    /// looked up, fails with error.InvalidCache: fetch it again.
+    pub fn openFileShared(
+        set: *Set,
+        dir: []const u8,
+        name: []const u8,
+        diagnostic: *Diagnostic,
+    ) Error!std.Io.File {
+        set.lock();
+        defer set.mutex.unlock(system.io());
+        return set.openLocked(dir, name, true, diagnostic);
     }
 
     fn openLocked(
         set: *Set,
         dir: []const u8,
         name: []const u8,
+        shared: bool,
         diagnostic: *Diagnostic,
     ) Error!std.Io.File {
         var buffer: [std.Io.Dir.max_path_bytes]u8 = undefined;
@@ -219,6 +239,11 @@ pub const Set = struct {
                 return if (file_status.missing(err)) error.InvalidCache else error.Io;
             };
             skipAccessTimes(file);
+            if (shared and !lockStillNamed(file, path)) {
+                file.close(system.io());
+                diagnostic.set("shards/{s} was evicted from the local folder", .{name});
+                return error.InvalidCache;
+            }
             return file;
         }
     }
@@ -229,6 +254,8 @@ pub const Set = struct {
         const io = system.io();
         set.lock();
         defer set.mutex.unlock(io);
+        // A read opened it meanwhile: that file is the same one.
+        if (handle.state.load(.acquire) & open_bit != 0) return file.close(io);
         const room = set.open.items.len < set.max and
             (set.open.ensureUnusedCapacity(set.allocator, 1) catch null) != null;
         if (!room) return file.close(io);
@@ -258,6 +285,18 @@ pub const Set = struct {
         set.open.items.len -= 1;
         handle.file.close(system.io());
         set.full.store(set.open.items.len >= set.max, .monotonic);
+    }
+
+    /// Closes `handle`'s file unless a read pins it, and drops it from the set:
+    /// true when its file is closed (or was not open), false when pinned.
+    pub fn closeUnpinned(set: *Set, handle: *Handle) bool {
+        set.lock();
+        defer set.mutex.unlock(system.io());
+        const state = handle.state.load(.acquire);
+        if (state & open_bit == 0) return true;
+        if (handle.state.cmpxchgStrong(open_bit, 0, .acquire, .monotonic) != null) return false;
+        set.remove(handle);
+        return true;
     }
 
     /// Closes the best unpinned file to close (`worseToKeep`); false when
@@ -365,6 +404,18 @@ pub const HeldWords = struct {
         );
     }
 };
+
+/// Takes a shared lock on `file`, just opened at `path`, and checks that
+/// `path` still names it: false when an evicter holds it, or deleted it
+/// before this lock (then the path is gone or names a later copy).
+fn lockStillNamed(file: std.Io.File, path: []const u8) bool {
+    const io = system.io();
+    const locked = file_lock.tryLockShared(io, file) catch return false;
+    if (!locked) return false;
+    const held = file_status.inode(file) catch return false;
+    const named = file_status.pathInode(std.Io.Dir.cwd(), path) catch return false;
+    return held == named;
+}
 
 fn outOfDescriptors(err: anyerror) bool {
     return err == error.ProcessFdQuotaExceeded or err == error.SystemFdQuotaExceeded;

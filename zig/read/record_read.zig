@@ -210,7 +210,8 @@ pub const Scratch = struct {
     /// read to the next while they read the same shard: a pass reads many
     /// records of one shard, and pins it once for all of them. Released when
     /// a read needs another shard, and by `deinit`, which the reader calls
-    /// before the cache closes.
+    /// before the cache closes; at once for a shard another process may
+    /// evict (`ShardSource.evictable`).
     pinned_shards: ?*const ShardSource = null,
     pinned_shard: u64 = 0,
     pinned_file: std.Io.File = undefined,
@@ -244,6 +245,8 @@ pub const Scratch = struct {
             scratch.pinned_shards = shards;
             scratch.pinned_shard = shard_id;
         }
+        // A shard another process may evict is pinned only while it is read.
+        defer if (shards.evictable()) scratch.unpinShard();
         return shards.readFrom(scratch.pinned_file, shard_id, buffer, offset, diagnostic);
     }
 

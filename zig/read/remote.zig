@@ -12,10 +12,11 @@
 //! fetches it. Counts of what was fetched are kept here (`Stats`).
 //!
 //! Readers that know their coming reads register a `Future`; a fetch ahead of
-//! need says so in its `Target` (`ahead`). Not yet here (issue 42): fetching
-//! ahead with `max_in_flight` fetches at once, and the byte budget
-//! (`budget_bytes`) with eviction by next use; each plugs in around
-//! `fetchChecked`.
+//! need says so in its `Target` (`ahead`). With a byte budget
+//! (`budget_bytes`), a shard's fetch first gets room for it in `local_dir`
+//! (`shard_budget.zig`), evicting the shards whose next use is farthest; the
+//! caches open through the hook list their shards as `Resident`s, so that an
+//! eviction closes this process's file of a shard no read holds.
 const std = @import("std");
 const assert = std.debug.assert;
 const system = @import("../base/system.zig");
@@ -28,6 +29,7 @@ const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
 const cache_layout = @import("../format/cache_layout.zig");
 const cache_files = @import("cache_files.zig");
 const fetch_lock = @import("fetch_lock.zig");
+const shard_budget = @import("shard_budget.zig");
 
 pub const Error = error{ InvalidCache, Io, OutOfMemory };
 
@@ -79,6 +81,18 @@ pub const Future = struct {
     next_use: *const fn (context: *anyopaque, folder: []const u8, shard_id: u64) ?u64,
 };
 
+/// A remote cache's shards as one cache open through the hook holds them,
+/// listed with `Remote.addResident` while it is open.
+pub const Resident = struct {
+    context: *anyopaque,
+    /// The cache's local folder (as `Target.dir_path`).
+    folder: []const u8,
+    /// Closes the process's file of shard `shard_id` and marks it absent (a
+    /// later read fetches it again), unless a read pins it: then false.
+    /// Called with the Remote's lock held.
+    release: *const fn (context: *anyopaque, shard_id: u64) bool,
+};
+
 /// One file of a remote cache to fetch into its local folder.
 pub const Target = struct {
     /// The cache's URL, as given.
@@ -125,7 +139,12 @@ pub const Remote = struct {
     counts: Stats = .{},
     in_flight: std.ArrayList([]u8) = .empty,
     /// The readers that said what they read next (`addFuture`); under `mutex`.
+    /// Their `next_use` is called with `mutex` held, while a fetch holds the
+    /// budget's lock (`shard_budget.zig`): it must neither call into the Remote
+    /// nor wait for a thread that does.
     futures: std.ArrayList(*const Future) = .empty,
+    /// The caches open through this hook (`addResident`); under `mutex`.
+    residents: std.ArrayList(*const Resident) = .empty,
     /// Bytes of shards the local folders may hold at most; null: no limit.
     budget_bytes: ?u64 = null,
     /// Fetches of shards ahead of need at once.
@@ -172,8 +191,10 @@ pub const Remote = struct {
         if (before > 1) return;
         assert(remote.in_flight.items.len == 0);
         assert(remote.futures.items.len == 0);
+        assert(remote.residents.items.len == 0);
         remote.in_flight.deinit(remote.allocator);
         remote.futures.deinit(remote.allocator);
+        remote.residents.deinit(remote.allocator);
         remote.allocator.free(remote.local_dir);
         remote.allocator.destroy(remote);
     }
@@ -206,6 +227,56 @@ pub const Remote = struct {
         unreachable; // only a listed future is removed
     }
 
+    /// Lists `resident` until `removeResident`; the caller keeps it alive until then.
+    pub fn addResident(remote: *Remote, resident: *const Resident) error{OutOfMemory}!void {
+        const io = system.io();
+        remote.mutex.lockUncancelable(io);
+        defer remote.mutex.unlock(io);
+        try remote.residents.append(remote.allocator, resident);
+    }
+
+    /// Unlists `resident` (listed by `addResident`); its cache is closing.
+    pub fn removeResident(remote: *Remote, resident: *const Resident) void {
+        const io = system.io();
+        remote.mutex.lockUncancelable(io);
+        defer remote.mutex.unlock(io);
+        for (remote.residents.items, 0..) |listed, at| {
+            if (listed == resident) {
+                _ = remote.residents.swapRemove(at);
+                return;
+            }
+        }
+        unreachable; // only a listed resident is removed
+    }
+
+    /// The soonest any registered reader reads shard `shard_id` of the cache
+    /// in `folder` again; null: none does within what it looks at.
+    pub fn nextUse(remote: *Remote, folder: []const u8, shard_id: u64) ?u64 {
+        const io = system.io();
+        remote.mutex.lockUncancelable(io);
+        defer remote.mutex.unlock(io);
+        var soonest: ?u64 = null;
+        for (remote.futures.items) |future| {
+            const next = future.next_use(future.context, folder, shard_id) orelse continue;
+            if (soonest == null or next < soonest.?) soonest = next;
+        }
+        return soonest;
+    }
+
+    /// Before shard `shard_id` of the cache in `folder` is evicted: every
+    /// cache open through this hook on that folder lets go of it; false when
+    /// a read of one of them pins it.
+    pub fn releaseResident(remote: *Remote, folder: []const u8, shard_id: u64) bool {
+        const io = system.io();
+        remote.mutex.lockUncancelable(io);
+        defer remote.mutex.unlock(io);
+        for (remote.residents.items) |resident| {
+            if (!std.mem.eql(u8, resident.folder, folder)) continue;
+            if (!resident.release(resident.context, shard_id)) return false;
+        }
+        return true;
+    }
+
     fn count(remote: *Remote, comptime field: []const u8, amount: u64) void {
         const io = system.io();
         remote.mutex.lockUncancelable(io);
@@ -231,9 +302,34 @@ pub const Remote = struct {
             .present => return .present,
             .fetch => |*lock| {
                 defer lock.release();
+                const request = remote.budgetRequest(target) orelse
+                    return remote.fetchPlaced(target, diagnostic);
+                var evicted: shard_budget.Evicted = .{};
+                const granted = shard_budget.reserve(remote, request, &evicted, diagnostic);
+                remote.count("evicted_shards", evicted.shards);
+                remote.count("evicted_bytes", evicted.bytes);
+                if (try granted == .no_room) return .no_room;
+                defer shard_budget.unreserve(request);
                 return remote.fetchPlaced(target, diagnostic);
             },
         }
+    }
+
+    /// What a shard's fetch asks of the budget; null without a budget, and
+    /// for the other files of a cache, which it does not cover.
+    fn budgetRequest(remote: *const Remote, target: Target) ?shard_budget.Request {
+        const budget_bytes = remote.budget_bytes orelse return null;
+        if (!target.shard) return null;
+        const byte_len = target.byte_len.?;
+        return .{
+            .local_dir = remote.local_dir,
+            .budget_bytes = budget_bytes,
+            .dir = target.dir,
+            .dir_path = target.dir_path,
+            .name = target.name,
+            .byte_len = byte_len,
+            .ahead = target.ahead,
+        };
     }
 
     /// Fetches `target` (whose lock the caller holds), checks it and renames it
@@ -505,4 +601,6 @@ test "futures are listed until removed, in any order" {
 
 test {
     _ = @import("remote_test.zig");
+    _ = @import("shard_budget.zig");
+    _ = @import("shard_budget_test.zig");
 }

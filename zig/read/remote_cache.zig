@@ -82,6 +82,9 @@ pub fn prepareFolder(
         },
     };
     defer parsed.deinit();
+    if (remote.budget_bytes) |budget_bytes| {
+        try checkBudget(budget_bytes, url, parsed.manifest.shards, diagnostic);
+    }
     const folder_name = cache_layout.remoteFolderName(url, digest);
     const folder = try std.fs.path.join(allocator, &.{ remote.local_dir, &folder_name });
     errdefer allocator.free(folder);
@@ -97,6 +100,42 @@ pub fn prepareFolder(
     try fetchListedFiles(remote, url, dir, folder, parsed.manifest, diagnostic);
     try placeManifest(remote, dir, folder, text, diagnostic);
     return folder;
+}
+
+/// Refuses a budget below the cache's two largest shards (its one shard's
+/// length for a cache of one): two shards must fit, the one a read holds and
+/// the one it fetches next, or reads could wait for each other for ever.
+fn checkBudget(
+    budget_bytes: u64,
+    url: []const u8,
+    shards: []const manifest.Shard,
+    diagnostic: *Diagnostic,
+) Error!void {
+    const byte_lens = twoLargest(shards);
+    const needed = byte_lens[0] +| byte_lens[1];
+    if (budget_bytes >= needed) return;
+    diagnostic.set(
+        "RemoteConfig.budget_bytes={d} is below the two largest shards of {s}: " ++
+            "{d} + {d} = {d} bytes",
+        .{ budget_bytes, url, byte_lens[0], byte_lens[1], needed },
+    );
+    return error.InvalidArgument;
+}
+
+/// The byte lengths of the two largest of `shards`, largest first (0 for a missing second).
+fn twoLargest(shards: []const manifest.Shard) [2]u64 {
+    var byte_lens: [2]u64 = .{ 0, 0 };
+    for (shards) |shard| {
+        if (shard.byte_len > byte_lens[0]) {
+            // Not an array literal: its elements would be stored one by one, over their source.
+            byte_lens[1] = byte_lens[0];
+            byte_lens[0] = shard.byte_len;
+        } else if (shard.byte_len > byte_lens[1]) {
+            byte_lens[1] = shard.byte_len;
+        }
+    }
+    assert(byte_lens[0] >= byte_lens[1]);
+    return byte_lens;
 }
 
 /// The bytes of the manifest of the cache at `url`, fetched into a temporary
@@ -246,6 +285,15 @@ fn placeManifest(
         return error.Io;
     };
     try durable_files.syncDir(dir, folder, diagnostic);
+}
+
+test "the two largest shards, in any order" {
+    var shards: [4]manifest.Shard = undefined;
+    for (&shards, [_]u64{ 3, 9, 7, 1 }) |*shard, len| shard.byte_len = len;
+    try std.testing.expectEqual([2]u64{ 9, 7 }, twoLargest(&shards));
+    try std.testing.expectEqual([2]u64{ 9, 0 }, twoLargest(shards[1..2]));
+    shards[0].byte_len = 9;
+    try std.testing.expectEqual([2]u64{ 9, 9 }, twoLargest(&shards));
 }
 
 test {

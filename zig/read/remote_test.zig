@@ -1,6 +1,7 @@
 //! Tests of remote.zig and remote_cache.zig: a cache read through a fetch hook
 //! that copies from a local folder standing for object storage, in every way
-//! the hook can answer (the file, not found, a failure, corrupt bytes).
+//! the hook can answer (the file, not found, a failure, corrupt bytes). The
+//! hook and the reads are shared with shard_budget_test.zig.
 const std = @import("std");
 const testing = std.testing;
 const system = @import("../base/system.zig");
@@ -16,13 +17,13 @@ const remote_cache = @import("remote_cache.zig");
 const verify = @import("verify.zig");
 const thread_pool = @import("../base/thread_pool.zig");
 
-const url = "s3://bucket/caches/train-00";
+pub const url = "s3://bucket/caches/train-00";
 
 /// How the test hook answers for shards (other files are always copied).
-const Mode = enum { copy, not_found, fail, corrupt_once, corrupt_always };
+pub const Mode = enum { copy, not_found, fail, corrupt_once, corrupt_always };
 
 /// The test hook's context: the folder it copies from, and how it answers.
-const Source = struct {
+pub const Source = struct {
     dir: []const u8,
     mode: Mode = .copy,
     corrupted: std.atomic.Value(u32) = .init(0),
@@ -32,7 +33,7 @@ const Source = struct {
     shard_delay_ms: u32 = 0,
 };
 
-fn copyFetch(
+pub fn copyFetch(
     context: ?*anyopaque,
     url_ptr: [*]const u8,
     url_len: u64,
@@ -86,12 +87,12 @@ fn copy(dir: []const u8, name: []const u8, dest: []const u8, corrupt: bool) !voi
 }
 
 /// A hook over `source` with a fresh local_dir.
-const Hook = struct {
+pub const Hook = struct {
     tmp: std.testing.TmpDir,
     local_dir: []u8,
     remote: *Remote,
 
-    fn init(source: *Source) !Hook {
+    pub fn init(source: *Source) !Hook {
         const io = system.io();
         var tmp = std.testing.tmpDir(.{});
         errdefer tmp.cleanup();
@@ -105,13 +106,13 @@ const Hook = struct {
         return .{ .tmp = tmp, .local_dir = local_dir, .remote = remote };
     }
 
-    fn deinit(hook: *Hook) void {
+    pub fn deinit(hook: *Hook) void {
         hook.remote.release();
         testing.allocator.free(hook.local_dir);
         hook.tmp.cleanup();
     }
 
-    fn open(hook: *Hook, diagnostic: *Diagnostic) !*Cache {
+    pub fn open(hook: *Hook, diagnostic: *Diagnostic) !*Cache {
         return remote_cache.open(testing.allocator, url, false, hook.remote, diagnostic);
     }
 
@@ -171,12 +172,12 @@ const Hook = struct {
 };
 
 /// Every sample of `cache` read in order: the payloads and the metadata JSON, joined.
-const Read = struct {
+pub const Read = struct {
     allocator: std.mem.Allocator,
     payload: std.ArrayList(u8) = .empty,
     metadata_json: std.ArrayList(u8) = .empty,
 
-    fn all(cache: *const Cache, diagnostic: *Diagnostic) !Read {
+    pub fn all(cache: *const Cache, diagnostic: *Diagnostic) !Read {
         return allWith(testing.allocator, cache, diagnostic);
     }
 
@@ -207,25 +208,25 @@ const Read = struct {
         return read;
     }
 
-    fn deinit(read: *Read) void {
+    pub fn deinit(read: *Read) void {
         read.payload.deinit(read.allocator);
         read.metadata_json.deinit(read.allocator);
     }
 
-    fn expectSame(read: *const Read, other: *const Read) !void {
+    pub fn expectSame(read: *const Read, other: *const Read) !void {
         try testing.expectEqualSlices(u8, other.payload.items, read.payload.items);
         try testing.expectEqualStrings(other.metadata_json.items, read.metadata_json.items);
     }
 };
 
-fn localRead(written: *const TestCache) !Read {
+pub fn localRead(written: *const TestCache) !Read {
     var diagnostic: Diagnostic = .{};
     const cache = try Cache.open(testing.allocator, written.path, false, &diagnostic);
     defer cache.close();
     return Read.all(cache, &diagnostic);
 }
 
-fn expectContains(message: []const u8, phrase: []const u8) !void {
+pub fn expectContains(message: []const u8, phrase: []const u8) !void {
     if (std.mem.indexOf(u8, message, phrase) != null) return;
     std.debug.print("message: {s}\nexpected to contain: {s}\n", .{ message, phrase });
     return error.TestUnexpectedMessage;

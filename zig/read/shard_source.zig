@@ -14,7 +14,9 @@
 //! shards at open: the first read that needs one fetches it through the fetch
 //! hook (`remote.zig`: checked against its SHA-256, then renamed into place)
 //! and then opens it as any other. A shard already in the folder is checked
-//! as a local cache's is.
+//! as a local cache's is. Such a cache's shards may be evicted to keep the
+//! byte budget (`shard_budget.zig`): its `Resident` lets the evicter close
+//! a file no read pins, and a read that finds its shard gone fetches it again.
 const std = @import("std");
 const assert = std.debug.assert;
 const builtin = @import("builtin");
@@ -45,7 +47,12 @@ const RemoteShards = struct {
     /// Per shard: its file is in the folder and its handle knows its identity.
     present: []std.atomic.Value(bool),
     sha256s: [][sha256.digest_length]u8,
-    /// Orders marking a fetched shard present.
+    /// The shard source's handles and set, which an eviction closes files of.
+    handles: []open_shards.Handle,
+    set: *open_shards.Set,
+    /// Listed with `remote` while the cache is open (`ShardSource.open` to `close`).
+    resident: remote_module.Resident = undefined,
+    /// Orders marking a shard present or absent.
     mutex: std.Io.Mutex = .init,
 
     fn create(
@@ -53,6 +60,8 @@ const RemoteShards = struct {
         origin: Origin,
         cache_path: []const u8,
         listed: []const manifest.Shard,
+        handles: []open_shards.Handle,
+        set: *open_shards.Set,
     ) error{OutOfMemory}!*RemoteShards {
         const shards = try allocator.create(RemoteShards);
         errdefer allocator.destroy(shards);
@@ -74,8 +83,24 @@ const RemoteShards = struct {
             .folder = folder,
             .present = present,
             .sha256s = sha256s,
+            .handles = handles,
+            .set = set,
         };
+        shards.resident = .{ .context = shards, .folder = shards.folder, .release = release };
         return shards;
+    }
+
+    /// `Resident.release`: lets go of shard `shard_id` unless a read pins it.
+    fn release(context: *anyopaque, shard_id: u64) bool {
+        const shards: *RemoteShards = @ptrCast(@alignCast(context));
+        assert(shard_id < shards.present.len);
+        const index: usize = @intCast(shard_id);
+        const io = system.io();
+        shards.mutex.lockUncancelable(io);
+        defer shards.mutex.unlock(io);
+        if (!shards.set.closeUnpinned(&shards.handles[index])) return false;
+        shards.present[index].store(false, .release);
+        return true;
     }
 
     fn destroy(shards: *RemoteShards, allocator: std.mem.Allocator) void {
@@ -130,7 +155,7 @@ pub const ShardSource = struct {
         const dir_path = try shardsPath(allocator, cache_dir, cache_path, diagnostic);
         errdefer allocator.free(dir_path);
         const remote: ?*RemoteShards = if (origin) |from|
-            try RemoteShards.create(allocator, from, cache_path, listed)
+            try RemoteShards.create(allocator, from, cache_path, listed, handles, set)
         else
             null;
         errdefer if (remote) |shards| shards.destroy(allocator);
@@ -143,13 +168,17 @@ pub const ShardSource = struct {
             if (remote != null and !present(dir_path, entry.name)) {
                 remote.?.present[index] = .init(false);
             } else {
-                const file = try checkShard(set, dir_path, .{
+                const file = try checkShard(set, dir_path, remote != null, .{
                     .name = entry.name,
                     .byte_len = entry.byte_len,
                     .sha256 = if (validate_hashes) entry.sha256 else null,
                 }, diagnostic);
                 handle.expected.inode = file.inode;
-                set.adopt(handle, file.file);
+                if (remote != null and remote.?.remote.budget_bytes != null) {
+                    file.file.close(system.io());
+                } else {
+                    set.adopt(handle, file.file);
+                }
             }
             checked += 1;
             len.* = entry.byte_len;
@@ -159,6 +188,7 @@ pub const ShardSource = struct {
             };
         }
         assert(checked == listed.len);
+        if (remote) |shards| try shards.remote.addResident(&shards.resident);
         return .{
             .allocator = allocator,
             .byte_lens = byte_lens,
@@ -217,15 +247,20 @@ pub const ShardSource = struct {
     };
 
     /// Opens one listed shard and checks it against its entry.
+    /// A remote cache's shard (`shared`) is held with a shared lock while open.
     fn checkShard(
         set: *open_shards.Set,
         dir_path: []const u8,
+        shared: bool,
         entry: Listed,
         diagnostic: *Diagnostic,
     ) Error!CheckedShard {
         assert(entry.name.len > 0 and entry.name.len <= cache_layout.shard_name_bytes_max);
         const io = system.io();
-        const shard_file = try set.openFile(dir_path, entry.name, diagnostic);
+        const shard_file = if (shared)
+            try set.openFileShared(dir_path, entry.name, diagnostic)
+        else
+            try set.openFile(dir_path, entry.name, diagnostic);
         errdefer shard_file.close(io);
         const actual = file_status.identity(shard_file) catch |err| {
             diagnostic.set(
@@ -256,6 +291,7 @@ pub const ShardSource = struct {
     pub fn close(source: *ShardSource) void {
         assert(source.handles.len == source.byte_lens.len);
         assert(source.compressions.len == source.byte_lens.len);
+        if (source.remote) |shards| shards.remote.removeResident(&shards.resident);
         for (source.handles) |*handle| source.set.forget(handle);
         if (source.remote) |shards| shards.destroy(source.allocator);
         source.allocator.free(source.handles);
@@ -339,25 +375,63 @@ pub const ShardSource = struct {
         diagnostic: *Diagnostic,
     ) Error!std.Io.File {
         assert(shard_id < source.count());
-        if (source.remote) |shards| {
-            if (!shards.present[@intCast(shard_id)].load(.acquire)) {
-                try source.fetch(shards, shard_id, diagnostic);
+        const handle = &source.handles[@intCast(shard_id)];
+        const shards = source.remote orelse {
+            const location: open_shards.Location = .{
+                .dir = source.dir_path,
+                .shard_id = shard_id,
+            };
+            return source.set.pin(handle, location, diagnostic);
+        };
+        return source.pinRemote(shards, shard_id, diagnostic);
+    }
+
+    /// Fetches and opens again a shard evicted between its fetch (or its
+    /// last open) and this one, at most this many times.
+    const remote_attempts_max = 8;
+
+    /// `pin` for a remote cache's shard: fetched if absent, and fetched again
+    /// if it was evicted (or replaced by a later fetch) before it could be opened.
+    fn pinRemote(
+        source: *const ShardSource,
+        shards: *RemoteShards,
+        shard_id: u64,
+        diagnostic: *Diagnostic,
+    ) Error!std.Io.File {
+        const index: usize = @intCast(shard_id);
+        const handle = &source.handles[index];
+        const location: open_shards.Location = .{
+            .dir = source.dir_path,
+            .shard_id = shard_id,
+            .shared = true,
+        };
+        for (0..remote_attempts_max) |attempt| {
+            const last = attempt + 1 == remote_attempts_max;
+            if (!shards.present[index].load(.acquire)) {
+                const placed = try source.fetch(shards, shard_id, diagnostic);
+                if (!placed and !last) continue;
+                if (!placed) return error.InvalidCache;
+            }
+            if (source.set.pin(handle, location, diagnostic)) |file| {
+                return file;
+            } else |err| {
+                if (err != error.InvalidCache or last) return err;
+                shards.present[index].store(false, .release);
             }
         }
-        const handle = &source.handles[@intCast(shard_id)];
-        const location: open_shards.Location = .{ .dir = source.dir_path, .shard_id = shard_id };
-        return source.set.pin(handle, location, diagnostic);
+        unreachable;
     }
 
     /// Brings remote shard `shard_id` into the folder (`Remote.fetchChecked`:
     /// one fetch of it at a time in the process, checked against its SHA-256
-    /// before it takes its name), then notes its identity as `open` would.
+    /// before it takes its name), then notes its identity as `open` would:
+    /// false when it was evicted again before it could be opened.
     fn fetch(
         source: *const ShardSource,
         shards: *RemoteShards,
         shard_id: u64,
         diagnostic: *Diagnostic,
-    ) Error!void {
+    ) Error!bool {
         const index: usize = @intCast(shard_id);
         const io = system.io();
         const name = cache_layout.ShardName.of(shard_id);
@@ -386,20 +460,42 @@ pub const ShardSource = struct {
             diagnostic.set("{s}: not found (the manifest lists it)", .{relative});
             return error.InvalidCache;
         }
+        if (outcome == .no_room) unreachable; // only a fetch ahead of need gets no room
         const listed: Listed = .{ .name = name.slice(), .byte_len = source.byte_lens[index] };
-        const file = try checkShard(source.set, source.dir_path, listed, diagnostic);
+        const file = checkShard(source.set, source.dir_path, true, listed, diagnostic) catch |err| {
+            if (err == error.InvalidCache) return false;
+            return err;
+        };
         shards.mutex.lockUncancelable(io);
         defer shards.mutex.unlock(io);
-        if (shards.present[index].load(.monotonic)) return file.file.close(io);
+        if (shards.present[index].load(.monotonic)) {
+            file.file.close(io);
+            return true;
+        }
         const handle = &source.handles[index];
         handle.expected.inode = file.inode;
-        source.set.adopt(handle, file.file);
+        if (source.evictable()) file.file.close(io) else source.set.adopt(handle, file.file);
         shards.present[index].store(true, .release);
+        return true;
+    }
+
+    /// Whether other processes may evict this cache's shards (a remote cache
+    /// read within a byte budget). Its files then stay open only while pinned:
+    /// an open file holds its shard's shared lock (`Set.openFileShared`), and a
+    /// process that idles with files open would keep the others from evicting
+    /// them. Readers then unpin after each read rather than hold a pin from
+    /// one read to the next.
+    pub fn evictable(source: *const ShardSource) bool {
+        const shards = source.remote orelse return false;
+        return shards.remote.budget_bytes != null;
     }
 
     pub fn unpin(source: *const ShardSource, shard_id: u64) void {
         assert(shard_id < source.count());
-        open_shards.Set.unpin(&source.handles[@intCast(shard_id)]);
+        const handle = &source.handles[@intCast(shard_id)];
+        open_shards.Set.unpin(handle);
+        // A read that pinned it meanwhile keeps it open; its unpin closes it.
+        if (source.evictable()) _ = source.set.closeUnpinned(handle);
     }
 
     /// Says that a read planned under `ticket` (`open_shards.Set.ticket`)
@@ -420,7 +516,7 @@ pub const ShardSource = struct {
     /// ignored, and a shard the set does not hold open is left alone.
     pub fn prefetch(source: *const ShardSource, shard_id: u64, offset: u64, len: u64) void {
         assert(offset + len <= source.byteLen(shard_id));
-        if (builtin.os.tag != .linux) return;
+        if (builtin.os.tag != .linux or source.evictable()) return;
         const handle = &source.handles[@intCast(shard_id)];
         const file = source.set.tryPin(handle) orelse return;
         defer open_shards.Set.unpin(handle);

@@ -218,6 +218,7 @@ pub const Verifier = struct {
         const folder = verifier.folder.?;
         var parsed = verifier.readManifest() orelse return false;
         defer parsed.deinit();
+        if (!verifier.fitsBudget(parsed.manifest.shards)) return false;
         const io = system.io();
         var dir = std.Io.Dir.cwd().openDir(io, folder, .{}) catch return true;
         defer dir.close(io);
@@ -244,6 +245,22 @@ pub const Verifier = struct {
             }
         }
         return true;
+    }
+
+    /// A scrub holds every shard in the folder at once: false (and a
+    /// problem) when they do not fit in the remote's byte budget.
+    fn fitsBudget(verifier: *Verifier, shards: []const manifest.Shard) bool {
+        const budget_bytes = verifier.remote.?.budget_bytes orelse return true;
+        var total: u64 = 0;
+        for (shards) |shard| total +|= shard.byte_len;
+        if (total <= budget_bytes) return true;
+        verifier.report(
+            .{ .file = "", .message = "" },
+            "verify holds every shard in local_dir at once: {d} bytes, above " ++
+                "RemoteConfig.budget_bytes={d}; verify with a larger budget or none",
+            .{ total, budget_bytes },
+        );
+        return false;
     }
 
     fn readManifest(verifier: *Verifier) ?manifest.Parsed {

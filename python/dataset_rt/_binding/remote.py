@@ -16,7 +16,6 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from dataset_rt import errors
 from dataset_rt._binding import native as _native
 from dataset_rt._config import RemoteConfig
 from dataset_rt._remote import RetryPolicy, Transport, transport_for
@@ -34,11 +33,16 @@ class RemoteStats:
         shard_bytes_fetched: their bytes.
         refetches: shards downloaded again because the first copy did not match
             its SHA-256.
+        shards_evicted: shards this process deleted from ``local_dir`` to stay within
+            ``RemoteConfig.budget_bytes``. Close to ``shards_fetched`` on a long read
+            means the budget thrashes: most shards are fetched again each time they
+            are read.
+        shard_bytes_evicted: their bytes.
 
     Examples:
         >>> stats = dataset.remote_stats()
-        >>> (stats.files_fetched, stats.refetches)
-        (0, 0)
+        >>> (stats.files_fetched, stats.refetches, stats.shards_evicted)
+        (0, 0, 0)
     """
 
     files_fetched: int
@@ -46,18 +50,14 @@ class RemoteStats:
     shards_fetched: int
     shard_bytes_fetched: int
     refetches: int
+    shards_evicted: int = 0
+    shard_bytes_evicted: int = 0
 
 
 class RemoteHandle:
     """Owns a native remote (``drt_remote``) and the fetch function it calls."""
 
     def __init__(self, config: RemoteConfig) -> None:
-        if config.budget_bytes is not None:
-            raise errors.InvalidArgumentError(
-                f"RemoteConfig.budget_bytes={config.budget_bytes}: a byte budget for "
-                "remote caches is not supported yet; leave it None (no limit) and give "
-                "local_dir room for the whole cache"
-            )
         self.config = config
         self._policy = RetryPolicy.from_config(config)
         self._transports: dict[str, Transport] = {}
@@ -74,6 +74,8 @@ class RemoteHandle:
             )
         )
         self.value = handle
+        if config.budget_bytes is not None:
+            _native.check(_native.lib.drt_remote_set_budget(handle, config.budget_bytes))
 
     def transport(self, url: str) -> Transport:
         """The transport of the cache at `url`, made on first use."""
@@ -118,6 +120,8 @@ class RemoteHandle:
             shards_fetched=out.shards_fetched,
             shard_bytes_fetched=out.shard_bytes_fetched,
             refetches=out.refetches,
+            shards_evicted=out.evicted_shards,
+            shard_bytes_evicted=out.evicted_bytes,
         )
 
     def __del__(self) -> None:
