@@ -85,6 +85,32 @@ def test_a_cache_in_s3_reads_exactly_as_its_local_copy(
     )
 
 
+def test_a_local_copy_damaged_on_disk_is_fetched_again_by_the_read_that_finds_it(
+    runtime: DatasetRuntime,
+    tmp_path: Path,
+    moto_server: tuple[str, int],
+    s3_proxy: FaultProxy,
+) -> None:
+    local = write_local(runtime, tmp_path / "local", "flip", 200)
+    url = upload(moto_server, local, "damaged/flip")
+    remote = remote_config(tmp_path)
+    config = ReaderConfig(seed=2, shuffle=False)
+    expected = rows(runtime.cached_dataset([local], reader_config=config))
+    assert rows(runtime.cached_dataset([url], reader_config=config, remote=remote)) == expected
+    # One byte of every local copy flipped, inside a record, as a failing disk would.
+    copies = sorted((tmp_path / "copies").rglob("shards/*.bin"))
+    for copy in copies:
+        data = bytearray(copy.read_bytes())
+        data[len(data) // 2] ^= 0x40
+        copy.write_bytes(bytes(data))
+    dataset = runtime.cached_dataset([url], reader_config=config, remote=remote)
+    assert rows(dataset) == expected
+    assert dataset.remote_stats().shards_fetched == len(copies)
+    assert [copy.read_bytes() for copy in copies] == [
+        (local / "shards" / copy.name).read_bytes() for copy in copies
+    ]
+
+
 def test_local_and_remote_caches_mix_in_one_dataset(
     runtime: DatasetRuntime,
     tmp_path: Path,

@@ -534,7 +534,17 @@ pub const Cache = struct {
     ) Error!?PayloadLocation {
         assert(request.sample_id < cache.sampleCount());
         errdefer cache.prefixSampleDiagnostic(request.sample_id, diagnostic);
-        const deferred = try record_read.read(&cache.records, request, scratch, output, diagnostic);
+        const records = &cache.records;
+        const deferred = record_read.read(records, request, scratch, output, diagnostic) catch |err|
+            again: {
+                // A remote cache's local copy damaged since its fetch: fetched again, read again.
+                if (err != error.InvalidCache) return err;
+                const shard_id = cache.shardOf(request.sample_id) orelse return err;
+                scratch.forgetShard();
+                if (!cache.shards.replaceDamaged(shard_id)) return err;
+                diagnostic.* = .{};
+                break :again try record_read.read(records, request, scratch, output, diagnostic);
+            };
         if (deferred) |location| {
             assert(location.offset + location.len <= cache.shards.byteLen(location.shard_id));
         }

@@ -222,6 +222,14 @@ pub const Scratch = struct {
         scratch.values.deinit(allocator);
     }
 
+    /// Lets go of the shard file the scratch holds pinned between reads and of
+    /// the records it read ahead: the next read reads its shard anew.
+    pub fn forgetShard(scratch: *Scratch) void {
+        scratch.unpinShard();
+        scratch.run_records = null;
+        scratch.run.clearRetainingCapacity();
+    }
+
     fn unpinShard(scratch: *Scratch) void {
         const shards = scratch.pinned_shards orelse return;
         shards.unpin(scratch.pinned_shard);

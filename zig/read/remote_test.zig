@@ -562,3 +562,40 @@ test "a remote scrub replaces a damaged local copy of a shard instead of reporti
     defer testing.allocator.free(restored);
     try testing.expectEqualSlices(u8, original, restored);
 }
+
+test "a read that finds a shard's local copy damaged deletes it, fetches it again, reads on" {
+    var written = try TestCache.write(.{});
+    defer written.deinit();
+    var expected = try localRead(&written);
+    defer expected.deinit();
+    var source: Source = .{ .dir = written.path };
+    var hook = try Hook.init(&source);
+    defer hook.deinit();
+    var diagnostic: Diagnostic = .{};
+    const cache = try hook.open(&diagnostic);
+    defer cache.close();
+    var first = try Read.all(cache, &diagnostic);
+    defer first.deinit();
+    const shard_count: u64 = written.shards.len;
+    try testing.expectEqual(shard_count, hook.remote.stats().shards_fetched);
+    // A byte in the middle of shard 1's local copy flipped, as a failing disk would.
+    const io = system.io();
+    const shard = try std.fs.path.join(testing.allocator, &.{
+        cache.shards.dir_path, "000001.bin",
+    });
+    defer testing.allocator.free(shard);
+    const original = try std.Io.Dir.cwd().readFileAlloc(io, shard, testing.allocator, .unlimited);
+    defer testing.allocator.free(original);
+    {
+        const file = try std.Io.Dir.cwd().openFile(io, shard, .{ .mode = .read_write });
+        defer file.close(io);
+        try file.writePositionalAll(io, &.{original[original.len / 2] ^ 0x40}, original.len / 2);
+    }
+    var again = try Read.all(cache, &diagnostic);
+    defer again.deinit();
+    try again.expectSame(&expected);
+    try testing.expectEqual(shard_count + 1, hook.remote.stats().shards_fetched);
+    const restored = try std.Io.Dir.cwd().readFileAlloc(io, shard, testing.allocator, .unlimited);
+    defer testing.allocator.free(restored);
+    try testing.expectEqualSlices(u8, original, restored);
+}

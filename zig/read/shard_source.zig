@@ -27,6 +27,7 @@ const shard_record = @import("../format/shard_record.zig");
 const file_status = @import("../base/file_status.zig");
 const positional_read = @import("../base/positional_read.zig");
 const error_words = @import("../base/error_words.zig");
+const directory_entries = @import("../base/directory_entries.zig");
 const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
 const cache_files = @import("cache_files.zig");
 const open_shards = @import("open_shards.zig");
@@ -496,6 +497,50 @@ pub const ShardSource = struct {
         open_shards.Set.unpin(handle);
         // A read that pinned it meanwhile keeps it open; its unpin closes it.
         if (source.evictable()) _ = source.set.closeUnpinned(handle);
+    }
+
+    /// How long `replaceDamaged` waits for other reads to let go of a shard.
+    const release_wait_ms_max = 1000;
+
+    /// A remote cache's shard `shard_id` whose local copy no longer matches
+    /// its SHA-256 (damaged on disk since it was fetched and checked): let go
+    /// of and deleted, so that the next read fetches it again; true then, and
+    /// when another read deleted it first. False for a local cache, a copy
+    /// that matches (the record itself is bad) or cannot be checked, and a
+    /// file another read of this process pins for longer than a second.
+    pub fn replaceDamaged(source: *const ShardSource, shard_id: u64) bool {
+        assert(shard_id < source.count());
+        const shards = source.remote orelse return false;
+        const index: usize = @intCast(shard_id);
+        const name = cache_layout.ShardName.of(shard_id);
+        const io = system.io();
+        var dir = std.Io.Dir.cwd().openDir(io, source.dir_path, .{}) catch return false;
+        defer dir.close(io);
+        const matches = matches: {
+            const file = dir.openFile(io, name.slice(), .{}) catch |err| {
+                if (!file_status.missing(err)) return false;
+                break :matches false; // deleted by another read's repair
+            };
+            defer file.close(io);
+            var diagnostic: Diagnostic = .{};
+            const digest = cache_files.fileHash(file, name.slice(), &diagnostic) catch
+                return false;
+            break :matches std.mem.eql(u8, &digest, &shards.sha256s[index]);
+        };
+        if (matches) return false;
+        // Other reads of the shard let go of it within a chunk's read; a
+        // payload handed out in place may hold it longer: then give up.
+        var waited_ms: u32 = 0;
+        while (!RemoteShards.release(shards, shard_id)) : (waited_ms += 1) {
+            if (waited_ms >= release_wait_ms_max) return false;
+            io.sleep(.fromMilliseconds(1), .awake) catch {};
+        }
+        var buffer: [std.Io.Dir.max_path_bytes]u8 = undefined;
+        const dir_path = std.fmt.bufPrint(&buffer, "{s}/", .{source.dir_path}) catch return false;
+        directory_entries.deleteFile(io, dir, dir_path, name.slice()) catch |err| {
+            return file_status.missing(err);
+        };
+        return true;
     }
 
     /// Says that a read planned under `ticket` (`open_shards.Set.ticket`)
