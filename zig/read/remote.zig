@@ -12,10 +12,10 @@
 //! fetches it. Counts of what was fetched are kept here (`Stats`).
 //!
 //! Readers that know their coming reads register a `Future`; a fetch ahead of
-//! need says so in its `Target` (`ahead`). Not yet here (issue 42): fetching
-//! ahead with `max_in_flight` fetches at once, and the byte budget
-//! (`budget_bytes`) with eviction by next use; each plugs in around
-//! `fetchChecked`.
+//! need says so in its `Target` (`ahead`); `fetch_ahead.zig` starts those,
+//! and `slots` caps the shard downloads at `max_in_flight`. Not yet here
+//! (issue 42): the byte budget (`budget_bytes`) with eviction by next use,
+//! which plugs in around `fetchChecked`.
 const std = @import("std");
 const assert = std.debug.assert;
 const system = @import("../base/system.zig");
@@ -28,6 +28,7 @@ const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
 const cache_layout = @import("../format/cache_layout.zig");
 const cache_files = @import("cache_files.zig");
 const fetch_lock = @import("fetch_lock.zig");
+const fetch_slots = @import("fetch_slots.zig");
 
 pub const Error = error{ InvalidCache, Io, OutOfMemory };
 
@@ -128,8 +129,10 @@ pub const Remote = struct {
     futures: std.ArrayList(*const Future) = .empty,
     /// Bytes of shards the local folders may hold at most; null: no limit.
     budget_bytes: ?u64 = null,
-    /// Fetches of shards ahead of need at once.
+    /// Shard downloads at once, ahead of need or not (`slots`).
     max_in_flight: u32 = default_max_in_flight,
+    /// Taken around each shard's fetch (`shard_source.zig`, `fetch_ahead.zig`).
+    slots: fetch_slots.Slots = .{},
 
     /// A hook calling `fetch_fn` with `context`, keeping caches' folders in
     /// `local_dir` (created if missing).

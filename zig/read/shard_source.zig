@@ -14,7 +14,10 @@
 //! shards at open: the first read that needs one fetches it through the fetch
 //! hook (`remote.zig`: checked against its SHA-256, then renamed into place)
 //! and then opens it as any other. A shard already in the folder is checked
-//! as a local cache's is.
+//! as a local cache's is. A reader that fetches shards ahead of need
+//! (`fetch_ahead.zig`) claims each it has queued (`claimAhead`); a read that
+//! needs a claimed shard waits for that fetch instead of starting its own,
+//! and fetches it itself only if the claim is dropped without the shard.
 const std = @import("std");
 const assert = std.debug.assert;
 const builtin = @import("builtin");
@@ -45,8 +48,12 @@ const RemoteShards = struct {
     /// Per shard: its file is in the folder and its handle knows its identity.
     present: []std.atomic.Value(bool),
     sha256s: [][sha256.digest_length]u8,
-    /// Orders marking a fetched shard present.
+    /// Per shard: readers that have queued a fetch of it ahead of need.
+    ahead: []std.atomic.Value(u32),
+    /// Orders marking a fetched shard present and dropping claims.
     mutex: std.Io.Mutex = .init,
+    /// Broadcast when a shard is marked present or a claim is dropped.
+    changed: std.Io.Condition = .init,
 
     fn create(
         allocator: std.mem.Allocator,
@@ -63,9 +70,12 @@ const RemoteShards = struct {
         const present = try allocator.alloc(std.atomic.Value(bool), listed.len);
         errdefer allocator.free(present);
         const sha256s = try allocator.alloc([sha256.digest_length]u8, listed.len);
-        for (present, sha256s, listed) |*flag, *digest, entry| {
+        errdefer allocator.free(sha256s);
+        const ahead = try allocator.alloc(std.atomic.Value(u32), listed.len);
+        for (present, sha256s, ahead, listed) |*flag, *digest, *claims, entry| {
             flag.* = .init(true);
             digest.* = entry.sha256;
+            claims.* = .init(0);
         }
         origin.remote.acquire();
         shards.* = .{
@@ -74,12 +84,15 @@ const RemoteShards = struct {
             .folder = folder,
             .present = present,
             .sha256s = sha256s,
+            .ahead = ahead,
         };
         return shards;
     }
 
     fn destroy(shards: *RemoteShards, allocator: std.mem.Allocator) void {
         shards.remote.release();
+        for (shards.ahead) |claims| assert(claims.load(.monotonic) == 0);
+        allocator.free(shards.ahead);
         allocator.free(shards.sha256s);
         allocator.free(shards.present);
         allocator.free(shards.folder);
@@ -341,7 +354,7 @@ pub const ShardSource = struct {
         assert(shard_id < source.count());
         if (source.remote) |shards| {
             if (!shards.present[@intCast(shard_id)].load(.acquire)) {
-                try source.fetch(shards, shard_id, diagnostic);
+                try source.fetchNeeded(shards, shard_id, diagnostic);
             }
         }
         const handle = &source.handles[@intCast(shard_id)];
@@ -349,15 +362,100 @@ pub const ShardSource = struct {
         return source.set.pin(handle, location, diagnostic);
     }
 
-    /// Brings remote shard `shard_id` into the folder (`Remote.fetchChecked`:
-    /// one fetch of it at a time in the process, checked against its SHA-256
-    /// before it takes its name), then notes its identity as `open` would.
-    fn fetch(
+    /// Brings remote shard `shard_id`, which a read needs now, into the
+    /// folder: waits for a fetch of it queued ahead of need while one is
+    /// claimed, else fetches it in a slot of the hook's `max_in_flight`.
+    fn fetchNeeded(
         source: *const ShardSource,
         shards: *RemoteShards,
         shard_id: u64,
         diagnostic: *Diagnostic,
     ) Error!void {
+        const index: usize = @intCast(shard_id);
+        const io = system.io();
+        if (shards.ahead[index].load(.acquire) > 0) {
+            shards.mutex.lockUncancelable(io);
+            defer shards.mutex.unlock(io);
+            while (shards.ahead[index].load(.acquire) > 0 and
+                !shards.present[index].load(.acquire))
+            {
+                shards.changed.waitUncancelable(io, &shards.mutex);
+            }
+        }
+        if (shards.present[index].load(.acquire)) return;
+        const remote = shards.remote;
+        remote.slots.acquireNeeded(@atomicLoad(u32, &remote.max_in_flight, .monotonic));
+        defer remote.slots.release();
+        const outcome = try source.fetch(shards, shard_id, null, diagnostic);
+        assert(outcome != .no_room); // only a fetch ahead of need is refused room
+    }
+
+    /// The hook of a remote cache; null for a local one.
+    pub fn remoteHook(source: *const ShardSource) ?*remote_module.Remote {
+        const shards = source.remote orelse return null;
+        return shards.remote;
+    }
+
+    /// A remote cache's local folder (`Target.dir_path` of its files); null
+    /// for a local cache.
+    pub fn remoteFolder(source: *const ShardSource) ?[]const u8 {
+        const shards = source.remote orelse return null;
+        return shards.folder;
+    }
+
+    /// Whether shard `shard_id` of a remote cache is not in its folder yet.
+    pub fn missing(source: *const ShardSource, shard_id: u64) bool {
+        assert(shard_id < source.count());
+        const shards = source.remote orelse return false;
+        return !shards.present[@intCast(shard_id)].load(.acquire);
+    }
+
+    /// Says that a fetch of remote shard `shard_id` ahead of need is queued:
+    /// until `dropAhead`, a read that needs it waits for that fetch.
+    pub fn claimAhead(source: *const ShardSource, shard_id: u64) void {
+        assert(shard_id < source.count());
+        const shards = source.remote.?;
+        _ = shards.ahead[@intCast(shard_id)].fetchAdd(1, .acq_rel);
+    }
+
+    /// Ends a claim of `claimAhead`, fetched or not, and wakes the reads waiting on it.
+    pub fn dropAhead(source: *const ShardSource, shard_id: u64) void {
+        assert(shard_id < source.count());
+        const shards = source.remote.?;
+        const io = system.io();
+        shards.mutex.lockUncancelable(io);
+        defer shards.mutex.unlock(io);
+        const before = shards.ahead[@intCast(shard_id)].fetchSub(1, .acq_rel);
+        assert(before > 0);
+        shards.changed.broadcast(io);
+    }
+
+    /// Fetches remote shard `shard_id` ahead of need, `positions` stream
+    /// positions before its first use, as a read would (`fetch`); the caller
+    /// holds a slot (`Remote.slots`). `.no_room`: the budget refused it.
+    pub fn fetchAhead(
+        source: *const ShardSource,
+        shard_id: u64,
+        positions: u64,
+        diagnostic: *Diagnostic,
+    ) Error!remote_module.Outcome {
+        assert(shard_id < source.count());
+        const shards = source.remote.?;
+        if (shards.present[@intCast(shard_id)].load(.acquire)) return .present;
+        return source.fetch(shards, shard_id, positions, diagnostic);
+    }
+
+    /// Brings remote shard `shard_id` into the folder (`Remote.fetchChecked`:
+    /// one fetch of it at a time in the process, checked against its SHA-256
+    /// before it takes its name), then notes its identity as `open` would.
+    /// `ahead`: see `Target.ahead`.
+    fn fetch(
+        source: *const ShardSource,
+        shards: *RemoteShards,
+        shard_id: u64,
+        ahead: ?u64,
+        diagnostic: *Diagnostic,
+    ) Error!remote_module.Outcome {
         const index: usize = @intCast(shard_id);
         const io = system.io();
         const name = cache_layout.ShardName.of(shard_id);
@@ -381,20 +479,27 @@ pub const ShardSource = struct {
             .byte_len = source.byte_lens[index],
             .sha256 = shards.sha256s[index],
             .shard = true,
+            .ahead = ahead,
         }, diagnostic);
         if (outcome == .not_found) {
             diagnostic.set("{s}: not found (the manifest lists it)", .{relative});
             return error.InvalidCache;
         }
+        if (outcome == .no_room) return .no_room;
         const listed: Listed = .{ .name = name.slice(), .byte_len = source.byte_lens[index] };
         const file = try checkShard(source.set, source.dir_path, listed, diagnostic);
         shards.mutex.lockUncancelable(io);
         defer shards.mutex.unlock(io);
-        if (shards.present[index].load(.monotonic)) return file.file.close(io);
+        if (shards.present[index].load(.monotonic)) {
+            file.file.close(io);
+            return outcome;
+        }
         const handle = &source.handles[index];
         handle.expected.inode = file.inode;
         source.set.adopt(handle, file.file);
         shards.present[index].store(true, .release);
+        shards.changed.broadcast(io);
+        return outcome;
     }
 
     pub fn unpin(source: *const ShardSource, shard_id: u64) void {
