@@ -11,7 +11,11 @@
 //! only moves forward, or jumps to the consumer when the consumer passes it)
 //! and bounded: it stops while `lookaheadShards` shards are queued or being
 //! fetched, `horizon_positions` positions past the consumer, or `runs_max`
-//! runs of one shard are noted. It moves on when the consumer does.
+//! runs of one shard are noted. It moves on when the consumer does. Before
+//! the pipeline submits reads, it scans at least as far as they reach
+//! (`cover`, on the consumer's thread, while a shard is missing): the pool
+//! reads chunks ahead of the consumer in parallel, and a chunk that needs a
+//! later shard then waits for its turn rather than fetching it first.
 //!
 //! Threads of the pipeline's own (never the pool's: a fetch blocks on the
 //! network and may call into the caller's language) take queued shards in
@@ -76,6 +80,8 @@ pub const FetchAhead = struct {
     /// Under `mutex`: the consumer's planned index, and the next one to scan.
     consumer: u64 = 0,
     cursor: u64 = 0,
+    /// `cursor`, readable without `mutex` (`cover`).
+    covered: std.atomic.Value(u64) = .init(0),
     /// Under `mutex`: set while the budget has no room, to the consumer's
     /// position then; cleared when the consumer moves past it.
     paused_at: ?u64 = null,
@@ -89,20 +95,25 @@ pub const FetchAhead = struct {
     /// Under `mutex`.
     thread_count: u32 = 0,
 
-    /// A fetch ahead for `plan` (which outlives it), with its first thread
-    /// started; null when the plan has no remote cache.
+    /// A fetch ahead for `plan` (which outlives it), whose pipeline reads up
+    /// to `prefetch_size` samples ahead of the consumer, with its first
+    /// thread started; null when the plan has no remote cache.
     pub fn create(
         allocator: std.mem.Allocator,
         plan: *const Plan,
+        prefetch_size: u32,
     ) error{OutOfMemory}!?*FetchAhead {
         const remote = remoteOf(plan) orelse return null;
         const lookahead = lookaheadShards(@atomicLoad(u32, &remote.max_in_flight, .monotonic));
+        var missing: u64 = 0;
+        for (plan.caches) |cache| missing += cache.shards.missingCount();
+        const queue_capacity = lookahead + @min(prefetch_size, missing);
         const ahead = try allocator.create(FetchAhead);
         errdefer allocator.destroy(ahead);
         // Allocated here, once: the threads never allocate.
         var runs = try std.ArrayList(Run).initCapacity(allocator, 2 * runs_max);
         errdefer runs.deinit(allocator);
-        var queue = try std.ArrayList(Queued).initCapacity(allocator, lookahead);
+        var queue = try std.ArrayList(Queued).initCapacity(allocator, queue_capacity);
         errdefer queue.deinit(allocator);
         ahead.* = .{
             .allocator = allocator,
@@ -316,32 +327,66 @@ pub const FetchAhead = struct {
         return ahead.queue.items.len < ahead.lookahead;
     }
 
-    /// Scans up to `scan_step_positions` positions from the cursor: notes
-    /// their runs and queues (and claims) missing shards at their first use.
+    /// Scans up to `scan_step_positions` positions from the cursor.
     fn scanLocked(ahead: *FetchAhead) void {
         assert(ahead.canScanLocked());
-        const plan = ahead.plan;
         var steps: u32 = 0;
         while (steps < scan_step_positions and ahead.canScanLocked()) : (steps += 1) {
-            const index = ahead.cursor;
-            ahead.cursor += 1;
-            const location = plan.locate(&ahead.planner, index);
-            const cache = plan.caches[location.cache_id];
-            if (cache.shards.remoteHook() == null) continue;
-            const shard_id = cache.shardOf(location.sample_id) orelse continue;
-            ahead.noteLocked(location.cache_id, shard_id, index);
-            if (!cache.shards.missing(shard_id)) continue;
-            if (ahead.queuedAt(location.cache_id, shard_id) != null) continue;
-            cache.shards.claimAhead(shard_id);
-            ahead.queue.appendAssumeCapacity(.{
-                .cache_index = location.cache_id,
-                .shard_id = shard_id,
-                .first_use = index,
-                .running = false,
-            });
-            ahead.wake.broadcast(system.io());
+            ahead.scanOneLocked();
         }
-        assert(ahead.queue.items.len <= ahead.lookahead);
+        ahead.covered.store(ahead.cursor, .release);
+    }
+
+    /// Scans the position at the cursor: notes its run, and queues (and
+    /// claims) its shard at its first use if it is missing.
+    fn scanOneLocked(ahead: *FetchAhead) void {
+        const plan = ahead.plan;
+        const index = ahead.cursor;
+        ahead.cursor += 1;
+        const location = plan.locate(&ahead.planner, index);
+        const cache = plan.caches[location.cache_id];
+        if (cache.shards.remoteHook() == null) return;
+        const shard_id = cache.shardOf(location.sample_id) orelse return;
+        ahead.noteLocked(location.cache_id, shard_id, index);
+        if (!cache.shards.missing(shard_id)) return;
+        if (ahead.queuedAt(location.cache_id, shard_id) != null) return;
+        // Full only past what the pool reads ahead: the read then fetches it.
+        if (ahead.queue.items.len == ahead.queue.capacity) return;
+        cache.shards.claimAhead(shard_id);
+        ahead.queue.appendAssumeCapacity(.{
+            .cache_index = location.cache_id,
+            .shard_id = shard_id,
+            .first_use = index,
+            .running = false,
+        });
+        ahead.wake.broadcast(system.io());
+    }
+
+    /// Scans every planned index before `through` now, on the caller's
+    /// thread, whatever the scan's bounds: the pipeline is about to read up
+    /// to there, and a read ahead of the consumer then finds its shard
+    /// claimed and waits for its turn instead of fetching out of order. Does
+    /// nothing once the plan's remote caches hold every shard.
+    pub fn cover(ahead: *FetchAhead, through: u64) void {
+        assert(through <= ahead.plan.walk.count);
+        if (ahead.covered.load(.acquire) >= through) return;
+        if (!ahead.anyMissing()) return;
+        const io = system.io();
+        ahead.mutex.lockUncancelable(io);
+        defer ahead.mutex.unlock(io);
+        ahead.consumer = ahead.handed_out.load(.seq_cst);
+        ahead.catchUpLocked();
+        if (ahead.paused_at != null) return;
+        while (ahead.cursor < through) ahead.scanOneLocked();
+        ahead.covered.store(ahead.cursor, .release);
+        assert(ahead.cursor >= through);
+    }
+
+    fn anyMissing(ahead: *const FetchAhead) bool {
+        for (ahead.plan.caches) |cache| {
+            if (cache.shards.missingCount() > 0) return true;
+        }
+        return false;
     }
 
     /// Notes that planned index `index` reads shard `shard_id` of cache `cache_index`.
@@ -356,6 +401,8 @@ pub const FetchAhead = struct {
                 return;
             }
         }
+        // Past the bound only when `cover` scans far ahead: not noted.
+        if (runs.items.len - ahead.runs_head >= runs_max) return;
         if (runs.items.len == runs.capacity) {
             // Move the live runs to the front; fewer than runs_max are live.
             const live = runs.items.len - ahead.runs_head;

@@ -85,7 +85,7 @@ fn copy(dir: []const u8, name: []const u8, dest: []const u8) !void {
 }
 
 /// A written cache served through a recording hook into a fresh local_dir,
-/// and a pool of one worker (so reads that need a shard come in stream order).
+/// and a pool of two workers (reading chunks ahead of the consumer at once).
 const Setup = struct {
     written: TestCache,
     recorder: Recorder,
@@ -116,7 +116,7 @@ const Setup = struct {
         );
         setup.remote.max_in_flight = max_in_flight;
         errdefer setup.remote.release();
-        setup.pool = try thread_pool.ThreadPool.create(allocator, 1);
+        setup.pool = try thread_pool.ThreadPool.create(allocator, 2);
     }
 
     fn deinit(setup: *Setup) void {

@@ -207,7 +207,8 @@ pub const Pipeline = struct {
         };
         errdefer allocator.free(pipeline.chunks);
         for (pipeline.chunks) |*chunk| chunk.* = .{ .pipeline = pipeline };
-        pipeline.ahead = try fetch_ahead.FetchAhead.create(allocator, &pipeline.plan);
+        const FetchAhead = fetch_ahead.FetchAhead;
+        pipeline.ahead = try FetchAhead.create(allocator, &pipeline.plan, prefetch_size);
         pipeline.submitAvailable();
         return pipeline;
     }
@@ -314,6 +315,11 @@ pub const Pipeline = struct {
     /// Submits the next chunks of the plan while a slot of the window is idle
     /// and the samples read ahead stay within `prefetch_size`.
     fn submitAvailable(pipeline: *Pipeline) void {
+        if (pipeline.ahead) |ahead| {
+            // What this call may submit: its shards are claimed in first-use order.
+            const count = pipeline.plan.walk.count;
+            ahead.cover(@min(pipeline.next_deliver + pipeline.prefetch_size, count));
+        }
         // A slot is free once the chunk that used it before has been handed out;
         // decided from the consumer's own counters, never from a worker's state.
         while (pipeline.next_submit < pipeline.plan.walk.count and

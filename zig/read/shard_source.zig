@@ -47,6 +47,8 @@ const RemoteShards = struct {
     folder: []u8,
     /// Per shard: its file is in the folder and its handle knows its identity.
     present: []std.atomic.Value(bool),
+    /// Shards not present.
+    missing: std.atomic.Value(u64) = .init(0),
     sha256s: [][sha256.digest_length]u8,
     /// Per shard: readers that have queued a fetch of it ahead of need.
     ahead: []std.atomic.Value(u32),
@@ -155,6 +157,7 @@ pub const ShardSource = struct {
             handle.* = .init(.{ .inode = 0, .length = entry.byte_len });
             if (remote != null and !present(dir_path, entry.name)) {
                 remote.?.present[index] = .init(false);
+                _ = remote.?.missing.fetchAdd(1, .monotonic);
             } else {
                 const file = try checkShard(set, dir_path, .{
                     .name = entry.name,
@@ -403,6 +406,12 @@ pub const ShardSource = struct {
         return shards.folder;
     }
 
+    /// How many shards of a remote cache are not in its folder yet.
+    pub fn missingCount(source: *const ShardSource) u64 {
+        const shards = source.remote orelse return 0;
+        return shards.missing.load(.acquire);
+    }
+
     /// Whether shard `shard_id` of a remote cache is not in its folder yet.
     pub fn missing(source: *const ShardSource, shard_id: u64) bool {
         assert(shard_id < source.count());
@@ -498,6 +507,7 @@ pub const ShardSource = struct {
         handle.expected.inode = file.inode;
         source.set.adopt(handle, file.file);
         shards.present[index].store(true, .release);
+        _ = shards.missing.fetchSub(1, .release);
         shards.changed.broadcast(io);
         return outcome;
     }
