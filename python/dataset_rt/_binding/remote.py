@@ -74,6 +74,7 @@ class RemoteHandle:
             )
         )
         self.value = handle
+        _native.check(_native.lib.drt_remote_set_max_in_flight(handle, config.max_in_flight))
 
     def transport(self, url: str) -> Transport:
         """The transport of the cache at `url`, made on first use."""
