@@ -21,12 +21,13 @@
 //! network and may call into the caller's language) take queued shards in
 //! queue order, each in a slot of the hook's `max_in_flight`
 //! (`Remote.slots`, shared with reads that need a shard now, which take the
-//! next free slot first). The first thread starts with the pipeline and
-//! scans; more start, up to `max_in_flight` (at most `threads_max`), when
-//! shards wait. A fetch ahead that fails is dropped silently: the read that
-//! needs the shard fetches it again and reports the error. When the budget
-//! has no room (`Outcome.no_room`), the queue is dropped and nothing is
-//! fetched ahead until the consumer moves on.
+//! next free slot first). The first thread starts with the pipeline (with
+//! the first queued shard for a plan `cover` scans whole) and scans; more
+//! start, up to `max_in_flight` (at most `threads_max`), when shards wait.
+//! A fetch ahead that fails is dropped silently: the read that needs the
+//! shard fetches it again and reports the error. When the budget has no
+//! room (`Outcome.no_room`), the queue is dropped and nothing is fetched
+//! ahead until the consumer moves on.
 //!
 //! The noted runs answer `Future.next_use` for every shard of the window,
 //! present or not; `destroy` stops the threads (a running fetch finishes,
@@ -88,6 +89,8 @@ pub const FetchAhead = struct {
     /// Under `mutex`: the noted runs from `runs_head` on, in stream order.
     runs: std.ArrayList(Run),
     runs_head: usize = 0,
+    /// Live runs at most: `runs_max`, or fewer for a short plan.
+    runs_live_max: usize,
     /// Under `mutex`: the shards to fetch, by first use.
     queue: std.ArrayList(Queued),
     lookahead: usize,
@@ -97,7 +100,8 @@ pub const FetchAhead = struct {
 
     /// A fetch ahead for `plan` (which outlives it), whose pipeline reads up
     /// to `prefetch_size` samples ahead of the consumer, with its first
-    /// thread started; null when the plan has no remote cache.
+    /// thread started if the plan is longer; null when the plan has no
+    /// remote cache.
     pub fn create(
         allocator: std.mem.Allocator,
         plan: *const Plan,
@@ -111,7 +115,8 @@ pub const FetchAhead = struct {
         const ahead = try allocator.create(FetchAhead);
         errdefer allocator.destroy(ahead);
         // Allocated here, once: the threads never allocate.
-        var runs = try std.ArrayList(Run).initCapacity(allocator, 2 * runs_max);
+        const runs_live_max = @max(1, @min(runs_max, plan.walk.count));
+        var runs = try std.ArrayList(Run).initCapacity(allocator, 2 * runs_live_max);
         errdefer runs.deinit(allocator);
         var queue = try std.ArrayList(Queued).initCapacity(allocator, queue_capacity);
         errdefer queue.deinit(allocator);
@@ -122,10 +127,14 @@ pub const FetchAhead = struct {
             .planner = .init(plan.table, plan.sampling, plan.key),
             .future = .{ .context = ahead, .next_use = nextUse },
             .runs = runs,
+            .runs_live_max = runs_live_max,
             .queue = queue,
             .lookahead = lookahead,
         };
         try remote.addFuture(&ahead.future);
+        // A plan within one window is scanned whole by `cover`, which starts
+        // a thread when it queues a shard.
+        if (plan.walk.count <= prefetch_size) return ahead;
         const io = system.io();
         ahead.mutex.lockUncancelable(io);
         defer ahead.mutex.unlock(io);
@@ -323,7 +332,7 @@ pub const FetchAhead = struct {
         if (ahead.paused_at != null) return false;
         if (ahead.cursor >= ahead.plan.walk.count) return false;
         if (ahead.cursor - ahead.consumer >= horizon_positions) return false;
-        if (ahead.runs.items.len - ahead.runs_head >= runs_max) return false;
+        if (ahead.runs.items.len - ahead.runs_head >= ahead.runs_live_max) return false;
         return ahead.queue.items.len < ahead.lookahead;
     }
 
@@ -360,6 +369,7 @@ pub const FetchAhead = struct {
             .running = false,
         });
         ahead.wake.broadcast(system.io());
+        ahead.spawnLocked();
     }
 
     /// Scans every planned index before `through` now, on the caller's
@@ -402,9 +412,9 @@ pub const FetchAhead = struct {
             }
         }
         // Past the bound only when `cover` scans far ahead: not noted.
-        if (runs.items.len - ahead.runs_head >= runs_max) return;
+        if (runs.items.len - ahead.runs_head >= ahead.runs_live_max) return;
         if (runs.items.len == runs.capacity) {
-            // Move the live runs to the front; fewer than runs_max are live.
+            // Move the live runs to the front; fewer than half are live.
             const live = runs.items.len - ahead.runs_head;
             std.mem.copyForwards(Run, runs.items[0..live], runs.items[ahead.runs_head..]);
             runs.shrinkRetainingCapacity(live);
@@ -416,7 +426,7 @@ pub const FetchAhead = struct {
             .first = index,
             .end = index + 1,
         });
-        assert(runs.items.len - ahead.runs_head <= runs_max);
+        assert(runs.items.len - ahead.runs_head <= ahead.runs_live_max);
     }
 };
 

@@ -278,3 +278,26 @@ test "a failed fetch ahead is dropped: the read fetches again and reports the fa
     const cause = "shards/000000.bin: cannot fetch it: connection reset by the test";
     try testing.expect(std.mem.indexOf(u8, message, cause) != null);
 }
+
+test "reads by identity fetch their shards ahead in the order given" {
+    var setup: Setup = undefined;
+    try setup.init(5, 1);
+    defer setup.deinit();
+    const dataset = try setup.open(false);
+    defer dataset.release();
+    var diagnostic: Diagnostic = .{};
+    const cache_ids = [_]u64{ 0, 0, 0, 0, 0 };
+    const sample_ids = [_]u64{ 41, 0, 21, 1, 45 };
+    const reads = try Iterator.createReads(dataset, &cache_ids, &sample_ids, 0, &diagnostic);
+    defer reads.destroy();
+    var got: usize = 0;
+    while (try reads.next(&diagnostic)) |batch| {
+        defer read_pipeline.Pipeline.releaseBatch(testing.allocator, batch);
+        for (batch.sample_ids.items) |sample_id| {
+            try testing.expectEqual(sample_ids[got], sample_id);
+            got += 1;
+        }
+    }
+    try testing.expectEqual(sample_ids.len, got);
+    try testing.expectEqualSlices(u64, &.{ 10, 0, 5, 11 }, setup.recorder.started());
+}
