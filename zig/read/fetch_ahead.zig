@@ -76,8 +76,9 @@ pub const FetchAhead = struct {
     /// The consumer's planned index: set without `mutex` (`advance`), read
     /// under it into `consumer`.
     handed_out: std.atomic.Value(u64) = .init(0),
-    /// Threads about to wait on `wake` or waiting.
-    sleepers: std.atomic.Value(u32) = .init(0),
+    /// The consumer's position from which a waiting thread has work again
+    /// (`wakeAtLocked`); `advance` wakes the threads only then.
+    wake_at: std.atomic.Value(u64) = .init(std.math.maxInt(u64)),
     /// Under `mutex`: the consumer's planned index, and the next one to scan.
     consumer: u64 = 0,
     cursor: u64 = 0,
@@ -115,7 +116,7 @@ pub const FetchAhead = struct {
         const ahead = try allocator.create(FetchAhead);
         errdefer allocator.destroy(ahead);
         // Allocated here, once: the threads never allocate.
-        const runs_live_max = @max(1, @min(runs_max, plan.walk.count));
+        const runs_live_max: usize = @intCast(@max(1, @min(runs_max, plan.walk.count)));
         var runs = try std.ArrayList(Run).initCapacity(allocator, 2 * runs_live_max);
         errdefer runs.deinit(allocator);
         var queue = try std.ArrayList(Queued).initCapacity(allocator, queue_capacity);
@@ -133,8 +134,9 @@ pub const FetchAhead = struct {
         };
         try remote.addFuture(&ahead.future);
         // A plan within one window is scanned whole by `cover`, which starts
-        // a thread when it queues a shard.
-        if (plan.walk.count <= prefetch_size) return ahead;
+        // a thread when it queues a shard; so is every plan when nothing is
+        // missing and no budget asks for `next_use`.
+        if (plan.walk.count <= prefetch_size or !ahead.scanWanted()) return ahead;
         const io = system.io();
         ahead.mutex.lockUncancelable(io);
         defer ahead.mutex.unlock(io);
@@ -180,9 +182,9 @@ pub const FetchAhead = struct {
         assert(consumer <= ahead.plan.walk.count);
         const before = ahead.handed_out.swap(consumer, .seq_cst);
         assert(consumer >= before);
-        // Pairs with `run`: a thread that counted itself a sleeper before this
-        // store either sees the new position or is woken here.
-        if (ahead.sleepers.load(.seq_cst) == 0) return;
+        // Pairs with `run`: a thread that set `wake_at` before this store
+        // either sees the new position or is woken here.
+        if (consumer < ahead.wake_at.load(.seq_cst)) return;
         const io = system.io();
         ahead.mutex.lockUncancelable(io);
         defer ahead.mutex.unlock(io);
@@ -222,16 +224,34 @@ pub const FetchAhead = struct {
                 const outcome = ahead.fetchOne(queued, positions);
                 ahead.mutex.lockUncancelable(io);
                 ahead.finishLocked(queued, outcome);
-            } else if (ahead.canScanLocked()) {
+            } else if (ahead.canScanLocked() and ahead.scanWanted()) {
                 ahead.scanLocked();
             } else {
-                _ = ahead.sleepers.fetchAdd(1, .seq_cst);
-                defer _ = ahead.sleepers.fetchSub(1, .seq_cst);
-                if (ahead.handed_out.load(.seq_cst) == ahead.consumer) {
+                const wake_at = ahead.wakeAtLocked();
+                ahead.wake_at.store(wake_at, .seq_cst);
+                if (ahead.handed_out.load(.seq_cst) < wake_at) {
                     ahead.wake.waitUncancelable(io, &ahead.mutex);
                 }
             }
         }
+    }
+
+    /// For a thread with nothing to do: the consumer's position at which
+    /// the scan may go on, or never (a fetch's end or `cover` wakes it).
+    fn wakeAtLocked(ahead: *const FetchAhead) u64 {
+        const never = std.math.maxInt(u64);
+        if (ahead.canScanLocked()) {
+            assert(!ahead.scanWanted());
+            return never;
+        }
+        if (ahead.paused_at) |paused_at| return paused_at + 1;
+        if (ahead.cursor >= ahead.plan.walk.count) return never;
+        if (ahead.queue.items.len >= ahead.lookahead) return never;
+        if (ahead.runs.items.len - ahead.runs_head >= ahead.runs_live_max) {
+            return ahead.runs.items[ahead.runs_head].end;
+        }
+        assert(ahead.cursor - ahead.consumer >= horizon_positions);
+        return ahead.cursor - horizon_positions + 1;
     }
 
     /// Starts another thread when a queued shard waits for one and the
@@ -390,6 +410,13 @@ pub const FetchAhead = struct {
         while (ahead.cursor < through) ahead.scanOneLocked();
         ahead.covered.store(ahead.cursor, .release);
         assert(ahead.cursor >= through);
+    }
+
+    /// Whether the scan past `cover`'s reach is of use: while a shard is
+    /// missing, and with a budget, whose eviction asks for `next_use`
+    /// (without one, a shard stays once it is in).
+    fn scanWanted(ahead: *const FetchAhead) bool {
+        return ahead.remote.budget_bytes != null or ahead.anyMissing();
     }
 
     fn anyMissing(ahead: *const FetchAhead) bool {

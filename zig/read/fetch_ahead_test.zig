@@ -10,7 +10,8 @@ const dataset_module = @import("dataset.zig");
 const Dataset = dataset_module.Dataset;
 const Iterator = dataset_module.Iterator;
 const read_pipeline = @import("read_pipeline.zig");
-const TestCache = @import("test_cache.zig").TestCache;
+const test_cache = @import("test_cache.zig");
+const TestCache = test_cache.TestCache;
 const remote_module = @import("remote.zig");
 const Remote = remote_module.Remote;
 
@@ -94,11 +95,15 @@ const Setup = struct {
     pool: *thread_pool.ThreadPool,
 
     fn init(setup: *Setup, delay_ms: u32, max_in_flight: u32) !void {
-        setup.written = try TestCache.write(.{
+        return setup.initWith(delay_ms, max_in_flight, .{
             .sample_count = 48,
             .records_per_shard = 4,
             .payload_bytes = 64,
         });
+    }
+
+    fn initWith(setup: *Setup, delay_ms: u32, max_in_flight: u32, spec: test_cache.Spec) !void {
+        setup.written = try TestCache.write(spec);
         errdefer setup.written.deinit();
         setup.recorder = .{ .dir = setup.written.path, .delay_ms = delay_ms };
         setup.tmp = std.testing.tmpDir(.{});
@@ -187,13 +192,17 @@ fn readAll(shuffle: bool, max_in_flight: u32) !void {
     var setup: Setup = undefined;
     try setup.init(15, max_in_flight);
     defer setup.deinit();
+    try readAllOf(&setup, shuffle, max_in_flight);
+}
+
+fn readAllOf(setup: *Setup, shuffle: bool, max_in_flight: u32) !void {
     const dataset = try setup.open(shuffle);
     defer dataset.release();
     var diagnostic: Diagnostic = .{};
     const iterator = try Iterator.create(dataset, .whole, 0, 0, &diagnostic);
     defer iterator.destroy();
     var buffer: [shards_max]u64 = undefined;
-    const first_uses = try drainFirstUses(&setup, iterator, &buffer);
+    const first_uses = try drainFirstUses(setup, iterator, &buffer);
     try testing.expectEqual(setup.shardCount(), first_uses.len);
     try expectFirstUseOrder(setup.recorder.started(), first_uses, max_in_flight);
     const peak = setup.recorder.peak.load(.acquire);
@@ -300,4 +309,12 @@ test "reads by identity fetch their shards ahead in the order given" {
     }
     try testing.expectEqual(sample_ids.len, got);
     try testing.expectEqualSlices(u64, &.{ 10, 0, 5, 11 }, setup.recorder.started());
+}
+
+test "a plan longer than the scan's table of runs reads and fetches in order" {
+    var setup: Setup = undefined;
+    const spec: test_cache.Spec = .{ .sample_count = 6000, .records_per_shard = 500 };
+    try setup.initWith(10, 2, spec);
+    defer setup.deinit();
+    try readAllOf(&setup, false, 2);
 }
