@@ -21,9 +21,11 @@
 //! network and may call into the caller's language) take queued shards in
 //! queue order, each in a slot of the hook's `max_in_flight`
 //! (`Remote.slots`, shared with reads that need a shard now, which take the
-//! next free slot first). The first thread starts with the pipeline (with
-//! the first queued shard for a plan `cover` scans whole) and scans; more
-//! start, up to `max_in_flight` (at most `threads_max`), when shards wait.
+//! next free slot first). The first thread starts with the pipeline and
+//! scans, or with the first shard `cover` queues when `cover` reaches the
+//! whole plan or the scan is of no use (nothing missing, no budget asking
+//! for `next_use`); more start, up to `max_in_flight` (at most
+//! `threads_max`), when shards wait.
 //! A fetch ahead that fails is dropped silently: the read that needs the
 //! shard fetches it again and reports the error. When the budget has no
 //! room (`Outcome.no_room`), the queue is dropped and nothing is fetched
