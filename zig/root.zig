@@ -63,7 +63,9 @@ test {
     _ = @import("read/dataset.zig");
     _ = @import("read/deferred_reads.zig");
     _ = @import("read/read_pipeline.zig");
+    _ = @import("read/fetch_ahead.zig");
     _ = @import("read/fetch_lock.zig");
+    _ = @import("read/fetch_slots.zig");
     _ = @import("read/remote.zig");
     _ = @import("read/remote_cache.zig");
     _ = @import("read/released_batches.zig");

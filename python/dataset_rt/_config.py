@@ -286,8 +286,7 @@ class RemoteConfig(BaseModel):
 
     Pass it as ``remote=`` to `DatasetRuntime.cached_dataset` and `dataset_rt.verify`,
     and to `DatasetRuntime.write_cache` and `DatasetRuntime.from_cache_sources` for an
-    ``s3://`` base (`docs/remote.md`). Not used yet: ``max_in_flight`` (a shard is
-    fetched when a read first needs it).
+    ``s3://`` base (`docs/remote.md`).
 
     Examples:
         >>> remote = RemoteConfig(local_dir="remote-copies", budget_bytes=10 << 30, retries=3)
@@ -327,7 +326,9 @@ class RemoteConfig(BaseModel):
     stall without a byte, before the attempt is abandoned (and retried)."""
 
     max_in_flight: int = Field(default=4, ge=1, le=_U32_MAX, strict=True)
-    """The most downloads at once (>= 1)."""
+    """The most shard downloads at once for a dataset in one process (>= 1): shards
+    are fetched ahead of the reads, in the order the stream reads them, and a read
+    that needs a shard now takes the next free download."""
 
     @field_validator("local_dir", mode="before")
     @classmethod

@@ -167,7 +167,9 @@ def test_a_shard_that_never_matches_fails_naming_both_digests(
         dataset = runtime.cached_dataset(
             [url], reader_config=config, remote=remote_config(tmp_path)
         )
-        proxy.script_for("/shards/000000.bin", flip(), flip())
+        # Two copies for the fetch ahead of the read (its failure is dropped), then
+        # two for the read's own fetch, which reports it.
+        proxy.script_for("/shards/000000.bin", flip(), flip(), flip(), flip())
         with pytest.raises(OSError, match="000000.bin") as caught:
             dataset.get(0, 0)
     message = str(caught.value)

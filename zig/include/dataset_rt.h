@@ -740,8 +740,9 @@ void drt_remote_destroy(drt_remote *remote);
 /* Bytes of shards the local folders of caches read through `remote` may hold at
  * most (0: no limit, the default); set before opening datasets through it. */
 int32_t drt_remote_set_budget(drt_remote *remote, uint64_t budget_bytes);
-/* Shard fetches at once ahead of the stream (default 4; 0 is
- * DRT_ERR_INVALID_ARGUMENT); set before opening datasets through it. */
+/* Shard downloads at once through `remote`, ahead of the stream or for a read
+ * that needs the shard now (default 4; 0 is DRT_ERR_INVALID_ARGUMENT); set before
+ * opening datasets through it. */
 int32_t drt_remote_set_max_in_flight(drt_remote *remote, uint32_t max_in_flight);
 
 typedef struct drt_remote_stats {

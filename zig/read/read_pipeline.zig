@@ -27,6 +27,7 @@ const sample_batch = @import("sample_batch.zig");
 const SampleBatch = sample_batch.SampleBatch;
 const deferred_reads = @import("deferred_reads.zig");
 const released_batches = @import("released_batches.zig");
+const fetch_ahead = @import("fetch_ahead.zig");
 pub const DeferredRead = deferred_reads.DeferredRead;
 const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
 
@@ -104,6 +105,22 @@ pub const Plan = struct {
     /// Leave out a sample whose record fails its checks (listed in its batch's
     /// `skipped`) instead of failing the read; only with nothing deferred.
     skip_corrupt: bool = false,
+
+    /// The sample read at planned index `index` (`planner` is the plan's own).
+    pub fn locate(
+        plan: *const Plan,
+        planner: *active_table.RowPlanner,
+        index: u64,
+    ) active_table.Location {
+        assert(index < plan.walk.count);
+        const at = plan.walk.position(index);
+        const location = if (plan.identities) |identities|
+            identities[@intCast(at)]
+        else
+            plan.table.location(planner.row(at));
+        assert(location.cache_id < plan.caches.len);
+        return location;
+    }
 };
 
 /// What a caller passes to defer at the core's own threshold (`DRT_DEFER_DEFAULT`).
@@ -163,6 +180,8 @@ pub const Pipeline = struct {
     /// Payload and metadata bytes of batches the pipeline holds (in flight or
     /// read but not yet handed out): the memory a stalled consumer pins.
     bytes_held: std.atomic.Value(u64) = .init(0),
+    /// Fetches the plan's remote shards ahead of need; null without remote caches.
+    ahead: ?*fetch_ahead.FetchAhead = null,
 
     pub fn create(
         allocator: std.mem.Allocator,
@@ -186,7 +205,10 @@ pub const Pipeline = struct {
             .payload_reserve = payloadReserve(plan.caches, plan.defer_payload_bytes),
             .chunks = try allocator.alloc(Chunk, window),
         };
+        errdefer allocator.free(pipeline.chunks);
         for (pipeline.chunks) |*chunk| chunk.* = .{ .pipeline = pipeline };
+        const FetchAhead = fetch_ahead.FetchAhead;
+        pipeline.ahead = try FetchAhead.create(allocator, &pipeline.plan, prefetch_size);
         pipeline.submitAvailable();
         return pipeline;
     }
@@ -197,6 +219,8 @@ pub const Pipeline = struct {
         const io = system.io();
         assert(pipeline.chunks.len > 0);
         pipeline.cancelled.store(true, .release);
+        // First: a read waiting for a queued fetch ahead then fetches itself.
+        if (pipeline.ahead) |ahead| ahead.destroy();
         pipeline.mutex.lockUncancelable(io);
         for (pipeline.chunks) |*chunk| {
             while (chunk.state == .running) pipeline.finished.waitUncancelable(io, &pipeline.mutex);
@@ -243,6 +267,7 @@ pub const Pipeline = struct {
         _ = pipeline.bytes_held.fetchSub(batch.byteLen(), .monotonic);
         pipeline.next_deliver += chunk.count;
         pipeline.chunks_delivered += 1;
+        if (pipeline.ahead) |ahead| ahead.advance(pipeline.next_deliver);
         pipeline.submitAvailable();
         return batch;
     }
@@ -290,6 +315,11 @@ pub const Pipeline = struct {
     /// Submits the next chunks of the plan while a slot of the window is idle
     /// and the samples read ahead stay within `prefetch_size`.
     fn submitAvailable(pipeline: *Pipeline) void {
+        if (pipeline.ahead) |ahead| {
+            // What this call may submit: its shards are claimed in first-use order.
+            const count = pipeline.plan.walk.count;
+            ahead.cover(@min(pipeline.next_deliver + pipeline.prefetch_size, count));
+        }
         // A slot is free once the chunk that used it before has been handed out;
         // decided from the consumer's own counters, never from a worker's state.
         while (pipeline.next_submit < pipeline.plan.walk.count and
@@ -391,11 +421,7 @@ pub const Pipeline = struct {
         assert(locations.len == chunk.count);
         var planner: active_table.RowPlanner = .init(plan.table, plan.sampling, plan.key);
         for (locations, 0..) |*location, offset| {
-            const index = plan.walk.position(chunk.first + offset);
-            location.* = if (plan.identities) |identities|
-                identities[@intCast(index)]
-            else
-                plan.table.location(planner.row(index));
+            location.* = plan.locate(&planner, chunk.first + offset);
             plan.caches[location.cache_id].prefetchSample(location.sample_id);
         }
         for (locations) |location| {

@@ -12,7 +12,8 @@
 //! fetches it. Counts of what was fetched are kept here (`Stats`).
 //!
 //! Readers that know their coming reads register a `Future`; a fetch ahead of
-//! need says so in its `Target` (`ahead`). With a byte budget
+//! need says so in its `Target` (`ahead`); `fetch_ahead.zig` starts those,
+//! and `slots` caps the shard downloads at `max_in_flight`. With a byte budget
 //! (`budget_bytes`), a shard's fetch first gets room for it in `local_dir`
 //! (`shard_budget.zig`), evicting the shards whose next use is farthest; the
 //! caches open through the hook list their shards as `Resident`s, so that an
@@ -30,6 +31,7 @@ const cache_layout = @import("../format/cache_layout.zig");
 const cache_files = @import("cache_files.zig");
 const fetch_lock = @import("fetch_lock.zig");
 const shard_budget = @import("shard_budget.zig");
+const fetch_slots = @import("fetch_slots.zig");
 
 pub const Error = error{ InvalidCache, Io, OutOfMemory };
 
@@ -147,8 +149,10 @@ pub const Remote = struct {
     residents: std.ArrayList(*const Resident) = .empty,
     /// Bytes of shards the local folders may hold at most; null: no limit.
     budget_bytes: ?u64 = null,
-    /// Fetches of shards ahead of need at once.
+    /// Shard downloads at once, ahead of need or not (`slots`).
     max_in_flight: u32 = default_max_in_flight,
+    /// Taken around each shard's fetch (`shard_source.zig`, `fetch_ahead.zig`).
+    slots: fetch_slots.Slots = .{},
 
     /// A hook calling `fetch_fn` with `context`, keeping caches' folders in
     /// `local_dir` (created if missing).

@@ -17,6 +17,10 @@
 //! as a local cache's is. Such a cache's shards may be evicted to keep the
 //! byte budget (`shard_budget.zig`): its `Resident` lets the evicter close
 //! a file no read pins, and a read that finds its shard gone fetches it again.
+//! A reader that fetches shards ahead of need (`fetch_ahead.zig`) claims each
+//! it has queued (`claimAhead`); a read that needs a claimed shard waits for
+//! that fetch instead of starting its own, and fetches it itself only if the
+//! claim is dropped without the shard.
 const std = @import("std");
 const assert = std.debug.assert;
 const builtin = @import("builtin");
@@ -47,14 +51,20 @@ const RemoteShards = struct {
     folder: []u8,
     /// Per shard: its file is in the folder and its handle knows its identity.
     present: []std.atomic.Value(bool),
+    /// Shards not present.
+    missing: std.atomic.Value(u64) = .init(0),
     sha256s: [][sha256.digest_length]u8,
+    /// Per shard: readers that have queued a fetch of it ahead of need.
+    ahead: []std.atomic.Value(u32),
     /// The shard source's handles and set, which an eviction closes files of.
     handles: []open_shards.Handle,
     set: *open_shards.Set,
     /// Listed with `remote` while the cache is open (`ShardSource.open` to `close`).
     resident: remote_module.Resident = undefined,
-    /// Orders marking a shard present or absent.
+    /// Orders marking a shard present or absent, and dropping claims.
     mutex: std.Io.Mutex = .init,
+    /// Broadcast when a shard is marked present or a claim is dropped.
+    changed: std.Io.Condition = .init,
 
     fn create(
         allocator: std.mem.Allocator,
@@ -73,9 +83,12 @@ const RemoteShards = struct {
         const present = try allocator.alloc(std.atomic.Value(bool), listed.len);
         errdefer allocator.free(present);
         const sha256s = try allocator.alloc([sha256.digest_length]u8, listed.len);
-        for (present, sha256s, listed) |*flag, *digest, entry| {
+        errdefer allocator.free(sha256s);
+        const ahead = try allocator.alloc(std.atomic.Value(u32), listed.len);
+        for (present, sha256s, ahead, listed) |*flag, *digest, *claims, entry| {
             flag.* = .init(true);
             digest.* = entry.sha256;
+            claims.* = .init(0);
         }
         origin.remote.acquire();
         shards.* = .{
@@ -86,6 +99,7 @@ const RemoteShards = struct {
             .sha256s = sha256s,
             .handles = handles,
             .set = set,
+            .ahead = ahead,
         };
         shards.resident = .{ .context = shards, .folder = shards.folder, .release = release };
         return shards;
@@ -100,12 +114,22 @@ const RemoteShards = struct {
         shards.mutex.lockUncancelable(io);
         defer shards.mutex.unlock(io);
         if (!shards.set.closeUnpinned(&shards.handles[index])) return false;
-        shards.present[index].store(false, .release);
+        shards.markAbsent(index);
         return true;
+    }
+
+    /// Notes that shard `index` is no longer in the folder (evicted, or gone
+    /// before it could be opened); counted in `missing` once.
+    fn markAbsent(shards: *RemoteShards, index: usize) void {
+        if (shards.present[index].cmpxchgStrong(true, false, .acq_rel, .monotonic) == null) {
+            _ = shards.missing.fetchAdd(1, .acq_rel);
+        }
     }
 
     fn destroy(shards: *RemoteShards, allocator: std.mem.Allocator) void {
         shards.remote.release();
+        for (shards.ahead) |claims| assert(claims.load(.monotonic) == 0);
+        allocator.free(shards.ahead);
         allocator.free(shards.sha256s);
         allocator.free(shards.present);
         allocator.free(shards.folder);
@@ -168,6 +192,7 @@ pub const ShardSource = struct {
             handle.* = .init(.{ .inode = 0, .length = entry.byte_len });
             if (remote != null and !present(dir_path, entry.name)) {
                 remote.?.present[index] = .init(false);
+                _ = remote.?.missing.fetchAdd(1, .monotonic);
             } else {
                 const file = try checkShard(set, dir_path, remote != null, .{
                     .name = entry.name,
@@ -409,7 +434,7 @@ pub const ShardSource = struct {
         for (0..remote_attempts_max) |attempt| {
             const last = attempt + 1 == remote_attempts_max;
             if (!shards.present[index].load(.acquire)) {
-                const placed = try source.fetch(shards, shard_id, diagnostic);
+                const placed = try source.fetchNeeded(shards, shard_id, diagnostic);
                 if (!placed and !last) continue;
                 if (!placed) return error.InvalidCache;
             }
@@ -417,22 +442,116 @@ pub const ShardSource = struct {
                 return file;
             } else |err| {
                 if (err != error.InvalidCache or last) return err;
-                shards.present[index].store(false, .release);
+                shards.markAbsent(index);
             }
         }
         unreachable;
     }
 
-    /// Brings remote shard `shard_id` into the folder (`Remote.fetchChecked`:
-    /// one fetch of it at a time in the process, checked against its SHA-256
-    /// before it takes its name), then notes its identity as `open` would:
+    /// Brings remote shard `shard_id`, which a read needs now, into the
+    /// folder: waits for a fetch of it queued ahead of need while one is
+    /// claimed, else fetches it in a slot of the hook's `max_in_flight`:
     /// false when it was evicted again before it could be opened.
-    fn fetch(
+    fn fetchNeeded(
         source: *const ShardSource,
         shards: *RemoteShards,
         shard_id: u64,
         diagnostic: *Diagnostic,
     ) Error!bool {
+        const index: usize = @intCast(shard_id);
+        const io = system.io();
+        if (shards.ahead[index].load(.acquire) > 0) {
+            shards.mutex.lockUncancelable(io);
+            defer shards.mutex.unlock(io);
+            while (shards.ahead[index].load(.acquire) > 0 and
+                !shards.present[index].load(.acquire))
+            {
+                shards.changed.waitUncancelable(io, &shards.mutex);
+            }
+        }
+        if (shards.present[index].load(.acquire)) return true;
+        const remote = shards.remote;
+        remote.slots.acquireNeeded(@atomicLoad(u32, &remote.max_in_flight, .monotonic));
+        defer remote.slots.release();
+        const outcome = try source.fetch(shards, shard_id, null, diagnostic) orelse return false;
+        assert(outcome != .no_room); // only a fetch ahead of need is refused room
+        return true;
+    }
+
+    /// The hook of a remote cache; null for a local one.
+    pub fn remoteHook(source: *const ShardSource) ?*remote_module.Remote {
+        const shards = source.remote orelse return null;
+        return shards.remote;
+    }
+
+    /// A remote cache's local folder (`Target.dir_path` of its files); null
+    /// for a local cache.
+    pub fn remoteFolder(source: *const ShardSource) ?[]const u8 {
+        const shards = source.remote orelse return null;
+        return shards.folder;
+    }
+
+    /// How many shards of a remote cache are not in its folder yet.
+    pub fn missingCount(source: *const ShardSource) u64 {
+        const shards = source.remote orelse return 0;
+        return shards.missing.load(.acquire);
+    }
+
+    /// Whether shard `shard_id` of a remote cache is not in its folder yet.
+    pub fn missing(source: *const ShardSource, shard_id: u64) bool {
+        assert(shard_id < source.count());
+        const shards = source.remote orelse return false;
+        return !shards.present[@intCast(shard_id)].load(.acquire);
+    }
+
+    /// Says that a fetch of remote shard `shard_id` ahead of need is queued:
+    /// until `dropAhead`, a read that needs it waits for that fetch.
+    pub fn claimAhead(source: *const ShardSource, shard_id: u64) void {
+        assert(shard_id < source.count());
+        const shards = source.remote.?;
+        _ = shards.ahead[@intCast(shard_id)].fetchAdd(1, .acq_rel);
+    }
+
+    /// Ends a claim of `claimAhead`, fetched or not, and wakes the reads waiting on it.
+    pub fn dropAhead(source: *const ShardSource, shard_id: u64) void {
+        assert(shard_id < source.count());
+        const shards = source.remote.?;
+        const io = system.io();
+        shards.mutex.lockUncancelable(io);
+        defer shards.mutex.unlock(io);
+        const before = shards.ahead[@intCast(shard_id)].fetchSub(1, .acq_rel);
+        assert(before > 0);
+        shards.changed.broadcast(io);
+    }
+
+    /// Fetches remote shard `shard_id` ahead of need, `positions` stream
+    /// positions before its first use, as a read would (`fetch`); the caller
+    /// holds a slot (`Remote.slots`). `.no_room`: the budget refused it.
+    pub fn fetchAhead(
+        source: *const ShardSource,
+        shard_id: u64,
+        positions: u64,
+        diagnostic: *Diagnostic,
+    ) Error!remote_module.Outcome {
+        assert(shard_id < source.count());
+        const shards = source.remote.?;
+        if (shards.present[@intCast(shard_id)].load(.acquire)) return .present;
+        // Evicted again before it could be opened: the read will fetch it.
+        return try source.fetch(shards, shard_id, positions, diagnostic) orelse .present;
+    }
+
+    /// Brings remote shard `shard_id` into the folder (`Remote.fetchChecked`:
+    /// one fetch of it at a time in the process, checked against its SHA-256
+    /// before it takes its name), then notes its identity as `open` would.
+    /// `ahead`: see `Target.ahead`. Null when it was evicted again before it
+    /// could be opened.
+    fn fetch(
+        source: *const ShardSource,
+        shards: *RemoteShards,
+        shard_id: u64,
+        ahead: ?u64,
+        diagnostic: *Diagnostic,
+    ) Error!?remote_module.Outcome {
         const index: usize = @intCast(shard_id);
         const io = system.io();
         const name = cache_layout.ShardName.of(shard_id);
@@ -456,28 +575,31 @@ pub const ShardSource = struct {
             .byte_len = source.byte_lens[index],
             .sha256 = shards.sha256s[index],
             .shard = true,
+            .ahead = ahead,
         }, diagnostic);
         if (outcome == .not_found) {
             diagnostic.set("{s}: not found (the manifest lists it)", .{relative});
             return error.InvalidCache;
         }
-        if (outcome == .no_room) unreachable; // only a fetch ahead of need gets no room
+        if (outcome == .no_room) return .no_room;
         const listed: Listed = .{ .name = name.slice(), .byte_len = source.byte_lens[index] };
         const file = checkShard(source.set, source.dir_path, true, listed, diagnostic) catch |err| {
-            if (err == error.InvalidCache) return false;
+            if (err == error.InvalidCache) return null;
             return err;
         };
         shards.mutex.lockUncancelable(io);
         defer shards.mutex.unlock(io);
         if (shards.present[index].load(.monotonic)) {
             file.file.close(io);
-            return true;
+            return outcome;
         }
         const handle = &source.handles[index];
         handle.expected.inode = file.inode;
         if (source.evictable()) file.file.close(io) else source.set.adopt(handle, file.file);
         shards.present[index].store(true, .release);
-        return true;
+        _ = shards.missing.fetchSub(1, .release);
+        shards.changed.broadcast(io);
+        return outcome;
     }
 
     /// Whether other processes may evict this cache's shards (a remote cache

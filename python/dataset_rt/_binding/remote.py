@@ -76,6 +76,7 @@ class RemoteHandle:
         self.value = handle
         if config.budget_bytes is not None:
             _native.check(_native.lib.drt_remote_set_budget(handle, config.budget_bytes))
+        _native.check(_native.lib.drt_remote_set_max_in_flight(handle, config.max_in_flight))
 
     def transport(self, url: str) -> Transport:
         """The transport of the cache at `url`, made on first use."""

@@ -1,0 +1,464 @@
+//! Fetching a read pipeline's remote shards ahead of need, in the order its
+//! stream reads them.
+//!
+//! A pipeline whose plan has a remote cache gets a `FetchAhead`. Its scan
+//! walks the plan forward from the consumer's position (the next sample to
+//! hand out), maps each position to its cache and shard as the chunk reads do
+//! (`Plan.locate`, `Cache.shardOf`), and queues each remote shard not yet in
+//! its folder at its first use; a queued shard is claimed
+//! (`ShardSource.claimAhead`), so that a read that needs it waits for this
+//! fetch instead of starting another. The scan is incremental (a cursor that
+//! only moves forward, or jumps to the consumer when the consumer passes it)
+//! and bounded: it stops while `lookaheadShards` shards are queued or being
+//! fetched, `horizon_positions` positions past the consumer, or `runs_max`
+//! runs of one shard are noted. It moves on when the consumer does. Before
+//! the pipeline submits reads, it scans at least as far as they reach
+//! (`cover`, on the consumer's thread, while a shard is missing): the pool
+//! reads chunks ahead of the consumer in parallel, and a chunk that needs a
+//! later shard then waits for its turn rather than fetching it first.
+//!
+//! Threads of the pipeline's own (never the pool's: a fetch blocks on the
+//! network and may call into the caller's language) take queued shards in
+//! queue order, each in a slot of the hook's `max_in_flight`
+//! (`Remote.slots`, shared with reads that need a shard now, which take the
+//! next free slot first). The first thread starts with the pipeline and
+//! scans, or with the first shard `cover` queues when `cover` reaches the
+//! whole plan or the scan is of no use (nothing missing, no budget asking
+//! for `next_use`); more start, up to `max_in_flight` (at most
+//! `threads_max`), when shards wait.
+//! A fetch ahead that fails is dropped silently: the read that needs the
+//! shard fetches it again and reports the error. When the budget has no
+//! room (`Outcome.no_room`), the queue is dropped and nothing is fetched
+//! ahead until the consumer moves on.
+//!
+//! The noted runs answer `Future.next_use` for every shard of the window,
+//! present or not; `destroy` stops the threads (a running fetch finishes,
+//! queued ones are dropped) and removes the future.
+const std = @import("std");
+const assert = std.debug.assert;
+const system = @import("../base/system.zig");
+const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
+const active_table = @import("../stream/active_table.zig");
+const remote_module = @import("remote.zig");
+const Remote = remote_module.Remote;
+const Plan = @import("read_pipeline.zig").Plan;
+
+/// Positions past the consumer's that the scan looks at, at most.
+pub const horizon_positions: u64 = 1 << 20;
+/// Runs (consecutive positions of one remote shard) the scan notes at most.
+pub const runs_max: usize = 4096;
+/// Threads of one pipeline at most, whatever `max_in_flight` is.
+pub const threads_max: u32 = 16;
+/// Positions scanned per hold of the lock, so `next_use` never waits long.
+const scan_step_positions = 256;
+
+/// Shards queued or being fetched ahead at most, for `max_in_flight`.
+pub fn lookaheadShards(max_in_flight: u32) usize {
+    assert(max_in_flight >= 1);
+    return 2 * @as(usize, @min(max_in_flight, threads_max));
+}
+
+/// Positions `first` .. `end` (planned indexes) read shard `shard_id` of cache `cache_index`.
+const Run = struct { cache_index: u32, shard_id: u64, first: u64, end: u64 };
+
+/// A shard to fetch ahead, first read at planned index `first_use`.
+const Queued = struct { cache_index: u32, shard_id: u64, first_use: u64, running: bool };
+
+pub const FetchAhead = struct {
+    allocator: std.mem.Allocator,
+    plan: *const Plan,
+    remote: *Remote,
+    /// The plan's rows, for the scan; under `mutex`.
+    planner: active_table.RowPlanner,
+    future: remote_module.Future,
+    mutex: std.Io.Mutex = .init,
+    /// Broadcast when the consumer moves, a fetch ends, or `destroy` begins.
+    wake: std.Io.Condition = .init,
+    stopping: std.atomic.Value(bool) = .init(false),
+    /// The consumer's planned index: set without `mutex` (`advance`), read
+    /// under it into `consumer`.
+    handed_out: std.atomic.Value(u64) = .init(0),
+    /// The consumer's position from which a waiting thread has work again
+    /// (`wakeAtLocked`); `advance` wakes the threads only then.
+    wake_at: std.atomic.Value(u64) = .init(std.math.maxInt(u64)),
+    /// Under `mutex`: the consumer's planned index, and the next one to scan.
+    consumer: u64 = 0,
+    cursor: u64 = 0,
+    /// `cursor`, readable without `mutex` (`cover`).
+    covered: std.atomic.Value(u64) = .init(0),
+    /// Under `mutex`: set while the budget has no room, to the consumer's
+    /// position then; cleared when the consumer moves past it.
+    paused_at: ?u64 = null,
+    /// Under `mutex`: the noted runs from `runs_head` on, in stream order.
+    runs: std.ArrayList(Run),
+    runs_head: usize = 0,
+    /// Live runs at most: `runs_max`, or fewer for a short plan.
+    runs_live_max: usize,
+    /// Under `mutex`: the shards to fetch, by first use.
+    queue: std.ArrayList(Queued),
+    lookahead: usize,
+    threads: [threads_max]std.Thread = undefined,
+    /// Under `mutex`.
+    thread_count: u32 = 0,
+
+    /// A fetch ahead for `plan` (which outlives it), whose pipeline reads up
+    /// to `prefetch_size` samples ahead of the consumer, with its first
+    /// thread started if the plan is longer; null when the plan has no
+    /// remote cache.
+    pub fn create(
+        allocator: std.mem.Allocator,
+        plan: *const Plan,
+        prefetch_size: u32,
+    ) error{OutOfMemory}!?*FetchAhead {
+        const remote = remoteOf(plan) orelse return null;
+        const lookahead = lookaheadShards(@atomicLoad(u32, &remote.max_in_flight, .monotonic));
+        var missing: u64 = 0;
+        for (plan.caches) |cache| missing += cache.shards.missingCount();
+        const queue_capacity = lookahead + @min(prefetch_size, missing);
+        const ahead = try allocator.create(FetchAhead);
+        errdefer allocator.destroy(ahead);
+        // Allocated here, once: the threads never allocate.
+        const runs_live_max: usize = @intCast(@max(1, @min(runs_max, plan.walk.count)));
+        var runs = try std.ArrayList(Run).initCapacity(allocator, 2 * runs_live_max);
+        errdefer runs.deinit(allocator);
+        var queue = try std.ArrayList(Queued).initCapacity(allocator, queue_capacity);
+        errdefer queue.deinit(allocator);
+        ahead.* = .{
+            .allocator = allocator,
+            .plan = plan,
+            .remote = remote,
+            .planner = .init(plan.table, plan.sampling, plan.key),
+            .future = .{ .context = ahead, .next_use = nextUse },
+            .runs = runs,
+            .runs_live_max = runs_live_max,
+            .queue = queue,
+            .lookahead = lookahead,
+        };
+        try remote.addFuture(&ahead.future);
+        // A plan within one window is scanned whole by `cover`, which starts
+        // a thread when it queues a shard; so is every plan when nothing is
+        // missing and no budget asks for `next_use`.
+        if (plan.walk.count <= prefetch_size or !ahead.scanWanted()) return ahead;
+        const io = system.io();
+        ahead.mutex.lockUncancelable(io);
+        defer ahead.mutex.unlock(io);
+        ahead.spawnLocked();
+        return ahead;
+    }
+
+    /// The hook of the plan's remote caches (one for all); null if none is remote.
+    fn remoteOf(plan: *const Plan) ?*Remote {
+        var found: ?*Remote = null;
+        for (plan.caches) |cache| {
+            const hook = cache.shards.remoteHook() orelse continue;
+            assert(found == null or found == hook); // a dataset opens with one hook
+            found = hook;
+        }
+        return found;
+    }
+
+    /// Stops the threads (a running fetch finishes; queued ones are dropped),
+    /// removes the future and frees everything.
+    pub fn destroy(ahead: *FetchAhead) void {
+        const io = system.io();
+        ahead.mutex.lockUncancelable(io);
+        ahead.stopping.store(true, .release);
+        ahead.wake.broadcast(io);
+        const count = ahead.thread_count;
+        ahead.mutex.unlock(io);
+        ahead.remote.slots.wakeAll();
+        for (ahead.threads[0..count]) |thread| thread.join();
+        for (ahead.queue.items) |queued| {
+            assert(!queued.running);
+            ahead.plan.caches[queued.cache_index].shards.dropAhead(queued.shard_id);
+        }
+        ahead.remote.removeFuture(&ahead.future);
+        ahead.queue.deinit(ahead.allocator);
+        ahead.runs.deinit(ahead.allocator);
+        ahead.allocator.destroy(ahead);
+    }
+
+    /// Says that the consumer has handed out every planned index before
+    /// `consumer`. Takes the lock only to wake a waiting thread.
+    pub fn advance(ahead: *FetchAhead, consumer: u64) void {
+        assert(consumer <= ahead.plan.walk.count);
+        const before = ahead.handed_out.swap(consumer, .seq_cst);
+        assert(consumer >= before);
+        // Pairs with `run`: a thread that set `wake_at` before this store
+        // either sees the new position or is woken here.
+        if (consumer < ahead.wake_at.load(.seq_cst)) return;
+        const io = system.io();
+        ahead.mutex.lockUncancelable(io);
+        defer ahead.mutex.unlock(io);
+        ahead.wake.broadcast(io);
+    }
+
+    /// `Future.next_use`: from the noted runs, so null for a shard not read
+    /// within the scanned window.
+    fn nextUse(context: *anyopaque, folder: []const u8, shard_id: u64) ?u64 {
+        const ahead: *FetchAhead = @ptrCast(@alignCast(context));
+        const io = system.io();
+        ahead.mutex.lockUncancelable(io);
+        defer ahead.mutex.unlock(io);
+        const consumer = ahead.handed_out.load(.acquire);
+        for (ahead.runs.items[ahead.runs_head..]) |noted| {
+            if (noted.shard_id != shard_id or noted.end <= consumer) continue;
+            const cache = ahead.plan.caches[noted.cache_index];
+            const cache_folder = cache.shards.remoteFolder() orelse continue;
+            if (!std.mem.eql(u8, cache_folder, folder)) continue;
+            return @max(noted.first, consumer) - consumer;
+        }
+        return null;
+    }
+
+    /// A thread's loop: fetch the next queued shard, else scan, else wait.
+    fn run(ahead: *FetchAhead) void {
+        const io = system.io();
+        ahead.mutex.lockUncancelable(io);
+        defer ahead.mutex.unlock(io);
+        while (!ahead.stopping.load(.acquire)) {
+            ahead.consumer = ahead.handed_out.load(.seq_cst);
+            ahead.catchUpLocked();
+            if (ahead.takeLocked()) |queued| {
+                ahead.spawnLocked();
+                const positions = queued.first_use -| ahead.consumer;
+                ahead.mutex.unlock(io);
+                const outcome = ahead.fetchOne(queued, positions);
+                ahead.mutex.lockUncancelable(io);
+                ahead.finishLocked(queued, outcome);
+            } else if (ahead.canScanLocked() and ahead.scanWanted()) {
+                ahead.scanLocked();
+            } else {
+                const wake_at = ahead.wakeAtLocked();
+                ahead.wake_at.store(wake_at, .seq_cst);
+                if (ahead.handed_out.load(.seq_cst) < wake_at) {
+                    ahead.wake.waitUncancelable(io, &ahead.mutex);
+                }
+            }
+        }
+    }
+
+    /// For a thread with nothing to do: the consumer's position at which
+    /// the scan may go on, or never (a fetch's end or `cover` wakes it).
+    fn wakeAtLocked(ahead: *const FetchAhead) u64 {
+        const never = std.math.maxInt(u64);
+        if (ahead.canScanLocked()) {
+            assert(!ahead.scanWanted());
+            return never;
+        }
+        if (ahead.paused_at) |paused_at| return paused_at + 1;
+        if (ahead.cursor >= ahead.plan.walk.count) return never;
+        if (ahead.queue.items.len >= ahead.lookahead) return never;
+        if (ahead.runs.items.len - ahead.runs_head >= ahead.runs_live_max) {
+            return ahead.runs.items[ahead.runs_head].end;
+        }
+        assert(ahead.cursor - ahead.consumer >= horizon_positions);
+        return ahead.cursor - horizon_positions + 1;
+    }
+
+    /// Starts another thread when a queued shard waits for one and the
+    /// pipeline has fewer than `max_in_flight` (the first: when it has none).
+    fn spawnLocked(ahead: *FetchAhead) void {
+        assert(!ahead.stopping.load(.acquire));
+        const max = @min(threads_max, @atomicLoad(u32, &ahead.remote.max_in_flight, .monotonic));
+        if (ahead.thread_count >= max) return;
+        if (ahead.thread_count > 0 and ahead.waitingCountLocked() == 0) return;
+        const options: std.Thread.SpawnConfig = .{ .stack_size = 4 << 20 };
+        const thread = std.Thread.spawn(options, run, .{ahead}) catch return; // fewer at once
+        ahead.threads[ahead.thread_count] = thread;
+        ahead.thread_count += 1;
+        assert(ahead.thread_count <= threads_max);
+    }
+
+    fn waitingCountLocked(ahead: *const FetchAhead) usize {
+        var waiting: usize = 0;
+        for (ahead.queue.items) |queued| waiting += @intFromBool(!queued.running);
+        return waiting;
+    }
+
+    /// Follows the consumer: forgets the runs it has passed, scans on from it
+    /// if it passed the cursor, and once it moves past a pause, scans again
+    /// from it.
+    fn catchUpLocked(ahead: *FetchAhead) void {
+        const consumer = ahead.consumer;
+        if (ahead.paused_at) |paused_at| {
+            if (consumer <= paused_at) return;
+            ahead.paused_at = null;
+            ahead.runs.clearRetainingCapacity();
+            ahead.runs_head = 0;
+            ahead.cursor = consumer;
+        }
+        while (ahead.runs_head < ahead.runs.items.len and
+            ahead.runs.items[ahead.runs_head].end <= consumer) ahead.runs_head += 1;
+        if (ahead.cursor < consumer) {
+            assert(ahead.runs_head == ahead.runs.items.len);
+            ahead.cursor = consumer;
+        }
+        assert(ahead.cursor >= consumer);
+    }
+
+    /// The first queued shard no thread fetches yet, now marked as fetched.
+    fn takeLocked(ahead: *FetchAhead) ?Queued {
+        if (ahead.paused_at != null) return null;
+        for (ahead.queue.items) |*queued| {
+            if (queued.running) continue;
+            queued.running = true;
+            return queued.*;
+        }
+        return null;
+    }
+
+    /// Fetches `queued` in a slot; null when it failed or was dropped.
+    fn fetchOne(ahead: *FetchAhead, queued: Queued, positions: u64) ?remote_module.Outcome {
+        const remote = ahead.remote;
+        const max = @atomicLoad(u32, &remote.max_in_flight, .monotonic);
+        if (!remote.slots.acquireAhead(max, &ahead.stopping)) return null;
+        defer remote.slots.release();
+        var diagnostic: Diagnostic = .{};
+        const shards = &ahead.plan.caches[queued.cache_index].shards;
+        // A failure is the read's to report, when it fetches the shard again.
+        return shards.fetchAhead(queued.shard_id, positions, &diagnostic) catch null;
+    }
+
+    /// Ends `queued`'s fetch: takes it off the queue and drops its claim; on
+    /// `no_room`, drops the whole queue and pauses until the consumer moves.
+    fn finishLocked(ahead: *FetchAhead, queued: Queued, outcome: ?remote_module.Outcome) void {
+        const at = ahead.queuedAt(queued.cache_index, queued.shard_id).?;
+        assert(ahead.queue.items[at].running);
+        _ = ahead.queue.orderedRemove(at);
+        ahead.plan.caches[queued.cache_index].shards.dropAhead(queued.shard_id);
+        if (outcome == .no_room) {
+            ahead.paused_at = ahead.consumer;
+            var kept: usize = 0;
+            for (ahead.queue.items) |item| {
+                if (item.running) {
+                    ahead.queue.items[kept] = item;
+                    kept += 1;
+                } else {
+                    ahead.plan.caches[item.cache_index].shards.dropAhead(item.shard_id);
+                }
+            }
+            ahead.queue.shrinkRetainingCapacity(kept);
+        }
+        ahead.wake.broadcast(system.io());
+    }
+
+    fn queuedAt(ahead: *const FetchAhead, cache_index: u32, shard_id: u64) ?usize {
+        for (ahead.queue.items, 0..) |queued, at| {
+            if (queued.cache_index == cache_index and queued.shard_id == shard_id) return at;
+        }
+        return null;
+    }
+
+    fn canScanLocked(ahead: *const FetchAhead) bool {
+        if (ahead.paused_at != null) return false;
+        if (ahead.cursor >= ahead.plan.walk.count) return false;
+        if (ahead.cursor - ahead.consumer >= horizon_positions) return false;
+        if (ahead.runs.items.len - ahead.runs_head >= ahead.runs_live_max) return false;
+        return ahead.queue.items.len < ahead.lookahead;
+    }
+
+    /// Scans up to `scan_step_positions` positions from the cursor.
+    fn scanLocked(ahead: *FetchAhead) void {
+        assert(ahead.canScanLocked());
+        var steps: u32 = 0;
+        while (steps < scan_step_positions and ahead.canScanLocked()) : (steps += 1) {
+            ahead.scanOneLocked();
+        }
+        ahead.covered.store(ahead.cursor, .release);
+    }
+
+    /// Scans the position at the cursor: notes its run, and queues (and
+    /// claims) its shard at its first use if it is missing.
+    fn scanOneLocked(ahead: *FetchAhead) void {
+        const plan = ahead.plan;
+        const index = ahead.cursor;
+        ahead.cursor += 1;
+        const location = plan.locate(&ahead.planner, index);
+        const cache = plan.caches[location.cache_id];
+        if (cache.shards.remoteHook() == null) return;
+        const shard_id = cache.shardOf(location.sample_id) orelse return;
+        ahead.noteLocked(location.cache_id, shard_id, index);
+        if (!cache.shards.missing(shard_id)) return;
+        if (ahead.queuedAt(location.cache_id, shard_id) != null) return;
+        // Full only past what the pool reads ahead: the read then fetches it.
+        if (ahead.queue.items.len == ahead.queue.capacity) return;
+        cache.shards.claimAhead(shard_id);
+        ahead.queue.appendAssumeCapacity(.{
+            .cache_index = location.cache_id,
+            .shard_id = shard_id,
+            .first_use = index,
+            .running = false,
+        });
+        ahead.wake.broadcast(system.io());
+        ahead.spawnLocked();
+    }
+
+    /// Scans every planned index before `through` now, on the caller's
+    /// thread, whatever the scan's bounds: the pipeline is about to read up
+    /// to there, and a read ahead of the consumer then finds its shard
+    /// claimed and waits for its turn instead of fetching out of order. Does
+    /// nothing once the plan's remote caches hold every shard.
+    pub fn cover(ahead: *FetchAhead, through: u64) void {
+        assert(through <= ahead.plan.walk.count);
+        if (ahead.covered.load(.acquire) >= through) return;
+        if (!ahead.anyMissing()) return;
+        const io = system.io();
+        ahead.mutex.lockUncancelable(io);
+        defer ahead.mutex.unlock(io);
+        ahead.consumer = ahead.handed_out.load(.seq_cst);
+        ahead.catchUpLocked();
+        if (ahead.paused_at != null) return;
+        while (ahead.cursor < through) ahead.scanOneLocked();
+        ahead.covered.store(ahead.cursor, .release);
+        assert(ahead.cursor >= through);
+    }
+
+    /// Whether the scan past `cover`'s reach is of use: while a shard is
+    /// missing, and with a budget, whose eviction asks for `next_use`
+    /// (without one, a shard stays once it is in).
+    fn scanWanted(ahead: *const FetchAhead) bool {
+        return ahead.remote.budget_bytes != null or ahead.anyMissing();
+    }
+
+    fn anyMissing(ahead: *const FetchAhead) bool {
+        for (ahead.plan.caches) |cache| {
+            if (cache.shards.missingCount() > 0) return true;
+        }
+        return false;
+    }
+
+    /// Notes that planned index `index` reads shard `shard_id` of cache `cache_index`.
+    fn noteLocked(ahead: *FetchAhead, cache_index: u32, shard_id: u64, index: u64) void {
+        const runs = &ahead.runs;
+        if (runs.items.len > ahead.runs_head) {
+            const last = &runs.items[runs.items.len - 1];
+            if (last.cache_index == cache_index and last.shard_id == shard_id and
+                last.end == index)
+            {
+                last.end = index + 1;
+                return;
+            }
+        }
+        // Past the bound only when `cover` scans far ahead: not noted.
+        if (runs.items.len - ahead.runs_head >= ahead.runs_live_max) return;
+        if (runs.items.len == runs.capacity) {
+            // Move the live runs to the front; fewer than half are live.
+            const live = runs.items.len - ahead.runs_head;
+            std.mem.copyForwards(Run, runs.items[0..live], runs.items[ahead.runs_head..]);
+            runs.shrinkRetainingCapacity(live);
+            ahead.runs_head = 0;
+        }
+        runs.appendAssumeCapacity(.{
+            .cache_index = cache_index,
+            .shard_id = shard_id,
+            .first = index,
+            .end = index + 1,
+        });
+        assert(runs.items.len - ahead.runs_head <= ahead.runs_live_max);
+    }
+};
+
+test {
+    _ = @import("fetch_ahead_test.zig");
+}

@@ -1,0 +1,320 @@
+//! Tests of fetch_ahead.zig: datasets of a remote cache read through a fetch
+//! hook that copies from a local folder, slowly, and records the order of
+//! its shard fetches and how many ran at once.
+const std = @import("std");
+const testing = std.testing;
+const system = @import("../base/system.zig");
+const thread_pool = @import("../base/thread_pool.zig");
+const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
+const dataset_module = @import("dataset.zig");
+const Dataset = dataset_module.Dataset;
+const Iterator = dataset_module.Iterator;
+const read_pipeline = @import("read_pipeline.zig");
+const test_cache = @import("test_cache.zig");
+const TestCache = test_cache.TestCache;
+const remote_module = @import("remote.zig");
+const Remote = remote_module.Remote;
+
+const url = "s3://bucket/caches/ahead";
+const shards_max = 64;
+
+/// The hook's context: where it copies from, and what it saw.
+const Recorder = struct {
+    dir: []const u8,
+    delay_ms: u32,
+    /// Shard fetches fail.
+    fail: bool = false,
+    /// Shard ids in the order their fetches started.
+    order: [shards_max]u64 = undefined,
+    calls: std.atomic.Value(u32) = .init(0),
+    running: std.atomic.Value(u32) = .init(0),
+    peak: std.atomic.Value(u32) = .init(0),
+
+    fn started(recorder: *Recorder) []const u64 {
+        return recorder.order[0..recorder.calls.load(.acquire)];
+    }
+};
+
+fn recordingFetch(
+    context: ?*anyopaque,
+    _: [*]const u8,
+    _: u64,
+    name_ptr: [*]const u8,
+    name_len: u64,
+    dest_ptr: [*]const u8,
+    dest_len: u64,
+    message: [*]u8,
+    message_cap: u64,
+) callconv(.c) i32 {
+    const recorder: *Recorder = @ptrCast(@alignCast(context.?));
+    const name = name_ptr[0..@intCast(name_len)];
+    const shard = std.mem.startsWith(u8, name, "shards/");
+    if (shard) {
+        const id = std.fmt.parseInt(u64, name["shards/".len..][0..6], 10) catch unreachable;
+        const call = recorder.calls.fetchAdd(1, .acq_rel);
+        recorder.order[call] = id;
+        const now = recorder.running.fetchAdd(1, .acq_rel) + 1;
+        _ = recorder.peak.fetchMax(now, .acq_rel);
+        system.io().sleep(.fromMilliseconds(recorder.delay_ms), .awake) catch {};
+    }
+    defer if (shard) {
+        _ = recorder.running.fetchSub(1, .acq_rel);
+    };
+    if (shard and recorder.fail) {
+        const text = "connection reset by the test";
+        @memcpy(message[0..text.len], text);
+        message[text.len] = 0;
+        std.debug.assert(message_cap > text.len);
+        return remote_module.fetch_failed;
+    }
+    copy(recorder.dir, name, dest_ptr[0..@intCast(dest_len)]) catch
+        return remote_module.fetch_failed;
+    return remote_module.fetch_ok;
+}
+
+/// Copies `dir/name` to `dest`; libc's allocator, as it runs on the core's threads.
+fn copy(dir: []const u8, name: []const u8, dest: []const u8) !void {
+    const io = system.io();
+    const allocator = std.heap.c_allocator;
+    var source_dir = try std.Io.Dir.cwd().openDir(io, dir, .{});
+    defer source_dir.close(io);
+    const bytes = try source_dir.readFileAlloc(io, name, allocator, .unlimited);
+    defer allocator.free(bytes);
+    const file = try std.Io.Dir.cwd().createFile(io, dest, .{});
+    defer file.close(io);
+    try file.writePositionalAll(io, bytes, 0);
+}
+
+/// A written cache served through a recording hook into a fresh local_dir,
+/// and a pool of two workers (reading chunks ahead of the consumer at once).
+const Setup = struct {
+    written: TestCache,
+    recorder: Recorder,
+    tmp: std.testing.TmpDir,
+    remote: *Remote,
+    pool: *thread_pool.ThreadPool,
+
+    fn init(setup: *Setup, delay_ms: u32, max_in_flight: u32) !void {
+        return setup.initWith(delay_ms, max_in_flight, .{
+            .sample_count = 48,
+            .records_per_shard = 4,
+            .payload_bytes = 64,
+        });
+    }
+
+    fn initWith(setup: *Setup, delay_ms: u32, max_in_flight: u32, spec: test_cache.Spec) !void {
+        setup.written = try TestCache.write(spec);
+        errdefer setup.written.deinit();
+        setup.recorder = .{ .dir = setup.written.path, .delay_ms = delay_ms };
+        setup.tmp = std.testing.tmpDir(.{});
+        errdefer setup.tmp.cleanup();
+        var buffer: [std.fs.max_path_bytes]u8 = undefined;
+        const local_dir = buffer[0..try setup.tmp.dir.realPath(system.io(), &buffer)];
+        var diagnostic: Diagnostic = .{};
+        const allocator = testing.allocator;
+        setup.remote = try Remote.create(
+            allocator,
+            recordingFetch,
+            &setup.recorder,
+            local_dir,
+            &diagnostic,
+        );
+        setup.remote.max_in_flight = max_in_flight;
+        errdefer setup.remote.release();
+        setup.pool = try thread_pool.ThreadPool.create(allocator, 2);
+    }
+
+    fn deinit(setup: *Setup) void {
+        setup.pool.release();
+        setup.remote.release();
+        setup.tmp.cleanup();
+        setup.written.deinit();
+    }
+
+    fn open(setup: *Setup, shuffle: bool) !*Dataset {
+        var diagnostic: Diagnostic = .{};
+        return Dataset.open(testing.allocator, setup.pool, &.{url}, .{
+            .seed = 11,
+            .prefetch_size = 8,
+            .shuffle = shuffle,
+            .replacement = false,
+            .validate_cache = false,
+            .remote = setup.remote,
+        }, &diagnostic);
+    }
+
+    fn shardCount(setup: *const Setup) usize {
+        return setup.written.shards.len;
+    }
+};
+
+/// Reads `iterator` to its end, checking every payload against the written
+/// cache; returns the shards in the order the stream first reads them.
+fn drainFirstUses(setup: *const Setup, iterator: *Iterator, first_uses: []u64) ![]const u64 {
+    var diagnostic: Diagnostic = .{};
+    var count: usize = 0;
+    var samples: usize = 0;
+    while (try iterator.next(&diagnostic)) |batch| {
+        defer read_pipeline.Pipeline.releaseBatch(testing.allocator, batch);
+        const offsets = batch.payload_offsets.items;
+        for (batch.sample_ids.items, 0..) |sample_id, k| {
+            var buffer: [128]u8 = undefined;
+            const expected = setup.written.payloadOf(sample_id, &buffer);
+            const got = batch.payloads.items[offsets[k]..offsets[k + 1]];
+            try testing.expectEqualSlices(u8, expected, got);
+            const shard = sample_id / setup.written.spec.records_per_shard;
+            if (std.mem.indexOfScalar(u64, first_uses[0..count], shard) == null) {
+                first_uses[count] = shard;
+                count += 1;
+            }
+            samples += 1;
+        }
+    }
+    try testing.expectEqual(@as(usize, setup.written.spec.sample_count), samples);
+    return first_uses[0..count];
+}
+
+/// Each shard fetched once, in `first_uses` order up to fetches that started
+/// at once: a shard starts at most `max_in_flight - 1` places from its own.
+fn expectFirstUseOrder(started: []const u64, first_uses: []const u64, max_in_flight: u32) !void {
+    try testing.expectEqual(first_uses.len, started.len);
+    for (started, 0..) |shard, at| {
+        const rank = std.mem.indexOfScalar(u64, first_uses, shard).?;
+        const distance = @max(rank, at) - @min(rank, at);
+        if (distance >= max_in_flight) {
+            std.debug.print("started {any}\nfirst uses {any}\n", .{ started, first_uses });
+            return error.TestFetchOutOfOrder;
+        }
+    }
+}
+
+fn readAll(shuffle: bool, max_in_flight: u32) !void {
+    var setup: Setup = undefined;
+    try setup.init(15, max_in_flight);
+    defer setup.deinit();
+    try readAllOf(&setup, shuffle, max_in_flight);
+}
+
+fn readAllOf(setup: *Setup, shuffle: bool, max_in_flight: u32) !void {
+    const dataset = try setup.open(shuffle);
+    defer dataset.release();
+    var diagnostic: Diagnostic = .{};
+    const iterator = try Iterator.create(dataset, .whole, 0, 0, &diagnostic);
+    defer iterator.destroy();
+    var buffer: [shards_max]u64 = undefined;
+    const first_uses = try drainFirstUses(setup, iterator, &buffer);
+    try testing.expectEqual(setup.shardCount(), first_uses.len);
+    try expectFirstUseOrder(setup.recorder.started(), first_uses, max_in_flight);
+    const peak = setup.recorder.peak.load(.acquire);
+    try testing.expect(peak <= max_in_flight);
+    if (max_in_flight > 1) try testing.expect(peak > 1);
+    try testing.expectEqual(@as(u64, setup.shardCount()), setup.remote.stats().shards_fetched);
+}
+
+test "an ordered read fetches shards in first-use order, max_in_flight at once" {
+    try readAll(false, 1);
+    try readAll(false, 3);
+}
+
+test "a shuffled read fetches shards in first-use order, max_in_flight at once" {
+    try readAll(true, 1);
+    try readAll(true, 3);
+}
+
+test "destroying an iterator with fetches running drops the queued ones" {
+    var setup: Setup = undefined;
+    const delay_ms = 200;
+    try setup.init(delay_ms, 2);
+    defer setup.deinit();
+    const dataset = try setup.open(false);
+    defer dataset.release();
+    var diagnostic: Diagnostic = .{};
+    const iterator = try Iterator.create(dataset, .whole, 0, 0, &diagnostic);
+    const io = system.io();
+    try io.sleep(.fromMilliseconds(50), .awake);
+    try testing.expect(setup.recorder.calls.load(.acquire) >= 1);
+    const before = std.Io.Timestamp.now(io, .awake);
+    iterator.destroy();
+    const elapsed = before.durationTo(std.Io.Timestamp.now(io, .awake));
+    // The running fetches finish; none of the other ten starts.
+    try testing.expect(elapsed.toMilliseconds() < 5 * delay_ms);
+    try testing.expect(setup.recorder.calls.load(.acquire) <= 2);
+    try testing.expectEqual(@as(u32, 0), setup.recorder.running.load(.acquire));
+}
+
+test "next_use says how far ahead the stream reads each shard" {
+    var setup: Setup = undefined;
+    try setup.init(0, 2);
+    defer setup.deinit();
+    const dataset = try setup.open(false);
+    defer dataset.release();
+    var diagnostic: Diagnostic = .{};
+    const iterator = try Iterator.create(dataset, .whole, 0, 0, &diagnostic);
+    defer iterator.destroy();
+    const future = setup.remote.futures.items[0];
+    const folder = dataset.caches[0].shards.remoteFolder().?;
+    const last: u64 = setup.shardCount() - 1;
+    const io = system.io();
+    // The scan runs on the iterator's thread; nothing is handed out yet.
+    for (0..500) |_| {
+        if (future.next_use(future.context, folder, last) != null) break;
+        try io.sleep(.fromMilliseconds(2), .awake);
+    }
+    for (0..setup.shardCount()) |shard| {
+        const expected = shard * setup.written.spec.records_per_shard;
+        const next_use = future.next_use(future.context, folder, shard);
+        try testing.expectEqual(@as(?u64, expected), next_use);
+    }
+    try testing.expectEqual(@as(?u64, null), future.next_use(future.context, "elsewhere", 0));
+    var buffer: [shards_max]u64 = undefined;
+    _ = try drainFirstUses(&setup, iterator, &buffer);
+    try testing.expectEqual(@as(?u64, null), future.next_use(future.context, folder, 0));
+}
+
+test "a failed fetch ahead is dropped: the read fetches again and reports the failure" {
+    var setup: Setup = undefined;
+    try setup.init(5, 2);
+    defer setup.deinit();
+    setup.recorder.fail = true;
+    const dataset = try setup.open(false);
+    defer dataset.release();
+    var diagnostic: Diagnostic = .{};
+    const iterator = try Iterator.create(dataset, .whole, 0, 0, &diagnostic);
+    defer iterator.destroy();
+    try testing.expectError(error.Io, iterator.next(&diagnostic));
+    const message = diagnostic.message();
+    try testing.expect(std.mem.startsWith(u8, message, "cache " ++ url ++ ": shards/000000.bin"));
+    const cause = "shards/000000.bin: cannot fetch it: connection reset by the test";
+    try testing.expect(std.mem.indexOf(u8, message, cause) != null);
+}
+
+test "reads by identity fetch their shards ahead in the order given" {
+    var setup: Setup = undefined;
+    try setup.init(5, 1);
+    defer setup.deinit();
+    const dataset = try setup.open(false);
+    defer dataset.release();
+    var diagnostic: Diagnostic = .{};
+    const cache_ids = [_]u64{ 0, 0, 0, 0, 0 };
+    const sample_ids = [_]u64{ 41, 0, 21, 1, 45 };
+    const reads = try Iterator.createReads(dataset, &cache_ids, &sample_ids, 0, &diagnostic);
+    defer reads.destroy();
+    var got: usize = 0;
+    while (try reads.next(&diagnostic)) |batch| {
+        defer read_pipeline.Pipeline.releaseBatch(testing.allocator, batch);
+        for (batch.sample_ids.items) |sample_id| {
+            try testing.expectEqual(sample_ids[got], sample_id);
+            got += 1;
+        }
+    }
+    try testing.expectEqual(sample_ids.len, got);
+    try testing.expectEqualSlices(u64, &.{ 10, 0, 5, 11 }, setup.recorder.started());
+}
+
+test "a plan longer than the scan's table of runs reads and fetches in order" {
+    var setup: Setup = undefined;
+    const spec: test_cache.Spec = .{ .sample_count = 6000, .records_per_shard = 500 };
+    try setup.initWith(10, 2, spec);
+    defer setup.deinit();
+    try readAllOf(&setup, false, 2);
+}
