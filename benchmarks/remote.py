@@ -77,7 +77,7 @@ QUICK = {"W1": (20_000, 1024, "mixed"), "W2": (64, 1 << 20, "random")}
 SETTINGS = {
     "ours": "`cached_dataset([url], ReaderConfig(seed=0, shuffle, replacement=False), "
     "remote=RemoteConfig(local_dir, budget_bytes))`, 2 runtime workers; shards fetched "
-    "when first read",
+    "ahead in stream order, `max_in_flight=4`",
     "mosaic": "`StreamingDataset(remote=url, local, batch_size=64, shuffle, shuffle_seed=0, "
     "predownload=<samples in the epoch>, cache_limit)`, endpoint from `S3_ENDPOINT_URL`",
     "litdata": "`StreamingDataset(url, cache_dir=local, shuffle, seed=0, max_cache_size, "

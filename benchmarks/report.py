@@ -360,6 +360,12 @@ def remote_budget_row(name: str, order: str, budget: Json, minimum: Json | None)
         )
     if "failed" in budget:
         return f"| {name} | {order} | {target} | {least}; ours failed | **FAIL** |"
+    if "timed_out_seconds" in budget:
+        seconds = budget["timed_out_seconds"]
+        return (
+            f"| {name} | {order} | {target} | {least}; ours killed at {seconds:g} s after "
+            f"{budget['bytes_fetched'] / 1e6:,.1f} MB | not finished |"
+        )
     ratio = budget["bytes_fetched"] / minimum["min_bytes"]
     return (
         f"| {name} | {order} | {target} | {budget['bytes_fetched'] / 1e6:,.1f} MB against "
