@@ -74,7 +74,7 @@ pub const Location = struct {
     /// The shards directory (absolute where it could be resolved).
     dir: []const u8,
     shard_id: u64,
-    /// Take a shared lock on the file while it is open (`openFileShared`).
+    /// Take a shared lock on the file while it is open (`Set.openFile`).
     shared: bool = false,
 };
 
@@ -190,32 +190,22 @@ pub const Set = struct {
 
     /// Opens `dir/name` for a check outside the set; the caller closes it or
     /// hands it to `adopt`. Out of descriptors, the set closes an unpinned
-    /// file and tries again.
+    /// file and tries again. With `shared`, for a shard of a remote cache's
+    /// folder that other processes sharing the folder may evict
+    /// (`shard_budget.zig`): the file is held with a shared lock while it is
+    /// open, which an evicter must break to delete it; a file an evicter
+    /// holds, or deleted since its name was looked up, fails with
+    /// error.InvalidCache: fetch it again.
     pub fn openFile(
         set: *Set,
         dir: []const u8,
         name: []const u8,
+        shared: bool,
         diagnostic: *Diagnostic,
     ) Error!std.Io.File {
         set.lock();
         defer set.mutex.unlock(system.io());
-        return set.openLocked(dir, name, false, diagnostic);
-    }
-
-    /// `openFile` for a shard of a remote cache's folder, which other processes
-    /// sharing the folder may evict (`shard_budget.zig`): the file is held
-    /// with a shared lock while it is open, which an evicter must break to
-    /// delete it. A file an evicter holds, or deleted since its name was
-    /// looked up, fails with error.InvalidCache: fetch it again.
-    pub fn openFileShared(
-        set: *Set,
-        dir: []const u8,
-        name: []const u8,
-        diagnostic: *Diagnostic,
-    ) Error!std.Io.File {
-        set.lock();
-        defer set.mutex.unlock(system.io());
-        return set.openLocked(dir, name, true, diagnostic);
+        return set.openLocked(dir, name, shared, diagnostic);
     }
 
     fn openLocked(

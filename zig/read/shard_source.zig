@@ -283,10 +283,7 @@ pub const ShardSource = struct {
     ) Error!CheckedShard {
         assert(entry.name.len > 0 and entry.name.len <= cache_layout.shard_name_bytes_max);
         const io = system.io();
-        const shard_file = if (shared)
-            try set.openFileShared(dir_path, entry.name, diagnostic)
-        else
-            try set.openFile(dir_path, entry.name, diagnostic);
+        const shard_file = try set.openFile(dir_path, entry.name, shared, diagnostic);
         errdefer shard_file.close(io);
         const actual = file_status.identity(shard_file) catch |err| {
             diagnostic.set(
@@ -604,7 +601,7 @@ pub const ShardSource = struct {
 
     /// Whether other processes may evict this cache's shards (a remote cache
     /// read within a byte budget). Its files then stay open only while pinned:
-    /// an open file holds its shard's shared lock (`Set.openFileShared`), and a
+    /// an open file holds its shard's shared lock (`Set.openFile`), and a
     /// process that idles with files open would keep the others from evicting
     /// them. Readers then unpin after each read rather than hold a pin from
     /// one read to the next.
