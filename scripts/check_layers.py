@@ -37,6 +37,7 @@ TOP = {
     "c_api_formats.zig",
     "c_api_open_files.zig",
     "c_api_remote.zig",
+    "c_api_partitions.zig",
     "c_status.zig",
     "c_types.zig",
     "root.zig",

@@ -3,7 +3,7 @@
 //! calling thread's last-error buffer. No logic lives in them. This file holds the ABI
 //! version, the last error, runtimes and core-owned buffers; the other areas are in
 //! c_api_writer.zig, c_api_dataset.zig, c_api_table.zig, c_api_iterator.zig,
-//! c_api_codec.zig, c_api_integrity.zig and c_api_formats.zig.
+//! c_api_codec.zig, c_api_integrity.zig, c_api_formats.zig and c_api_partitions.zig.
 const thread_pool = @import("base/thread_pool.zig");
 const error_words = @import("base/error_words.zig");
 const c_types = @import("c_types.zig");

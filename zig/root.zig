@@ -12,6 +12,7 @@ comptime {
     _ = @import("c_api_formats.zig");
     _ = @import("c_api_open_files.zig");
     _ = @import("c_api_remote.zig");
+    _ = @import("c_api_partitions.zig");
 }
 
 /// No per-thread alternate signal stack: std's default (256 KiB) is a
@@ -81,6 +82,7 @@ test {
     _ = @import("table/metadata_table.zig");
     _ = @import("write/batch_encoding.zig");
     _ = @import("write/cache_migration.zig");
+    _ = @import("write/partition_commit.zig");
     _ = @import("write/cache_writer.zig");
     _ = @import("write/file_syncs.zig");
     _ = @import("write/page_cache_policy.zig");

@@ -27,6 +27,7 @@ from dataset_rt.api import (
     Metadata,
     MetadataValue,
     OpenShardsStats,
+    PartitionResult,
     ReaderConfig,
     RemoteConfig,
     RemoteStats,
@@ -37,9 +38,12 @@ from dataset_rt.api import (
     VerifyReport,
     WriterConfig,
     WriterProfilerConfig,
+    commit_partitions,
+    discard_partitions,
     open_shards_stats,
     set_max_open_shards,
     verify,
+    write_partition,
 )
 
 __version__ = "0.1.0"
@@ -63,6 +67,7 @@ __all__ = [
     "Metadata",
     "MetadataValue",
     "OpenShardsStats",
+    "PartitionResult",
     "ReaderConfig",
     "RemoteConfig",
     "RemoteStats",
@@ -74,7 +79,10 @@ __all__ = [
     "VerifyReport",
     "WriterProfilerConfig",
     "errors",
+    "commit_partitions",
+    "discard_partitions",
     "open_shards_stats",
     "set_max_open_shards",
     "verify",
+    "write_partition",
 ]

@@ -95,6 +95,40 @@ class CacheWriteError(NamedTuple):
     """What went wrong, naming the sample and field where there is one."""
 
 
+class PartitionResult(NamedTuple):
+    """One partition of a cache, written and sealed by `dataset_rt.write_partition`;
+    `dataset_rt.commit_partitions` takes these (or their count). Picklable, so a
+    task on another machine can return it.
+
+    Examples:
+        >>> part = dataset_rt.write_partition(Squares(3), "caches", "squares", partition=0)
+        >>> part.name, part.partition, part.sample_count
+        ('squares', 0, 3)
+        >>> part.path.name.startswith("part-000000.")
+        True
+    """
+
+    name: str
+    """The cache's source name."""
+
+    partition: int
+    """The partition's number: its samples follow those of lower numbers in the cache."""
+
+    sample_count: int
+    """The samples it holds (0 for an empty partition, which adds nothing)."""
+
+    attempt: str
+    """The unique id of the attempt that wrote it; a later attempt replaces it."""
+
+    path: Path
+    """The attempt's staging directory, ``<base>/tmp/partitions/<name>/part-NNNNNN.<attempt>``
+    (the partition's cache is in its subdirectory ``<name>``; nothing for an empty one)."""
+
+    manifest_sha256: str
+    """The SHA-256 of the partition cache's manifest.json, as its pointer sealed it
+    (64 hex digits; empty for an empty partition)."""
+
+
 UploadOutcome: TypeAlias = Literal["uploaded", "reused", "other_writer"]
 """How a cache came to be published at its URL: ``"uploaded"`` by this write,
 ``"reused"`` (it was published already, its source was not iterated) or

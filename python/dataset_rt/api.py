@@ -11,6 +11,7 @@ from dataset_rt._config import (
 )
 from dataset_rt._core.dataset import CachedDataset
 from dataset_rt._core.migration import ManifestUpdateEntry, ManifestUpdateReport
+from dataset_rt._core.partitions import commit_partitions, discard_partitions, write_partition
 from dataset_rt._core.runtime import (
     CacheSourcesDatasetError,
     CacheSourcesDatasetResult,
@@ -29,6 +30,7 @@ from dataset_rt._records import (
     CacheWriteSuccess,
     Metadata,
     MetadataValue,
+    PartitionResult,
     SizedTorchIterableDataset,
     UploadOutcome,
 )
@@ -52,6 +54,7 @@ __all__ = [
     "Metadata",
     "MetadataValue",
     "OpenShardsStats",
+    "PartitionResult",
     "ReaderConfig",
     "RemoteConfig",
     "RemoteStats",
@@ -62,7 +65,10 @@ __all__ = [
     "VerifyProblem",
     "VerifyReport",
     "WriterProfilerConfig",
+    "commit_partitions",
+    "discard_partitions",
     "open_shards_stats",
     "set_max_open_shards",
     "verify",
+    "write_partition",
 ]

@@ -19,6 +19,7 @@ from __future__ import annotations
 __all__ = [
     "CacheExistsError",
     "CacheIOError",
+    "CacheWriteFailedError",
     "DatasetRtError",
     "InvalidArgumentError",
     "InvalidCacheError",
@@ -148,6 +149,29 @@ class CacheExistsError(DatasetRtError, FileExistsError):
     """
 
     status = 6
+
+
+class CacheWriteFailedError(DatasetRtError, RuntimeError):
+    """Writing a part of a cache failed (`dataset_rt.write_partition`): the
+    message names the partition and the cause, the exception that stopped it is
+    chained as ``__cause__``, and nothing of that attempt is left behind. Its
+    status is the cause's when the cause is a DatasetRT error, else
+    ``DRT_ERR_INVALID_INPUT`` (2: the samples could not be written).
+
+    Examples:
+        >>> def broken():
+        ...     yield CacheInput(b"a", {"i": 0})
+        ...     raise KeyError("label")
+        >>> try:
+        ...     dataset_rt.write_partition(broken(), "caches", "c", partition=3)
+        ... except CacheWriteFailedError as error:
+        ...     print(error)
+        ...     print(repr(error.__cause__))
+        partition 3 of cache 'c' was not written: source raised KeyError: 'label'
+        KeyError('label')
+    """
+
+    status = 2
 
 
 class WrongProcessError(DatasetRtError, RuntimeError):

@@ -77,8 +77,13 @@ def test_the_errors_module_is_a_submodule_of_the_package() -> None:
     # RemoteError: the transports' CacheIOError (a remote file not fetched), no status
     # of its own.
     assert sorted(dataset_rt.errors.__all__) == sorted(
-        ["DatasetRtError", "RemoteError", *CLASS_IDS]
+        ["DatasetRtError", "RemoteError", "CacheWriteFailedError", *CLASS_IDS]
     )
+    # CacheWriteFailedError: a partition's write failed (raised by the package, with
+    # the cause's status when it has one).
+    failed = dataset_rt.errors.CacheWriteFailedError("partition 0 failed")
+    assert isinstance(failed, (DatasetRtError, RuntimeError)) and failed.status == 2
+    assert dataset_rt.errors.CacheWriteFailedError("x", 6).status == 6
     assert issubclass(RemoteError, CacheIOError) and RemoteError.status == _native.ERR_IO
 
 

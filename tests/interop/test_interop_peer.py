@@ -35,8 +35,9 @@ from typing import Any
 import cache_reference
 import pytest
 
+import dataset_rt
 import peer_driver
-from dataset_rt import DatasetRuntime, ReaderConfig
+from dataset_rt import CacheInput, CacheWriteSuccess, DatasetRuntime, ReaderConfig
 from peer_inputs import (
     FLOAT_SOURCES,
     QUICKSTART_SOURCES,
@@ -449,3 +450,42 @@ def test_the_peer_quickstart_cache_with_a_sample_id_column_reads_here(
             f"samples_metadata() on a cache with a stored 'sample_id' column raised "
             f"{type(error).__module__}.{type(error).__name__}: {str(error)[:300]}"
         )
+
+
+@pytest.mark.parametrize("variant", ["none-small-shards", "lz4-small-shards"])
+def test_a_cache_committed_from_partitions_reads_identically_in_the_peer(
+    peer_python: Path, tmp_path: Path, variant: str
+) -> None:
+    """`commit_partitions` publishes a plain format 2 cache: dataset-rt 0.2.4 reads it,
+    validated or not, as the samples of the partitions in order."""
+    source = next(s for s in SOURCES if s["name"] == "other")
+    samples = source["samples"]
+    config = peer_driver.writer_config(dict(VARIANTS[variant]))
+    cuts = [0, 3, 3, len(samples) // 2, len(samples)]  # partition 1 is empty
+    results = [
+        dataset_rt.write_partition(
+            [CacheInput(data, metadata) for data, metadata in samples[start:end]],
+            tmp_path,
+            "other",
+            partition=number,
+            writer_config=config,
+        )
+        for number, (start, end) in enumerate(zip(cuts, cuts[1:], strict=False))
+    ]
+    committed = dataset_rt.commit_partitions(tmp_path, "other", results)
+    assert committed == CacheWriteSuccess("other", tmp_path / "other")
+    manifest = cache_reference.read_manifest(tmp_path / "other")
+    assert manifest["format_version"] == 2 and len(manifest["shards"]) > 3
+    plan = [
+        {"op": "read", "paths": [str(tmp_path / "other")], "validate_cache": validate}
+        for validate in (False, True)
+    ]
+    for validate, result in zip(
+        (False, True), run_peer(peer_python, plan, tmp_path / "peer"), strict=True
+    ):
+        assert_read_matches(
+            result, SOURCES, ["other"], f"committed cache read by dataset-rt 0.2.4 ({validate=})"
+        )
+    assert_read_matches(
+        read_here([tmp_path / "other"]), SOURCES, ["other"], "committed cache read here"
+    )

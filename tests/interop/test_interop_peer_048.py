@@ -272,3 +272,38 @@ def test_caches_migrated_on_either_side_keep_their_ids_on_the_other(runs: dict[s
             (runs["root"] / "migrated-by-peer" / name / "manifest.json").read_text()
         )
         assert ours == theirs, f"{name}: the migrated manifests mean different things"
+
+
+def test_a_format_3_cache_committed_from_partitions_reads_in_it_as_here(
+    peer048_python: Path, tmp_path: Path
+) -> None:
+    """`commit_partitions` of format 3 partitions: dataset-rt 0.4.8 reads the cache,
+    validated, with the name's cache_id and the samples of the partitions in order."""
+    import dataset_rt
+    from dataset_rt import CacheInput, CacheWriteSuccess
+
+    samples = next(s for s in SOURCES if s["name"] == "other")["samples"]
+    config = peer_driver.writer_config({**VARIANTS["lz4"], "format_version": 3})
+    cuts = [0, len(samples) // 3, len(samples) // 3, len(samples)]
+    results = [
+        dataset_rt.write_partition(
+            [CacheInput(data, metadata) for data, metadata in samples[start:end]],
+            tmp_path,
+            "other",
+            partition=number,
+            writer_config=config,
+        )
+        for number, (start, end) in enumerate(zip(cuts, cuts[1:], strict=False))
+    ]
+    assert dataset_rt.commit_partitions(tmp_path, "other", results) == CacheWriteSuccess(
+        "other", tmp_path / "other"
+    )
+    plan = [{"op": "read", "paths": [str(tmp_path / "other")], "validate_cache": True}]
+    [theirs] = run_peer(peer048_python, plan, tmp_path / "peer")
+    ours = peer_driver.op_read(plan[0])
+    assert "error" not in theirs, theirs
+    difference = first_difference(theirs["samples"], ours["samples"])
+    assert theirs["samples"] == ours["samples"], difference
+    assert theirs["table"] == ours["table"]
+    ids = {peer_driver.decode_value(sample[0]) for sample in theirs["samples"]}
+    assert ids == {IDS["other"]} and len(theirs["samples"]) == len(samples)

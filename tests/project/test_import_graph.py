@@ -81,6 +81,7 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 BOUNDARY = [
     "_binding.native",
     "_binding.open_shards",
+    "_binding.partitions",
     "_binding.reader",
     "_binding.remote",
     "_binding.writer",

@@ -139,6 +139,31 @@ enum { DRT_MIGRATE_UPDATED = 0, DRT_MIGRATE_UNCHANGED = 1, DRT_MIGRATE_NOT_REACH
 int32_t drt_caches_migrate(const char *const *paths, const uint64_t *path_lens,
                            const uint64_t *cache_ids, uint32_t count, uint32_t *outcomes);
 
+/* Commits a cache built in partitions (docs/storage-format.md, "Partitions"):
+ * partition i (of count, at least 1) is the cache source_name written inside
+ * base_dir/tmp/partitions/<source_name>/part-<i, 6 digits>.<attempts[i]>/,
+ * holding sample_counts[i] samples, whose manifest.json has the SHA-256
+ * manifest_sha256s[i] (32 bytes each); attempts[i] NULL (with
+ * sample_counts[i] 0) is an empty partition. Under the name's writer lock it
+ * verifies every partition (manifest against the given digest; index.bin,
+ * records.crc32c and metadata.arrow against the manifest's digests; shard
+ * sizes, not their hashes), requires one format version and one metadata
+ * schema (DRT_ERR_INVALID_INPUT naming both partitions and the column),
+ * writes the joined index, checksums and metadata table, renames the shard
+ * files into place (no copy), writes the manifest, fsyncs, records
+ * tmp/partitions/<source_name>/committed.json and publishes
+ * base_dir/<source_name> by one rename; nothing is published on failure.
+ * *outcome: DRT_PARTITIONS_PUBLISHED, or DRT_PARTITIONS_ALREADY_PUBLISHED when
+ * base_dir/<source_name> is the cache an earlier commit published (its
+ * committed.json names that manifest); any other existing cache there is
+ * DRT_ERR_ALREADY_EXISTS ("cache path already exists: ..."). */
+enum { DRT_PARTITIONS_PUBLISHED = 0, DRT_PARTITIONS_ALREADY_PUBLISHED = 1 };
+int32_t drt_partitions_commit(const char *base_dir, uint64_t base_dir_len, const char *source_name,
+                              uint64_t source_name_len, const char *const *attempts,
+                              const uint64_t *attempt_lens, const uint64_t *sample_counts,
+                              const uint8_t (*manifest_sha256s)[32], uint32_t count,
+                              uint32_t *outcome);
+
 /*
  * Hands `count` samples to the core. Payload i is
  * payloads[sum(payload_lens[0..i]) .. +payload_lens[i]]; metadata_json is a JSON

@@ -353,6 +353,11 @@ _SIGNATURES: dict[str, tuple[list[Any], Any]] = {
         [c_void_p, c_void_p, c_void_p, c_uint32, c_void_p],
         c_int32,
     ),
+    "drt_partitions_commit": (
+        [c_char_p, c_uint64, c_char_p, c_uint64, c_void_p, c_void_p, c_void_p, c_void_p]
+        + [c_uint32, POINTER(c_uint32)],
+        c_int32,
+    ),
     "drt_writer_push": (
         [_Handle, c_char_p, c_uint64, POINTER(c_uint64), c_uint64, c_char_p, c_uint64],
         c_int32,

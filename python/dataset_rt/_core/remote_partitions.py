@@ -1,0 +1,247 @@
+"""Caches built in partitions at an ``s3://`` base: the layout of the local one
+(docs/storage-format.md, "Partitions") as object keys.
+
+A partition is written locally, in the staging area of `RemoteConfig.local_dir`,
+uploaded under ``<base>/tmp/partitions/<name>/part-NNNNNN.<attempt>/<name>/``
+(its manifest last) and sealed by putting the pointer ``part-NNNNNN.json`` (one
+PUT replaces an object atomically). The commit downloads each partition's
+manifest, index, checksums and metadata table, stands in for its shards with
+sparse local files of their listed sizes (checked against the objects' sizes),
+and has the core join and verify them exactly as for a local base; then it
+copies the shards to their final keys inside the store (CopyObject: no payload
+passes through this machine), uploads the joined files and ``committed.json``,
+and puts the manifest last with ``If-None-Match: *``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from dataset_rt import errors
+from dataset_rt._binding.partitions import SealedPart
+from dataset_rt._binding.partitions import commit_partitions as _commit
+from dataset_rt._config import RemoteConfig, WriterConfig
+from dataset_rt._core.partition_attempts import (
+    COMMITTED,
+    attempt_id,
+    failure,
+    part_prefix,
+    pointer_part,
+    pointer_text,
+    write_attempt,
+)
+from dataset_rt._core.remote_writing import staging_base, writable_publisher
+from dataset_rt._core.runtime import DatasetRuntime
+from dataset_rt._records import (
+    CacheInput,
+    CacheUploadSuccess,
+    CacheWriteError,
+    CacheWriteResult,
+    PartitionResult,
+)
+from dataset_rt._remote.s3 import s3_client, status_of
+from dataset_rt._remote.upload import S3Publisher, Transfer
+from dataset_rt._remote.url import RemoteUrl
+
+_SMALL_FILES = ("manifest.json", "index.bin", "records.crc32c", "metadata.arrow")
+
+
+class _Store:
+    """The keys of the partitions of cache `name` under an ``s3://`` base."""
+
+    def __init__(self, url: str, name: str, remote: RemoteConfig) -> None:
+        self.publisher = writable_publisher(url, remote)
+        self.base = self.publisher.base
+        self.name = name
+        self.url = url
+        self.bucket = self.base.host
+        self.folder = self._under(f"tmp/partitions/{name}")
+        self.client = s3_client(self.publisher.policy.timeout_s)
+
+    def _under(self, path: str) -> str:
+        return f"{self.base.path}/{path}" if self.base.path else path
+
+    def attempt_url(self, number: int, attempt: str) -> RemoteUrl:
+        return RemoteUrl("s3", self.bucket, f"{self.folder}/{part_prefix(number)}{attempt}")
+
+    def get(self, key: str) -> bytes | None:
+        """The object at `key`, None when there is none."""
+        try:
+            body = self.client.get_object(Bucket=self.bucket, Key=key)["Body"]
+            return bytes(body.read())
+        except Exception as error:  # noqa: BLE001 - botocore's errors, classified here
+            if status_of(error) == 404:
+                return None
+            raise errors.RemoteError(f"cannot read s3://{self.bucket}/{key}: {error}") from None
+
+    def put(self, key: str, body: bytes, **options: Any) -> None:
+        self.client.put_object(Bucket=self.bucket, Key=key, Body=body, **options)
+
+    def keys(self, prefix: str) -> list[tuple[str, int]]:
+        """(key, size) of every object under `prefix`."""
+        found: list[tuple[str, int]] = []
+        pages = self.client.get_paginator("list_objects_v2").paginate(
+            Bucket=self.bucket, Prefix=prefix
+        )
+        for page in pages:
+            found.extend((str(o["Key"]), int(o["Size"])) for o in page.get("Contents", []))
+        return found
+
+    def delete(self, keys: Iterable[str]) -> None:
+        batch = [{"Key": key} for key in keys]
+        for start in range(0, len(batch), 1000):
+            self.client.delete_objects(
+                Bucket=self.bucket, Delete={"Objects": batch[start : start + 1000]}
+            )
+
+
+def write_partition_to_url(
+    samples: Iterable[CacheInput],
+    url: str,
+    name: str,
+    number: int,
+    config: WriterConfig,
+    runtime: DatasetRuntime | None,
+    remote: RemoteConfig,
+) -> PartitionResult:
+    """`write_partition` for an ``s3://`` base (see the module's comment)."""
+    store = _Store(url, name, remote)
+    local = staging_base(remote, url) / "partitions" / name
+    local.mkdir(parents=True, exist_ok=True)
+    attempt = attempt_id()
+    attempt_dir = local / f"{part_prefix(number)}{attempt}"
+    attempt_dir.mkdir()
+    try:
+        count, digest = write_attempt(samples, attempt_dir, name, config, runtime)
+        if count > 0:
+            publisher = S3Publisher(
+                store.attempt_url(number, attempt), store.publisher.policy, Transfer()
+            )
+            publisher.publish(name, attempt_dir / name)
+        store.put(f"{store.folder}/{part_prefix(number)}json", pointer_text(attempt, count, digest))
+    except Exception as error:
+        store.delete(key for key, _ in store.keys(store.attempt_url(number, attempt).path + "/"))
+        raise failure(number, name, error) from error
+    finally:
+        shutil.rmtree(attempt_dir, ignore_errors=True)
+    prefix = f"{store.folder}/{part_prefix(number)}"
+    keep = (f"{prefix}{attempt}/", f"{prefix}json")
+    store.delete(key for key, _ in store.keys(prefix) if not key.startswith(keep))
+    return PartitionResult(name, number, count, attempt, attempt_dir, digest)
+
+
+def commit_partitions_to_url(
+    url: str, name: str, count: int, remote: RemoteConfig
+) -> CacheWriteResult:
+    """`commit_partitions` for an ``s3://`` base (see the module's comment)."""
+    store = _Store(url, name, remote)
+    shown = store.publisher.cache_url(name).shown()
+    if store.publisher.is_published(name):
+        return _already(store, shown)
+    sealed: list[SealedPart] = []
+    for number in range(count):
+        text = store.get(f"{store.folder}/{part_prefix(number)}json")
+        if text is None:
+            message = f"partition {number} of {count} was not written (no sealed attempt in "
+            return CacheWriteError(name, message + f"s3://{store.bucket}/{store.folder})")
+        sealed.append(pointer_part(text, number, f"s3://{store.bucket}/{store.folder}"))
+    work = staging_base(remote, url) / "commits" / f"{name}.{attempt_id()}"
+    try:
+        sources = _stage_locally(store, work, sealed)
+        _commit(work, name, sealed)
+        return _upload(store, work / name, sources, shown)
+    except errors.DatasetRtError as error:
+        return CacheWriteError(name, str(error))
+    except Exception as error:  # noqa: BLE001 - botocore's errors: the commit can run again
+        return CacheWriteError(name, f"cannot commit {shown}: {error} (running it again is safe)")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _already(store: _Store, shown: str) -> CacheWriteResult:
+    """A cache published at the name: this build's (its committed.json names its
+    manifest), or another's."""
+    manifest = store.get(store.publisher.cache_url(store.name).key("manifest.json"))
+    committed = store.get(f"{store.folder}/{COMMITTED}")
+    if manifest is not None and committed == _committed_text(manifest):
+        return CacheUploadSuccess(store.name, shown, "reused")
+    return CacheWriteError(store.name, f"cache path already exists: {shown}")
+
+
+def _committed_text(manifest: bytes) -> bytes:
+    return f'{{"manifest_sha256": "{hashlib.sha256(manifest).hexdigest()}"}}'.encode()
+
+
+def _stage_locally(store: _Store, work: Path, sealed: list[SealedPart]) -> list[str]:
+    """Each partition's small files under `work` as the core expects them, its shards
+    as sparse files of their sizes; the shards' keys in the committed cache's order."""
+    sources: list[str] = []
+    for number, part in enumerate(sealed):
+        if part.attempt is None:
+            continue
+        remote_cache = f"{store.attempt_url(number, part.attempt).path}/{store.name}"
+        local = work / "tmp" / "partitions" / store.name / f"{part_prefix(number)}{part.attempt}"
+        local = local / store.name
+        (local / "shards").mkdir(parents=True)
+        for file in _SMALL_FILES:
+            body = store.get(f"{remote_cache}/{file}")
+            if body is None and file == "manifest.json":
+                raise errors.InvalidCacheError(
+                    f"partition {number}: s3://{store.bucket}/{remote_cache}/{file} is missing", 3
+                )
+            if body is not None:
+                (local / file).write_bytes(body)
+        manifest = json.loads((local / "manifest.json").read_bytes())
+        sizes = dict(store.keys(f"{remote_cache}/shards/"))
+        for shard in manifest["shards"]:
+            key = f"{remote_cache}/shards/{shard['name']}"
+            size = sizes.get(key)
+            if size != shard["byte_len"]:
+                raise errors.InvalidCacheError(
+                    f"partition {number}: s3://{store.bucket}/{key} has {size} bytes, "
+                    f"its manifest says {shard['byte_len']}",
+                    3,
+                )
+            with open(local / "shards" / shard["name"], "wb") as stand_in:
+                stand_in.truncate(size)
+            sources.append(key)
+    return sources
+
+
+def _upload(store: _Store, cache: Path, sources: list[str], shown: str) -> CacheWriteResult:
+    """The committed cache at the URL: shards copied inside the store, the joined files
+    uploaded, committed.json, then the manifest if no writer has published one."""
+    cache_url = store.publisher.cache_url(store.name)
+    for position, source in enumerate(sources):
+        target = cache_url.key(f"shards/{position:06d}.bin")
+        store.client.copy({"Bucket": store.bucket, "Key": source}, store.bucket, target)
+    for file in _SMALL_FILES[1:]:
+        if (cache / file).is_file():
+            store.put(cache_url.key(file), (cache / file).read_bytes())
+    manifest = (cache / "manifest.json").read_bytes()
+    store.put(f"{store.folder}/{COMMITTED}", _committed_text(manifest))
+    try:
+        store.put(cache_url.key("manifest.json"), manifest, IfNoneMatch="*")
+    except Exception as error:  # noqa: BLE001 - botocore's errors, classified here
+        if status_of(error) == 412:
+            return CacheWriteError(store.name, f"cache path already exists: {shown}")
+        shown_manifest = cache_url.shown("manifest.json")
+        raise errors.RemoteError(f"cannot publish {shown_manifest}: {error}") from None
+    _discard(store)
+    return CacheUploadSuccess(store.name, shown, "uploaded")
+
+
+def discard_partitions_at_url(url: str, name: str, remote: RemoteConfig) -> None:
+    """`discard_partitions` for an ``s3://`` base: every key of the partitions of
+    `name` but the commit's record."""
+    _discard(_Store(url, name, remote))
+
+
+def _discard(store: _Store) -> None:
+    committed = f"{store.folder}/{COMMITTED}"
+    store.delete(key for key, _ in store.keys(store.folder + "/") if key != committed)

@@ -1,0 +1,112 @@
+"""Caches built in partitions at an ``s3://`` base (moto's S3 server behind the fault
+proxy): partitions uploaded and sealed, committed by copies inside the store, read
+back from the URL as one `write_cache` of the same samples."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import cache_reference
+import pytest
+
+import dataset_rt
+from conftest import ListSource
+from dataset_rt import (
+    CacheInput,
+    CacheUploadSuccess,
+    CacheWriteError,
+    CacheWriteSuccess,
+    DatasetRuntime,
+    PartitionResult,
+    ReaderConfig,
+    RemoteConfig,
+    WriterConfig,
+    errors,
+)
+from fault_proxy import FaultProxy
+from remote_fixtures import BUCKET, direct_client
+
+CONFIG = WriterConfig(show_progress=False, max_shard_bytes=2048)
+ORDERED = ReaderConfig(seed=0, shuffle=False, validate_cache=True)
+
+
+def samples(start: int, stop: int, tag: str = "") -> list[tuple[bytes, dict[str, object]]]:
+    return [(bytes([i % 251]) * (50 + i), {"i": i, "tag": f"{tag}{i}"}) for i in range(start, stop)]
+
+
+def write(
+    base: str, number: int, rows: list[tuple[bytes, dict[str, object]]], remote: RemoteConfig
+) -> PartitionResult:
+    inputs = [CacheInput(data, metadata) for data, metadata in rows]  # type: ignore[arg-type]
+    return dataset_rt.write_partition(
+        inputs, base, "c", partition=number, writer_config=CONFIG, remote=remote
+    )
+
+
+def test_partitions_committed_at_an_s3_base_read_as_one_write(
+    s3_proxy: FaultProxy, moto_server: tuple[str, int], tmp_path: Path
+) -> None:
+    base = f"s3://{BUCKET}/parted"
+    remote = RemoteConfig(local_dir=tmp_path / "local", retries=2, timeout_s=5.0)
+    parts = [samples(0, 30), [], samples(30, 41)]
+    results = [write(base, n, rows, remote) for n, rows in enumerate(parts)]
+    retried = samples(30, 45, "new")
+    results[2] = write(base, 2, retried, remote)  # replaces the first attempt
+    missing = dataset_rt.commit_partitions(base, "c", 4, remote=remote)
+    assert isinstance(missing, CacheWriteError)
+    assert missing.message.startswith("partition 3 of 4 was not written"), missing
+    done = dataset_rt.commit_partitions(base, "c", results, remote=remote)
+    assert done == CacheUploadSuccess("c", f"{base}/c", "uploaded")
+    again = dataset_rt.commit_partitions(base, "c", 3, remote=remote)
+    assert again == CacheUploadSuccess("c", f"{base}/c", "reused")
+    write(base, 0, samples(0, 2), remote)  # a later build that failed: discarded
+    dataset_rt.discard_partitions(base, "c", remote=remote)
+    # Only the commit's record is left of the staging keys.
+    listing = direct_client(*moto_server).list_objects_v2(Bucket=BUCKET, Prefix="parted/tmp/")
+    assert [o["Key"] for o in listing["Contents"]] == ["parted/tmp/partitions/c/committed.json"]
+    runtime = DatasetRuntime(num_workers=2)
+    [single] = runtime.write_cache(
+        ListSource("c", parts[0] + retried), tmp_path / "single", writer_config=CONFIG
+    )
+    assert isinstance(single, CacheWriteSuccess)
+    ours = runtime.cached_dataset([f"{base}/c"], reader_config=ORDERED, remote=remote)
+    theirs = runtime.cached_dataset([single.path], reader_config=ORDERED)
+    assert [(bytes(s.data), dict(s.metadata)) for s in ours] == [
+        (bytes(s.data), dict(s.metadata)) for s in theirs
+    ]
+    assert ours.get_metadata().equals(theirs.get_metadata())
+    # Each shard was copied inside the store (one PUT with a copy source per shard of
+    # the committed cache), never downloaded from the partitions.
+    shards = len(cache_reference.read_manifest(single.path)["shards"])
+    committed = direct_client(*moto_server).list_objects_v2(Bucket=BUCKET, Prefix="parted/c/")
+    assert sum("/shards/" in o["Key"] for o in committed["Contents"]) >= shards > 2
+    requests = s3_proxy.requests
+    assert not [r for r in requests if r.startswith("GET ") and "/tmp/" in r and "/shards/" in r]
+
+
+def test_at_an_s3_base_a_failed_partition_leaves_no_key_and_a_foreign_cache_is_kept(
+    s3_proxy: FaultProxy, moto_server: tuple[str, int], tmp_path: Path
+) -> None:
+    base = f"s3://{BUCKET}/foreign"
+    remote = RemoteConfig(local_dir=tmp_path / "local", retries=2, timeout_s=5.0)
+
+    def broken() -> Iterator[CacheInput]:
+        yield CacheInput(b"a", {"i": 0, "tag": "a"})
+        raise KeyError("label")
+
+    with pytest.raises(errors.CacheWriteFailedError) as raised:
+        dataset_rt.write_partition(broken(), base, "c", partition=0, remote=remote)
+    assert isinstance(raised.value.__cause__, KeyError)
+    client = direct_client(*moto_server)
+    assert "Contents" not in client.list_objects_v2(Bucket=BUCKET, Prefix="foreign/")
+    runtime = DatasetRuntime(num_workers=2)
+    [other] = runtime.write_cache(
+        ListSource("c", samples(0, 3)), base, writer_config=CONFIG, remote=remote
+    )
+    assert isinstance(other, CacheUploadSuccess)
+    write(base, 0, samples(0, 5), remote)
+    refused = dataset_rt.commit_partitions(base, "c", 1, remote=remote)
+    assert refused == CacheWriteError("c", f"cache path already exists: {base}/c")
+    kept = runtime.cached_dataset([f"{base}/c"], reader_config=ORDERED, remote=remote)
+    assert len(kept) == 3
