@@ -60,6 +60,7 @@ TEST_MODULES = {
     "hypothesis": "hypothesis",
     "boto3": "boto3",
     "moto": "moto",
+    "ray": "ray",
 }
 
 
