@@ -209,8 +209,9 @@ def test_the_replacement_figure_training_md_quotes_holds(
 
 
 def test_python_blocks_that_are_not_run_are_marked_with_a_reason() -> None:
-    python = [(page, block) for page in PAGES for block in page_blocks(page)
-              if block.language in PYTHON]
+    python = [
+        (page, block) for page in PAGES for block in page_blocks(page) if block.language in PYTHON
+    ]
     marked = [
         f"{page}:{block.line}: {block.not_run_reason}"
         for page, block in python
@@ -218,9 +219,7 @@ def test_python_blocks_that_are_not_run_are_marked_with_a_reason() -> None:
     ]
     # Rare by design: a block that cannot run here (a cluster, a bucket, a download). The
     # pages on clusters and object storage need a few, so the bound is a share, not a count.
-    assert len(marked) <= len(python) // 5, f"{len(marked)} of {len(python)}:\n" + "\n".join(
-        marked
-    )
+    assert len(marked) <= len(python) // 5, f"{len(marked)} of {len(python)}:\n" + "\n".join(marked)
 
 
 def test_commands_are_in_shell_blocks_so_that_they_run() -> None:
