@@ -9,6 +9,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,30 +27,41 @@ def ray_cluster() -> Iterator[str]:
     bytes), given as RAY_TMPDIR, so the cluster never meets another Ray instance of the
     machine. Authentication is what the environment says (RAY_AUTH_MODE and its token):
     Ray reads it when first imported, before this fixture runs, and the nodes started
-    here inherit the same environment. The workers import the package, the test helpers and the test
-    modules (whose functions Ray pickles by reference) through PYTHONPATH."""
+    here inherit the same environment. The workers import the package, the test helpers
+    and the test modules (whose functions Ray pickles by reference) through PYTHONPATH."""
     pytest.importorskip("ray.data", reason="the Ray tests need ray[data] (the ray extra)")
     import ray
     from ray.cluster_utils import Cluster
 
     directory = Path(tempfile.mkdtemp(prefix="rt-", dir="/tmp"))
     paths = [PACKAGE_PARENT, TESTS, TESTS / "helpers", TESTS / "ray_integration"]
+    # The environment changes only while the cluster starts (its processes keep it) and
+    # stops (Ray finds its address file under RAY_TMPDIR), not for the other tests.
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("RAY_TMPDIR", str(directory))
         patch.setenv("PYTHONPATH", pythonpath_before_inherited(*paths))
-        cluster = Cluster(
-            initialize_head=True,
-            head_node_args={"num_cpus": 1, "include_dashboard": False},
-            shutdown_at_exit=False,
-        )
+        cluster = Cluster(shutdown_at_exit=False)
         try:
+            cluster.add_node(num_cpus=1, include_dashboard=False)  # the head node
             cluster.add_node(num_cpus=1)
             ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.ERROR)
-            yield cluster.address
-        finally:
-            ray.shutdown()
-            cluster.shutdown()  # type: ignore[no-untyped-call]
-            shutil.rmtree(directory, ignore_errors=True)
+        except BaseException:
+            _stop(cluster, directory)
+            raise
+    try:
+        yield cluster.address
+    finally:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("RAY_TMPDIR", str(directory))
+            _stop(cluster, directory)
+
+
+def _stop(cluster: Any, directory: Path) -> None:
+    import ray
+
+    ray.shutdown()
+    cluster.shutdown()
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest.fixture

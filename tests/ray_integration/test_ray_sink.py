@@ -93,7 +93,9 @@ def test_an_error_in_user_code_publishes_nothing_and_removes_the_staging(
     rows = rows_of(samples_of(40), blocks=4).map_batches(fail_on_row_13, batch_size=5)
     with pytest.raises(Exception, match="row 13 has no label") as raised:
         rows.write_datasink(sink)
-    assert isinstance(raised.value, ray.exceptions.RayTaskError), type(raised.value)
+    # Ray's own report of the user's exception, not wrapped by the sink.
+    assert isinstance(raised.value, ray.exceptions.UserCodeException), type(raised.value)
+    assert "was not written" not in str(raised.value)
     assert sink.result is None
     assert not (tmp_path / "c").exists()
     assert not staging(tmp_path, "c").exists()
@@ -126,3 +128,19 @@ def test_rows_the_sink_cannot_write_fail_naming_the_column(tmp_path: Path) -> No
     with pytest.raises(Exception, match="the rows have no column 'data'"):
         rows.write_datasink(CacheSink(tmp_path, "c", writer_config=CONFIG))
     assert not (tmp_path / "c").exists()
+
+
+def test_the_columns_to_write_are_chosen_by_name(runtime: DatasetRuntime, tmp_path: Path) -> None:
+    samples = samples_of(30)
+    rows = [{"payload": data, "skip": 1.5, **metadata} for data, metadata in samples]
+    sink = CacheSink(
+        tmp_path / "ray",
+        "c",
+        data_column="payload",
+        metadata_columns=["s", "i"],
+        writer_config=CONFIG,
+    )
+    ray.data.from_items(rows, override_num_blocks=3).write_datasink(sink)
+    chosen = [(data, {"s": m["s"], "i": m["i"]}) for data, m in samples]
+    single = single_write(runtime, tmp_path / "single", "c", chosen)
+    assert_same_cache(runtime, tmp_path / "ray" / "c", single)
