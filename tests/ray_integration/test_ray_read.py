@@ -70,3 +70,13 @@ def test_positions_are_cut_into_contiguous_ranges() -> None:
     assert position_ranges(5000, 200, 1024) == [(0, 1250), (1250, 2500), (2500, 3750), (3750, 5000)]
     assert position_ranges(100, 200, 1024) == [(0, 100)]
     assert position_ranges(2, 8, 1) == [(0, 1), (1, 2)]
+
+
+def test_bad_arguments_are_refused_before_any_task(caches: list[Path]) -> None:
+    config = ReaderConfig(seed=0)
+    with pytest.raises(TypeError, match="paths must be a sequence of cache paths"):
+        read_cache(str(caches[0]), reader_config=config)
+    with pytest.raises(ValueError, match="override_num_blocks must be at least 1, got 0"):
+        read_cache(caches, reader_config=config, override_num_blocks=0)
+    with pytest.raises(TypeError, match="epoch must be an int, got str"):
+        read_cache(caches, reader_config=config, epoch="1")  # type: ignore[arg-type]

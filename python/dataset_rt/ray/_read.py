@@ -72,7 +72,7 @@ def read_cache(
             f"override_num_blocks must be at least 1, got {override_num_blocks}", 1
         )
     runtime = DatasetRuntime(num_workers=1)
-    dataset = runtime.cached_dataset(list(paths), reader_config=reader_config, remote=remote)
+    dataset = runtime.cached_dataset(paths, reader_config=reader_config, remote=remote)
     dataset.set_epoch(epoch)
     minimum = 1 if override_num_blocks is not None else POSITIONS_PER_TASK_MIN
     source = _CacheDatasource(dataset, minimum)

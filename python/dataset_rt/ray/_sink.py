@@ -147,6 +147,7 @@ class CacheSink(Datasink[PartitionResult]):
         for number in range(count):
             if number not in numbers:
                 written.append(self._empty_partition(number))
+        assert sorted(part.partition for part in written) == list(range(count))
         outcome = dataset_rt.commit_partitions(self.base, self.name, written, remote=self.remote)
         self.result = outcome
         if not isinstance(outcome, CacheWriteError):
