@@ -15,7 +15,7 @@ pytest.importorskip("ray.data", reason="dataset_rt.ray needs ray[data] (the ray 
 import ray.data
 
 from cache_compare import Sample, assert_same_cache, single_write
-from dataset_rt import CacheWriteSuccess, DatasetRuntime, WriterConfig, errors
+from dataset_rt import CacheWriteSuccess, DatasetRuntime, ReaderConfig, WriterConfig, errors
 from dataset_rt.ray import CacheSink
 
 CONFIG = WriterConfig(show_progress=False, max_shard_bytes=256)
@@ -144,3 +144,20 @@ def test_the_columns_to_write_are_chosen_by_name(runtime: DatasetRuntime, tmp_pa
     chosen = [(data, {"s": m["s"], "i": m["i"]}) for data, m in samples]
     single = single_write(runtime, tmp_path / "single", "c", chosen)
     assert_same_cache(runtime, tmp_path / "ray" / "c", single)
+
+
+def test_without_preserve_order_every_row_is_written_once(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    samples = samples_of(60)
+    options = ray.data.DataContext.get_current().execution_options
+    options.preserve_order = False  # the fixture restores it
+    sink = CacheSink(tmp_path, "c", writer_config=CONFIG)
+    rows_of(samples, blocks=6).write_datasink(sink)
+    assert sink.result == CacheWriteSuccess("c", tmp_path / "c")
+    dataset = runtime.cached_dataset([tmp_path / "c"], reader_config=ReaderConfig(seed=0))
+    written = sorted(
+        (int(s.metadata["i"]), bytes(s.data))
+        for s in dataset.get_many([(0, sample_id) for sample_id in range(len(dataset))])
+    )
+    assert written == [(m["i"], data) for data, m in samples]
