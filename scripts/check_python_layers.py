@@ -33,6 +33,7 @@ LAYERS: dict[str, int] = {
     "api": 3,  # the public names, re-exported by __init__
     "torch": 4,  # integrations: PyTorch, sources, the command line, the demo
     "_torch_loader": 4,  # to_torch_dataloader, beside the torch integration
+    "ray": 4,  # Ray Data: CacheSink and read_cache, on the public API
     "sources": 4,
     "cli": 4,
     "demo": 4,

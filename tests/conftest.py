@@ -24,8 +24,8 @@ from cache_reference import crc32c as crc32c
 from cache_reference import same_value as same_value
 
 # The remote-cache fixtures (tests/helpers/remote_fixtures.py): moto's S3 server and the
-# fault proxy in front of it.
-pytest_plugins = ["remote_fixtures"]
+# fault proxy in front of it; the engine tests' two-node Ray cluster (ray_fixtures.py).
+pytest_plugins = ["remote_fixtures", "ray_fixtures"]
 
 
 class ListSource:

@@ -157,6 +157,8 @@ class CacheWriteFailedError(DatasetRtError, RuntimeError):
     chained as ``__cause__``, and nothing of that attempt is left behind. Its
     status is the cause's when the cause is a DatasetRT error, else
     ``DRT_ERR_INVALID_INPUT`` (2: the samples could not be written).
+    `dataset_rt.ray.CacheSink` raises it too when the commit of its partitions
+    fails (the message names the cache and the commit's reason).
 
     Examples:
         >>> def broken():

@@ -17,22 +17,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dataset_rt
-from conftest import ListSource, pythonpath_before_inherited
+from cache_compare import SMALL_SHARDS, Sample, assert_same_cache, single_write
+from conftest import pythonpath_before_inherited
 from dataset_rt import (
     CacheInput,
     CacheWriteError,
     CacheWriteSuccess,
     DatasetRuntime,
     PartitionResult,
-    ReaderConfig,
     WriterConfig,
     errors,
 )
 
-QUIET = WriterConfig(show_progress=False, max_shard_bytes=256)
+QUIET = SMALL_SHARDS
 PYTHON_DIR = Path(dataset_rt.__file__).resolve().parent.parent
-
-Sample = tuple[bytes, dict[str, object]]
 
 
 def samples_of(count: int, start: int = 0, tag: str = "") -> list[Sample]:
@@ -53,34 +51,6 @@ def write_parts(
         dataset_rt.write_partition(inputs(part), base, name, partition=n, writer_config=config)
         for n, part in enumerate(parts)
     ]
-
-
-def assert_same_cache(runtime: DatasetRuntime, committed: Path, single: Path) -> None:
-    """Same samples, payloads, metadata and metadata table, sample id by sample id."""
-    config = ReaderConfig(seed=0, shuffle=False, validate_cache=True)
-    ours = runtime.cached_dataset([committed], reader_config=config)
-    theirs = runtime.cached_dataset([single], reader_config=config)
-    assert len(ours) == len(theirs)
-    table = theirs.get_metadata()
-    pairs = list(zip(table["cache_id"], table["sample_id"], strict=True))
-    assert [sample_id for _, sample_id in pairs] == list(range(len(theirs)))
-    for a, b in zip(ours.get_many(pairs), theirs.get_many(pairs), strict=True):
-        assert bytes(a.data) == bytes(b.data)
-        assert dict(a.metadata) == dict(b.metadata)
-        assert (a.cache_id, a.sample_id) == (b.cache_id, b.sample_id)
-    assert ours.get_metadata().equals(theirs.get_metadata())
-
-
-def single_write(
-    runtime: DatasetRuntime,
-    base: Path,
-    name: str,
-    samples: list[Sample],
-    config: WriterConfig = QUIET,
-) -> Path:
-    [result] = runtime.write_cache(ListSource(name, samples), base, writer_config=config)
-    assert isinstance(result, CacheWriteSuccess), result
-    return result.path
 
 
 @settings(

@@ -61,6 +61,7 @@ TEST_MODULES = {
     "boto3": "boto3",
     "moto": "moto",
     "ray": "ray",
+    "dask": "dask",
 }
 
 
