@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import struct
 import sys
@@ -9,9 +10,15 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-
-import belady
+# Loaded from its file, benchmarks/ left off sys.path: its distributed.py would shadow
+# dask's `distributed` package for every later test in the session.
+_SPEC = importlib.util.spec_from_file_location(
+    "belady", Path(__file__).resolve().parents[2] / "benchmarks" / "belady.py"
+)
+assert _SPEC is not None and _SPEC.loader is not None
+belady = importlib.util.module_from_spec(_SPEC)
+sys.modules["belady"] = belady  # its dataclasses look their module up
+_SPEC.loader.exec_module(belady)
 
 
 def test_belady_evicts_the_shard_used_farthest_ahead() -> None:
