@@ -5,6 +5,7 @@ user's code publishes nothing and leaves no staging, and bad inputs are refused.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -161,3 +162,27 @@ def test_without_preserve_order_every_row_is_written_once(
         for s in dataset.get_many([(0, sample_id) for sample_id in range(len(dataset))])
     )
     assert written == [(m["i"], data) for data, m in samples]
+
+
+class RecordNode:
+    """A map_batches function that leaves a file named after the node it runs on."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
+        (self.folder / ray.get_runtime_context().get_node_id()).touch()
+        time.sleep(0.2)  # each task holds its node's one CPU a while: the next goes elsewhere
+        return batch
+
+
+def test_both_nodes_write_partitions(runtime: DatasetRuntime, tmp_path: Path) -> None:
+    nodes = tmp_path / "nodes"
+    nodes.mkdir()
+    samples = samples_of(200)
+    sink = CacheSink(tmp_path / "ray", "c", writer_config=CONFIG)
+    rows_of(samples, blocks=8).map_batches(RecordNode(nodes)).write_datasink(sink)
+    alive = [node["NodeID"] for node in ray.nodes() if node["Alive"]]
+    assert sorted(path.name for path in nodes.iterdir()) == sorted(alive) and len(alive) == 2
+    single = single_write(runtime, tmp_path / "single", "c", samples)
+    assert_same_cache(runtime, tmp_path / "ray" / "c", single)
