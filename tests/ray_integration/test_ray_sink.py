@@ -182,7 +182,8 @@ def test_both_nodes_write_partitions(runtime: DatasetRuntime, tmp_path: Path) ->
     samples = samples_of(200)
     sink = CacheSink(tmp_path / "ray", "c", writer_config=CONFIG)
     rows_of(samples, blocks=8).map_batches(RecordNode(nodes)).write_datasink(sink)
-    alive = [node["NodeID"] for node in ray.nodes() if node["Alive"]]
+    listed = ray.nodes()  # type: ignore[no-untyped-call]
+    alive = [node["NodeID"] for node in listed if node["Alive"]]
     assert sorted(path.name for path in nodes.iterdir()) == sorted(alive) and len(alive) == 2
     single = single_write(runtime, tmp_path / "single", "c", samples)
     assert_same_cache(runtime, tmp_path / "ray" / "c", single)
