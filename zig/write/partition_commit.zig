@@ -701,7 +701,12 @@ fn writeCommitted(
         diagnostic.set("cannot fsync {s}/{s}: {f}", .{ folder, temporary, error_words.of(err) });
         return error.Io;
     };
-    directory_entries.replaceFile(io, dir, folder, temporary, committed_file) catch |err| {
+    // The folder's path as the process opened it, for the kernel32 fallback under wine.
+    const folder_path = try std.fmt.allocPrint(allocator, "{s}{s}/", .{
+        staging.baseDirPath(), folder,
+    });
+    defer allocator.free(folder_path);
+    directory_entries.replaceFile(io, dir, folder_path, temporary, committed_file) catch |err| {
         dir.deleteFile(io, temporary) catch {};
         const words = error_words.of(err);
         const phrase = "cannot rename {s}/{s} to {s}: {f}";
