@@ -33,7 +33,6 @@ import os
 import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,8 +40,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import children
 import peer_venvs
 import report
+import results_file
 import workload
 
 if TYPE_CHECKING:
@@ -121,13 +122,10 @@ def cpu_seconds() -> float:
 
 def run_child(python: Path, env: dict[str, str], arguments: list[str]) -> dict[str, Any]:
     command = [str(python), str(Path(__file__).resolve()), "--child", *arguments]
-    done = subprocess.run(
-        command, env=env, capture_output=True, text=True, timeout=CHILD_TIMEOUT, check=False
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr[-4000:]}")
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    try:
+        return children.run_json(command, env, ROOT, CHILD_TIMEOUT)
+    except children.ChildFailed as failed:
+        raise SystemExit(f"{' '.join(command)} failed:\n{failed.tail(60)}") from None
 
 
 def interpreters() -> dict[str, tuple[Path, dict[str, str]]]:
@@ -192,17 +190,9 @@ def main() -> None:
     samples = int(W1_SAMPLES * args.scale) // SOURCES * SOURCES
     started = time.strftime("%Y-%m-%d")
     seconds, cpu, loads = measure(samples, args.repeats)
-    command = " ".join(["python benchmarks/process_writers.py", *sys.argv[1:]])
+    workloads = {"W1-png": {"samples": samples, "payload_bytes": PAYLOAD_BYTES}}
     results = {
-        "meta": {
-            "started": started,
-            "machine": workload.machine_info(),
-            "repeats": args.repeats,
-            "scale": args.scale,
-            "load": {"min": min(loads), "max": max(loads)},
-            "command": command,
-            "workloads": {"W1-png": {"samples": samples, "payload_bytes": PAYLOAD_BYTES}},
-        },
+        "meta": results_file.run_meta("process_writers.py", started, args, loads, workloads),
         "sources": SOURCES,
         "seconds": seconds,
         "cpu_seconds": cpu,
@@ -211,8 +201,7 @@ def main() -> None:
             for system, by_processes in seconds.items()
         },
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    results_file.write_results(args.out, results)
     print(report.render_process_writers(results))
 
 

@@ -284,6 +284,48 @@ def render_process_writers(report: Json) -> str:
     return "\n".join(lines) + "\n"
 
 
+# --------------------------------------------------------------------------- distributed.py
+
+DISTRIBUTED_WAYS = {
+    "single": "one process",
+    "ray-1": "Ray, 1 CPU",
+    "ray-2": "Ray, 2 CPUs",
+}
+
+
+def render_distributed(report: Json) -> str:
+    """distributed.py's table: each workload built by one process and by Ray with 1
+    and 2 CPUs: Ray's start-up, the build, the commit within it, samples/s, and the
+    speed against the single process (build only, and with Ray's start-up)."""
+    meta = report["meta"]
+    lines = [
+        *run_header(meta, meta["workloads"], ranges=True, steal_over="processes"),
+        "",
+        "| workload | built by | Ray start-up (s) | build (s) | commit (s) | samples/s "
+        "| vs one process | with start-up |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for name, by_way in report["figures"].items():
+        samples = meta["workloads"][name]["samples"]
+        single = statistics.median(by_way["single"]["build_seconds"])
+        for way, label in DISTRIBUTED_WAYS.items():
+            figures = by_way.get(way)
+            if not figures:
+                continue
+            builds = figures["build_seconds"]
+            build = statistics.median(builds)
+            startup = figures.get("startup_seconds")
+            commit = figures.get("commit_seconds")
+            start = statistics.median(startup) if startup else 0.0
+            lines.append(
+                f"| {name} | {label} | {spread(startup, 2) if startup else ''} "
+                f"| {spread(builds, 2)} | {spread(commit, 3) if commit else ''} "
+                f"| {spread([samples / b for b in builds])} | {single / build:.2f}x "
+                f"| {single / (build + start):.2f}x |"
+            )
+    return "\n".join(lines) + "\n"
+
+
 # --------------------------------------------------------------------------- remote.py
 
 REMOTE_RUNS = ("cold", "warm", "local", "budget")
@@ -456,6 +498,7 @@ RENDERERS: dict[str, Callable[[Json], str]] = {
     "integrity": render_integrity,
     "process_writers": render_process_writers,
     "remote": render_remote,
+    "distributed": render_distributed,
 }
 
 
