@@ -16,6 +16,8 @@ invalid configuration stays `pydantic.ValidationError`.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "CacheExistsError",
     "CacheIOError",
@@ -55,6 +57,13 @@ class DatasetRtError(Exception):
         super().__init__(message)
         if status is not None:
             self.status = status
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuilt through __init__, with the instance's attributes as its state. Said
+        # explicitly: tblib's pickling support (which dask installs for every exception
+        # class when imported) rebuilds a class without its own __reduce__ through
+        # `cls.__new__(cls)`, which MemoryError's refuses for OutOfMemoryError.
+        return (type(self), self.args, self.__dict__ or None)
 
 
 class InvalidArgumentError(DatasetRtError, ValueError):

@@ -5,6 +5,7 @@ Zig error name (`NotDir`, `ProcessFdQuotaExceeded`)."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import pickle
@@ -108,6 +109,23 @@ def test_an_error_survives_pickling_as_a_dataloader_worker_sends_it(
     assert type(again) is cls
     assert str(again) == "cache c: it broke"
     assert again.status == status
+
+
+@pytest.mark.parametrize(("cls", "status", "builtins"), CLASSES, ids=CLASS_IDS)
+def test_an_error_survives_tblibs_pickling_as_dask_installs_it(
+    cls: type[DatasetRtError], status: int, builtins: tuple[type[BaseException], ...]
+) -> None:
+    """dask installs tblib's reducer for every exception class; one without its own
+    __reduce__ was rebuilt through cls.__new__(cls), which MemoryError refuses."""
+    support = pytest.importorskip("tblib.pickling_support")
+    buffer = io.BytesIO()
+    pickler = pickle.Pickler(buffer)
+    pickler.dispatch_table = {cls: support.pickle_exception}  # as install() registers it
+    pickler.dump(cls("cache c: it broke", status=99))
+    again = pickle.loads(buffer.getvalue())
+    assert type(again) is cls
+    assert str(again) == "cache c: it broke"
+    assert again.status == 99
 
 
 # ---- which operation raises which ------------------------------------------------------
