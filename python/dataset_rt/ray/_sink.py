@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterable, Iterator, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ray.data.block import BlockAccessor
@@ -22,6 +21,7 @@ from dataset_rt import (
     WriterConfig,
     errors,
 )
+from dataset_rt._core.partitions import partitions_folder
 from dataset_rt._remote.url import is_remote
 
 if TYPE_CHECKING:
@@ -164,7 +164,7 @@ class CacheSink(Datasink[PartitionResult]):
         if not is_remote(self.base):
             # Empty unless a commit published the name before (its record stays).
             with contextlib.suppress(OSError):
-                (Path(self.base) / "tmp" / "partitions" / self.name).rmdir()
+                partitions_folder(self.base, self.name).rmdir()
 
     def get_name(self) -> str:
         """The name of the write tasks in Ray's progress and logs."""
