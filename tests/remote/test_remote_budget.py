@@ -76,6 +76,30 @@ def test_a_read_under_a_budget_never_holds_more_shard_bytes_than_it(
     assert not list(local_dir.rglob("*.tmp-*")) and not list(local_dir.rglob("*.reserved-*"))
 
 
+@pytest.mark.parametrize("payload", ["bytes", "memoryview"])
+def test_large_payloads_under_a_budget_are_read_whole_while_shards_are_evicted(
+    payload: str,
+    tmp_path: Path,
+    moto_server: tuple[str, int],
+    s3_proxy: FaultProxy,
+) -> None:
+    # Payloads of 96 KiB and more, which a read leaves in their shard to be copied
+    # once the batch is handed out, unless a budget may evict the shard by then.
+    runtime = DatasetRuntime(num_workers=2)
+    samples = [(bytes([i % 251]) * ((96 << 10) + 37 * i), {"i": i}) for i in range(48)]
+    config = WriterConfig(show_progress=False, max_shard_bytes=400 << 10)
+    runtime.write_cache([ListSource("large", samples)], tmp_path / "local", writer_config=config)
+    local = tmp_path / "local" / "large"
+    assert len(shard_sizes(local)) >= 12
+    url = upload(moto_server, local, f"large-{payload}/large")
+    reader = ReaderConfig(seed=3, shuffle=True, payload=payload)  # type: ignore[arg-type]
+    expected = rows(runtime.cached_dataset([local], reader_config=reader))
+    remote = RemoteConfig(local_dir=tmp_path / "copies", budget_bytes=budget_for(local))
+    dataset = runtime.cached_dataset([url], reader_config=reader, remote=remote)
+    assert rows(dataset) == expected
+    assert dataset.remote_stats().shards_evicted > 0
+
+
 def test_a_budget_below_the_two_largest_shards_is_refused_naming_both(
     runtime: DatasetRuntime,
     tmp_path: Path,

@@ -435,6 +435,14 @@ pub const Dataset = struct {
 
     /// The payloads mode reads by identity take (stream iterators take it with
     /// their epoch, `takeEpoch`).
+    /// A plan's payload deferral size: 0 (all read with their batch) when a sample
+    /// may be skipped, or a budget may evict a shard before its deferred reads.
+    fn deferBytes(dataset: *const Dataset, skip_corrupt: bool, requested: u64) u64 {
+        if (skip_corrupt) return 0;
+        for (dataset.caches) |cache| if (cache.shards.evictable()) return 0;
+        return read_pipeline.deferThreshold(requested);
+    }
+
     fn payloadsMapped(dataset: *Dataset) bool {
         const io = system.io();
         dataset.mutex.lockUncancelable(io);
@@ -645,12 +653,8 @@ pub const Iterator = struct {
         const iterator = try allocator.create(Iterator);
         errdefer allocator.destroy(iterator);
         var plan = try dataset.takeEpoch(share, skip, diagnostic);
-        // A skipped sample leaves its batch before the batch is handed out, so
-        // every payload is read (and checked) with its batch.
-        plan.defer_payload_bytes = if (plan.skip_corrupt)
-            0
-        else
-            read_pipeline.deferThreshold(defer_payload_bytes);
+        // A skipped sample leaves its batch before it is handed out (`deferBytes`).
+        plan.defer_payload_bytes = dataset.deferBytes(plan.skip_corrupt, defer_payload_bytes);
         errdefer plan.table.release();
         assert(plan.identities == null);
         assert(!plan.skip_corrupt or plan.defer_payload_bytes == 0);
@@ -698,7 +702,7 @@ pub const Iterator = struct {
             .walk = .contiguous(0, identities.len),
             .span = .{ .epoch_len = identities.len },
             .identities = identities,
-            .defer_payload_bytes = read_pipeline.deferThreshold(defer_payload_bytes),
+            .defer_payload_bytes = dataset.deferBytes(false, defer_payload_bytes),
             .map_deferred = dataset.payloadsMapped(),
         };
         assert(plan.walk.count == identities.len);

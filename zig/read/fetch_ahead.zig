@@ -4,18 +4,21 @@
 //! A pipeline whose plan has a remote cache gets a `FetchAhead`. Its scan
 //! walks the plan forward from the consumer's position (the next sample to
 //! hand out), maps each position to its cache and shard as the chunk reads do
-//! (`Plan.locate`, `Cache.shardOf`), and queues each remote shard not yet in
-//! its folder at its first use; a queued shard is claimed
-//! (`ShardSource.claimAhead`), so that a read that needs it waits for this
-//! fetch instead of starting another. The scan is incremental (a cursor that
-//! only moves forward, or jumps to the consumer when the consumer passes it)
-//! and bounded: it stops while `lookaheadShards` shards are queued or being
-//! fetched, `horizon_positions` positions past the consumer, or `runs_max`
-//! runs of one shard are noted. It moves on when the consumer does. Before
-//! the pipeline submits reads, it scans at least as far as they reach
-//! (`cover`, on the consumer's thread, while a shard is missing): the pool
-//! reads chunks ahead of the consumer in parallel, and a chunk that needs a
-//! later shard then waits for its turn rather than fetching it first.
+//! (`Plan.locate`, `Cache.shardOf`), and notes the runs of positions that
+//! read one shard. The scan is incremental (a cursor that only moves
+//! forward, or jumps to the consumer when the consumer passes it) and
+//! bounded: it stops `horizon_positions` positions past the consumer, or
+//! when `runs_max` runs are noted; it moves on when the consumer does.
+//! From the noted runs, in stream order, the first `lookaheadShards` remote
+//! shards not yet in their folder are queued at their first use (`fill`);
+//! a queued shard is claimed (`ShardSource.claimAhead`), so that a read
+//! that needs it waits for this fetch instead of starting another. The
+//! scan goes on past a full queue: the farther it has looked, the more
+//! shards `next_use` can rank for eviction. Before the pipeline submits
+//! reads, it scans and queues at least as far as they reach (`cover`, on
+//! the consumer's thread, while a shard is missing): the pool reads chunks
+//! ahead of the consumer in parallel, and a chunk that needs a later shard
+//! then waits for its turn rather than fetching it first.
 //!
 //! Threads of the pipeline's own (never the pool's: a fetch blocks on the
 //! network and may call into the caller's language) take queued shards in
@@ -29,11 +32,13 @@
 //! A fetch ahead that fails is dropped silently: the read that needs the
 //! shard fetches it again and reports the error. When the budget has no
 //! room (`Outcome.no_room`), the queue is dropped and nothing is fetched
-//! ahead until the consumer moves on.
+//! ahead until the consumer moves on; the noted runs stay.
 //!
 //! The noted runs answer `Future.next_use` for every shard of the window,
-//! present or not; `destroy` stops the threads (a running fetch finishes,
-//! queued ones are dropped) and removes the future.
+//! present or not; a shard not in them is read past the window, if at all
+//! (or never, once the window reaches the plan's end). `destroy` stops the
+//! threads (a running fetch finishes, queued ones are dropped) and removes
+//! the future.
 const std = @import("std");
 const assert = std.debug.assert;
 const system = @import("../base/system.zig");
@@ -58,11 +63,19 @@ pub fn lookaheadShards(max_in_flight: u32) usize {
     return 2 * @as(usize, @min(max_in_flight, threads_max));
 }
 
-/// Positions `first` .. `end` (planned indexes) read shard `shard_id` of cache `cache_index`.
-const Run = struct { cache_index: u32, shard_id: u64, first: u64, end: u64 };
+/// Positions `first` .. `end` (planned indexes) read shard `shard_id` of cache
+/// `cache_index`; `failed`: a fetch ahead of it failed, so it is not queued again.
+const Run = struct { cache_index: u32, shard_id: u64, first: u64, end: u64, failed: bool = false };
 
 /// A shard to fetch ahead, first read at planned index `first_use`.
-const Queued = struct { cache_index: u32, shard_id: u64, first_use: u64, running: bool };
+const Queued = struct {
+    cache_index: u32,
+    shard_id: u64,
+    first_use: u64,
+    running: bool,
+    /// Its place among the fetches taken, for `remote_module.Turn`.
+    ticket: u64 = 0,
+};
 
 pub const FetchAhead = struct {
     allocator: std.mem.Allocator,
@@ -84,11 +97,22 @@ pub const FetchAhead = struct {
     /// Under `mutex`: the consumer's planned index, and the next one to scan.
     consumer: u64 = 0,
     cursor: u64 = 0,
-    /// `cursor`, readable without `mutex` (`cover`).
+    /// How far the queue reaches: the missing shards of the planned indexes
+    /// before it were queued (as far as the queue's capacity allowed);
+    /// readable without `mutex` (`cover`).
     covered: std.atomic.Value(u64) = .init(0),
     /// Under `mutex`: set while the budget has no room, to the consumer's
     /// position then; cleared when the consumer moves past it.
     paused_at: ?u64 = null,
+    /// Under `mutex`: tickets given to the fetches taken so far, and the
+    /// first ticket whose fetch has not passed its turn (`remote_module.Turn`):
+    /// within a budget, a fetch asks for room only once every fetch taken
+    /// before it has.
+    tickets: u64 = 0,
+    turn: u64 = 0,
+    /// Under `mutex`: the queue may have room for shards of the noted runs
+    /// (a fetch ended, a pause ended, the scan noted more).
+    refill: bool = false,
     /// Under `mutex`: the noted runs from `runs_head` on, in stream order.
     runs: std.ArrayList(Run),
     runs_head: usize = 0,
@@ -195,20 +219,23 @@ pub const FetchAhead = struct {
 
     /// `Future.next_use`: from the noted runs, so null for a shard not read
     /// within the scanned window.
-    fn nextUse(context: *anyopaque, folder: []const u8, shard_id: u64) ?u64 {
+    fn nextUse(context: *anyopaque, folder: []const u8, shard_id: u64, from: u64) ?u64 {
         const ahead: *FetchAhead = @ptrCast(@alignCast(context));
         const io = system.io();
         ahead.mutex.lockUncancelable(io);
         defer ahead.mutex.unlock(io);
         const consumer = ahead.handed_out.load(.acquire);
+        const start = consumer +| from;
         for (ahead.runs.items[ahead.runs_head..]) |noted| {
-            if (noted.shard_id != shard_id or noted.end <= consumer) continue;
+            if (noted.shard_id != shard_id or noted.end <= start) continue;
             const cache = ahead.plan.caches[noted.cache_index];
             const cache_folder = cache.shards.remoteFolder() orelse continue;
             if (!std.mem.eql(u8, cache_folder, folder)) continue;
-            return @max(noted.first, consumer) - consumer;
+            return @max(noted.first, start) - consumer;
         }
-        return null;
+        // Not within the window: past it, unless the window reaches the end.
+        if (ahead.cursor >= ahead.plan.walk.count) return null;
+        return @max(ahead.cursor, start) - consumer;
     }
 
     /// A thread's loop: fetch the next queued shard, else scan, else wait.
@@ -219,6 +246,7 @@ pub const FetchAhead = struct {
         while (!ahead.stopping.load(.acquire)) {
             ahead.consumer = ahead.handed_out.load(.seq_cst);
             ahead.catchUpLocked();
+            if (ahead.refill) ahead.fillLocked(ahead.lookahead);
             if (ahead.takeLocked()) |queued| {
                 ahead.spawnLocked();
                 const positions = queued.first_use -| ahead.consumer;
@@ -248,7 +276,6 @@ pub const FetchAhead = struct {
         }
         if (ahead.paused_at) |paused_at| return paused_at + 1;
         if (ahead.cursor >= ahead.plan.walk.count) return never;
-        if (ahead.queue.items.len >= ahead.lookahead) return never;
         if (ahead.runs.items.len - ahead.runs_head >= ahead.runs_live_max) {
             return ahead.runs.items[ahead.runs_head].end;
         }
@@ -282,11 +309,10 @@ pub const FetchAhead = struct {
     fn catchUpLocked(ahead: *FetchAhead) void {
         const consumer = ahead.consumer;
         if (ahead.paused_at) |paused_at| {
-            if (consumer <= paused_at) return;
-            ahead.paused_at = null;
-            ahead.runs.clearRetainingCapacity();
-            ahead.runs_head = 0;
-            ahead.cursor = consumer;
+            if (consumer > paused_at) {
+                ahead.paused_at = null;
+                ahead.refill = true;
+            }
         }
         while (ahead.runs_head < ahead.runs.items.len and
             ahead.runs.items[ahead.runs_head].end <= consumer) ahead.runs_head += 1;
@@ -303,6 +329,8 @@ pub const FetchAhead = struct {
         for (ahead.queue.items) |*queued| {
             if (queued.running) continue;
             queued.running = true;
+            queued.ticket = ahead.tickets;
+            ahead.tickets += 1;
             return queued.*;
         }
         return null;
@@ -311,13 +339,46 @@ pub const FetchAhead = struct {
     /// Fetches `queued` in a slot; null when it failed or was dropped.
     fn fetchOne(ahead: *FetchAhead, queued: Queued, positions: u64) ?remote_module.Outcome {
         const remote = ahead.remote;
+        var turn: ?remote_module.Turn = null;
+        if (remote.budget_bytes != null) {
+            // Waited for before the slot, which the fetches before it may need.
+            if (!ahead.awaitTurn(queued.ticket)) return null;
+            turn = .{ .context = ahead, .ticket = queued.ticket, .passed = passed };
+        }
         const max = @atomicLoad(u32, &remote.max_in_flight, .monotonic);
         if (!remote.slots.acquireAhead(max, &ahead.stopping)) return null;
         defer remote.slots.release();
         var diagnostic: Diagnostic = .{};
         const shards = &ahead.plan.caches[queued.cache_index].shards;
         // A failure is the read's to report, when it fetches the shard again.
-        return shards.fetchAhead(queued.shard_id, positions, &diagnostic) catch null;
+        return shards.fetchAhead(queued.shard_id, positions, turn, &diagnostic) catch null;
+    }
+
+    /// Waits until the fetches taken before ticket `ticket` have passed their
+    /// turn; false when the pipeline stops meanwhile.
+    fn awaitTurn(ahead: *FetchAhead, ticket: u64) bool {
+        const io = system.io();
+        ahead.mutex.lockUncancelable(io);
+        defer ahead.mutex.unlock(io);
+        while (ahead.turn < ticket and !ahead.stopping.load(.acquire)) {
+            ahead.wake.waitUncancelable(io, &ahead.mutex);
+        }
+        return !ahead.stopping.load(.acquire);
+    }
+
+    /// `remote_module.Turn.passed`.
+    fn passed(context: *anyopaque, ticket: u64) void {
+        const ahead: *FetchAhead = @ptrCast(@alignCast(context));
+        const io = system.io();
+        ahead.mutex.lockUncancelable(io);
+        defer ahead.mutex.unlock(io);
+        ahead.passLocked(ticket);
+    }
+
+    fn passLocked(ahead: *FetchAhead, ticket: u64) void {
+        if (ahead.turn > ticket) return;
+        ahead.turn = ticket + 1;
+        ahead.wake.broadcast(system.io());
     }
 
     /// Ends `queued`'s fetch: takes it off the queue and drops its claim; on
@@ -327,6 +388,16 @@ pub const FetchAhead = struct {
         assert(ahead.queue.items[at].running);
         _ = ahead.queue.orderedRemove(at);
         ahead.plan.caches[queued.cache_index].shards.dropAhead(queued.shard_id);
+        ahead.passLocked(queued.ticket);
+        ahead.refill = true;
+        if (outcome == null) {
+            // Left to the read, which fetches it again and reports a failure.
+            for (ahead.runs.items[ahead.runs_head..]) |*noted| {
+                if (noted.cache_index == queued.cache_index and noted.shard_id == queued.shard_id) {
+                    noted.failed = true;
+                }
+            }
+        }
         if (outcome == .no_room) {
             ahead.paused_at = ahead.consumer;
             var kept: usize = 0;
@@ -351,11 +422,9 @@ pub const FetchAhead = struct {
     }
 
     fn canScanLocked(ahead: *const FetchAhead) bool {
-        if (ahead.paused_at != null) return false;
         if (ahead.cursor >= ahead.plan.walk.count) return false;
         if (ahead.cursor - ahead.consumer >= horizon_positions) return false;
-        if (ahead.runs.items.len - ahead.runs_head >= ahead.runs_live_max) return false;
-        return ahead.queue.items.len < ahead.lookahead;
+        return ahead.runs.items.len - ahead.runs_head < ahead.runs_live_max;
     }
 
     /// Scans up to `scan_step_positions` positions from the cursor.
@@ -363,14 +432,14 @@ pub const FetchAhead = struct {
         assert(ahead.canScanLocked());
         var steps: u32 = 0;
         while (steps < scan_step_positions and ahead.canScanLocked()) : (steps += 1) {
-            ahead.scanOneLocked();
+            ahead.scanOneLocked(0);
         }
-        ahead.covered.store(ahead.cursor, .release);
+        ahead.refill = true;
     }
 
-    /// Scans the position at the cursor: notes its run, and queues (and
-    /// claims) its shard at its first use if it is missing.
-    fn scanOneLocked(ahead: *FetchAhead) void {
+    /// Scans the position at the cursor: notes its run, and, while the queue
+    /// holds fewer than `queue_limit` shards, queues its shard if missing.
+    fn scanOneLocked(ahead: *FetchAhead, queue_limit: usize) void {
         const plan = ahead.plan;
         const index = ahead.cursor;
         ahead.cursor += 1;
@@ -379,26 +448,58 @@ pub const FetchAhead = struct {
         if (cache.shards.remoteHook() == null) return;
         const shard_id = cache.shardOf(location.sample_id) orelse return;
         ahead.noteLocked(location.cache_id, shard_id, index);
+        if (ahead.queue.items.len < queue_limit) {
+            ahead.queueLocked(location.cache_id, shard_id, index);
+        }
+    }
+
+    /// Queues (and claims) shard `shard_id` of cache `cache_index`, first
+    /// read at planned index `first_use`, unless it is in its folder or
+    /// queued already.
+    fn queueLocked(ahead: *FetchAhead, cache_index: u32, shard_id: u64, first_use: u64) void {
+        const cache = ahead.plan.caches[cache_index];
         if (!cache.shards.missing(shard_id)) return;
-        if (ahead.queuedAt(location.cache_id, shard_id) != null) return;
+        if (ahead.queuedAt(cache_index, shard_id) != null) return;
         // Full only past what the pool reads ahead: the read then fetches it.
         if (ahead.queue.items.len == ahead.queue.capacity) return;
         cache.shards.claimAhead(shard_id);
         ahead.queue.appendAssumeCapacity(.{
-            .cache_index = location.cache_id,
+            .cache_index = cache_index,
             .shard_id = shard_id,
-            .first_use = index,
+            .first_use = first_use,
             .running = false,
         });
         ahead.wake.broadcast(system.io());
         ahead.spawnLocked();
     }
 
-    /// Scans every planned index before `through` now, on the caller's
-    /// thread, whatever the scan's bounds: the pipeline is about to read up
-    /// to there, and a read ahead of the consumer then finds its shard
-    /// claimed and waits for its turn instead of fetching out of order. Does
-    /// nothing once the plan's remote caches hold every shard.
+    /// Queues the shards of the noted runs not in their folder, in stream
+    /// order, while the queue holds fewer than `queue_limit`; nothing while
+    /// the budget has no room.
+    /// `covered` then says how far the queue reaches.
+    fn fillLocked(ahead: *FetchAhead, queue_limit: usize) void {
+        ahead.refill = false;
+        if (ahead.paused_at != null) return;
+        for (ahead.runs.items[ahead.runs_head..]) |noted| {
+            if (noted.end <= ahead.consumer or noted.failed) continue;
+            const first_use = @max(noted.first, ahead.consumer);
+            const cache = ahead.plan.caches[noted.cache_index];
+            if (!cache.shards.missing(noted.shard_id)) continue;
+            if (ahead.queuedAt(noted.cache_index, noted.shard_id) != null) continue;
+            if (ahead.queue.items.len >= queue_limit) {
+                ahead.covered.store(first_use, .release);
+                return;
+            }
+            ahead.queueLocked(noted.cache_index, noted.shard_id, first_use);
+        }
+        ahead.covered.store(ahead.cursor, .release);
+    }
+
+    /// Scans and queues every planned index before `through` now, on the
+    /// caller's thread, whatever the scan's bounds: the pipeline is about to
+    /// read up to there, and a read ahead of the consumer then finds its
+    /// shard claimed and waits for its turn instead of fetching out of order.
+    /// Does nothing once the plan's remote caches hold every shard.
     pub fn cover(ahead: *FetchAhead, through: u64) void {
         assert(through <= ahead.plan.walk.count);
         if (ahead.covered.load(.acquire) >= through) return;
@@ -409,7 +510,9 @@ pub const FetchAhead = struct {
         ahead.consumer = ahead.handed_out.load(.seq_cst);
         ahead.catchUpLocked();
         if (ahead.paused_at != null) return;
-        while (ahead.cursor < through) ahead.scanOneLocked();
+        // The noted runs first, so that the queue stays in stream order.
+        ahead.fillLocked(ahead.queue.capacity);
+        while (ahead.cursor < through) ahead.scanOneLocked(ahead.queue.capacity);
         ahead.covered.store(ahead.cursor, .release);
         assert(ahead.cursor >= through);
     }

@@ -79,8 +79,9 @@ pub const Future = struct {
     context: *anyopaque,
     /// Stream positions from the reader's current one until it next reads
     /// shard `shard_id` of the cache whose local folder is `folder` (as in
-    /// `Target.dir_path`); null when it does not within what it looks at.
-    next_use: *const fn (context: *anyopaque, folder: []const u8, shard_id: u64) ?u64,
+    /// `Target.dir_path`), `from` positions from now or later; null when it
+    /// does not within what it looks at.
+    next_use: *const fn (context: *anyopaque, folder: []const u8, shard_id: u64, from: u64) ?u64,
 };
 
 /// A remote cache's shards as one cache open through the hook holds them,
@@ -111,6 +112,23 @@ pub const Target = struct {
     /// For a fetch ahead of need: stream positions until the shard's first
     /// use. Null for a read that needs the file now.
     ahead: ?u64 = null,
+    /// For a fetch ahead of need within a budget: told once the fetch has
+    /// room, or was refused it, or needs none (see `Turn`).
+    turn: ?Turn = null,
+};
+
+/// Lets a reader's fetches ahead take room in the budget in the order of
+/// their first uses while they download at once: the next one asks for room
+/// only after `passed` of this one. Otherwise a fetch for a later use that
+/// got room first would be evicted again by the one for an earlier use.
+pub const Turn = struct {
+    context: *anyopaque,
+    ticket: u64,
+    passed: *const fn (context: *anyopaque, ticket: u64) void,
+
+    fn pass(turn: Turn) void {
+        turn.passed(turn.context, turn.ticket);
+    }
 };
 
 pub const Outcome = enum {
@@ -255,13 +273,13 @@ pub const Remote = struct {
 
     /// The soonest any registered reader reads shard `shard_id` of the cache
     /// in `folder` again; null: none does within what it looks at.
-    pub fn nextUse(remote: *Remote, folder: []const u8, shard_id: u64) ?u64 {
+    pub fn nextUse(remote: *Remote, folder: []const u8, shard_id: u64, from: u64) ?u64 {
         const io = system.io();
         remote.mutex.lockUncancelable(io);
         defer remote.mutex.unlock(io);
         var soonest: ?u64 = null;
         for (remote.futures.items) |future| {
-            const next = future.next_use(future.context, folder, shard_id) orelse continue;
+            const next = future.next_use(future.context, folder, shard_id, from) orelse continue;
             if (soonest == null or next < soonest.?) soonest = next;
         }
         return soonest;
@@ -296,6 +314,9 @@ pub const Remote = struct {
         assert(target.name.len > 0 and target.url.len > 0);
         const key = try std.fs.path.join(remote.allocator, &.{ target.dir_path, target.name });
         defer remote.allocator.free(key);
+        // Passed on every return; a fetch that gets room passes it before it downloads.
+        var turn = target.turn;
+        defer if (turn) |pending| pending.pass();
         try remote.begin(key);
         defer remote.end(key);
         const io = system.io();
@@ -312,6 +333,8 @@ pub const Remote = struct {
                 const granted = shard_budget.reserve(remote, request, &evicted, diagnostic);
                 remote.count("evicted_shards", evicted.shards);
                 remote.count("evicted_bytes", evicted.bytes);
+                if (turn) |pending| pending.pass();
+                turn = null;
                 if (try granted == .no_room) return .no_room;
                 defer shard_budget.unreserve(request);
                 return remote.fetchPlaced(target, diagnostic);
@@ -583,7 +606,7 @@ fn noFetch(
     return fetch_failed;
 }
 
-fn neverUsed(_: *anyopaque, _: []const u8, _: u64) ?u64 {
+fn neverUsed(_: *anyopaque, _: []const u8, _: u64, _: u64) ?u64 {
     return null;
 }
 

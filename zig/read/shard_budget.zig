@@ -21,9 +21,12 @@
 //! remote shard file it has open, which the evicter must break with an
 //! exclusive lock before it deletes the file. It prefers shards no reader
 //! will read again, then the one whose next use is farthest (`owner.nextUse`).
-//! A fetch ahead of need never evicts a shard needed at or before its own
-//! first use: it gets no room instead. A fetch a read waits for, when every
-//! shard is in use, waits for one to be released.
+//! A fetch ahead of need evicts only what that policy would evict at the
+//! shard's first use: never a shard needed at or before it, nor one needed
+//! again sooner than a shard that is read before it and later again (at the
+//! first use, that one would go); it gets no room instead, and the read
+//! fetches it when it needs it. A fetch a read waits for, when every shard
+//! is in use, waits for one to be released.
 const std = @import("std");
 const assert = std.debug.assert;
 const system = @import("../base/system.zig");
@@ -71,8 +74,8 @@ pub const Evicted = struct { shards: u64 = 0, bytes: u64 = 0 };
 
 /// Finds room for `request`'s shard and reserves it: `.reserved` (release it
 /// with `unreserve`), or `.no_room` for a fetch ahead of need that would have
-/// to evict a shard needed sooner. `owner` answers `nextUse(folder, shard_id)
-/// ?u64` and `releaseResident(folder, shard_id) bool` (see `Remote`).
+/// to evict a shard needed sooner. `owner` answers `nextUse(folder, shard_id,
+/// from) ?u64` and `releaseResident(folder, shard_id) bool` (see `Remote`).
 pub fn reserve(
     owner: anytype,
     request: Request,
@@ -145,15 +148,17 @@ fn reserveLocked(
     defer usage.deinit();
     if (!usage.fits(request)) {
         for (usage.candidates.items) |*candidate| {
-            candidate.next_use = owner.nextUse(candidate.folder, candidate.shard_id);
+            candidate.next_use = owner.nextUse(candidate.folder, candidate.shard_id, 0);
         }
         std.mem.sort(Candidate, usage.candidates.items, {}, Candidate.evictFirst);
+        var later: u64 = 0;
         if (request.ahead) |ahead| {
-            if (!usage.fitsEvictingAfter(request, ahead)) return .no_room;
+            later = laterUse(owner, usage.candidates.items, ahead);
+            if (!usage.fitsEvictingAhead(request, ahead, later)) return .no_room;
         }
         for (usage.candidates.items) |candidate| {
             if (request.ahead) |ahead| {
-                if (!candidate.usedAfter(ahead)) break;
+                if (!candidate.evictableAhead(ahead, later)) break;
             }
             switch (evict(owner, candidate)) {
                 .in_use => continue,
@@ -201,9 +206,12 @@ const Candidate = struct {
     /// The soonest any reader of this process reads it again; null: never.
     next_use: ?u64 = null,
 
-    fn usedAfter(candidate: Candidate, ahead: u64) bool {
+    /// Whether a fetch ahead of need, first read `ahead` positions from now,
+    /// may evict it: it is next read after that, and not sooner than `later`
+    /// (`laterUse`).
+    fn evictableAhead(candidate: Candidate, ahead: u64, later: u64) bool {
         const next = candidate.next_use orelse return true;
-        return next > ahead;
+        return next > ahead and next >= later;
     }
 
     /// Never used again first, then the farthest next use, then the lowest
@@ -215,6 +223,22 @@ const Candidate = struct {
         return std.mem.lessThan(u8, a.folder, b.folder);
     }
 };
+
+/// For a fetch ahead of need first read `ahead` positions from now: the
+/// farthest next use after it of the shards read before it (max: never
+/// again). At the first use, Belady's policy would evict such a shard rather
+/// than any shard needed sooner; so may a fetch ahead now, no sooner one.
+fn laterUse(owner: anytype, candidates: []const Candidate, ahead: u64) u64 {
+    var later: u64 = 0;
+    for (candidates) |candidate| {
+        const next = candidate.next_use orelse continue;
+        if (next > ahead) continue;
+        const again = owner.nextUse(candidate.folder, candidate.shard_id, ahead + 1) orelse
+            return std.math.maxInt(u64);
+        later = @max(later, again);
+    }
+    return later;
+}
 
 /// What the budget covers in `local_dir` right now.
 const Usage = struct {
@@ -231,11 +255,11 @@ const Usage = struct {
         return usage.bytes +| request.byte_len <= request.budget_bytes;
     }
 
-    /// Whether evicting every shard used after `ahead` (or never) makes room.
-    fn fitsEvictingAfter(usage: *const Usage, request: Request, ahead: u64) bool {
+    /// Whether evicting every shard a fetch ahead may evict makes room.
+    fn fitsEvictingAhead(usage: *const Usage, request: Request, ahead: u64, later: u64) bool {
         var freed: u64 = 0;
         for (usage.candidates.items) |candidate| {
-            if (candidate.usedAfter(ahead)) freed += candidate.bytes;
+            if (candidate.evictableAhead(ahead, later)) freed += candidate.bytes;
         }
         return usage.bytes -| freed +| request.byte_len <= request.budget_bytes;
     }

@@ -109,9 +109,11 @@ const Reader = struct {
     }
 };
 
-/// A reader's future with fixed next uses, by shard id; null: never.
+/// A reader's future with fixed next uses, by shard id, and the use after
+/// that; null: never.
 const FixedFuture = struct {
     next: [10]?u64 = @splat(null),
+    again: [10]?u64 = @splat(null),
     future: remote_module.Future = undefined,
 
     fn register(fixed: *FixedFuture, remote: *remote_module.Remote) !void {
@@ -119,9 +121,12 @@ const FixedFuture = struct {
         try remote.addFuture(&fixed.future);
     }
 
-    fn nextUse(context: *anyopaque, _: []const u8, shard_id: u64) ?u64 {
+    fn nextUse(context: *anyopaque, _: []const u8, shard_id: u64, from: u64) ?u64 {
         const fixed: *FixedFuture = @ptrCast(@alignCast(context));
-        return fixed.next[@intCast(shard_id)];
+        const next = fixed.next[@intCast(shard_id)] orelse return null;
+        if (next >= from) return next;
+        const again = fixed.again[@intCast(shard_id)] orelse return null;
+        return if (again >= from) again else null;
     }
 };
 
@@ -263,11 +268,18 @@ test "a fetch ahead of need gets no room rather than evict a shard needed sooner
     var reader = try Reader.init(cache);
     defer reader.deinit();
     for (0..3) |shard_id| try reader.readShard(shard_id);
-    fixed.next = .{ 6, 4, 2, null, null, null, null, null, null, null };
+    fixed.next = .{ 9, 4, 2, null, null, null, null, null, null, null };
+    fixed.again = .{ null, 6, 7, null, null, null, null, null, null, null };
     const calls = source.shard_calls.load(.monotonic);
-    try testing.expectEqual(remote_module.Outcome.no_room, try fetchAhead(cache, 3, 6));
+    // Shard 0 is needed at 9: not evicted for a shard first needed there.
+    try testing.expectEqual(remote_module.Outcome.no_room, try fetchAhead(cache, 3, 9));
+    // Shard 1 is read at 4, before the new shard's use at 5, and again at 12,
+    // after shard 0's 9: at 5, Belady's policy evicts shard 1, not shard 0.
+    fixed.again[1] = 12;
+    try testing.expectEqual(remote_module.Outcome.no_room, try fetchAhead(cache, 3, 5));
     try testing.expectEqual(calls, source.shard_calls.load(.monotonic));
     try testing.expectEqual(bit(0) | bit(1) | bit(2), (try OnDisk.of(hook.local_dir)).shards);
+    fixed.again[1] = 6;
     try testing.expectEqual(remote_module.Outcome.placed, try fetchAhead(cache, 3, 5));
     try testing.expectEqual(bit(1) | bit(2) | bit(3), (try OnDisk.of(hook.local_dir)).shards);
     try testing.expectEqual(@as(u64, 1), hook.remote.stats().evicted_shards);

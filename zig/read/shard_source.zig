@@ -470,7 +470,8 @@ pub const ShardSource = struct {
         const remote = shards.remote;
         remote.slots.acquireNeeded(@atomicLoad(u32, &remote.max_in_flight, .monotonic));
         defer remote.slots.release();
-        const outcome = try source.fetch(shards, shard_id, null, diagnostic) orelse return false;
+        const outcome = try source.fetch(shards, shard_id, null, null, diagnostic) orelse
+            return false;
         assert(outcome != .no_room); // only a fetch ahead of need is refused room
         return true;
     }
@@ -524,17 +525,20 @@ pub const ShardSource = struct {
     /// Fetches remote shard `shard_id` ahead of need, `positions` stream
     /// positions before its first use, as a read would (`fetch`); the caller
     /// holds a slot (`Remote.slots`). `.no_room`: the budget refused it.
+    /// `turn` (`Target.turn`) may not be passed when this returns without
+    /// asking for room: the caller passes it then.
     pub fn fetchAhead(
         source: *const ShardSource,
         shard_id: u64,
         positions: u64,
+        turn: ?remote_module.Turn,
         diagnostic: *Diagnostic,
     ) Error!remote_module.Outcome {
         assert(shard_id < source.count());
         const shards = source.remote.?;
         if (shards.present[@intCast(shard_id)].load(.acquire)) return .present;
         // Evicted again before it could be opened: the read will fetch it.
-        return try source.fetch(shards, shard_id, positions, diagnostic) orelse .present;
+        return try source.fetch(shards, shard_id, positions, turn, diagnostic) orelse .present;
     }
 
     /// Brings remote shard `shard_id` into the folder (`Remote.fetchChecked`:
@@ -547,6 +551,7 @@ pub const ShardSource = struct {
         shards: *RemoteShards,
         shard_id: u64,
         ahead: ?u64,
+        turn: ?remote_module.Turn,
         diagnostic: *Diagnostic,
     ) Error!?remote_module.Outcome {
         const index: usize = @intCast(shard_id);
@@ -573,6 +578,7 @@ pub const ShardSource = struct {
             .sha256 = shards.sha256s[index],
             .shard = true,
             .ahead = ahead,
+            .turn = turn,
         }, diagnostic);
         if (outcome == .not_found) {
             diagnostic.set("{s}: not found (the manifest lists it)", .{relative});
