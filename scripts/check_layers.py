@@ -33,6 +33,7 @@ TOP = {
     "c_api_table.zig",
     "c_api_iterator.zig",
     "c_api_codec.zig",
+    "c_api_mix.zig",
     "c_api_integrity.zig",
     "c_api_formats.zig",
     "c_api_open_files.zig",

@@ -5,6 +5,7 @@ const std = @import("std");
 const dataset_module = @import("read/dataset.zig");
 const Remote = @import("read/remote.zig").Remote;
 const active_table = @import("stream/active_table.zig");
+const dataset_mix = @import("read/dataset_mix.zig");
 const stream_share = @import("stream/stream_share.zig");
 const stream_state = @import("stream/stream_state.zig");
 const Diagnostic = @import("base/diagnostic.zig").Diagnostic;
@@ -106,7 +107,8 @@ export fn drt_dataset_set_epoch_len(dataset: ?*dataset_module.Dataset, epoch_len
     const d = dataset orelse return nullArgument("dataset");
     if (!checkProcess(d.pool)) return status_wrong_process;
     var diagnostic: Diagnostic = .{};
-    d.setEpochLen(epoch_len, &diagnostic) catch |err| return failError(err, &diagnostic);
+    dataset_mix.setEpochLen(d, epoch_len, &diagnostic) catch |err|
+        return failError(err, &diagnostic);
     return status_ok;
 }
 

@@ -3,6 +3,7 @@
 //! conventions as c_api.zig.
 const std = @import("std");
 const dataset_module = @import("read/dataset.zig");
+const dataset_mix = @import("read/dataset_mix.zig");
 const metadata_table = @import("table/metadata_table.zig");
 const arrow_c_export = @import("table/arrow_c_export.zig");
 const Diagnostic = @import("base/diagnostic.zig").Diagnostic;
@@ -93,7 +94,10 @@ export fn drt_dataset_set_table(
             .validity_offset = weight_column.validity_offset,
         },
     }, &diagnostic) catch |err| return failError(err, &diagnostic);
-    d.replaceTable(table);
+    dataset_mix.replaceTable(d, table, &diagnostic) catch |err| {
+        table.release();
+        return failError(err, &diagnostic);
+    };
     return status_ok;
 }
 

@@ -99,6 +99,7 @@ comptime {
     std.debug.assert(stream_state.algorithm_shuffled.len < algorithm_bytes);
     std.debug.assert(stream_state.algorithm_ordered.len < algorithm_bytes);
     std.debug.assert(stream_state.algorithm_permutation.len < algorithm_bytes);
+    std.debug.assert(@import("stream/mix.zig").algorithm_name_length < algorithm_bytes);
 }
 
 /// `drt_share` (and its deprecated alias `drt_shard`).

@@ -8,6 +8,7 @@ comptime {
     _ = @import("c_api_table.zig");
     _ = @import("c_api_iterator.zig");
     _ = @import("c_api_codec.zig");
+    _ = @import("c_api_mix.zig");
     _ = @import("c_api_integrity.zig");
     _ = @import("c_api_formats.zig");
     _ = @import("c_api_open_files.zig");

@@ -259,6 +259,51 @@ class ReaderConfig(BaseModel):
         return data
 
 
+class Mix(BaseModel):
+    """One cache's part of a mix (`CachedDataset.set_mix`): its exact count of
+    samples per epoch, given by exactly one of three fields.
+
+    With ``n`` active rows, ``repeat=r`` gives ``floor(r * n + 1/2)`` samples
+    (``repeat=2.0``: every row twice; ``repeat=0.5``: half of the rows, a fresh
+    half each epoch), ``choose=k`` gives ``k``, and ``proportion=p`` gives that
+    share of the epoch length set with ``set_epoch_len`` (every cache then needs
+    a proportion, summing to 1).
+
+    Examples:
+        >>> Mix(repeat=2.0)
+        Mix(proportion=None, repeat=2.0, choose=None)
+        >>> Mix(choose=75).choose
+        75
+        >>> Mix(repeat=1.0, choose=3)
+        Traceback (most recent call last):
+        pydantic_core._pydantic_core.ValidationError: 1 validation error for Mix
+        ...
+    """
+
+    model_config = _FROZEN
+
+    proportion: float | None = Field(default=None, gt=0, le=1)
+    """The cache's share of the epoch (0 < p <= 1)."""
+
+    repeat: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """How many times the cache's rows are read per epoch (finite, > 0; fractions
+    take a fresh subset without replacement each epoch)."""
+
+    choose: int | None = Field(default=None, ge=1, le=2**53)
+    """Exactly this many samples of the cache per epoch (>= 1)."""
+
+    @model_validator(mode="after")
+    def _one_form(self) -> Mix:
+        forms = ("proportion", "repeat", "choose")
+        given = [name for name in forms if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "Mix takes exactly one of proportion, repeat or choose, got "
+                + (", ".join(given) if given else "none")
+            )
+        return self
+
+
 # The sub-folder of the user cache directory that holds DatasetRT's local copies.
 _CACHE_SUBDIR = "dataset-rt"
 # The environment variable that names the local directory when `RemoteConfig.local_dir`

@@ -3,6 +3,7 @@
 from dataset_rt._binding.open_shards import OpenShardsStats, open_shards_stats, set_max_open_shards
 from dataset_rt._binding.remote import RemoteStats
 from dataset_rt._config import (
+    Mix,
     ReaderConfig,
     RemoteConfig,
     ShardCompression,
@@ -53,6 +54,7 @@ __all__ = [
     "ManifestUpdateReport",
     "Metadata",
     "MetadataValue",
+    "Mix",
     "OpenShardsStats",
     "PartitionResult",
     "ReaderConfig",

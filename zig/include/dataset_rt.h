@@ -276,6 +276,41 @@ int32_t drt_dataset_len(drt_dataset *dataset, uint64_t *out);
  * when a loaded state stops inside an epoch of another length. */
 int32_t drt_dataset_set_epoch_len(drt_dataset *dataset, uint64_t epoch_len);
 
+/* ---- Mixing caches without replacement (added within ABI 4) ------------
+ * A mix gives each cache an exact count of samples per epoch; the epoch is one
+ * keyed permutation of that multiset (docs/determinism.md, "Mixing"). */
+#define DRT_MIX_REPEAT 1u     /* value: r, finite > 0; k = floor(r * n + 1/2) */
+#define DRT_MIX_CHOOSE 2u     /* count: k >= 1 */
+#define DRT_MIX_PROPORTION 3u /* value: p in (0, 1]; k from p * epoch_len */
+typedef struct drt_mix_entry {
+    uint32_t cache; /* the cache's position in the paths given to drt_dataset_open */
+    uint32_t form;  /* DRT_MIX_REPEAT, DRT_MIX_CHOOSE or DRT_MIX_PROPORTION */
+    double value;   /* repeat's or proportion's value */
+    uint64_t count; /* choose's count */
+} drt_mix_entry;
+/* Installs a mix (entry_count 0: none) on a dataset opened with shuffle and
+ * without_replacement whose table has equal weights; resets the stream like a
+ * new table. Every entry repeat/choose (a cache not listed repeats once; no
+ * explicit epoch length allowed) or every cache a proportion (summing to 1
+ * within 1e-9; drt_dataset_set_epoch_len first, which later recomputes the
+ * counts). Kept, recomputed, across drt_dataset_set_table. */
+int32_t drt_dataset_set_mix(drt_dataset *dataset, const drt_mix_entry *entries,
+                            uint64_t entry_count);
+/* Each cache's count per epoch under the current mix; *mixed_out 0 (counts 0)
+ * without one. cache_count must be the dataset's. */
+int32_t drt_dataset_mix_counts(drt_dataset *dataset, uint64_t *counts_out, uint32_t cache_count,
+                               uint32_t *mixed_out);
+/* The counts `entries` give caches of row_counts active rows (epoch_len 0: none
+ * set), with the checks and messages of drt_dataset_set_mix. */
+int32_t drt_mix_counts(const drt_mix_entry *entries, uint64_t entry_count,
+                       const uint64_t *row_counts, uint32_t cache_count, uint64_t epoch_len,
+                       uint64_t *counts_out);
+/* The (cache, row within the cache) at stream positions start .. start+count-1 of
+ * a mix of these per-cache counts over caches of row_counts rows. */
+int32_t drt_mix_rows(uint64_t seed, const uint64_t *counts, const uint64_t *row_counts,
+                     uint32_t cache_count, uint64_t start, uint64_t count, uint32_t *caches_out,
+                     uint64_t *rows_out);
+
 /* Core-owned bytes; release with drt_buffer_release. */
 typedef struct drt_buffer {
     const uint8_t *data;

@@ -4,11 +4,10 @@
 //! (`Location.cache_id`); what users see is its cache_id (`cacheIds`: the id a
 //! format 3 manifest persists, else the position), translated where samples and
 //! tables cross out and identities come in. sample_id is the physical row inside
-//! that cache. The dataset owns the stream position:
-//! each new iterator takes the next epoch (`epoch_len` positions, or the rest of
-//! an epoch a loaded resume state stopped in), or one rank's and worker's share
-//! of it (`stream_share`); installing a new table resets the position to 0 and
-//! keeps an explicit epoch length.
+//! that cache. The dataset owns the stream position: each new iterator takes the next
+//! epoch (`epoch_len` positions, or the rest of an epoch a loaded resume state stopped
+//! in), or one rank's and worker's share of it (`stream_share`); installing a new table
+//! (with its mix: dataset_mix.zig) resets the position to 0, keeping an explicit length.
 const std = @import("std");
 const assert = std.debug.assert;
 const system = @import("../base/system.zig");
@@ -85,13 +84,12 @@ pub const Dataset = struct {
     epoch: u64 = 0,
     epoch_start: u64 = 0,
     consumed: u64 = 0,
-    /// Set by `setEpochLen`; otherwise an epoch is the active table's row count.
+    /// Set by `setEpochLen`; otherwise the table's (its mix's total, or its row count).
     epoch_len: ?u64 = null,
     /// Set by `setOnCorrupt`: what stream iterators created afterwards do
     /// with a corrupt record. Reads by identity always fail on one.
     on_corrupt: OnCorrupt = .raise,
-    /// Set by `setPayloads`: how stream iterators and reads created afterwards
-    /// hand out deferred payloads.
+    /// Set by `setPayloads`: how later stream iterators and reads hand out deferred payloads.
     payloads: Payloads = .copy,
 
     pub fn open(
@@ -433,8 +431,6 @@ pub const Dataset = struct {
         dataset.payloads = payloads;
     }
 
-    /// The payloads mode reads by identity take (stream iterators take it with
-    /// their epoch, `takeEpoch`).
     /// A plan's payload deferral size: 0 (all read with their batch) when a sample
     /// may be skipped, or a budget may evict a shard before its deferred reads.
     fn deferBytes(dataset: *const Dataset, skip_corrupt: bool, requested: u64) u64 {
@@ -443,6 +439,7 @@ pub const Dataset = struct {
         return read_pipeline.deferThreshold(requested);
     }
 
+    /// The payloads mode of reads by identity (stream iterators take theirs in `takeEpoch`).
     fn payloadsMapped(dataset: *Dataset) bool {
         const io = system.io();
         dataset.mutex.lockUncancelable(io);
@@ -482,7 +479,7 @@ pub const Dataset = struct {
     }
 
     fn epochLenLocked(dataset: *const Dataset) u64 {
-        return dataset.epoch_len orelse dataset.table.row_count;
+        return dataset.epoch_len orelse dataset.table.epochLen();
     }
 
     /// Where the next iterator starts.
@@ -537,7 +534,7 @@ pub const Dataset = struct {
         return .{
             .seed = dataset.options.seed,
             .shuffle = dataset.options.shuffle,
-            .algorithm = dataset.options.sampling().algorithm(),
+            .algorithm = table.algorithm(dataset.options.sampling()),
             .table_sha256 = table.digest(dataset.cacheIds()),
             .cache_sha256s = cache_sha256s,
         };

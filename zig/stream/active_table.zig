@@ -3,9 +3,11 @@
 //! an iterator keeps the table it was created with while `update_metadata`
 //! installs a new one.
 const std = @import("std");
+const assert = std.debug.assert;
 const system = @import("../base/system.zig");
 const sampler = @import("sampler.zig");
 const permutation = @import("permutation.zig");
+const mix = @import("mix.zig");
 const Sampling = @import("stream_state.zig").Sampling;
 const sha256 = @import("../codec/sha256.zig");
 
@@ -24,6 +26,8 @@ pub const ActiveTable = struct {
     /// Built only for weighted sampling with materialized weights.
     alias: ?sampler.AliasTable = null,
     cache_starts: []const u64,
+    /// The mix resolved against this table (`withMix`); owned. Null: no mix.
+    mix: ?*mix.Layout = null,
     /// The table's digest (`digest`), computed on first use; guarded by `digest_mutex`.
     digest_cached: ?[sha256.digest_length]u8 = null,
     digest_mutex: std.Io.Mutex = .init,
@@ -76,6 +80,7 @@ pub const ActiveTable = struct {
         if (table.references.fetchSub(1, .acq_rel) != 1) return;
         const allocator = table.allocator;
         if (table.alias) |*alias| alias.deinit(allocator);
+        if (table.mix) |layout| layout.destroy(allocator);
         if (table.global_rows) |global_rows| allocator.free(global_rows);
         if (table.weights) |weights| allocator.free(weights);
         allocator.destroy(table);
@@ -85,6 +90,82 @@ pub const ActiveTable = struct {
         std.debug.assert(row < table.row_count);
         const global_row = if (table.global_rows) |global_rows| global_rows[@intCast(row)] else row;
         return locateDefault(table.cache_starts, global_row);
+    }
+
+    /// Positions in an epoch when no explicit epoch length is set.
+    pub fn epochLen(table: *const ActiveTable) u64 {
+        const layout = table.mix orelse return table.row_count;
+        return layout.epoch_len;
+    }
+
+    /// The algorithm name in resume states: the mix's, or `sampling`'s.
+    pub fn algorithm(table: *const ActiveTable, sampling: Sampling) []const u8 {
+        const layout = table.mix orelse return sampling.algorithm();
+        return layout.algorithm();
+    }
+
+    /// True when every row has the same weight (the condition for mixing).
+    pub fn equalWeights(table: *const ActiveTable) bool {
+        const weights = table.weights orelse return true;
+        for (weights) |value| if (value != weights[0]) return false;
+        return true;
+    }
+
+    /// A table with this one's rows and weights (copied) and `layout` (owned,
+    /// destroyed on failure) as its mix; the digest stays that of the rows.
+    pub fn withMix(table: *const ActiveTable, layout: ?*mix.Layout) !*ActiveTable {
+        const allocator = table.allocator;
+        errdefer if (layout) |owned| owned.destroy(allocator);
+        const copy = try allocator.create(ActiveTable);
+        errdefer allocator.destroy(copy);
+        copy.* = .{
+            .allocator = allocator,
+            .row_count = table.row_count,
+            .cache_starts = table.cache_starts,
+            .digest_cached = null,
+        };
+        if (table.global_rows) |rows| copy.global_rows = try allocator.dupe(u64, rows);
+        errdefer if (copy.global_rows) |rows| allocator.free(rows);
+        if (table.weights) |weights| copy.weights = try allocator.dupe(f64, weights);
+        assert(table.alias == null); // mixing samples without replacement
+        copy.mix = layout;
+        return copy;
+    }
+
+    /// Each cache's active rows in table order, for a mix (`mix.Grouping`):
+    /// O(caches) beyond the counts when each cache's rows form one run (always
+    /// for the default table), else one u64 per row.
+    pub fn grouping(table: *const ActiveTable) error{OutOfMemory}!mix.Grouping {
+        const allocator = table.allocator;
+        const cache_count = table.cache_starts.len;
+        const row_counts = try allocator.alloc(u64, cache_count);
+        defer allocator.free(row_counts);
+        @memset(row_counts, 0);
+        var runs: u64 = 0;
+        var previous: ?u32 = null;
+        for (0..table.row_count) |row| {
+            const cache = table.location(row).cache_id;
+            row_counts[cache] += 1;
+            if (previous != cache) runs += 1;
+            previous = cache;
+        }
+        var result = try mix.contiguousGrouping(allocator, row_counts);
+        errdefer result.deinit(allocator);
+        if (runs == nonEmpty(row_counts)) {
+            if (table.global_rows != null) firstRowsOfRuns(table, result.first_rows);
+            return result;
+        }
+        const grouped = try allocator.alloc(u64, @intCast(table.row_count));
+        errdefer allocator.free(grouped);
+        var next = try allocator.dupe(u64, result.first_rows);
+        defer allocator.free(next);
+        for (0..table.row_count) |row| {
+            const cache = table.location(row).cache_id;
+            grouped[@intCast(next[cache])] = row;
+            next[cache] += 1;
+        }
+        result.grouped_rows = grouped;
+        return result;
     }
 
     pub fn weight(table: *const ActiveTable, row: u64) f64 {
@@ -141,13 +222,16 @@ pub const RowPlanner = struct {
     sampling: Sampling,
     key: sampler.Key,
     cursor: permutation.Cursor,
+    mix_cursor: ?mix.Cursor,
 
     pub fn init(table: *const ActiveTable, sampling: Sampling, key: sampler.Key) RowPlanner {
+        assert(table.mix == null or sampling == .permutation);
         return .{
             .table = table,
             .sampling = sampling,
             .key = key,
             .cursor = .init(key, table.row_count),
+            .mix_cursor = if (table.mix) |layout| .init(layout) else null,
         };
     }
 
@@ -159,10 +243,29 @@ pub const RowPlanner = struct {
                 alias.draw(planner.key, position)
             else
                 sampler.AliasTable.uniform(table.row_count).draw(planner.key, position),
-            .permutation => planner.cursor.row(position),
+            .permutation => if (planner.mix_cursor) |*mixed|
+                mixed.tableRow(position)
+            else
+                planner.cursor.row(position),
         };
     }
 };
+
+fn nonEmpty(row_counts: []const u64) u64 {
+    var count: u64 = 0;
+    for (row_counts) |rows| count += @intFromBool(rows > 0);
+    return count;
+}
+
+/// The table row where each cache's single run begins (empty caches keep theirs).
+fn firstRowsOfRuns(table: *const ActiveTable, first_rows: []u64) void {
+    var previous: ?u32 = null;
+    for (0..table.row_count) |row| {
+        const cache = table.location(row).cache_id;
+        if (previous != cache) first_rows[cache] = row;
+        previous = cache;
+    }
+}
 
 const digest_domain = "dataset_rt/table/v1";
 const digest_row_bytes = 24;
@@ -183,6 +286,10 @@ pub fn locateDefault(cache_starts: []const u64, row: u64) Location {
         if (cache_starts[middle] <= row) low = middle else high = middle;
     }
     return .{ .cache_id = @intCast(low), .sample_id = row - cache_starts[low] };
+}
+
+test {
+    _ = mix;
 }
 
 test "global rows map to the cache that holds them, skipping empty caches" {

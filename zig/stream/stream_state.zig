@@ -10,6 +10,7 @@ const std = @import("std");
 const sha256 = @import("../codec/sha256.zig");
 const sampler = @import("sampler.zig");
 const permutation = @import("permutation.zig");
+const mix = @import("mix.zig");
 const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
 
 pub const digest_length = sha256.digest_length;
@@ -148,6 +149,16 @@ pub fn check(
         return error.InvalidArgument;
     }
     if (!std.mem.eql(u8, expected.algorithm, found.algorithm)) {
+        if (isMix(expected.algorithm) or isMix(found.algorithm)) {
+            diagnostic.set("the state was taken under {s} '{s}', this dataset reads under {s} " ++
+                "'{s}': set_mix as when the state was taken before loading it", .{
+                mixOrNot(found.algorithm),
+                found.algorithm,
+                mixOrNot(expected.algorithm),
+                expected.algorithm,
+            });
+            return error.InvalidArgument;
+        }
         diagnostic.set(
             "the state was made by sampling algorithm '{s}', this dataset uses '{s}'",
             .{ found.algorithm, expected.algorithm },
@@ -211,6 +222,14 @@ fn checkData(
         );
         return error.InvalidArgument;
     }
+}
+
+fn isMix(algorithm: []const u8) bool {
+    return std.mem.startsWith(u8, algorithm, mix.key_domain);
+}
+
+fn mixOrNot(algorithm: []const u8) []const u8 {
+    return if (isMix(algorithm)) "mix" else "no mix, sampling";
 }
 
 fn pythonBool(value: bool) []const u8 {
@@ -289,6 +308,10 @@ test "a state of other data is refused naming what differs" {
     found = expected;
     found.algorithm = "dataset_rt/sampler/v0";
     try expectRefused(found, 10, at, .prefix, "the state was made by sampling algorithm");
+    found.algorithm = "dataset_rt/mix/v1#0123456789abcdef";
+    try expectRefused(found, 10, at, .exact, "the state was taken under mix " ++
+        "'dataset_rt/mix/v1#0123456789abcdef', this dataset reads under no mix, sampling " ++
+        "'dataset_rt/sampler/v1': set_mix as when the state was taken before loading it");
     try expectRefused(expected, 11, at, .exact, "the state has epoch_len 10, this dataset 11");
     const outside: Position = .{ .epoch_start = 10, .epoch_len = 10, .position = 21 };
     try expectRefused(expected, 10, outside, .prefix, "the state's ");

@@ -200,6 +200,22 @@ class StreamState(Structure):
     ]
 
 
+class MixEntry(Structure):
+    """``drt_mix_entry``: one cache's part of a mix (see dataset_rt.h)."""
+
+    _fields_ = [
+        ("cache", c_uint32),
+        ("form", c_uint32),
+        ("value", ctypes.c_double),
+        ("count", c_uint64),
+    ]
+
+
+MIX_REPEAT = 1
+MIX_CHOOSE = 2
+MIX_PROPORTION = 3
+
+
 class Share(Structure):
     """``drt_share``: one reader's share of an epoch among ranks and workers."""
 
@@ -452,6 +468,8 @@ _SIGNATURES: dict[str, tuple[list[Any], Any]] = {
     "drt_cache_published": ([c_char_p, c_uint64, POINTER(c_uint32)], c_int32),
     "drt_cache_info": ([c_char_p, c_uint64, POINTER(POINTER(Buffer))], c_int32),
     "drt_check_compression": ([c_uint32, c_double], c_int32),
+    "drt_dataset_set_mix": ([_Handle, POINTER(MixEntry), c_uint64], c_int32),
+    "drt_dataset_mix_counts": ([_Handle, POINTER(c_uint64), c_uint32, POINTER(c_uint32)], c_int32),
     "drt_permutation_rows": (
         [c_uint64, c_uint64, c_uint64, c_uint64, POINTER(c_uint64)],
         c_int32,

@@ -211,6 +211,24 @@ class DatasetHandle:
         _native.check(_native.lib.drt_dataset_set_epoch_len(self.value, epoch_len))
         self.refresh_mirror()
 
+    def set_mix(self, entries: Sequence[tuple[int, int, float, int]]) -> None:
+        """Install a mix of (cache position, form, value, count) entries; none: no mix."""
+        c_entries = (_native.MixEntry * max(1, len(entries)))()
+        for slot, (position, form, value, count) in zip(c_entries, entries, strict=False):
+            slot.cache, slot.form, slot.value, slot.count = position, form, value, count
+        _native.check(_native.lib.drt_dataset_set_mix(self.value, c_entries, len(entries)))
+        self.refresh_mirror()
+
+    def mix_counts(self) -> list[int] | None:
+        """Each cache's samples per epoch under the mix, in cache order; None without one."""
+        cache_count = len(self.cache_sha256s)
+        counts = (ctypes.c_uint64 * cache_count)()
+        mixed = ctypes.c_uint32()
+        _native.check(
+            _native.lib.drt_dataset_mix_counts(self.value, counts, cache_count, ctypes.byref(mixed))
+        )
+        return list(counts) if mixed.value else None
+
     def __del__(self) -> None:
         if getattr(self, "value", None) and not _native.shutting_down():
             _native.lib.drt_dataset_destroy(self.value)

@@ -18,6 +18,7 @@ from dataset_rt._binding.native import RuntimeHandle
 from dataset_rt._binding.reader import CachePath, DatasetHandle, NativeIterator, SampleIterator
 from dataset_rt._binding.remote import RemoteStats
 from dataset_rt._config import ReaderConfig, RemoteConfig
+from dataset_rt._core import mixing as _mixing
 from dataset_rt._records import CachedSample
 
 if TYPE_CHECKING:
@@ -61,6 +62,7 @@ class CachedDataset:
     _native_handle: DatasetHandle | None
     _identity_columns: _metadata_frame.IdentityColumns | None
     _epoch_len: int | None
+    _mix: list[_mixing.Entry] | None
     _extra_columns: pl.DataFrame | None
     _unopened_recipe: dict[str, Any] | None
     _metadata_lock: ForkSafeLock
@@ -94,6 +96,7 @@ class CachedDataset:
         # and an explicit epoch length.
         dataset._identity_columns = None
         dataset._epoch_len = None
+        dataset._mix = None
         dataset._extra_columns = None
         dataset._unopened_recipe = None
         # Keeps the core's table and the extra columns of the same update together.
@@ -173,6 +176,55 @@ class CachedDataset:
             )
         self._handle.set_epoch_len(epoch_len)
         self._epoch_len = epoch_len
+
+    def set_mix(self, mix: _mixing.MixSpec | None) -> None:
+        """Mix the caches without replacement: each epoch holds an exact count of
+        samples of every cache, in one random order (docs/training.md, "Mixing
+        datasets"; docs/determinism.md specifies it).
+
+        Keys are cache ids (`cache_ids`), or a cache's folder name when exactly
+        one cache has it; values are `Mix`. Either every entry is ``repeat`` or
+        ``choose`` (a cache not listed has ``repeat=1.0``; the epoch length is the
+        sum of the counts, so `set_epoch_len` is refused), or every cache has a
+        ``proportion`` (summing to 1) of the epoch length `set_epoch_len` gives.
+        Needs ``ReaderConfig(replacement=False)`` and equal weights; it is kept
+        across `update_metadata` (a cache's rows are its active rows) and is part
+        of resume states. Resets the stream like a new table. ``None`` goes back
+        to the plain table.
+
+        Examples:
+            >>> config = ReaderConfig(seed=0, replacement=False)
+            >>> mixed = runtime.cached_dataset([cache_path], reader_config=config)
+            >>> mixed.set_mix({0: Mix(repeat=2.5)})
+            >>> len(mixed), sorted(s.sample_id for s in mixed).count(7) in (2, 3)
+            (250, True)
+            >>> mixed.set_mix(None)
+            >>> len(mixed)
+            100
+        """
+        handle = self._handle
+        if mix is None:
+            entries: list[_mixing.Entry] = []
+        else:
+            entries = _mixing.mix_entries(mix, self.cache_paths, self.cache_ids)
+        handle.set_mix(entries)
+        self._mix = entries or None
+
+    def mix_counts(self) -> dict[int, int] | None:
+        """Samples of each cache (by cache id) in every epoch under the mix; None
+        without a mix.
+
+        Examples:
+            >>> config = ReaderConfig(seed=0, replacement=False)
+            >>> mixed = runtime.cached_dataset([cache_path], reader_config=config)
+            >>> mixed.set_mix({0: Mix(choose=30)})
+            >>> mixed.mix_counts()
+            {0: 30}
+        """
+        counts = self._handle.mix_counts()
+        if counts is None:
+            return None
+        return dict(zip(self.cache_ids, counts, strict=True))
 
     def set_epoch(self, epoch: int) -> None:
         """Make epoch `epoch` (counted from 0 since the table was installed) the
@@ -558,6 +610,7 @@ class CachedDataset:
             "identity_columns": self._identity_columns,
             "extra_columns": self._extra_columns,
             "epoch_len": self._epoch_len,
+            "mix": self._mix,
             "position": (at.epoch, at.epoch_start, at.epoch_len, at.position),
             "caches": handle.cache_sha256s,
         }
@@ -595,6 +648,9 @@ def _restore(dataset: CachedDataset, handle: DatasetHandle, recipe: dict[str, An
     if recipe["epoch_len"] is not None:
         handle.set_epoch_len(recipe["epoch_len"])
     dataset._epoch_len = recipe["epoch_len"]
+    if recipe["mix"] is not None:
+        handle.set_mix(recipe["mix"])
+    dataset._mix = recipe["mix"]
     # Our own fingerprint at the recipe's position, with the caches' digests as
     # they were when the dataset was first opened: the core refuses a cache
     # replaced since.
