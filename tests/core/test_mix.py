@@ -6,6 +6,8 @@ pure-Python reference in test_mix_reference.py."""
 from __future__ import annotations
 
 import pickle
+import shutil
+import warnings
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
@@ -15,7 +17,7 @@ import pytest
 from pydantic import ValidationError
 from test_mix_reference import library_rows
 
-from conftest import QUIET, ListSource, simple_samples, written_paths
+from conftest import QUIET, ListSource, flip_last_byte_of_record, simple_samples, written_paths
 from dataset_rt import CachedDataset, CachedSample, CacheSource, DatasetRuntime, Mix, ReaderConfig
 
 SIZES = [6, 10, 4]
@@ -272,3 +274,28 @@ def set_mix_on_nothing(mix: object) -> None:
     from dataset_rt._core.mixing import mix_entries
 
     mix_entries(mix, ["a"], [0])  # type: ignore[arg-type]
+
+
+def test_skipped_corrupt_samples_keep_their_positions(
+    runtime: DatasetRuntime, caches: list[Path], tmp_path: Path
+) -> None:
+    damaged = [tmp_path / path.name for path in caches]
+    for source, target in zip(caches, damaged, strict=True):
+        shutil.copytree(source, target)
+    flip_last_byte_of_record(damaged[1], 4)
+    mix = {0: Mix(repeat=0.5), 1: Mix(repeat=2.0)}
+    sound = load(runtime, caches)
+    sound.set_mix(mix)
+    config = ReaderConfig(seed=5, replacement=False, prefetch_size=8, on_corrupt="skip")
+    skipping = runtime.cached_dataset(damaged, reader_config=config)
+    skipping.set_mix(mix)
+    for _ in range(2):
+        expected = ids(sound)
+        iterator = iter(skipping)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # the first skip is warned about
+            got = ids(iterator)
+        assert expected.count((1, 4)) == 2  # repeat 2.0: every row of cache 1 twice
+        assert got == [sample for sample in expected if sample != (1, 4)]
+        assert iterator.skipped == [(1, 4), (1, 4)]
+        assert iterator.consumed() == len(expected)
