@@ -46,7 +46,7 @@ fn entriesOf(c_entries: []const MixEntry, buffer: *[]mix.Entry) i32 {
     for (buffer.*, c_entries) |*entry, c_entry| {
         const form = std.enums.fromInt(mix.Form, c_entry.form) orelse {
             allocator.free(buffer.*);
-            return failMessage(status_invalid_argument, "cache {d}: mix form must be 1 " ++
+            return failMessage(status_invalid_argument, "paths[{d}]: mix form must be 1 " ++
                 "(repeat), 2 (choose) or 3 (proportion), got {d}", .{
                 c_entry.cache,
                 c_entry.form,

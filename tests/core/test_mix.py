@@ -299,3 +299,27 @@ def test_skipped_corrupt_samples_keep_their_positions(
         assert got == [sample for sample in expected if sample != (1, 4)]
         assert iterator.skipped == [(1, 4), (1, 4)]
         assert iterator.consumed() == len(expected)
+
+
+def test_a_table_the_mix_cannot_apply_to_is_refused_and_changes_nothing(
+    runtime: DatasetRuntime, caches: list[Path]
+) -> None:
+    ds = load(runtime, caches)
+    ds.set_mix({2: Mix(choose=7)})
+    before = ids(load_mixed(runtime, caches, {2: Mix(choose=7)}))
+    table = ds.get_metadata()
+    with pytest.raises(ValueError, match=r"the cache at paths\[2\] has no active rows but its"):
+        ds.update_metadata(table.filter(pl.col("cache_id") != 2))
+    assert ds.mix_counts() == {0: 6, 1: 10, 2: 7}
+    assert ids(ds) == before
+    # Without the mix, the same table is fine; a cache with no rows and no count too.
+    ds.set_mix(None)
+    ds.update_metadata(table.filter(pl.col("cache_id") != 2))
+    ds.set_mix({0: Mix(repeat=2.0)})
+    assert ds.mix_counts() == {0: 12, 1: 10, 2: 0}
+
+
+def load_mixed(runtime: DatasetRuntime, caches: list[Path], mix: dict[int, Mix]) -> CachedDataset:
+    ds = load(runtime, caches)
+    ds.set_mix(mix)
+    return ds

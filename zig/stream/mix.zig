@@ -88,14 +88,14 @@ fn checkEntries(
 ) error{InvalidArgument}!void {
     for (entries, 0..) |entry, index| {
         if (entry.cache >= cache_count) {
-            diagnostic.set("mix names cache {d}, the dataset has {d} caches", .{
+            diagnostic.set("mix names the cache at paths[{d}], the dataset has {d} caches", .{
                 entry.cache,
                 cache_count,
             });
             return error.InvalidArgument;
         }
         for (entries[0..index]) |earlier| if (earlier.cache == entry.cache) {
-            diagnostic.set("mix names cache {d} twice", .{entry.cache});
+            diagnostic.set("mix names the cache at paths[{d}] twice", .{entry.cache});
             return error.InvalidArgument;
         };
         if ((entry.form == .proportion) != (entries[0].form == .proportion)) {
@@ -115,12 +115,12 @@ fn checkValue(entry: Entry, diagnostic: *Diagnostic) error{InvalidArgument}!void
     };
     if (valid) return;
     switch (entry.form) {
-        .repeat => diagnostic.set("cache {d}: repeat must be finite and > 0, got {d}", .{
+        .repeat => diagnostic.set("paths[{d}]: repeat must be finite and > 0, got {d}", .{
             entry.cache,
             entry.value,
         }),
-        .choose => diagnostic.set("cache {d}: choose must be at least 1, got 0", .{entry.cache}),
-        .proportion => diagnostic.set("cache {d}: proportion must be in (0, 1], got {d}", .{
+        .choose => diagnostic.set("paths[{d}]: choose must be at least 1, got 0", .{entry.cache}),
+        .proportion => diagnostic.set("paths[{d}]: proportion must be in (0, 1], got {d}", .{
             entry.cache,
             entry.value,
         }),
@@ -151,7 +151,7 @@ pub fn repeatCount(entry: Entry, n: u64, diagnostic: *Diagnostic) error{InvalidA
     assert(entry.form == .repeat and n <= sampler.row_count_max);
     const count = @floor(entry.value * @as(f64, @floatFromInt(n)) + 0.5);
     if (!(count <= @as(f64, @floatFromInt(sampler.row_count_max)))) {
-        diagnostic.set("cache {d}: repeat {d} of {d} rows passes 2^53 samples", .{
+        diagnostic.set("paths[{d}]: repeat {d} of {d} rows passes 2^53 samples", .{
             entry.cache,
             entry.value,
             n,
@@ -240,7 +240,7 @@ fn checkCounts(
     var total: u64 = 0;
     for (counts, row_counts, 0..) |count, rows, cache| {
         if (count > 0 and rows == 0) {
-            diagnostic.set("cache {d} has no active rows but its mix count is {d}", .{
+            diagnostic.set("the cache at paths[{d}] has no active rows but its mix count is {d}", .{
                 cache,
                 count,
             });
@@ -576,11 +576,11 @@ fn expectRefused(
 
 test "a bad mix is refused naming what is wrong" {
     const rows = [_]u64{ 4, 4 };
-    try expectRefused(&.{.{ .cache = 2, .form = .choose, .count = 1 }}, &rows, null, "cache 2");
+    try expectRefused(&.{.{ .cache = 2, .form = .choose, .count = 1 }}, &rows, null, "paths[2]");
     try expectRefused(&.{
         .{ .cache = 1, .form = .choose, .count = 1 },
         .{ .cache = 1, .form = .repeat, .value = 1 },
-    }, &rows, null, "names cache 1 twice");
+    }, &rows, null, "names the cache at paths[1] twice");
     try expectRefused(&.{
         .{ .cache = 0, .form = .proportion, .value = 0.5 },
         .{ .cache = 1, .form = .repeat, .value = 1 },
@@ -612,7 +612,7 @@ test "a bad mix is refused naming what is wrong" {
     try expectRefused(&even, &rows, null, "call set_epoch_len(E)");
     const one = [_]Entry{.{ .cache = 0, .form = .choose, .count = 3 }};
     try expectRefused(&one, &rows, 9, "set_epoch_len(9) and a mix of repeat/choose");
-    try expectRefused(&one, &.{ 0, 4 }, null, "cache 0 has no active rows");
+    try expectRefused(&one, &.{ 0, 4 }, null, "paths[0] has no active rows");
     const none = [_]Entry{
         .{ .cache = 0, .form = .repeat, .value = 0.1 },
         .{ .cache = 1, .form = .repeat, .value = 0.1 },
