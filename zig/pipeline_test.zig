@@ -14,6 +14,7 @@ const stream_share = @import("stream/stream_share.zig");
 const sampler = @import("stream/sampler.zig");
 const permutation = @import("stream/permutation.zig");
 const read_pipeline = @import("read/read_pipeline.zig");
+const dataset_mix = @import("read/dataset_mix.zig");
 
 const sample_count = 300;
 
@@ -374,4 +375,61 @@ test "a corrupt record fails the read, is skipped on request, and verify names i
         try testing.expectEqual(@as(usize, 1), record_problems);
         try testing.expectEqual(@as(u64, 2), verifier.problems_total);
     }
+}
+
+/// How often each global row of the two caches comes in `rows`.
+fn rowCounts(rows: []const u64) [2 * sample_count]u64 {
+    var counts: [2 * sample_count]u64 = @splat(0);
+    for (rows) |row| counts[row] += 1;
+    return counts;
+}
+
+test "a mix: exact counts each epoch, resolved again for a new table" {
+    var fixture = try Fixture.init();
+    defer fixture.deinit();
+    const dataset = try fixture.open(true, false);
+    defer dataset.release();
+    var diagnostic: Diagnostic = .{};
+    try dataset_mix.setMix(dataset, &.{
+        .{ .cache = 0, .form = .repeat, .value = 0.5 }, // 150 distinct rows of 300
+        .{ .cache = 1, .form = .choose, .count = 450 }, // every row once, 150 twice
+    }, &diagnostic);
+    try testing.expectEqual(@as(u64, 600), dataset.len());
+    for (0..2) |_| {
+        const rows = try readEpoch(dataset, .whole);
+        defer testing.allocator.free(rows);
+        const counts = rowCounts(rows);
+        var first: u64 = 0;
+        var twice: u64 = 0;
+        for (counts[0..sample_count]) |times| first += times;
+        for (counts[0..sample_count]) |times| try testing.expect(times <= 1);
+        for (counts[sample_count..]) |times| try testing.expect(times == 1 or times == 2);
+        for (counts[sample_count..]) |times| twice += @intFromBool(times == 2);
+        try testing.expectEqual(@as(u64, 150), first);
+        try testing.expectEqual(@as(u64, 150), twice);
+    }
+    const refused = dataset_mix.setEpochLen(dataset, 9, &diagnostic);
+    try testing.expectError(error.InvalidArgument, refused);
+
+    // Samples 5, 4, 3 of cache 1 and 0, 0, 10, 20 of cache 0, interleaved: cache 0
+    // has 4 rows (repeat 0.5: 2 samples), cache 1 three (choose 450: 150 each).
+    const one = sample_count; // cache 1's first global row
+    const global_rows = [_]u64{ one + 5, 0, one + 4, 0, 10, one + 3, 20 };
+    const weights = try testing.allocator.alloc(f64, global_rows.len);
+    @memset(weights, 1.0);
+    const table = try ActiveTable.createExplicit(
+        testing.allocator,
+        dataset.cache_starts,
+        try testing.allocator.dupe(u64, &global_rows),
+        weights,
+        .permutation,
+    );
+    try dataset_mix.replaceTable(dataset, table, &diagnostic);
+    try testing.expectEqual(@as(u64, 452), dataset.len());
+    const rows = try readEpoch(dataset, .whole);
+    defer testing.allocator.free(rows);
+    const counts = rowCounts(rows);
+    try testing.expectEqual(@as(u64, 150), counts[sample_count + 3]);
+    try testing.expectEqual(@as(u64, 150), counts[sample_count + 5]);
+    try testing.expectEqual(@as(u64, 2), counts[0] + counts[10] + counts[20]);
 }
