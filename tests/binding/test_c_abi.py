@@ -47,6 +47,7 @@ def test_c_program_writes_and_reads_back_a_cache(tmp_path: Path) -> None:
     # The deprecated names of a share (drt_shard, drt_shard_count,
     # drt_iterator_create_shard) still link and give what the new names give.
     assert "the deprecated share names give what the new names give" in result.stdout
+    assert "read two mixed epochs of c_source and c_raw" in result.stdout
     assert (tmp_path / "caches" / "c_source" / "manifest.json").exists()
     # Metadata pushed by column, with the payloads apart or in one buffer, gives
     # the very bytes the JSON push gives.

@@ -707,6 +707,55 @@ static int check_permutation_and_reads(drt_runtime *runtime, const char *base_di
     return 0;
 }
 
+/* A mix of two caches: cache 0 read half (a fresh 500 of its 1000 samples), cache 1
+ * chosen 1500 times (every sample once, 500 twice); each epoch is drt_mix_rows of
+ * the counts drt_dataset_mix_counts gives, and set_epoch_len is refused. */
+static int check_mix(drt_runtime *runtime, const char *base_dir) {
+    char first[4096], second[4096];
+    snprintf(first, sizeof first, "%s/c_source", base_dir);
+    snprintf(second, sizeof second, "%s/c_raw", base_dir);
+    enum { N = SAMPLE_COUNT, L = 2000 };
+    const char *paths[2] = {first, second};
+    const uint64_t path_lens[2] = {strlen(first), strlen(second)};
+    drt_reader_options options = {.seed = 4, .prefetch_size = 8, .shuffle = 1, .without_replacement = 1};
+    drt_dataset *dataset = NULL;
+    if (drt_dataset_open(runtime, paths, path_lens, 2, &options, &dataset) != DRT_OK) return fail("dataset_open");
+    const drt_mix_entry entries[2] = {
+        {.cache = 0, .form = DRT_MIX_REPEAT, .value = 0.5},
+        {.cache = 1, .form = DRT_MIX_CHOOSE, .count = 1500},
+    };
+    if (drt_dataset_set_mix(dataset, entries, 2) != DRT_OK) return fail("set_mix");
+    uint64_t counts[2] = {0}, length = 0;
+    uint32_t mixed = 0;
+    if (drt_dataset_mix_counts(dataset, counts, 2, &mixed) != DRT_OK) return fail("mix_counts");
+    if (drt_dataset_len(dataset, &length) != DRT_OK) return fail("dataset_len");
+    if (!mixed || counts[0] != 500 || counts[1] != 1500 || length != L) {
+        fprintf(stderr, "mix counts %llu %llu, length %llu\n", (unsigned long long)counts[0],
+                (unsigned long long)counts[1], (unsigned long long)length);
+        return 1;
+    }
+    static uint64_t rows[2 * L], read[L];
+    static uint32_t caches[2 * L];
+    const uint64_t row_counts[2] = {N, N};
+    if (drt_mix_rows(4, counts, row_counts, 2, 0, 2 * L, caches, rows) != DRT_OK) return fail("mix_rows");
+    for (int epoch = 0; epoch < 2; epoch++) {
+        drt_iterator *iterator = NULL;
+        if (drt_iterator_create(dataset, &iterator) != DRT_OK) return fail("iterator_create");
+        if (collect(iterator, read, L, L) != L) return 1;
+        drt_iterator_destroy(iterator);
+        for (int i = 0; i < L; i++) {
+            uint64_t expected = ((uint64_t)caches[epoch * L + i] << 32) | rows[epoch * L + i];
+            if (read[i] != expected) return fprintf(stderr, "mix epoch %d position %d differs\n", epoch, i), 1;
+        }
+    }
+    if (drt_dataset_set_epoch_len(dataset, 9) != DRT_ERR_INVALID_ARGUMENT) return fprintf(stderr, "set_epoch_len under a mix\n"), 1;
+    if (drt_dataset_set_mix(dataset, NULL, 0) != DRT_OK) return fail("set_mix none");
+    if (drt_dataset_len(dataset, &length) != DRT_OK || length != 2 * N) return fprintf(stderr, "no mix: length\n"), 1;
+    drt_dataset_destroy(dataset);
+    printf("read two mixed epochs of c_source and c_raw\n");
+    return 0;
+}
+
 /* Scrubs a cache: sound as written, then one flipped payload byte is reported
  * with its file, sample and offset (and the shard's SHA-256); the byte is
  * restored afterwards. */
@@ -850,6 +899,7 @@ int main(int argc, char **argv) {
     if (rc == 0) rc = check_shares_and_resume(runtime, argv[1]);
     if (rc == 0) rc = check_deprecated_share_names(runtime, argv[1]);
     if (rc == 0) rc = check_permutation_and_reads(runtime, argv[1]);
+    if (rc == 0) rc = check_mix(runtime, argv[1]);
     if (rc == 0) rc = check_open_shards(runtime, argv[1]);
     if (rc == 0 && writing) rc = check_verify(runtime, argv[1], "c_columns_joined");
     drt_runtime_destroy(runtime);
