@@ -217,8 +217,8 @@ pub const FetchAhead = struct {
         ahead.wake.broadcast(io);
     }
 
-    /// `Future.next_use`: from the noted runs, so null for a shard not read
-    /// within the scanned window.
+    /// `Future.next_use`: from the noted runs; a shard not in them is read
+    /// past the window (null once the window reaches the plan's end).
     fn nextUse(context: *anyopaque, folder: []const u8, shard_id: u64, from: u64) ?u64 {
         const ahead: *FetchAhead = @ptrCast(@alignCast(context));
         const io = system.io();
@@ -457,9 +457,8 @@ pub const FetchAhead = struct {
     /// read at planned index `first_use`, unless it is in its folder or
     /// queued already.
     fn queueLocked(ahead: *FetchAhead, cache_index: u32, shard_id: u64, first_use: u64) void {
+        if (!ahead.wantedLocked(cache_index, shard_id)) return;
         const cache = ahead.plan.caches[cache_index];
-        if (!cache.shards.missing(shard_id)) return;
-        if (ahead.queuedAt(cache_index, shard_id) != null) return;
         // Full only past what the pool reads ahead: the read then fetches it.
         if (ahead.queue.items.len == ahead.queue.capacity) return;
         cache.shards.claimAhead(shard_id);
@@ -473,19 +472,22 @@ pub const FetchAhead = struct {
         ahead.spawnLocked();
     }
 
+    /// Whether shard `shard_id` of cache `cache_index` is missing and not queued.
+    fn wantedLocked(ahead: *const FetchAhead, cache_index: u32, shard_id: u64) bool {
+        if (!ahead.plan.caches[cache_index].shards.missing(shard_id)) return false;
+        return ahead.queuedAt(cache_index, shard_id) == null;
+    }
+
     /// Queues the shards of the noted runs not in their folder, in stream
-    /// order, while the queue holds fewer than `queue_limit`; nothing while
-    /// the budget has no room.
-    /// `covered` then says how far the queue reaches.
+    /// order, while the queue holds fewer than `queue_limit` (nothing while
+    /// the budget has no room); `covered` then says how far the queue reaches.
     fn fillLocked(ahead: *FetchAhead, queue_limit: usize) void {
         ahead.refill = false;
         if (ahead.paused_at != null) return;
         for (ahead.runs.items[ahead.runs_head..]) |noted| {
             if (noted.end <= ahead.consumer or noted.failed) continue;
+            if (!ahead.wantedLocked(noted.cache_index, noted.shard_id)) continue;
             const first_use = @max(noted.first, ahead.consumer);
-            const cache = ahead.plan.caches[noted.cache_index];
-            if (!cache.shards.missing(noted.shard_id)) continue;
-            if (ahead.queuedAt(noted.cache_index, noted.shard_id) != null) continue;
             if (ahead.queue.items.len >= queue_limit) {
                 ahead.covered.store(first_use, .release);
                 return;
