@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The Windows checks under wine, as CI runs them (scripts/test.sh, phase 6, beside phase 5):
+#   1. the Zig unit tests built for x86_64 Windows;
+#   2. the Windows build (ReleaseSafe DLL) driven by the C test programs (tests/c/<name>.c,
+#      cross-compiled): writing caches and reading them back, the Linux build reading (and
+#      hash-checking) those, the Windows build reading the caches the program wrote on
+#      Linux, two writers of one name at once (tests/c/writer_lock.c) and a remote cache
+#      through a fetch hook (tests/c/remote_fetch.c).
+# Uses the `python` first on PATH (with the ziglang package) and wine64 (Debian: wine64).
+#     bash scripts/test_windows.sh LINUX_LIBRARY
+# LINUX_LIBRARY: the Linux build the round trip's other side runs against.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+linux_library=$(realpath "$1")
+started=$SECONDS
+step() { printf -- '---- [%ss] %s ----\n' "$((SECONDS - started))" "$*"; }
+
+wine_program=$(command -v wine64 || command -v wine || true)
+if [[ -z "$wine_program" && -x /usr/lib/wine/wine64 ]]; then
+    wine_program=/usr/lib/wine/wine64 # where Debian's wine64 package puts it
+fi
+if [[ -z "$wine_program" ]]; then
+    echo "error: wine not found (Debian: apt-get install wine64)" >&2
+    exit 3
+fi
+
+c_test_flags=(-std=c11 -Wall -Wextra -Werror -I zig/include)
+c_test_programs=(abi_round_trip writer_lock remote_fetch)
+windows_dir=$(mktemp -d)
+trap 'rm -rf "$windows_dir"' EXIT
+export WINEPREFIX="$windows_dir/wine" WINEDEBUG=-all
+# `zig build -fwine` runs `wine`, which Debian's wine64 package does not provide.
+mkdir "$windows_dir/bin"
+printf '#!/bin/sh\nexec "%s" "$@"\n' "$wine_program" >"$windows_dir/bin/wine"
+chmod +x "$windows_dir/bin/wine"
+
+step "the Zig unit tests for x86_64-windows"
+# (Prints a trace for each NOT_IMPLEMENTED that wine 8 answers to std's deletes when the
+# tests clean up their temporary directories; the cleanups ignore the error.)
+PATH="$windows_dir/bin:$PATH" python -m ziglang build test -Dtarget=x86_64-windows -fwine --summary all
+
+step "the Windows build and the C test programs"
+python -m ziglang build -Doptimize=ReleaseSafe -Dtarget=x86_64-windows --prefix "$windows_dir/build"
+cp "$windows_dir/build/bin/dataset_rt.dll" "$windows_dir/"
+for program in "${c_test_programs[@]}"; do
+    python -m ziglang cc -target x86_64-windows-gnu "${c_test_flags[@]}" "tests/c/$program.c" \
+        -L "$windows_dir/build/lib" -ldataset_rt -o "$windows_dir/$program.exe"
+done
+python -m ziglang cc "${c_test_flags[@]}" tests/c/abi_round_trip.c "$linux_library" \
+    -Wl,-rpath,"$(dirname "$linux_library")" -o "$windows_dir/abi_round_trip"
+
+step "caches written on Linux read on Windows, and the other way round"
+"$windows_dir/abi_round_trip" "$windows_dir/caches" # writes and reads back on Linux
+(cd "$windows_dir" && "$wine_program" abi_round_trip.exe caches read)
+(cd "$windows_dir" && "$wine_program" abi_round_trip.exe windows_caches) # writes and reads back
+"$windows_dir/abi_round_trip" "$windows_dir/windows_caches" read
+
+step "two writers of one name (LockFileEx), and a failed write's cleanup"
+(cd "$windows_dir" && "$wine_program" writer_lock.exe lock_caches)
+
+step "a remote cache through a fetch hook: temporary names, checks, renames into place"
+(cd "$windows_dir" && "$wine_program" remote_fetch.exe remote_caches)
+
+# wine's server outlives the program by a few seconds; let it save and exit first.
+wine_server=$(command -v wineserver || echo "$(dirname "$(readlink -f "$wine_program")")/wineserver64")
+if [[ -x "$wine_server" ]]; then
+    "$wine_server" -w
+fi
+step "done"
