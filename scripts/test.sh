@@ -159,17 +159,19 @@ bash scripts/test_other_languages.sh "$safe_library"
 phase "4/7 the wheels: all five built and checked, the Linux x86_64 one installed in a fresh venv and run"
 bash scripts/test_wheels.sh
 
-# The C test programs (tests/c/<program>.c), as phase 5 builds them for aarch64.
-c_test_flags=(-std=c11 -Wall -Wextra -Werror -I zig/include)
-c_test_programs=(abi_round_trip writer_lock remote_fetch)
+source scripts/c_tests.sh
 
 # Phases 5 and 6 emulate other targets, each mostly on one CPU: phase 6 (wine) runs in the
 # background beside phase 5 (qemu), in a process group of its own, into a log that phase 6
 # prints.
+wine_program=$(command -v wine64 || command -v wine || true)
+if [[ -z "$wine_program" && -x /usr/lib/wine/wine64 ]]; then
+    wine_program=/usr/lib/wine/wine64  # where Debian's wine64 package puts it
+fi
 windows_job=""
-if command -v wine64 >/dev/null || command -v wine >/dev/null || [[ -x /usr/lib/wine/wine64 ]]; then
+if [[ -n "$wine_program" ]]; then
     windows_log=$(mktemp)
-    setsid bash scripts/test_windows.sh "$safe_library" >"$windows_log" 2>&1 &
+    setsid bash scripts/test_windows.sh "$wine_program" "$safe_library" >"$windows_log" 2>&1 &
     windows_job=$!
 else
     missing wine "Debian: apt-get install wine64"

@@ -6,26 +6,18 @@
 #      hash-checking) those, the Windows build reading the caches the program wrote on
 #      Linux, two writers of one name at once (tests/c/writer_lock.c) and a remote cache
 #      through a fetch hook (tests/c/remote_fetch.c).
-# Uses the `python` first on PATH (with the ziglang package) and wine64 (Debian: wine64).
-#     bash scripts/test_windows.sh LINUX_LIBRARY
-# LINUX_LIBRARY: the Linux build the round trip's other side runs against.
+# Uses the `python` first on PATH (with the ziglang package).
+#     bash scripts/test_windows.sh WINE LINUX_LIBRARY
+# WINE: the wine program (Debian's wine64 package: /usr/lib/wine/wine64); LINUX_LIBRARY:
+# the Linux build the round trip's other side runs against.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-linux_library=$(realpath "$1")
+wine_program=$1
+linux_library=$(realpath "$2")
 started=$SECONDS
 step() { printf -- '---- [%ss] %s ----\n' "$((SECONDS - started))" "$*"; }
 
-wine_program=$(command -v wine64 || command -v wine || true)
-if [[ -z "$wine_program" && -x /usr/lib/wine/wine64 ]]; then
-    wine_program=/usr/lib/wine/wine64 # where Debian's wine64 package puts it
-fi
-if [[ -z "$wine_program" ]]; then
-    echo "error: wine not found (Debian: apt-get install wine64)" >&2
-    exit 3
-fi
-
-c_test_flags=(-std=c11 -Wall -Wextra -Werror -I zig/include)
-c_test_programs=(abi_round_trip writer_lock remote_fetch)
+source scripts/c_tests.sh
 windows_dir=$(mktemp -d)
 trap 'rm -rf "$windows_dir"' EXIT
 export WINEPREFIX="$windows_dir/wine" WINEDEBUG=-all

@@ -401,10 +401,14 @@ test "a mix: exact counts each epoch, resolved again for a new table" {
         const counts = rowCounts(rows);
         var first: u64 = 0;
         var twice: u64 = 0;
-        for (counts[0..sample_count]) |times| first += times;
-        for (counts[0..sample_count]) |times| try testing.expect(times <= 1);
-        for (counts[sample_count..]) |times| try testing.expect(times == 1 or times == 2);
-        for (counts[sample_count..]) |times| twice += @intFromBool(times == 2);
+        for (counts[0..sample_count]) |times| {
+            try testing.expect(times <= 1);
+            first += times;
+        }
+        for (counts[sample_count..]) |times| {
+            try testing.expect(times == 1 or times == 2);
+            twice += @intFromBool(times == 2);
+        }
         try testing.expectEqual(@as(u64, 150), first);
         try testing.expectEqual(@as(u64, 150), twice);
     }

@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from test_remote_fetch_ahead import write_and_upload
+from test_remote_read import remote_config
 
-from dataset_rt import DatasetRuntime, Mix, ReaderConfig, RemoteConfig
+from dataset_rt import DatasetRuntime, Mix, ReaderConfig
 from fault_proxy import FaultProxy
 
 
@@ -20,8 +21,7 @@ def test_a_mixed_remote_stream_is_the_local_one(
 ) -> None:
     local, url = write_and_upload(runtime, tmp_path, moto_server, "mix")
     config = ReaderConfig(seed=3, replacement=False)
-    remote = RemoteConfig(local_dir=tmp_path / "copies", retries=2, timeout_s=5.0)
-    dataset = runtime.cached_dataset([url], reader_config=config, remote=remote)
+    dataset = runtime.cached_dataset([url], reader_config=config, remote=remote_config(tmp_path))
     dataset.set_mix({0: Mix(repeat=1.25)})  # 300 samples of 240 rows
     expected = runtime.cached_dataset([local], reader_config=config)
     expected.set_mix({0: Mix(repeat=1.25)})
