@@ -34,6 +34,10 @@
 //! room (`Outcome.no_room`), the queue is dropped and nothing is fetched
 //! ahead until the consumer moves on; the noted runs stay.
 //!
+//! Under a budget, the noted runs also bound the pipeline's own reads ahead
+//! (`runEnd`, `withinShardWindow`): reads of more shards than the budget
+//! holds would evict shards before the reads that need them.
+//!
 //! The noted runs answer `Future.next_use` for every shard of the window,
 //! present or not; a shard not in them is read past the window, if at all
 //! (or never, once the window reaches the plan's end). `destroy` stops the
@@ -121,6 +125,9 @@ pub const FetchAhead = struct {
     /// Under `mutex`: the shards to fetch, by first use.
     queue: std.ArrayList(Queued),
     lookahead: usize,
+    /// With a budget, the most distinct remote shards the samples read ahead
+    /// of the consumer may need (`withinShardWindow`); null without one.
+    window_shards: ?usize,
     threads: [threads_max]std.Thread = undefined,
     /// Under `mutex`.
     thread_count: u32 = 0,
@@ -157,6 +164,7 @@ pub const FetchAhead = struct {
             .runs_live_max = runs_live_max,
             .queue = queue,
             .lookahead = lookahead,
+            .window_shards = windowShards(plan, remote),
         };
         try remote.addFuture(&ahead.future);
         // A plan within one window is scanned whole by `cover`, which starts
@@ -168,6 +176,67 @@ pub const FetchAhead = struct {
         defer ahead.mutex.unlock(io);
         ahead.spawnLocked();
         return ahead;
+    }
+
+    /// With a budget, the shards of the plan's largest remote shard's size
+    /// that fit in it, less one: the one fetched for a read, while the
+    /// others wait for theirs to be read. At least one (an open refuses a
+    /// budget below two of a cache's largest shards).
+    fn windowShards(plan: *const Plan, remote: *const Remote) ?usize {
+        const budget_bytes = remote.budget_bytes orelse return null;
+        var largest: u64 = 1;
+        for (plan.caches) |cache| {
+            if (cache.shards.remoteHook() == null) continue;
+            for (cache.shards.byteLens()) |byte_len| largest = @max(largest, byte_len);
+        }
+        return @intCast(@max(1, budget_bytes / largest -| 1));
+    }
+
+    /// Whether the planned indexes `from` .. `end` read at most
+    /// `window_shards` distinct remote shards, as far as the noted runs
+    /// tell; always true without a budget. The pipeline reads ahead only
+    /// that far: reads of more shards than the budget holds would evict
+    /// shards before their reads, which then fetch them again.
+    pub fn withinShardWindow(ahead: *FetchAhead, end: u64) bool {
+        const limit = ahead.window_shards orelse return true;
+        const io = system.io();
+        ahead.mutex.lockUncancelable(io);
+        defer ahead.mutex.unlock(io);
+        const from = ahead.handed_out.load(.acquire);
+        const Key = struct { cache_index: u32, shard_id: u64 };
+        var seen_buffer: [64]Key = undefined;
+        const seen_max = @min(limit, seen_buffer.len);
+        var seen: usize = 0;
+        runs: for (ahead.runs.items[ahead.runs_head..]) |noted| {
+            if (noted.first >= end) break;
+            if (noted.end <= from) continue;
+            for (seen_buffer[0..seen]) |key| {
+                if (key.cache_index == noted.cache_index and key.shard_id == noted.shard_id) {
+                    continue :runs;
+                }
+            }
+            if (seen == seen_max) return false;
+            seen_buffer[seen] = .{ .cache_index = noted.cache_index, .shard_id = noted.shard_id };
+            seen += 1;
+        }
+        return true;
+    }
+
+    /// With a budget, the end of the noted run of one shard that planned
+    /// index `index` starts or is in: a chunk read under a budget reads one
+    /// shard, so that the shards it read first are not kept (as needed by
+    /// the positions it has read) while it fetches the next. Null without a
+    /// budget, or where no run is noted.
+    pub fn runEnd(ahead: *FetchAhead, index: u64) ?u64 {
+        if (ahead.window_shards == null) return null;
+        const io = system.io();
+        ahead.mutex.lockUncancelable(io);
+        defer ahead.mutex.unlock(io);
+        for (ahead.runs.items[ahead.runs_head..]) |noted| {
+            if (noted.first > index) return null;
+            if (noted.end > index) return noted.end;
+        }
+        return null;
     }
 
     /// The hook of the plan's remote caches (one for all); null if none is remote.

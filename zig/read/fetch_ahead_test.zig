@@ -398,13 +398,14 @@ test "under a budget, an ordered read fetches each shard once" {
     try testing.expectEqual(result.minimum, result.fetched);
 }
 
-test "under a budget, a shuffled read fetches within 1.4 times Belady's minimum" {
-    // Measured: 1.12 to 1.32 times over budgets of 3 to 12 shards (24 in all).
-    // The pool's reads ahead of the consumer fetch what they need themselves
-    // when the budget refuses a fetch ahead, and evict shards read before them.
+test "under a budget, a shuffled read fetches within 1.3 times Belady's minimum" {
+    // Measured over budgets of 3 to 12 shards (24 in all), 6 runs: 1.00 to
+    // 1.19 times (1.12 to 1.32 before reads ahead kept to the budget's
+    // shards). What is left: fetches ahead of need decided while the shards
+    // read before them are still read, on a pool of two threads.
     for ([_]u64{ 3, 4, 6, 8, 12 }) |budget_shards| {
         const result = try budgetRead(true, budget_shards);
         try testing.expect(result.fetched >= result.minimum);
-        try testing.expect(result.fetched * 10 <= result.minimum * 14);
+        try testing.expect(result.fetched * 10 <= result.minimum * 13);
     }
 }

@@ -10,7 +10,9 @@
 //! several small chunks read in parallel. `next` hands out chunks strictly in
 //! planned order, whatever order the workers finish in, and only then submits
 //! more: a consumer that stops calling `next` stops all reading, so memory
-//! stays bounded by `prefetch_size` samples.
+//! stays bounded by `prefetch_size` samples. Under a remote byte budget, a
+//! chunk reads one run of one shard and the reads ahead stay within the
+//! shards the budget holds (`FetchAhead.runEnd`, `withinShardWindow`).
 const std = @import("std");
 const assert = std.debug.assert;
 const system = @import("../base/system.zig");
@@ -332,10 +334,16 @@ pub const Pipeline = struct {
                 ahead,
                 pipeline.prefetch_size,
             );
-            const count: u32 = @intCast(
+            var count: u32 = @intCast(
                 @min(size, pipeline.plan.walk.count - pipeline.next_submit),
             );
+            if (pipeline.ahead) |fetching| if (fetching.runEnd(pipeline.next_submit)) |end| {
+                count = @intCast(@min(count, end - pipeline.next_submit));
+            };
             if (ahead + count > pipeline.prefetch_size) break; // (never when nothing is ahead)
+            if (ahead > 0) if (pipeline.ahead) |fetching| {
+                if (!fetching.withinShardWindow(pipeline.next_submit + count)) break;
+            };
             const chunk = pipeline.slot(pipeline.chunks_submitted);
             assert(chunk.state == .idle);
             chunk.first = pipeline.next_submit;

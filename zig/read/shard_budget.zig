@@ -24,9 +24,10 @@
 //! A fetch ahead of need evicts only what that policy would evict at the
 //! shard's first use: never a shard needed at or before it, nor one needed
 //! again sooner than a shard that is read before it and later again (at the
-//! first use, that one would go); it gets no room instead, and the read
-//! fetches it when it needs it. A fetch a read waits for, when every shard
-//! is in use, waits for one to be released.
+//! first use, that one would go; a shard being fetched counts among those);
+//! it gets no room instead, and the read fetches it when it needs it. A
+//! fetch a read waits for, when every shard is in use, waits for one to be
+//! released.
 const std = @import("std");
 const assert = std.debug.assert;
 const system = @import("../base/system.zig");
@@ -151,9 +152,15 @@ fn reserveLocked(
             candidate.next_use = owner.nextUse(candidate.folder, candidate.shard_id, 0);
         }
         std.mem.sort(Candidate, usage.candidates.items, {}, Candidate.evictFirst);
+        for (usage.fetching.items) |*fetching| {
+            fetching.next_use = owner.nextUse(fetching.folder, fetching.shard_id, 0);
+        }
         var later: u64 = 0;
         if (request.ahead) |ahead| {
-            later = laterUse(owner, usage.candidates.items, ahead);
+            later = @max(
+                laterUse(owner, usage.candidates.items, ahead),
+                laterUse(owner, usage.fetching.items, ahead),
+            );
             if (!usage.fitsEvictingAhead(request, ahead, later)) return .no_room;
         }
         for (usage.candidates.items) |candidate| {
@@ -246,6 +253,9 @@ const Usage = struct {
     /// Shards under their final names, and live reservations.
     bytes: u64 = 0,
     candidates: std.ArrayList(Candidate) = .empty,
+    /// The shards of the live reservations: being fetched, never evicted,
+    /// but read before a fetch ahead and kept for later, like candidates.
+    fetching: std.ArrayList(Candidate) = .empty,
 
     fn deinit(usage: *Usage) void {
         usage.arena.deinit();
@@ -322,7 +332,14 @@ const Usage = struct {
             const shard = reservation.shardName();
             if (std.mem.eql(u8, folder, request.dir_path) and
                 std.mem.eql(u8, request.name[cache_layout.shards_dir.len + 1 ..], shard)) continue;
-            if (reservation.live(folder_dir, folder)) usage.bytes += reservation.bytes;
+            if (!reservation.live(folder_dir, folder)) continue;
+            usage.bytes += reservation.bytes;
+            const shard_id = shardId(shard) orelse continue;
+            try usage.fetching.append(arena, .{
+                .folder = folder,
+                .shard_id = shard_id,
+                .bytes = reservation.bytes,
+            });
         }
     }
 };

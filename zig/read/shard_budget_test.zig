@@ -285,6 +285,49 @@ test "a fetch ahead of need gets no room rather than evict a shard needed sooner
     try testing.expectEqual(@as(u64, 1), hook.remote.stats().evicted_shards);
 }
 
+test "a shard being fetched counts among those read before a fetch ahead" {
+    var written = try TestCache.write(spec);
+    defer written.deinit();
+    var source: Source = .{ .dir = written.path };
+    var hook = try Hook.init(&source);
+    defer hook.deinit();
+    hook.remote.budget_bytes = 3 * largestShard(&written);
+    var fixed: FixedFuture = .{};
+    try fixed.register(hook.remote);
+    defer hook.remote.removeFuture(&fixed.future);
+    var diagnostic: Diagnostic = .{};
+    const cache = try hook.open(&diagnostic);
+    defer cache.close();
+    var reader = try Reader.init(cache);
+    defer reader.deinit();
+    for (0..2) |shard_id| try reader.readShard(shard_id);
+    // Shard 2 is being fetched (its fetcher holds its lock and reservation):
+    // read at 1, before the new shard's use at 5, and again at 12.
+    const io = system.io();
+    const folder_path = cache.shards.remote.?.folder;
+    var folder = try std.Io.Dir.cwd().openDir(io, folder_path, .{});
+    defer folder.close(io);
+    const fetching = "shards/000002.bin";
+    var held = try fetch_lock.FetchLock.acquire(folder, folder_path, fetching, &diagnostic);
+    defer held.release();
+    var reservation_buffer: [64]u8 = undefined;
+    const reservation = try std.fmt.bufPrint(&reservation_buffer, "{s}.reserved-{d}", .{
+        fetching,
+        largestShard(&written),
+    });
+    (try folder.createFile(io, reservation, .{})).close(io);
+    fixed.next = .{ 9, 6, 1, null, null, null, null, null, null, null };
+    fixed.again = .{ null, null, 12, null, null, null, null, null, null, null };
+    // At 5, Belady's policy would evict shard 2 (next used at 12), not shard
+    // 0 (at 9) or 1 (at 6): a fetch ahead now evicts neither.
+    try testing.expectEqual(remote_module.Outcome.no_room, try fetchAhead(cache, 3, 5));
+    try testing.expectEqual(bit(0) | bit(1), (try OnDisk.of(hook.local_dir)).shards);
+    // Read again at 7, before shard 0's 9: at 5, shard 0 would go, and goes now.
+    fixed.again[2] = 7;
+    try testing.expectEqual(remote_module.Outcome.placed, try fetchAhead(cache, 3, 5));
+    try testing.expectEqual(bit(1) | bit(3), (try OnDisk.of(hook.local_dir)).shards);
+}
+
 test "a budget below the two largest shards is refused at open, naming both" {
     var written = try TestCache.write(spec);
     defer written.deinit();
