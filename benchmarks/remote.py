@@ -20,6 +20,8 @@ iterating its dataset plainly in one process:
 - cold: an empty local folder;
 - warm: a new process on the folder the cold read filled (remote options as
   before: each system checks the server as it does on any open);
+- warm, `revalidate=False` (ours only): the same, with the open that trusts the
+  version held in the folder and makes no request;
 - local (ours only): the cold read's folder, which holds the cache as written,
   opened as a local cache: the reference of the warm target;
 - budget: an empty folder and at most BUDGET_FRACTION of the system's data kept
@@ -184,6 +186,8 @@ def read_runs(harness: Harness, system: str, url: str, base: list[str], tag: str
         log(f"{tag}: {system} {state}")
         runs[state] = harness.child(system, arguments)
     if system == "ours" and "failed" not in runs["cold"]:
+        log(f"{tag}: ours warm, revalidate=False")
+        runs["trusted"] = harness.child(system, [*arguments, "--no-revalidate"])
         local = ["read", "--url", url, "--local-cache", str(cache_folder(folder)), *base]
         log(f"{tag}: ours local")
         runs["local"] = harness.child(system, local)

@@ -103,7 +103,9 @@ def open_ours(args: argparse.Namespace, shuffle: bool) -> Any:
     config = dataset_rt.ReaderConfig(seed=0, shuffle=shuffle, replacement=False)
     if args.local_cache:
         return runtime.cached_dataset([args.local_cache], reader_config=config)
-    remote = dataset_rt.RemoteConfig(local_dir=args.dir, budget_bytes=args.budget_bytes)
+    remote = dataset_rt.RemoteConfig(
+        local_dir=args.dir, budget_bytes=args.budget_bytes, revalidate=not args.no_revalidate
+    )
     return runtime.cached_dataset([args.url], reader_config=config, remote=remote)
 
 
@@ -213,6 +215,9 @@ def main() -> None:
     parser.add_argument("--shard-bytes", type=int, default=8 << 20)
     parser.add_argument("--mode", choices=["ordered", "shuffled"], default="ordered")
     parser.add_argument("--budget-bytes", type=int, default=None)
+    parser.add_argument(
+        "--no-revalidate", action="store_true", help="ours: RemoteConfig(revalidate=False)"
+    )
     args = parser.parse_args()
     start = time.perf_counter()
     if args.phase == "write":

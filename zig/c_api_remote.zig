@@ -67,6 +67,17 @@ export fn drt_remote_set_max_in_flight(remote: ?*Remote, max_in_flight: u32) i32
     return status_ok;
 }
 
+export fn drt_remote_set_revalidate(remote: ?*Remote, revalidate: i32) i32 {
+    const r = remote orelse return nullArgument("remote");
+    if (revalidate != 0 and revalidate != 1) {
+        return failMessage(status_invalid_argument, "revalidate must be 0 or 1, got {d}", .{
+            revalidate,
+        });
+    }
+    r.revalidate = revalidate == 1;
+    return status_ok;
+}
+
 export fn drt_remote_stats_get(remote: ?*Remote, out: ?*RemoteStats) i32 {
     const r = remote orelse return nullArgument("remote");
     const out_ptr = out orelse return nullArgument("out pointer");

@@ -375,6 +375,14 @@ class RemoteConfig(BaseModel):
     are fetched ahead of the reads, in the order the stream reads them, and a read
     that needs a shard now takes the next free download."""
 
+    revalidate: bool = Field(default=True, strict=True)
+    """Whether every open of a remote cache fetches its ``manifest.json`` to learn
+    which version the URL holds (True, the default). False: a cache whose version
+    last fetched into ``local_dir`` is still there opens from it without a request,
+    as fast as a local cache; shards it lacks are still fetched. With False, a cache
+    written again under the same URL is not seen until an open with True (`docs/remote.md`,
+    "Opening without a request")."""
+
     @field_validator("local_dir", mode="before")
     @classmethod
     def _local_dir_is_a_path(cls, value: object) -> Path | None:

@@ -109,12 +109,16 @@ def test_a_c_fetch_hook_reads_a_remote_cache(tmp_path: Path) -> None:
     assert "read back 300 samples of https://storage.example/caches/c_remote" in result.stdout
     assert "a second open reused the local folder" in result.stdout
     assert "a remote scrub found no problem" in result.stdout
+    assert "an open with revalidate off made no request" in result.stdout
     assert "fails the read with its message" in result.stdout
     [folder] = [path for path in (base / "local").iterdir() if path.is_dir()]
     assert len(folder.name) == 33 and folder.name[16] == "-", folder.name
-    # Beside it, only the lock file of the URL's manifest fetch; beside each shard, its own.
-    others = [path.name for path in (base / "local").iterdir() if not path.is_dir()]
-    assert others == [f"{folder.name[:16]}-manifest.json.lock"]
+    # Beside it, only the lock file of the URL's manifest fetch and the file naming
+    # the folder; beside each shard, its own lock file.
+    others = sorted(path.name for path in (base / "local").iterdir() if not path.is_dir())
+    url_hex = folder.name[:16]
+    assert others == [f"{url_hex}-manifest.json.lock", f"{url_hex}.latest"]
+    assert (base / "local" / f"{url_hex}.latest").read_text() == folder.name
     written = sorted(path.name for path in (base / "c_remote" / "shards").iterdir())
     assert sorted(path.name for path in (folder / "shards").iterdir()) == sorted(
         name for shard in written for name in (shard, f"{shard}.lock")

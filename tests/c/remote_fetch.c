@@ -6,7 +6,8 @@
  * hook's counts: the small files fetched at open, each shard once on first read.
  * A second open reuses the local folder (only manifest.json is fetched again); a
  * URL without a hook is refused; a failing fetch function fails the read with its
- * message; a scrub through the hook (drt_verify_create_remote) finds no problem.
+ * message; a scrub through the hook (drt_verify_create_remote) finds no problem;
+ * with revalidate off (drt_remote_set_revalidate), an open makes no request.
  * Usage: remote_fetch <base_dir>. Exits 0 when every check holds.
  */
 #include "dataset_rt.h"
@@ -196,6 +197,14 @@ static int run(drt_runtime *runtime, const char *base_dir) {
     }
     if (!failed) failed = expect_stats(remote, 6 + shards, shards, "verify");
     if (!failed) printf("a remote scrub found no problem\n");
+    /* With revalidate off, the version held opens without a request; 2 is refused. */
+    if (!failed && drt_remote_set_revalidate(remote, 2) != DRT_ERR_INVALID_ARGUMENT) {
+        fprintf(stderr, "set_revalidate(2) was not refused\n");
+        failed = 1;
+    }
+    if (!failed && drt_remote_set_revalidate(remote, 0) != DRT_OK) failed = 1;
+    if (!failed) failed = read_all(runtime, remote, &status) || status != DRT_OK || expect_stats(remote, 6 + shards, shards, "held");
+    if (!failed) printf("an open with revalidate off made no request\n");
     /* A URL without a hook is refused, naming it. */
     const char *paths[1] = {URL};
     const uint64_t path_lens[1] = {strlen(URL)};

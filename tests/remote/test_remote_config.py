@@ -23,7 +23,7 @@ _U32_MAX = 2**32 - 1
 def test_every_field_is_optional_with_the_documented_defaults() -> None:
     config = RemoteConfig()
     assert (config.local_dir, config.budget_bytes, config.retries) == (None, None, 5)
-    assert (config.timeout_s, config.max_in_flight) == (60.0, 4)
+    assert (config.timeout_s, config.max_in_flight, config.revalidate) == (60.0, 4, True)
     with pytest.raises(ValidationError, match="frozen"):
         setattr(config, "retries", 1)  # noqa: B010 (mypy does not know it is frozen)
     with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
@@ -51,6 +51,8 @@ def test_every_field_is_optional_with_the_documented_defaults() -> None:
         ("local_dir", "", "local_dir must name a directory (not empty, no NUL byte), got ''"),
         ("local_dir", "a\x00b", "no NUL byte"),
         ("local_dir", 3, "local_dir must be a str, a Path or None, got 3"),
+        ("revalidate", "no", "valid boolean"),
+        ("revalidate", 0, "valid boolean"),
     ],
 )
 def test_a_bad_value_is_refused_naming_it(field: str, value: object, message: str) -> None:

@@ -156,6 +156,31 @@ def test_a_shard_that_arrives_damaged_once_is_fetched_again(
         assert dataset.remote_stats().shards_fetched == shard_count(local)
 
 
+def test_with_revalidate_off_a_held_cache_opens_without_a_request(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    local = write_local(runtime, tmp_path / "site", "held", 60)
+    config = ReaderConfig(seed=1)
+    expected = rows(runtime.cached_dataset([local], reader_config=config))
+    trusted = remote_config(tmp_path).model_copy(update={"revalidate": False})
+    with served(tmp_path / "site") as proxy:
+        url = f"{proxy.url}/held"
+        # Nothing held yet: the first open fetches as the default does.
+        assert rows(runtime.cached_dataset([url], reader_config=config, remote=trusted)) == expected
+        before = len(proxy.requests)
+        dataset = runtime.cached_dataset([url], reader_config=config, remote=trusted)
+        assert rows(dataset) == expected
+        assert dataset.remote_stats().files_fetched == 0
+        assert len(proxy.requests) == before
+        # The default fetches manifest.json at every open, and only that.
+        checked = runtime.cached_dataset(
+            [url], reader_config=config, remote=remote_config(tmp_path)
+        )
+        assert rows(checked) == expected
+        assert len(proxy.requests) == before + 1
+        assert "manifest.json" in proxy.requests[-1]
+
+
 def test_a_shard_that_never_matches_fails_naming_both_digests(
     runtime: DatasetRuntime, tmp_path: Path
 ) -> None:

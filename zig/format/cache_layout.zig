@@ -59,6 +59,16 @@ pub fn remoteManifestName(url: []const u8) [remote_manifest_bytes]u8 {
     return urlHex(url) ++ "-".* ++ manifest_file[0..manifest_file.len].*;
 }
 
+/// The file in `local_dir` naming the folder of the last version of the
+/// cache at a URL whose manifest was fetched: `<16 hex of SHA-256(url)>.latest`,
+/// holding the folder's name (`remoteFolderName`).
+pub const remote_latest_bytes = 16 + latest_suffix.len;
+const latest_suffix = ".latest";
+
+pub fn remoteLatestName(url: []const u8) [remote_latest_bytes]u8 {
+    return urlHex(url) ++ latest_suffix[0..latest_suffix.len].*;
+}
+
 /// The first 16 hex digits of SHA-256(url): the part of a remote cache's local
 /// names that says which URL they belong to.
 fn urlHex(url: []const u8) [16]u8 {
@@ -129,6 +139,9 @@ test "remote paths are the URL schemes, and a folder names URL and manifest" {
     const manifest_name = remoteManifestName("s3://b/c");
     try std.testing.expectEqualSlices(u8, a[0..17], manifest_name[0..17]);
     try std.testing.expectEqualStrings("-manifest.json", manifest_name[16..]);
+    const latest_name = remoteLatestName("s3://b/c");
+    try std.testing.expectEqualSlices(u8, a[0..16], latest_name[0..16]);
+    try std.testing.expectEqualStrings(".latest", latest_name[16..]);
 }
 
 test "a directory is published once it holds a manifest" {

@@ -804,6 +804,12 @@ int32_t drt_remote_set_budget(drt_remote *remote, uint64_t budget_bytes);
  * that needs the shard now (default 4; 0 is DRT_ERR_INVALID_ARGUMENT); set before
  * opening datasets through it. */
 int32_t drt_remote_set_max_in_flight(drt_remote *remote, uint32_t max_in_flight);
+/* 1 (the default): every open of a remote cache fetches its manifest.json to
+ * learn which version the URL holds. 0: a cache whose version last fetched into
+ * `local_dir` is still there opens from it without a request (shards it lacks
+ * are still fetched). Other values are DRT_ERR_INVALID_ARGUMENT; set before
+ * opening datasets through it. */
+int32_t drt_remote_set_revalidate(drt_remote *remote, int32_t revalidate);
 
 typedef struct drt_remote_stats {
     uint64_t fetched_files;       /* files the fetch function delivered (every attempt) */

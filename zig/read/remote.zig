@@ -169,6 +169,10 @@ pub const Remote = struct {
     budget_bytes: ?u64 = null,
     /// Shard downloads at once, ahead of need or not (`slots`).
     max_in_flight: u32 = default_max_in_flight,
+    /// Whether each open fetches the cache's manifest.json to learn which
+    /// version the URL holds; false: a folder of `local_dir` that holds the
+    /// version last fetched opens without a request (`remote_cache.zig`).
+    revalidate: bool = true,
     /// Taken around each shard's fetch (`shard_source.zig`, `fetch_ahead.zig`).
     slots: fetch_slots.Slots = .{},
 

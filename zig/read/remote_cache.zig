@@ -59,15 +59,17 @@ pub fn open(
     return Cache.openWith(allocator, folder, validate_hashes, origin, diagnostic);
 }
 
-/// Fetches the manifest of the cache at `url` and makes its folder hold
-/// every file the manifest lists but the shards; returns the folder's path.
+/// Fetches the manifest of the cache at `url` (unless `remote.revalidate` is
+/// off and `local_dir` holds the version last fetched) and makes its folder
+/// hold every file the manifest lists but the shards; returns the folder's path.
 pub fn prepareFolder(
     allocator: std.mem.Allocator,
     remote: *Remote,
     url: []const u8,
     diagnostic: *Diagnostic,
 ) Error![]u8 {
-    const text = try fetchManifest(allocator, remote, url, diagnostic);
+    const held = if (remote.revalidate) null else try latestHeld(allocator, remote, url);
+    const text = held orelse try fetchManifest(allocator, remote, url, diagnostic);
     defer allocator.free(text);
     const digest = sha256.hash(text);
     var parsed = manifest.parse(allocator, text, diagnostic) catch |err| switch (err) {
@@ -99,7 +101,75 @@ pub fn prepareFolder(
     defer dir.close(io);
     try fetchListedFiles(remote, url, dir, folder, parsed.manifest, diagnostic);
     try placeManifest(remote, dir, folder, text, diagnostic);
+    if (held == null) noteLatest(remote, url, &folder_name);
     return folder;
+}
+
+/// The manifest of the folder `local_dir`'s `remoteLatestName(url)` names,
+/// when that folder holds it and its SHA-256 gives the folder's name; null
+/// otherwise (no such file or folder, or either changed since).
+fn latestHeld(
+    allocator: std.mem.Allocator,
+    remote: *const Remote,
+    url: []const u8,
+) error{OutOfMemory}!?[]u8 {
+    const io = system.io();
+    var local = std.Io.Dir.cwd().openDir(io, remote.local_dir, .{}) catch return null;
+    defer local.close(io);
+    const latest_name = cache_layout.remoteLatestName(url);
+    const folder_bytes = cache_layout.remote_folder_bytes;
+    const named = file_status.readAlloc(allocator, local, &latest_name, folder_bytes) catch |err|
+        return if (err == error.OutOfMemory) error.OutOfMemory else null;
+    defer allocator.free(named);
+    if (named.len != folder_bytes) return null;
+    var folder = local.openDir(io, named, .{}) catch return null;
+    defer folder.close(io);
+    const text = file_status.readAlloc(
+        allocator,
+        folder,
+        cache_layout.manifest_file,
+        manifest.manifest_bytes_max,
+    ) catch |err| return if (err == error.OutOfMemory) error.OutOfMemory else null;
+    const expected = cache_layout.remoteFolderName(url, sha256.hash(text));
+    if (std.mem.eql(u8, &expected, named)) return text;
+    allocator.free(text);
+    return null;
+}
+
+/// Names `folder_name` in `local_dir`'s `remoteLatestName(url)`, unless it
+/// does already: written under a temporary name and renamed, under the lock
+/// of the URL's manifest fetch. A failure is ignored: the file only spares a
+/// later open with `revalidate` off its request, and is checked when read.
+fn noteLatest(
+    remote: *Remote,
+    url: []const u8,
+    folder_name: *const [cache_layout.remote_folder_bytes]u8,
+) void {
+    const io = system.io();
+    const allocator = std.heap.c_allocator;
+    var local = std.Io.Dir.cwd().openDir(io, remote.local_dir, .{}) catch return;
+    defer local.close(io);
+    const latest_name = cache_layout.remoteLatestName(url);
+    const folder_bytes = cache_layout.remote_folder_bytes;
+    if (file_status.readAlloc(allocator, local, &latest_name, folder_bytes)) |named| {
+        defer allocator.free(named);
+        if (std.mem.eql(u8, named, folder_name)) return;
+    } else |_| {}
+    var ignored: Diagnostic = .{};
+    const lock_name = cache_layout.remoteManifestName(url);
+    var lock = fetch_lock.FetchLock.acquire(local, remote.local_dir, &lock_name, &ignored) catch
+        return;
+    defer lock.release();
+    _ = fetch_lock.removeTemporaries(local, remote.local_dir, &latest_name);
+    var temp_buffer: [std.Io.Dir.max_path_bytes]u8 = undefined;
+    const temp = remote.tempName(&temp_buffer, &latest_name, &ignored) catch return;
+    const file = durable_files.writeFile(local, temp, folder_name, &ignored) catch return;
+    file.close(io);
+    var path_buffer: [std.Io.Dir.max_path_bytes]u8 = undefined;
+    const dir_path = std.fmt.bufPrint(&path_buffer, "{s}/", .{remote.local_dir}) catch return;
+    directory_entries.replaceFile(io, local, dir_path, temp, &latest_name) catch {
+        directory_entries.deleteFile(io, local, dir_path, temp) catch {};
+    };
 }
 
 /// Refuses a budget below the cache's two largest shards (its one shard's

@@ -505,6 +505,7 @@ _SIGNATURES: dict[str, tuple[list[Any], Any]] = {
     "drt_remote_stats_get": ([_Handle, POINTER(RemoteStatsStruct)], c_int32),
     "drt_remote_set_budget": ([_Handle, c_uint64], c_int32),
     "drt_remote_set_max_in_flight": ([_Handle, c_uint32], c_int32),
+    "drt_remote_set_revalidate": ([_Handle, c_int32], c_int32),
     "drt_dataset_open_remote": (
         [
             _Handle,

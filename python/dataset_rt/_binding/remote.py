@@ -77,6 +77,7 @@ class RemoteHandle:
         if config.budget_bytes is not None:
             _native.check(_native.lib.drt_remote_set_budget(handle, config.budget_bytes))
         _native.check(_native.lib.drt_remote_set_max_in_flight(handle, config.max_in_flight))
+        _native.check(_native.lib.drt_remote_set_revalidate(handle, int(config.revalidate)))
 
     def transport(self, url: str) -> Transport:
         """The transport of the cache at `url`, made on first use."""
