@@ -192,11 +192,12 @@ pub const FetchAhead = struct {
         return @intCast(@max(1, budget_bytes / largest -| 1));
     }
 
-    /// Whether the planned indexes `from` .. `end` read at most
-    /// `window_shards` distinct remote shards, as far as the noted runs
-    /// tell; always true without a budget. The pipeline reads ahead only
-    /// that far: reads of more shards than the budget holds would evict
-    /// shards before their reads, which then fetch them again.
+    /// Whether the planned indexes from the consumer's up to `end` read at
+    /// most `window_shards` (and at most 64) distinct remote shards, as far
+    /// as the noted runs tell; always true without a budget. The pipeline
+    /// reads ahead only that far: reads of more shards than the budget
+    /// holds would evict shards before their reads, which then fetch them
+    /// again.
     pub fn withinShardWindow(ahead: *FetchAhead, end: u64) bool {
         const limit = ahead.window_shards orelse return true;
         const io = system.io();
