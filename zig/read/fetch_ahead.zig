@@ -39,8 +39,11 @@
 //! holds would evict shards before the reads that need them.
 //!
 //! The noted runs answer `Future.next_use` for every shard of the window,
-//! present or not; a shard not in them is read past the window, if at all
-//! (or never, once the window reaches the plan's end). `destroy` stops the
+//! present or not; for a shard not in them, `next_use` scans on (within
+//! the same bounds) until they hold it: an eviction must rank every shard,
+//! and the threads fetch before they scan. A shard the bounded scan does
+//! not reach is read past the window, if at all (or never, once the window
+//! reaches the plan's end). `destroy` stops the
 //! threads (a running fetch finishes, queued ones are dropped) and removes
 //! the future.
 const std = @import("std");
@@ -287,8 +290,12 @@ pub const FetchAhead = struct {
         ahead.wake.broadcast(io);
     }
 
-    /// `Future.next_use`: from the noted runs; a shard not in them is read
-    /// past the window (null once the window reaches the plan's end).
+    /// `Future.next_use`: from the noted runs, scanning on (within the
+    /// scan's bounds) until they hold the shard's next use; a shard not in
+    /// them is read past the window (null once the window reaches the
+    /// plan's end). An eviction ranks every shard it may delete: shards the
+    /// scan has not reached yet (while the threads fetch, the scan waits)
+    /// would all rank alike, and the lowest id would go, needed or not.
     fn nextUse(context: *anyopaque, folder: []const u8, shard_id: u64, from: u64) ?u64 {
         const ahead: *FetchAhead = @ptrCast(@alignCast(context));
         const io = system.io();
@@ -296,16 +303,39 @@ pub const FetchAhead = struct {
         defer ahead.mutex.unlock(io);
         const consumer = ahead.handed_out.load(.acquire);
         const start = consumer +| from;
+        ahead.consumer = consumer;
+        ahead.catchUpLocked();
+        while (true) {
+            if (ahead.notedUseLocked(folder, shard_id, start)) |first| return first - consumer;
+            if (!ahead.canScanLocked()) break;
+            ahead.scanLocked();
+            // Between steps, so that `cover` and the fetch threads never wait long.
+            ahead.mutex.unlock(io);
+            ahead.mutex.lockUncancelable(io);
+            ahead.consumer = ahead.handed_out.load(.acquire);
+            ahead.catchUpLocked();
+        }
+        // Not within the window: past it, unless the window reaches the end.
+        if (ahead.cursor >= ahead.plan.walk.count) return null;
+        return @max(ahead.cursor, start) - consumer;
+    }
+
+    /// The first planned index at or after `start` at which the noted runs
+    /// read shard `shard_id` of the remote cache in `folder`.
+    fn notedUseLocked(
+        ahead: *const FetchAhead,
+        folder: []const u8,
+        shard_id: u64,
+        start: u64,
+    ) ?u64 {
         for (ahead.runs.items[ahead.runs_head..]) |noted| {
             if (noted.shard_id != shard_id or noted.end <= start) continue;
             const cache = ahead.plan.caches[noted.cache_index];
             const cache_folder = cache.shards.remoteFolder() orelse continue;
             if (!std.mem.eql(u8, cache_folder, folder)) continue;
-            return @max(noted.first, start) - consumer;
+            return @max(noted.first, start);
         }
-        // Not within the window: past it, unless the window reaches the end.
-        if (ahead.cursor >= ahead.plan.walk.count) return null;
-        return @max(ahead.cursor, start) - consumer;
+        return null;
     }
 
     /// A thread's loop: fetch the next queued shard, else scan, else wait.

@@ -253,15 +253,7 @@ test "next_use says how far ahead the stream reads each shard" {
     defer iterator.destroy();
     const future = setup.remote.futures.items[0];
     const folder = dataset.caches[0].shards.remoteFolder().?;
-    const last: u64 = setup.shardCount() - 1;
-    const io = system.io();
-    // The scan runs on the iterator's thread; nothing is handed out yet.
-    // Until it has noted the last shard, that one is said to be past it.
-    const last_use = last * setup.written.spec.records_per_shard;
-    for (0..500) |_| {
-        if (future.next_use(future.context, folder, last, 0) == last_use) break;
-        try io.sleep(.fromMilliseconds(2), .awake);
-    }
+    // Nothing is handed out yet; next_use scans as far as it must.
     for (0..setup.shardCount()) |shard| {
         const expected = shard * setup.written.spec.records_per_shard;
         const next_use = future.next_use(future.context, folder, shard, 0);
@@ -275,6 +267,30 @@ test "next_use says how far ahead the stream reads each shard" {
     var buffer: [shards_max]u64 = undefined;
     _ = try drainFirstUses(&setup, iterator, &buffer);
     try testing.expectEqual(@as(?u64, null), future.next_use(future.context, folder, 0, 0));
+}
+
+test "next_use ranks shards the scan has not reached while the threads fetch" {
+    // The threads fetch before they scan on: the first fetches take 200 ms,
+    // and the scan has noted at most a few hundred of the 20,000 positions.
+    var setup: Setup = undefined;
+    const spec: test_cache.Spec = .{ .sample_count = 20_000, .records_per_shard = 1000 };
+    try setup.initWith(200, 2, spec);
+    defer setup.deinit();
+    const dataset = try setup.open(false);
+    defer dataset.release();
+    var diagnostic: Diagnostic = .{};
+    const iterator = try Iterator.create(dataset, .whole, 0, 0, &diagnostic);
+    defer iterator.destroy();
+    const future = setup.remote.futures.items[0];
+    const folder = dataset.caches[0].shards.remoteFolder().?;
+    var shard = setup.shardCount();
+    while (shard > 0) {
+        shard -= 1;
+        const expected = shard * spec.records_per_shard;
+        const next_use = future.next_use(future.context, folder, shard, 0);
+        try testing.expectEqual(@as(?u64, expected), next_use);
+    }
+    try testing.expect(setup.recorder.calls.load(.acquire) <= 2);
 }
 
 test "a failed fetch ahead is dropped: the read fetches again and reports the failure" {
@@ -398,14 +414,21 @@ test "under a budget, an ordered read fetches each shard once" {
     try testing.expectEqual(result.minimum, result.fetched);
 }
 
-test "under a budget, a shuffled read fetches within 1.3 times Belady's minimum" {
-    // Measured over budgets of 3 to 12 shards (24 in all), 6 runs: 1.00 to
-    // 1.19 times (1.12 to 1.32 before reads ahead kept to the budget's
-    // shards). What is left: fetches ahead of need decided while the shards
-    // read before them are still read, on a pool of two threads.
+test "under a budget, a shuffled read fetches within 1.2 times Belady's count" {
+    // Measured over budgets of 3 to 12 shards, 6 runs each (native, TSan,
+    // wine): the sum at most 1.06 times Belady's (1.14 under wine; an LRU
+    // fetches 1.42 times); one budget at most 1.10 times (1.26 under wine:
+    // at 3 shards, the two chunks read at once pin two of them). Belady's
+    // rule is not the minimum when shards differ in size: one budget may
+    // fetch fewer (seen once, 32 for 33).
+    var fetched: u64 = 0;
+    var minimum: u64 = 0;
     for ([_]u64{ 3, 4, 6, 8, 12 }) |budget_shards| {
         const result = try budgetRead(true, budget_shards);
-        try testing.expect(result.fetched >= result.minimum);
-        try testing.expect(result.fetched * 10 <= result.minimum * 13);
+        try testing.expect(result.fetched >= 24); // every shard once
+        try testing.expect(result.fetched * 10 <= result.minimum * 15);
+        fetched += result.fetched;
+        minimum += result.minimum;
     }
+    try testing.expect(fetched * 10 <= minimum * 12);
 }
