@@ -303,17 +303,14 @@ pub const FetchAhead = struct {
         defer ahead.mutex.unlock(io);
         const consumer = ahead.handed_out.load(.acquire);
         const start = consumer +| from;
-        ahead.consumer = consumer;
-        ahead.catchUpLocked();
         while (true) {
+            ahead.catchUpLocked();
             if (ahead.notedUseLocked(folder, shard_id, start)) |first| return first - consumer;
             if (!ahead.canScanLocked()) break;
             ahead.scanLocked();
             // Between steps, so that `cover` and the fetch threads never wait long.
             ahead.mutex.unlock(io);
             ahead.mutex.lockUncancelable(io);
-            ahead.consumer = ahead.handed_out.load(.acquire);
-            ahead.catchUpLocked();
         }
         // Not within the window: past it, unless the window reaches the end.
         if (ahead.cursor >= ahead.plan.walk.count) return null;
@@ -344,7 +341,6 @@ pub const FetchAhead = struct {
         ahead.mutex.lockUncancelable(io);
         defer ahead.mutex.unlock(io);
         while (!ahead.stopping.load(.acquire)) {
-            ahead.consumer = ahead.handed_out.load(.seq_cst);
             ahead.catchUpLocked();
             if (ahead.refill) ahead.fillLocked(ahead.lookahead);
             if (ahead.takeLocked()) |queued| {
@@ -403,10 +399,11 @@ pub const FetchAhead = struct {
         return waiting;
     }
 
-    /// Follows the consumer: forgets the runs it has passed, scans on from it
-    /// if it passed the cursor, and once it moves past a pause, scans again
-    /// from it.
+    /// Follows the consumer: takes its position (`consumer`), forgets the
+    /// runs it has passed, scans on from it if it passed the cursor, and
+    /// once it moves past a pause, scans again from it.
     fn catchUpLocked(ahead: *FetchAhead) void {
+        ahead.consumer = ahead.handed_out.load(.seq_cst);
         const consumer = ahead.consumer;
         if (ahead.paused_at) |paused_at| {
             if (consumer > paused_at) {
@@ -609,7 +606,6 @@ pub const FetchAhead = struct {
         const io = system.io();
         ahead.mutex.lockUncancelable(io);
         defer ahead.mutex.unlock(io);
-        ahead.consumer = ahead.handed_out.load(.seq_cst);
         ahead.catchUpLocked();
         if (ahead.paused_at != null) return;
         // The noted runs first, so that the queue stays in stream order.
