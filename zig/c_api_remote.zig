@@ -78,6 +78,25 @@ export fn drt_remote_set_revalidate(remote: ?*Remote, revalidate: i32) i32 {
     return status_ok;
 }
 
+export fn drt_remote_pin_version(
+    remote: ?*Remote,
+    url: ?[*]const u8,
+    url_len: u64,
+    manifest_sha256: ?*const [32]u8,
+) i32 {
+    const r = remote orelse return nullArgument("remote");
+    const url_text = byteString(url, url_len) orelse return nullArgument("url");
+    const digest = manifest_sha256 orelse return nullArgument("manifest_sha256");
+    if (url_text.len == 0) {
+        return failMessage(status_invalid_argument, "url must not be empty", .{});
+    }
+    r.pinVersion(url_text, digest.*) catch |err| {
+        const empty: Diagnostic = .{};
+        return failError(err, &empty);
+    };
+    return status_ok;
+}
+
 export fn drt_remote_stats_get(remote: ?*Remote, out: ?*RemoteStats) i32 {
     const r = remote orelse return nullArgument("remote");
     const out_ptr = out orelse return nullArgument("out pointer");

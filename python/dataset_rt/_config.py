@@ -381,7 +381,9 @@ class RemoteConfig(BaseModel):
     last fetched into ``local_dir`` is still there opens from it without a request,
     as fast as a local cache; shards it lacks are still fetched. With False, a cache
     written again under the same URL is not seen until an open with True (`docs/remote.md`,
-    "Opening without a request")."""
+    "Opening without a request"). Either way, a dataset reopened in a DataLoader worker
+    or another process opens the version it first read without a request, while
+    ``local_dir`` holds it."""
 
     @field_validator("local_dir", mode="before")
     @classmethod

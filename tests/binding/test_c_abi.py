@@ -110,6 +110,7 @@ def test_a_c_fetch_hook_reads_a_remote_cache(tmp_path: Path) -> None:
     assert "a second open reused the local folder" in result.stdout
     assert "a remote scrub found no problem" in result.stdout
     assert "an open with revalidate off made no request" in result.stdout
+    assert "an open of a pinned version made no request" in result.stdout
     assert "fails the read with its message" in result.stdout
     [folder] = [path for path in (base / "local").iterdir() if path.is_dir()]
     assert len(folder.name) == 33 and folder.name[16] == "-", folder.name

@@ -7,7 +7,8 @@
  * A second open reuses the local folder (only manifest.json is fetched again); a
  * URL without a hook is refused; a failing fetch function fails the read with its
  * message; a scrub through the hook (drt_verify_create_remote) finds no problem;
- * with revalidate off (drt_remote_set_revalidate), an open makes no request.
+ * with revalidate off (drt_remote_set_revalidate), an open makes no request; nor
+ * does one with it on of a version pinned (drt_remote_pin_version).
  * Usage: remote_fetch <base_dir>. Exits 0 when every check holds.
  */
 #include "dataset_rt.h"
@@ -132,6 +133,32 @@ static int read_all(drt_runtime *runtime, drt_remote *remote, int32_t *read_stat
     return failed;
 }
 
+/* Pins the version of URL that `remote` holds (opened without a request: revalidate
+ * is off), then turns revalidate on; an empty URL is refused. */
+static int pin_held_version(drt_runtime *runtime, drt_remote *remote) {
+    const char *paths[1] = {URL};
+    const uint64_t path_lens[1] = {strlen(URL)};
+    const drt_reader_options options = {.seed = 1, .prefetch_size = 16};
+    drt_dataset *dataset = NULL;
+    if (drt_dataset_open_remote(runtime, paths, path_lens, 1, &options, remote, &dataset) != DRT_OK) {
+        fprintf(stderr, "dataset_open_remote: %s\n", drt_last_error());
+        return 1;
+    }
+    uint8_t digest[32];
+    int failed = drt_dataset_cache_sha256s(dataset, digest, 1) != DRT_OK;
+    drt_dataset_destroy(dataset);
+    if (!failed && drt_remote_pin_version(remote, URL, 0, digest) != DRT_ERR_INVALID_ARGUMENT) {
+        fprintf(stderr, "pin_version of an empty URL was not refused\n");
+        failed = 1;
+    }
+    if (!failed && drt_remote_pin_version(remote, URL, strlen(URL), digest) != DRT_OK) {
+        fprintf(stderr, "pin_version: %s\n", drt_last_error());
+        failed = 1;
+    }
+    if (!failed && drt_remote_set_revalidate(remote, 1) != DRT_OK) failed = 1;
+    return failed;
+}
+
 static int expect_stats(drt_remote *remote, uint64_t files, uint64_t shards, const char *when) {
     drt_remote_stats stats;
     if (drt_remote_stats_get(remote, &stats) != DRT_OK) {
@@ -205,6 +232,10 @@ static int run(drt_runtime *runtime, const char *base_dir) {
     if (!failed && drt_remote_set_revalidate(remote, 0) != DRT_OK) failed = 1;
     if (!failed) failed = read_all(runtime, remote, &status) || status != DRT_OK || expect_stats(remote, 6 + shards, shards, "held");
     if (!failed) printf("an open with revalidate off made no request\n");
+    /* With revalidate on, a pinned version held opens without a request. */
+    if (!failed) failed = pin_held_version(runtime, remote);
+    if (!failed) failed = read_all(runtime, remote, &status) || status != DRT_OK || expect_stats(remote, 6 + shards, shards, "pinned");
+    if (!failed) printf("an open of a pinned version made no request\n");
     /* A URL without a hook is refused, naming it. */
     const char *paths[1] = {URL};
     const uint64_t path_lens[1] = {strlen(URL)};

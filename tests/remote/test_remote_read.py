@@ -8,6 +8,7 @@ import hashlib
 import multiprocessing
 import pickle
 import re
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -181,6 +182,35 @@ def test_with_revalidate_off_a_held_cache_opens_without_a_request(
         assert "manifest.json" in proxy.requests[-1]
 
 
+def test_a_reopened_remote_dataset_reads_its_first_version_without_a_request(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    local = write_local(runtime, tmp_path / "site", "pinned", 60)
+    config = ReaderConfig(seed=1)
+    expected = rows(runtime.cached_dataset([local], reader_config=config))
+    with served(tmp_path / "site") as proxy:
+        url = f"{proxy.url}/pinned"
+        dataset = runtime.cached_dataset(
+            [url], reader_config=config, remote=remote_config(tmp_path)
+        )
+        pickled = pickle.dumps(dataset)
+        assert rows(dataset) == expected
+        before = len(proxy.requests)
+        # The cache at the URL is written again, with other samples.
+        shutil.rmtree(local)
+        write_local(runtime, tmp_path / "site", "pinned", 61)
+        # A copy (as a DataLoader worker gets one) reads the version the dataset
+        # read, from local_dir, without a request; it used to be refused.
+        copy = pickle.loads(pickled)
+        assert rows(copy) == expected
+        assert copy.remote_stats().files_fetched == 0
+        assert len(proxy.requests) == before
+        # A new open fetches the manifest and finds the new version.
+        fresh = runtime.cached_dataset([url], reader_config=config, remote=remote_config(tmp_path))
+        assert fresh.get_metadata().height == 61
+        assert len(proxy.requests) > before
+
+
 def test_a_shard_that_never_matches_fails_naming_both_digests(
     runtime: DatasetRuntime, tmp_path: Path
 ) -> None:
@@ -296,9 +326,13 @@ def test_dataloader_workers_read_a_remote_cache_as_one_process_does(
         collate_fn=list,
         timeout=120,
     )
+    manifests = sum("manifest.json" in request for request in s3_proxy.requests)
+    assert manifests == 1
     seen = [(s.cache_id, s.sample_id, bytes(s.data)) for batch in loader for s in batch]
     expected = runtime.cached_dataset([local], reader_config=ReaderConfig(seed=1))
     assert seen == [(s.cache_id, s.sample_id, bytes(s.data)) for s in expected]
+    # The workers opened the version the parent read, from local_dir: no manifest request.
+    assert sum("manifest.json" in request for request in s3_proxy.requests) == manifests
 
 
 def test_verify_fetches_a_remote_cache_and_scrubs_its_copy(

@@ -810,6 +810,14 @@ int32_t drt_remote_set_max_in_flight(drt_remote *remote, uint32_t max_in_flight)
  * are still fetched). Other values are DRT_ERR_INVALID_ARGUMENT; set before
  * opening datasets through it. */
 int32_t drt_remote_set_revalidate(drt_remote *remote, int32_t revalidate);
+/* Has every later open through `remote` of the cache at `url` (url_len bytes)
+ * read the version whose manifest.json has SHA-256 `manifest_sha256` (32 bytes,
+ * as drt_dataset_cache_sha256s gives it): from its folder in `local_dir`, without
+ * a request, while the folder holds it, whatever drt_remote_set_revalidate says;
+ * else the open fetches the manifest as it would unpinned. A later call for the
+ * same URL replaces the version. For reopening a dataset in another process. */
+int32_t drt_remote_pin_version(drt_remote *remote, const char *url, uint64_t url_len,
+                               const uint8_t *manifest_sha256);
 
 typedef struct drt_remote_stats {
     uint64_t fetched_files;       /* files the fetch function delivered (every attempt) */

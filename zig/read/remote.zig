@@ -143,6 +143,12 @@ pub const Outcome = enum {
     no_room,
 };
 
+/// A version of a cache an open reads (`Remote.pinVersion`).
+pub const Pin = struct {
+    url: []u8,
+    manifest_sha256: [sha256.digest_length]u8,
+};
+
 pub const Remote = struct {
     allocator: std.mem.Allocator,
     fetch_fn: FetchFn,
@@ -173,6 +179,9 @@ pub const Remote = struct {
     /// version the URL holds; false: a folder of `local_dir` that holds the
     /// version last fetched opens without a request (`remote_cache.zig`).
     revalidate: bool = true,
+    /// Versions an open reads by URL (`pinVersion`), whatever `revalidate`
+    /// says; under `mutex`.
+    pins: std.ArrayList(Pin) = .empty,
     /// Taken around each shard's fetch (`shard_source.zig`, `fetch_ahead.zig`).
     slots: fetch_slots.Slots = .{},
 
@@ -221,8 +230,48 @@ pub const Remote = struct {
         remote.in_flight.deinit(remote.allocator);
         remote.futures.deinit(remote.allocator);
         remote.residents.deinit(remote.allocator);
+        for (remote.pins.items) |pin| remote.allocator.free(pin.url);
+        remote.pins.deinit(remote.allocator);
         remote.allocator.free(remote.local_dir);
         remote.allocator.destroy(remote);
+    }
+
+    /// Has every later open of the cache at `url` read the version whose
+    /// manifest.json has SHA-256 `manifest_sha256`: from its folder in
+    /// `local_dir`, without a request, while the folder holds it; else the
+    /// open fetches the manifest as it would unpinned (`remote_cache.zig`).
+    /// A dataset reopened in another process reads the version it read first.
+    /// A later pin of the same URL replaces this one.
+    pub fn pinVersion(
+        remote: *Remote,
+        url: []const u8,
+        manifest_sha256: [sha256.digest_length]u8,
+    ) error{OutOfMemory}!void {
+        assert(url.len > 0);
+        const io = system.io();
+        remote.mutex.lockUncancelable(io);
+        defer remote.mutex.unlock(io);
+        for (remote.pins.items) |*pin| {
+            if (std.mem.eql(u8, pin.url, url)) {
+                pin.manifest_sha256 = manifest_sha256;
+                return;
+            }
+        }
+        const owned = try remote.allocator.dupe(u8, url);
+        errdefer remote.allocator.free(owned);
+        const pin: Pin = .{ .url = owned, .manifest_sha256 = manifest_sha256 };
+        try remote.pins.append(remote.allocator, pin);
+    }
+
+    /// The version `pinVersion` pinned for `url`; null if none.
+    pub fn pinnedVersion(remote: *Remote, url: []const u8) ?[sha256.digest_length]u8 {
+        const io = system.io();
+        remote.mutex.lockUncancelable(io);
+        defer remote.mutex.unlock(io);
+        for (remote.pins.items) |pin| {
+            if (std.mem.eql(u8, pin.url, url)) return pin.manifest_sha256;
+        }
+        return null;
     }
 
     pub fn stats(remote: *Remote) Stats {

@@ -1,7 +1,8 @@
 //! Opening a cache by path, local or in object storage.
 //!
 //! A remote cache (`cache_layout.isRemote`) is read from a folder of its own
-//! in the hook's `local_dir`: its manifest.json is fetched first, and its
+//! in the hook's `local_dir`: its manifest.json is fetched first (unless the
+//! folder of a version pinned, or trusted without a request, is held), and its
 //! SHA-256 with the URL's names the folder (`cache_layout.remoteFolderName`),
 //! so two versions of one cache never mix and a folder that already holds the
 //! manifest is reused. The files the manifest lists besides the shards
@@ -59,16 +60,17 @@ pub fn open(
     return Cache.openWith(allocator, folder, validate_hashes, origin, diagnostic);
 }
 
-/// Fetches the manifest of the cache at `url` (unless `remote.revalidate` is
-/// off and `local_dir` holds the version last fetched) and makes its folder
-/// hold every file the manifest lists but the shards; returns the folder's path.
+/// Fetches the manifest of the cache at `url` (unless `local_dir` holds the
+/// version pinned for the URL, or with `remote.revalidate` off the version
+/// last fetched) and makes its folder hold every file the manifest lists but
+/// the shards; returns the folder's path.
 pub fn prepareFolder(
     allocator: std.mem.Allocator,
     remote: *Remote,
     url: []const u8,
     diagnostic: *Diagnostic,
 ) Error![]u8 {
-    const held = if (remote.revalidate) null else try latestHeld(allocator, remote, url);
+    const held = try heldVersion(allocator, remote, url);
     const text = held orelse try fetchManifest(allocator, remote, url, diagnostic);
     defer allocator.free(text);
     const digest = sha256.hash(text);
@@ -105,35 +107,56 @@ pub fn prepareFolder(
     return folder;
 }
 
-/// The manifest of the folder `local_dir`'s `remoteLatestName(url)` names,
-/// when that folder holds it and its SHA-256 gives the folder's name; null
-/// otherwise (no such file or folder, or either changed since).
-fn latestHeld(
+/// The manifest of the version an open of `url` reads without a request:
+/// the version pinned for the URL (`Remote.pinVersion`), else, with
+/// `revalidate` off, the one `local_dir`'s `remoteLatestName(url)` names;
+/// null when there is none, or `local_dir` does not hold its folder.
+fn heldVersion(
     allocator: std.mem.Allocator,
-    remote: *const Remote,
+    remote: *Remote,
     url: []const u8,
 ) error{OutOfMemory}!?[]u8 {
     const io = system.io();
+    const pinned = remote.pinnedVersion(url);
+    if (pinned == null and remote.revalidate) return null;
     var local = std.Io.Dir.cwd().openDir(io, remote.local_dir, .{}) catch return null;
     defer local.close(io);
+    if (pinned) |digest| {
+        const name = cache_layout.remoteFolderName(url, digest);
+        const text = try folderManifest(allocator, local, &name) orelse return null;
+        if (std.mem.eql(u8, &sha256.hash(text), &digest)) return text;
+        allocator.free(text);
+        return null;
+    }
     const latest_name = cache_layout.remoteLatestName(url);
     const folder_bytes = cache_layout.remote_folder_bytes;
     const named = file_status.readAlloc(allocator, local, &latest_name, folder_bytes) catch |err|
         return if (err == error.OutOfMemory) error.OutOfMemory else null;
     defer allocator.free(named);
     if (named.len != folder_bytes) return null;
-    var folder = local.openDir(io, named, .{}) catch return null;
+    const text = try folderManifest(allocator, local, named) orelse return null;
+    const expected = cache_layout.remoteFolderName(url, sha256.hash(text));
+    if (std.mem.eql(u8, &expected, named)) return text;
+    allocator.free(text);
+    return null;
+}
+
+/// The manifest.json of folder `name` of `local`; null if either is missing
+/// or cannot be read.
+fn folderManifest(
+    allocator: std.mem.Allocator,
+    local: std.Io.Dir,
+    name: []const u8,
+) error{OutOfMemory}!?[]u8 {
+    const io = system.io();
+    var folder = local.openDir(io, name, .{}) catch return null;
     defer folder.close(io);
-    const text = file_status.readAlloc(
+    return file_status.readAlloc(
         allocator,
         folder,
         cache_layout.manifest_file,
         manifest.manifest_bytes_max,
     ) catch |err| return if (err == error.OutOfMemory) error.OutOfMemory else null;
-    const expected = cache_layout.remoteFolderName(url, sha256.hash(text));
-    if (std.mem.eql(u8, &expected, named)) return text;
-    allocator.free(text);
-    return null;
 }
 
 /// Names `folder_name` in `local_dir`'s `remoteLatestName(url)`, unless it

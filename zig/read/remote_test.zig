@@ -378,6 +378,49 @@ test "with revalidate off, the version last fetched opens without a request" {
     try testing.expectEqual(after_check + 1, hook.remote.stats().fetched_files);
 }
 
+test "a pinned version opens from its folder without a request, whatever the URL holds" {
+    var written = try TestCache.write(.{});
+    defer written.deinit();
+    var expected = try localRead(&written);
+    defer expected.deinit();
+    var source: Source = .{ .dir = written.path };
+    var hook = try Hook.init(&source);
+    defer hook.deinit();
+    var diagnostic: Diagnostic = .{};
+    const digest = digest: {
+        const cache = try hook.open(&diagnostic);
+        defer cache.close();
+        var read = try Read.all(cache, &diagnostic);
+        defer read.deinit();
+        break :digest cache.manifest_sha256;
+    };
+    const fetched = hook.remote.stats().fetched_files;
+    try testing.expectEqual(@as(u64, 4 + 3), fetched);
+    // Another version at the URL; the pinned one opens, with revalidate on.
+    written.spec.source_name = "other";
+    try written.writeManifest();
+    try hook.remote.pinVersion(url, digest);
+    try testing.expect(hook.remote.revalidate);
+    {
+        const cache = try hook.open(&diagnostic);
+        defer cache.close();
+        try testing.expectEqualSlices(u8, &digest, &cache.manifest_sha256);
+        var read = try Read.all(cache, &diagnostic);
+        defer read.deinit();
+        try read.expectSame(&expected);
+    }
+    try testing.expectEqual(fetched, hook.remote.stats().fetched_files);
+    // A pin of a version `local_dir` does not hold: the open fetches the
+    // manifest and finds what the URL holds now (its caller compares).
+    var absent = digest;
+    absent[0] ^= 1;
+    try hook.remote.pinVersion(url, absent);
+    const newer = try hook.open(&diagnostic);
+    defer newer.close();
+    try testing.expect(!std.mem.eql(u8, &digest, &newer.manifest_sha256));
+    try testing.expectEqual(fetched + 4, hook.remote.stats().fetched_files);
+}
+
 test "an open deletes a manifest temporary left by a killed fetch of the URL's manifest" {
     var written = try TestCache.write(.{});
     defer written.deinit();

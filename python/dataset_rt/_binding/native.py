@@ -320,9 +320,8 @@ class RemoteStatsStruct(Structure):
     ]
 
 
-# drt_fetch_fn: (context, url, url_len, name, name_len, dest_path, dest_path_len,
-# message, message_cap) -> DRT_FETCH_*. Pointers as c_void_p: the lengths say where
-# each string ends.
+# drt_fetch_fn: (context, url, url_len, name, name_len, dest_path, dest_path_len, message,
+# message_cap) -> DRT_FETCH_*. Pointers as c_void_p: the lengths say where strings end.
 FETCH_FN = ctypes.CFUNCTYPE(
     c_int32,
     c_void_p,
@@ -506,6 +505,7 @@ _SIGNATURES: dict[str, tuple[list[Any], Any]] = {
     "drt_remote_set_budget": ([_Handle, c_uint64], c_int32),
     "drt_remote_set_max_in_flight": ([_Handle, c_uint32], c_int32),
     "drt_remote_set_revalidate": ([_Handle, c_int32], c_int32),
+    "drt_remote_pin_version": ([_Handle, c_char_p, c_uint64, c_char_p], c_int32),
     "drt_dataset_open_remote": (
         [
             _Handle,

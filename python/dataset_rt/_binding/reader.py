@@ -32,6 +32,21 @@ from dataset_rt._remote import is_remote
 CachePath = Path | str
 
 
+def _remote_hook(
+    paths: Sequence[CachePath], config: RemoteConfig | None, versions: Sequence[bytes] | None
+) -> RemoteHandle | None:
+    """The fetch hook of the caches of `paths` given as URLs (None if there is none),
+    with each one's version from `versions` pinned."""
+    if not any(map(is_remote, paths)):
+        return None
+    hook = RemoteHandle(config or RemoteConfig())
+    if versions is not None:
+        for path, version in zip(paths, versions, strict=True):
+            if is_remote(path):
+                hook.pin_version(str(path), version)
+    return hook
+
+
 class DatasetHandle:
     """Owns the native dataset and keeps its runtime alive."""
 
@@ -41,10 +56,14 @@ class DatasetHandle:
         paths: Sequence[CachePath],
         config: ReaderConfig,
         remote: RemoteConfig | None = None,
+        versions: Sequence[bytes] | None = None,
     ) -> None:
+        """Opens the caches at `paths`. `versions`, the SHA-256 of each cache's
+        manifest.json when this dataset was first opened (`cache_sha256s`), has
+        each remote cache open that version (`RemoteHandle.pin_version`)."""
         self.runtime = runtime
         # The fetch hook of the caches given as URLs; kept while this handle lives.
-        self.remote = RemoteHandle(remote or RemoteConfig()) if any(map(is_remote, paths)) else None
+        self.remote = _remote_hook(paths, remote, versions)
         options = _native.ReaderOptions(
             seed=config.seed,
             prefetch_size=config.prefetch_size,

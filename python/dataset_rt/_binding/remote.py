@@ -79,6 +79,18 @@ class RemoteHandle:
         _native.check(_native.lib.drt_remote_set_max_in_flight(handle, config.max_in_flight))
         _native.check(_native.lib.drt_remote_set_revalidate(handle, int(config.revalidate)))
 
+    def pin_version(self, url: str, manifest_sha256: bytes) -> None:
+        """Has the opens of the cache at `url` read the version whose manifest.json
+        has this SHA-256: from its folder in ``local_dir`` without a request while
+        the folder holds it (a dataset reopened in a DataLoader worker or another
+        process reads the version its first open read)."""
+        if len(manifest_sha256) != 32:
+            raise ValueError(f"a manifest SHA-256 has 32 bytes, got {len(manifest_sha256)}")
+        encoded = os.fsencode(url)
+        _native.check(
+            _native.lib.drt_remote_pin_version(self.value, encoded, len(encoded), manifest_sha256)
+        )
+
     def transport(self, url: str) -> Transport:
         """The transport of the cache at `url`, made on first use."""
         with self._lock:

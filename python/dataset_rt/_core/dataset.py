@@ -572,7 +572,9 @@ class CachedDataset:
         if epoch_len is not None:
             recipe["epoch_len"] = epoch_len
         twin = CachedDataset._blank(list(self.cache_paths), config, self.remote_config)
-        twin_handle = DatasetHandle(handle.runtime, twin.cache_paths, config, self.remote_config)
+        twin_handle = DatasetHandle(
+            handle.runtime, twin.cache_paths, config, self.remote_config, handle.cache_sha256s
+        )
         _restore(twin, twin_handle, recipe)
         twin._native_handle = twin_handle
         twin.set_epoch(int(self.state_dict()["epoch"]))
@@ -625,8 +627,13 @@ class CachedDataset:
 
     def _reopen(self, recipe: dict[str, Any], threads: int) -> DatasetHandle:
         try:
+            # The remote caches open the versions the first open read.
             handle = DatasetHandle(
-                RuntimeHandle(threads), recipe["paths"], recipe["reader_config"], recipe["remote"]
+                RuntimeHandle(threads),
+                recipe["paths"],
+                recipe["reader_config"],
+                recipe["remote"],
+                recipe["caches"],
             )
             _restore(self, handle, recipe)
         except ValueError as error:
