@@ -91,16 +91,23 @@ static int write_cache(drt_runtime *runtime, const char *base_dir) {
     return status != DRT_OK;
 }
 
-/* Opens URL through `remote` and reads every sample, checking each. */
-static int read_all(drt_runtime *runtime, drt_remote *remote, int32_t *read_status) {
+/* Opens URL through `remote` into *dataset (in order, seed 1); 1 on failure, said. */
+static int open_url(drt_runtime *runtime, drt_remote *remote, drt_dataset **dataset) {
     const char *paths[1] = {URL};
     const uint64_t path_lens[1] = {strlen(URL)};
     const drt_reader_options options = {.seed = 1, .prefetch_size = 16, .shuffle = 0, .validate_cache = 0};
-    drt_dataset *dataset = NULL;
-    if (drt_dataset_open_remote(runtime, paths, path_lens, 1, &options, remote, &dataset) != DRT_OK) {
+    *dataset = NULL;
+    if (drt_dataset_open_remote(runtime, paths, path_lens, 1, &options, remote, dataset) != DRT_OK) {
         fprintf(stderr, "dataset_open_remote: %s\n", drt_last_error());
         return 1;
     }
+    return 0;
+}
+
+/* Opens URL through `remote` and reads every sample, checking each. */
+static int read_all(drt_runtime *runtime, drt_remote *remote, int32_t *read_status) {
+    drt_dataset *dataset = NULL;
+    if (open_url(runtime, remote, &dataset)) return 1;
     drt_iterator *iterator = NULL;
     int failed = drt_iterator_create(dataset, &iterator) != DRT_OK;
     uint64_t seen = 0;
@@ -136,14 +143,8 @@ static int read_all(drt_runtime *runtime, drt_remote *remote, int32_t *read_stat
 /* Pins the version of URL that `remote` holds (opened without a request: revalidate
  * is off), then turns revalidate on; an empty URL is refused. */
 static int pin_held_version(drt_runtime *runtime, drt_remote *remote) {
-    const char *paths[1] = {URL};
-    const uint64_t path_lens[1] = {strlen(URL)};
-    const drt_reader_options options = {.seed = 1, .prefetch_size = 16};
     drt_dataset *dataset = NULL;
-    if (drt_dataset_open_remote(runtime, paths, path_lens, 1, &options, remote, &dataset) != DRT_OK) {
-        fprintf(stderr, "dataset_open_remote: %s\n", drt_last_error());
-        return 1;
-    }
+    if (open_url(runtime, remote, &dataset)) return 1;
     uint8_t digest[32];
     int failed = drt_dataset_cache_sha256s(dataset, digest, 1) != DRT_OK;
     drt_dataset_destroy(dataset);
