@@ -240,12 +240,46 @@ def test_a_forked_child_fetches_on_a_client_of_its_own_within_a_deadline(
                 code = 0
         finally:
             os._exit(code)
-    deadline = time.monotonic() + 20.0
+    assert exit_code_of(pid) == 0, "1: fetch failed, 2: inherited client"
+    assert (tmp_path / "child").read_bytes() == SHARD_BYTES
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork() on this platform")
+def test_a_forked_childs_client_is_made_from_what_the_parent_parsed(
+    objects: None, s3_proxy: FaultProxy, tmp_path: Path
+) -> None:
+    import botocore.loaders
+
+    assert timed_fetch(tmp_path / "parent")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads, 3.12+
+        pid = os.fork()
+    if pid == 0:
+        code = 3
+        try:
+            loaded: list[str] = []
+            load_file = botocore.loaders.JSONFileLoader.load_file
+
+            def counted(self: object, path: str) -> object:
+                loaded.append(path)
+                return load_file(self, path)
+
+            botocore.loaders.JSONFileLoader.load_file = counted
+            fetched = transport().fetch(SHARD, tmp_path / "child")
+            code = 0 if fetched and not loaded else 1 if loaded else 2
+        finally:
+            os._exit(code)
+    assert exit_code_of(pid) == 0, "1: botocore's data files parsed again, 2: fetch failed"
+    assert (tmp_path / "child").read_bytes() == SHARD_BYTES
+
+
+def exit_code_of(pid: int, wall_s: float = 20.0) -> int:
+    """The exit code of forked child `pid`; killed, and the test failed, past `wall_s`."""
+    deadline = time.monotonic() + wall_s
     while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
         time.sleep(0.02)
     if done[0] == 0:
         os.kill(pid, 9)
         os.waitpid(pid, 0)
-        pytest.fail("the forked child did not finish its fetch within 20 s")
-    assert os.waitstatus_to_exitcode(done[1]) == 0, "1: fetch failed, 2: inherited client"
-    assert (tmp_path / "child").read_bytes() == SHARD_BYTES
+        pytest.fail(f"the forked child did not finish within {wall_s:g} s")
+    return os.waitstatus_to_exitcode(done[1])

@@ -8,7 +8,10 @@ own retries are off: `retry.fetch_with_retries` is the one policy of every schem
 
 One client per process and timeout: a client holds pooled connections, which must
 never be used across a fork, so the clients are forgotten in a forked child (by an
-at-fork hook, and by comparing the process id) and made anew there.
+at-fork hook, and by comparing the process id) and made anew there. What botocore
+parsed to make the first one (the S3 service model, endpoint rules and partitions:
+its data loader, plain data without connections or locks) is kept by the process
+and its forked children, whose first client then takes ~0.03 s instead of ~0.11 s.
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ class _Clients:
 
 
 _clients = _Clients()
+# botocore's data loader of this process's first client; inherited by a forked child.
+_data_loader: Any = None
 
 
 def forget_clients() -> None:
@@ -72,14 +77,24 @@ def s3_client(timeout_s: float) -> Any:
 
 def _new_client(timeout_s: float) -> Any:
     import boto3
+    import botocore.session
     from botocore.config import Config
 
+    global _data_loader
     config = Config(
         connect_timeout=timeout_s,
         read_timeout=timeout_s,
         retries={"mode": "standard", "total_max_attempts": 1},
     )
-    return boto3.session.Session().client("s3", config=config)
+    core_session = botocore.session.get_session()
+    session = boto3.session.Session(botocore_session=core_session)
+    # After boto3's own setup, which adds its data folder to the session's loader:
+    # the kept loader has it from the first client's session.
+    if _data_loader is None:
+        _data_loader = core_session.get_component("data_loader")
+    else:
+        core_session.register_component("data_loader", _data_loader)
+    return session.client("s3", config=config)
 
 
 class S3Transport:
