@@ -30,7 +30,7 @@ from dataset_rt import (
 from dataset_rt._core import cpus as _cpus
 
 torch = pytest.importorskip("torch", reason="to_torch_dataloader needs torch, not installed")
-from dataset_rt.torch import DataLoader  # noqa: E402 - after the torch check
+from dataset_rt.torch import DataLoader, TorchIterableDataset  # noqa: E402 - after the torch check
 
 # dataset-rt 0.4.8's keywords of to_torch_dataloader, as its signature lists them.
 PEER_KEYWORDS = {
@@ -234,7 +234,9 @@ def test_auto_counts_the_cpus_of_the_fake_cgroup_per_local_rank(
         monkeypatch.setenv("LOCAL_WORLD_SIZE", ranks)
         loader = dataset.to_torch_dataloader(batch_size=4, num_workers="auto")
         assert loader.num_workers == workers
-        assert loader.dataset._worker_threads == threads
+        adapter = loader.dataset
+        assert isinstance(adapter, TorchIterableDataset)
+        assert adapter._worker_threads == threads
         assert loader.persistent_workers is (workers > 0)
         assert loader.prefetch_factor == (2 if workers else None)
         assert loader.multiprocessing_context is None or workers > 0

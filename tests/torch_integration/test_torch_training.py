@@ -267,7 +267,7 @@ def test_attach_loader_refuses_a_loader_that_would_reorder_the_stream(
     with pytest.raises(ValueError, match="the loader reads another dataset"):
         adapter.attach_loader(torch_data.DataLoader(other, batch_size=4))
     with pytest.raises(TypeError, match="loader must be a torch DataLoader, got list"):
-        adapter.attach_loader([adapter])
+        adapter.attach_loader([adapter])  # type: ignore[arg-type]
 
 
 def test_attach_loader_keeps_the_loaders_own_worker_init_fn(
@@ -527,10 +527,9 @@ def test_torchdata_stateful_dataloader_resumes_exactly(
 
     def attached(dataset: CachedDataset, num_workers: int) -> Resumable:
         adapter = dataset.to_torch_iterable_dataset(batch_size=3)
-        loader: Resumable = stateful.StatefulDataLoader(
-            adapter, batch_size=3, num_workers=num_workers
-        )
-        adapter.attach_loader(loader)
+        made = stateful.StatefulDataLoader(adapter, batch_size=3, num_workers=num_workers)
+        adapter.attach_loader(made)
+        loader: Resumable = made
         return loader
 
     for num_workers in (0, 2):

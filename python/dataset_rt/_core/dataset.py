@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
     from dataset_rt._core import metadata_frame as _metadata_frame
     from dataset_rt._core.migration import ManifestUpdateReport
+    from dataset_rt.torch import DataLoader, TorchIterableDataset, TorchMapDataset
 
 
 class CachedDataset:
@@ -434,7 +435,7 @@ class CachedDataset:
         transform: Callable[[CachedSample], Any] | None = None,
         *,
         worker_threads: int = 1,
-    ) -> Any:
+    ) -> TorchMapDataset:
         """A map-style `torch.utils.data.Dataset` over the active table's rows.
 
         ``len`` is the number of rows and ``ds[i]`` is row i's sample (through
@@ -467,7 +468,7 @@ class CachedDataset:
         rank: int | None = None,
         world_size: int | None = None,
         worker_threads: int = 1,
-    ) -> Any:
+    ) -> TorchIterableDataset:
         """A sized `torch.utils.data.IterableDataset` over this dataset's stream.
 
         With ``DataLoader(adapter, batch_size=batch_size, num_workers=W)`` it
@@ -524,7 +525,7 @@ class CachedDataset:
         persistent_workers: bool | Literal["auto"] = "auto",
         verbose: bool = True,
         dataloader_kwargs: Mapping[str, Any] | None = None,
-    ) -> Any:
+    ) -> DataLoader:
         """A `dataset_rt.torch.DataLoader` over this dataset's stream, made from
         dataset-rt 0.4.8's keywords: exact for any number of workers and ranks,
         and resumable with ``state_dict()`` / ``load_state_dict()``.
