@@ -43,13 +43,15 @@ class Fault:
     """What the proxy does to one request instead of forwarding it faithfully.
 
     kind: ``status`` answers `status` with `body` itself; ``reset`` resets the
-    connection (RST) without a response; ``stall`` forwards the headers and, with
+    connection (RST) without a response; ``lost`` forwards the request, then resets
+    the connection instead of answering (the request took effect, its answer was
+    lost); ``stall`` forwards the headers and, with
     ``at="body"``, half the body, then sends nothing for `seconds`; ``truncate``
     forwards the headers with the full Content-Length and half the body, then closes;
     ``flip`` forwards the response with one byte of its body flipped (the middle one).
     """
 
-    kind: Literal["status", "reset", "stall", "truncate", "flip"]
+    kind: Literal["status", "reset", "lost", "stall", "truncate", "flip"]
     status: int = 0
     body: bytes = b""
     seconds: float = 0.0
@@ -62,6 +64,10 @@ def status(code: int, body: bytes = b"") -> Fault:
 
 def reset() -> Fault:
     return Fault("reset")
+
+
+def lost() -> Fault:
+    return Fault("lost")
 
 
 def stall(seconds: float, at: Literal["headers", "body"] = "body") -> Fault:
@@ -107,12 +113,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         if proxy.delay_s > 0:
             proxy.stopping.wait(proxy.delay_s)
         if fault is not None and fault.kind == "reset":
-            # Linger 0: close sends RST. The socket's files hold it open until closed too.
-            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            self.rfile.close()
-            self.wfile.close()
-            self.connection.close()
-            self.close_connection = True
+            self._reset()
             return
         if fault is not None and fault.kind == "status":
             self._answer(fault.status, {"Content-Type": "application/xml"}, fault.body)
@@ -120,7 +121,9 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         code, headers, body = proxy.forward(
             self.command, self.path, dict(self.headers), request_body
         )
-        if fault is None:
+        if fault is not None and fault.kind == "lost":
+            self._reset()
+        elif fault is None:
             self._answer(code, headers, body)
         elif fault.kind == "flip":
             flipped = bytearray(body)
@@ -136,6 +139,14 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _handle
+
+    def _reset(self) -> None:
+        """Closes the connection with RST (linger 0); its files hold it open until closed too."""
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.rfile.close()
+        self.wfile.close()
+        self.connection.close()
+        self.close_connection = True
 
     def _start(self, code: int, headers: dict[str, str], length: int) -> None:
         self.send_response(code)

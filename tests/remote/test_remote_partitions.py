@@ -24,7 +24,7 @@ from dataset_rt import (
     WriterConfig,
     errors,
 )
-from fault_proxy import FaultProxy
+from fault_proxy import SLOW_DOWN_XML, FaultProxy, reset, status
 from remote_fixtures import BUCKET, direct_client
 
 CONFIG = WriterConfig(show_progress=False, max_shard_bytes=2048)
@@ -110,3 +110,49 @@ def test_at_an_s3_base_a_failed_partition_leaves_no_key_and_a_foreign_cache_is_k
     assert refused == CacheWriteError("c", f"cache path already exists: {base}/c")
     kept = runtime.cached_dataset([f"{base}/c"], reader_config=ORDERED, remote=remote)
     assert len(kept) == 3
+
+
+def test_every_request_of_a_partitioned_build_is_retried_as_a_fetch_is(
+    s3_proxy: FaultProxy, moto_server: tuple[str, int], tmp_path: Path
+) -> None:
+    # One throttled or failed answer on each kind of the protocol's small requests:
+    # the seal (pointer PUT), the commit's reads (pointer GET, listing), its copies,
+    # committed.json, the conditional manifest PUT and the cleanup's batch delete.
+    base = f"s3://{BUCKET}/retried"
+    folder = f"/{BUCKET}/retried/tmp/partitions/c"
+    remote = RemoteConfig(local_dir=tmp_path / "local", retries=2, timeout_s=5.0)
+    throttled = status(503, SLOW_DOWN_XML)
+    s3_proxy.script_for(f"PUT {folder}/part-000000.json", throttled)
+    results = [
+        write(base, n, rows, remote) for n, rows in enumerate([samples(0, 20), samples(20, 31)])
+    ]
+    # Throttled past the retries: the partition fails, naming the request and its attempts.
+    s3_proxy.script_for(f"PUT {folder}/part-000002.json", *[throttled] * 3)
+    with pytest.raises(errors.CacheWriteFailedError) as failed:
+        write(base, 2, samples(0, 3), remote)
+    assert f"s3:/{folder}/part-000002.json: 3 attempt(s) failed" in str(failed.value)
+    assert "the last with: HTTP 503 SlowDown" in str(failed.value)
+    scripted = {
+        f"GET {folder}/part-000001.json": status(500),
+        "list-type=2": throttled,
+        f"PUT /{BUCKET}/retried/c/shards/000000.bin": reset(),
+        f"PUT {folder}/committed.json": throttled,
+        f"PUT /{BUCKET}/retried/c/manifest.json": status(500),
+        "?delete": throttled,
+    }
+    for path_part, fault in scripted.items():
+        s3_proxy.script_for(path_part, fault)
+    done = dataset_rt.commit_partitions(base, "c", results, remote=remote)
+    assert done == CacheUploadSuccess("c", f"{base}/c", "uploaded")
+    for path_part in [f"PUT {folder}/part-000000.json", *scripted]:
+        assert sum(path_part in r for r in s3_proxy.requests) >= 2, path_part
+    listing = direct_client(*moto_server).list_objects_v2(Bucket=BUCKET, Prefix="retried/tmp/")
+    assert [o["Key"] for o in listing["Contents"]] == ["retried/tmp/partitions/c/committed.json"]
+    runtime = DatasetRuntime(num_workers=2)
+    [single] = runtime.write_cache(
+        ListSource("c", samples(0, 31)), tmp_path / "single", writer_config=CONFIG
+    )
+    assert isinstance(single, CacheWriteSuccess)
+    ours = runtime.cached_dataset([f"{base}/c"], reader_config=ORDERED, remote=remote)
+    theirs = runtime.cached_dataset([single.path], reader_config=ORDERED)
+    assert [bytes(s.data) for s in ours] == [bytes(s.data) for s in theirs]

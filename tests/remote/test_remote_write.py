@@ -24,7 +24,15 @@ from dataset_rt import (
 from dataset_rt._core.remote_writing import staging_base
 from dataset_rt._remote.upload import MULTIPART_THRESHOLD_BYTES
 from dataset_rt.errors import InvalidArgumentError
-from fault_proxy import ACCESS_DENIED_XML, NO_SUCH_KEY_XML, SLOW_DOWN_XML, FaultProxy, status
+from fault_proxy import (
+    ACCESS_DENIED_XML,
+    NO_SUCH_KEY_XML,
+    SLOW_DOWN_XML,
+    FaultProxy,
+    lost,
+    reset,
+    status,
+)
 from remote_fixtures import BUCKET, direct_client
 
 SMALL_SHARDS = WriterConfig(show_progress=False, max_shard_bytes=4096)
@@ -184,6 +192,43 @@ def test_an_upload_that_fails_for_a_while_is_retried(
     )
     assert isinstance(failed, CacheWriteError)
     assert "3 attempt(s) failed" in failed.message and "SlowDown" in failed.message
+
+
+def test_the_manifests_head_and_conditional_put_are_retried_as_uploads_are(
+    runtime: DatasetRuntime, tmp_path: Path, moto_server: tuple[str, int], s3_proxy: FaultProxy
+) -> None:
+    base = f"s3://{BUCKET}/small-requests"
+    head = f"HEAD /{BUCKET}/small-requests/part0/manifest.json"
+    put = f"PUT /{BUCKET}/small-requests/part0/manifest.json"
+    s3_proxy.script_for(head, status(503, SLOW_DOWN_XML), reset())
+    s3_proxy.script_for(put, status(500), status(503, SLOW_DOWN_XML))
+    [result] = runtime.write_cache(
+        sources(1), base, writer_config=SMALL_SHARDS, remote=remote_config(tmp_path)
+    )
+    assert result == CacheUploadSuccess("part0", f"{base}/part0", "uploaded")
+    assert sum(r.startswith(put) for r in s3_proxy.requests) == 3  # retries=2
+    assert sum(r.startswith(head) for r in s3_proxy.requests) >= 3
+    runtime.write_cache(sources(1), tmp_path / "local", writer_config=SMALL_SHARDS)
+    expected = runtime.cached_dataset([tmp_path / "local" / "part0"], reader_config=ORDERED)
+    written = runtime.cached_dataset(
+        [f"{base}/part0"], reader_config=ORDERED, remote=remote_config(tmp_path)
+    )
+    assert rows(written) == rows(expected)
+
+
+def test_a_manifest_put_whose_answer_was_lost_is_known_as_this_writers(
+    runtime: DatasetRuntime, tmp_path: Path, moto_server: tuple[str, int], s3_proxy: FaultProxy
+) -> None:
+    # The conditional put reaches the server and publishes, but its answer is lost:
+    # the retry gets 412, and the manifest found there is this writer's own.
+    base = f"s3://{BUCKET}/lost-answer"
+    put = f"PUT /{BUCKET}/lost-answer/part0/manifest.json"
+    s3_proxy.script_for(put, lost())
+    [result] = runtime.write_cache(
+        sources(1), base, writer_config=SMALL_SHARDS, remote=remote_config(tmp_path)
+    )
+    assert result == CacheUploadSuccess("part0", f"{base}/part0", "uploaded")
+    assert sum(r.startswith(put) for r in s3_proxy.requests) == 2
 
 
 def test_of_two_writers_of_one_name_one_publishes_and_the_other_reads_it(

@@ -20,7 +20,6 @@ import json
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from dataset_rt import errors
 from dataset_rt._binding.partitions import SealedPart
@@ -44,24 +43,26 @@ from dataset_rt._records import (
     CacheWriteResult,
     PartitionResult,
 )
-from dataset_rt._remote.s3 import s3_client, status_of
-from dataset_rt._remote.upload import S3Publisher, Transfer
+from dataset_rt._remote.s3 import s3_request
+from dataset_rt._remote.upload import S3Publisher, Transfer, get_bytes, list_keys, put_if_absent
 from dataset_rt._remote.url import RemoteUrl
 
 _SMALL_FILES = ("manifest.json", "index.bin", "records.crc32c", "metadata.arrow")
 
 
 class _Store:
-    """The keys of the partitions of cache `name` under an ``s3://`` base."""
+    """The keys of the partitions of cache `name` under an ``s3://`` base. Every
+    request is retried as a fetch is (`s3_request`): each is safe to repeat."""
 
     def __init__(self, url: str, name: str, remote: RemoteConfig) -> None:
         self.publisher = writable_publisher(url, remote)
+        self.policy = self.publisher.policy
         self.base = self.publisher.base
         self.name = name
         self.url = url
         self.bucket = self.base.host
         self.folder = self._under(f"tmp/partitions/{name}")
-        self.client = s3_client(self.publisher.policy.timeout_s)
+        self.root = RemoteUrl("s3", self.bucket, "")
 
     def _under(self, path: str) -> str:
         return f"{self.base.path}/{path}" if self.base.path else path
@@ -71,33 +72,47 @@ class _Store:
 
     def get(self, key: str) -> bytes | None:
         """The object at `key`, None when there is none."""
-        try:
-            body = self.client.get_object(Bucket=self.bucket, Key=key)["Body"]
-            return bytes(body.read())
-        except Exception as error:  # noqa: BLE001 - botocore's errors, classified here
-            if status_of(error) == 404:
-                return None
-            raise errors.RemoteError(f"cannot read s3://{self.bucket}/{key}: {error}") from None
+        return get_bytes(self.policy, self.root, key)
 
-    def put(self, key: str, body: bytes, **options: Any) -> None:
-        self.client.put_object(Bucket=self.bucket, Key=key, Body=body, **options)
+    def put(self, key: str, body: bytes) -> None:
+        s3_request(
+            f"cannot upload s3://{self.bucket}/{key}",
+            self.policy,
+            lambda client: client.put_object(Bucket=self.bucket, Key=key, Body=body),
+        )
+
+    def put_if_absent(self, key: str, body: bytes) -> bool:
+        """`upload.put_if_absent`: False when another writer's object is at `key`."""
+        return put_if_absent(self.policy, self.root, key, body)
+
+    def copy(self, source: str, target: str) -> None:
+        """Copies object `source` to `target` inside the bucket (no payload passes here)."""
+        s3_request(
+            f"cannot copy s3://{self.bucket}/{source} to {target}",
+            self.policy,
+            lambda client: client.copy({"Bucket": self.bucket, "Key": source}, self.bucket, target),
+        )
 
     def keys(self, prefix: str) -> list[tuple[str, int]]:
         """(key, size) of every object under `prefix`."""
-        found: list[tuple[str, int]] = []
-        pages = self.client.get_paginator("list_objects_v2").paginate(
-            Bucket=self.bucket, Prefix=prefix
+        return s3_request(
+            f"cannot list s3://{self.bucket}/{prefix}",
+            self.policy,
+            lambda client: list_keys(client, self.bucket, prefix),
         )
-        for page in pages:
-            found.extend((str(o["Key"]), int(o["Size"])) for o in page.get("Contents", []))
-        return found
 
     def delete(self, keys: Iterable[str]) -> None:
         batch = [{"Key": key} for key in keys]
         for start in range(0, len(batch), 1000):
-            self.client.delete_objects(
-                Bucket=self.bucket, Delete={"Objects": batch[start : start + 1000]}
-            )
+            self._delete_objects(batch[start : start + 1000])
+
+    def _delete_objects(self, objects: list[dict[str, str]]) -> None:
+        """One DeleteObjects request (at most 1,000 keys)."""
+        s3_request(
+            f"cannot delete under s3://{self.bucket}/{self.folder}",
+            self.policy,
+            lambda client: client.delete_objects(Bucket=self.bucket, Delete={"Objects": objects}),
+        )
 
 
 def write_partition_to_url(
@@ -218,20 +233,14 @@ def _upload(store: _Store, cache: Path, sources: list[str], shown: str) -> Cache
     uploaded, committed.json, then the manifest if no writer has published one."""
     cache_url = store.publisher.cache_url(store.name)
     for position, source in enumerate(sources):
-        target = cache_url.key(f"shards/{position:06d}.bin")
-        store.client.copy({"Bucket": store.bucket, "Key": source}, store.bucket, target)
+        store.copy(source, cache_url.key(f"shards/{position:06d}.bin"))
     for file in _SMALL_FILES[1:]:
         if (cache / file).is_file():
             store.put(cache_url.key(file), (cache / file).read_bytes())
     manifest = (cache / "manifest.json").read_bytes()
     store.put(f"{store.folder}/{COMMITTED}", _committed_text(manifest))
-    try:
-        store.put(cache_url.key("manifest.json"), manifest, IfNoneMatch="*")
-    except Exception as error:  # noqa: BLE001 - botocore's errors, classified here
-        if status_of(error) == 412:
-            return CacheWriteError(store.name, f"cache path already exists: {shown}")
-        shown_manifest = cache_url.shown("manifest.json")
-        raise errors.RemoteError(f"cannot publish {shown_manifest}: {error}") from None
+    if not store.put_if_absent(cache_url.key("manifest.json"), manifest):
+        return CacheWriteError(store.name, f"cache path already exists: {shown}")
     _discard(store)
     return CacheUploadSuccess(store.name, shown, "uploaded")
 

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from dataset_rt._config import RemoteConfig
 from dataset_rt.errors import RemoteError
@@ -24,6 +25,8 @@ BACKOFF_BASE_S = 0.2
 BACKOFF_CAP_S = 20.0
 # Bytes read from a response and written to the file at a time.
 CHUNK_BYTES = 1 << 20
+
+T = TypeVar("T")
 
 
 class NotFound(Exception):
@@ -110,19 +113,18 @@ def fetch_with_retries(
 def run_with_retries(
     doing: str,
     policy: RetryPolicy,
-    attempt: Callable[[], None],
+    attempt: Callable[[], T],
     sleep: Callable[[float], None] = time.sleep,
-) -> None:
-    """Runs `attempt()` until it returns, again after a backoff while it raises
-    `Transient`, up to the policy's retries. `Refused`, or `Transient` on the last
-    attempt, is a RemoteError ``"<doing>: <cause> (attempt n)"`` or ``"<doing>: n
-    attempt(s) failed, the last with: <cause>"``; anything else (`NotFound`
-    included) is raised as it is."""
+) -> T:
+    """Runs `attempt()` until it returns (its value is returned), again after a
+    backoff while it raises `Transient`, up to the policy's retries. `Refused`, or
+    `Transient` on the last attempt, is a RemoteError ``"<doing>: <cause> (attempt
+    n)"`` or ``"<doing>: n attempt(s) failed, the last with: <cause>"``; anything
+    else (`NotFound` included) is raised as it is."""
     attempts = policy.retries + 1
     for number in range(1, attempts + 1):
         try:
-            attempt()
-            return
+            return attempt()
         except Refused as error:
             raise RemoteError(f"{doing}: {error} (attempt {number})") from None
         except Transient as error:
@@ -131,3 +133,4 @@ def run_with_retries(
                     f"{doing}: {attempts} attempt(s) failed, the last with: {error}"
                 ) from None
         sleep(policy.backoff_s(number - 1))
+    raise AssertionError("unreachable: the last attempt returns or raises")

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from dataset_rt._remote.retry import (
     NotFound,
@@ -28,12 +29,22 @@ from dataset_rt._remote.retry import (
     Transient,
     copy_body,
     fetch_with_retries,
+    run_with_retries,
 )
 from dataset_rt._remote.url import RemoteUrl
 
 _INSTALL = "reading s3:// URLs needs boto3: pip install 'dataset-rt-zig[s3]'"
 # Error codes retried whatever their status; every 5xx, 408 and 429 are retried too.
-_RETRIED_CODES = {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout"}
+# ConditionalRequestConflict (409): a conditional write raced another request on the
+# key, and S3 asks for a retry.
+_RETRIED_CODES = {
+    "SlowDown",
+    "Throttling",
+    "ThrottlingException",
+    "RequestTimeout",
+    "ConditionalRequestConflict",
+}
+T = TypeVar("T")
 _RETRIED_STATUSES = {408, 429}
 
 
@@ -140,6 +151,26 @@ class S3Transport:
 
     def _connection_failure(self, error: Exception) -> Exception:
         return connection_failure(error, self.policy.timeout_s)
+
+
+def s3_request(doing: str, policy: RetryPolicy, call: Callable[[Any], T]) -> T:
+    """`call(client)` on this process's client (one request, or a managed transfer),
+    retried as a fetch is: a ClientError is classified (`classify`), a BotoCoreError
+    is a connection failure; `Transient` is retried after a backoff, `Refused` or the
+    last failure is a RemoteError starting with `doing`, and `NotFound` (404) is
+    raised as it is, for the caller to say what a missing key means. `call` must be
+    safe to repeat: the request may have taken effect when its answer was lost."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    def attempt() -> T:
+        try:
+            return call(s3_client(policy.timeout_s))
+        except ClientError as error:
+            raise classify(error) from None
+        except BotoCoreError as error:
+            raise connection_failure(error, policy.timeout_s) from None
+
+    return run_with_retries(doing, policy, attempt)
 
 
 def connection_failure(error: Exception, timeout_s: float) -> Exception:

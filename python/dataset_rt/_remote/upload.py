@@ -10,15 +10,13 @@ leaves no manifest. Large files go up in parts (boto3's managed transfer).
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dataset_rt._remote.retry import NotFound, Refused, RetryPolicy, Transient, run_with_retries
-from dataset_rt._remote.s3 import classify, connection_failure, s3_client, status_of
+from dataset_rt._remote.s3 import classify, connection_failure, s3_client, s3_request, status_of
 from dataset_rt._remote.url import RemoteUrl
-from dataset_rt.errors import RemoteError
 
 MANIFEST = "manifest.json"
 # Files above the threshold go up in parts of PART_BYTES (S3's part minimum is 5 MiB).
@@ -75,16 +73,16 @@ class S3Publisher:
         return self._exists(self.base)
 
     def _exists(self, cache: RemoteUrl) -> bool:
-        from botocore.exceptions import BotoCoreError, ClientError
-
+        """Whether `cache` has its manifest (HEAD, retried as a fetch is)."""
+        key = cache.key(MANIFEST)
         try:
-            self._client().head_object(Bucket=self.base.host, Key=cache.key(MANIFEST))
-        except ClientError as error:
-            if status_of(error) == 404:
-                return False
-            raise RemoteError(f"cannot look for {cache.shown(MANIFEST)}: {error}") from None
-        except BotoCoreError as error:  # no credentials, a connection that failed, ...
-            raise RemoteError(f"cannot look for {cache.shown(MANIFEST)}: {error}") from None
+            s3_request(
+                f"cannot look for {cache.shown(MANIFEST)}",
+                self.policy,
+                lambda client: client.head_object(Bucket=self.base.host, Key=key),
+            )
+        except NotFound:
+            return False
         return True
 
     def publish(self, name: str, cache: Path) -> Published:
@@ -140,19 +138,10 @@ class S3Publisher:
             raise Refused(f"cannot read {file}: {error.strerror or error}") from None
 
     def _put_manifest(self, name: str, manifest: Path) -> Published:
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        key = self.cache_url(name).key(MANIFEST)
-        body = manifest.read_bytes()
-        try:
-            self._client().put_object(Bucket=self.base.host, Key=key, Body=body, IfNoneMatch="*")
-        except ClientError as error:
-            if status_of(error) == 412:
-                return Published.other_writer
-            raise self._error("cannot publish", name, MANIFEST, error) from None
-        except BotoCoreError as error:
-            raise self._error("cannot publish", name, MANIFEST, error) from None
-        return Published.uploaded
+        url = self.cache_url(name)
+        if put_if_absent(self.policy, url, MANIFEST, manifest.read_bytes()):
+            return Published.uploaded
+        return Published.other_writer
 
     def list_caches(self) -> list[str]:
         """The names of the caches directly under the base: the keys
@@ -164,28 +153,72 @@ class S3Publisher:
         }
         return sorted(names)
 
-    def _keys(self) -> Iterator[str]:
-        """Every key under the base, relative to it."""
-        from botocore.exceptions import BotoCoreError, ClientError
-
+    def _keys(self) -> list[str]:
+        """Every key under the base, relative to it (the listing retried whole)."""
         prefix = f"{self.base.path}/" if self.base.path else ""
-        paginator = self._client().get_paginator("list_objects_v2")
-        pages = paginator.paginate(
-            Bucket=self.base.host, Prefix=prefix, PaginationConfig={"PageSize": _LIST_PAGE_KEYS}
+        return s3_request(
+            f"cannot list {self.base.shown()}",
+            self.policy,
+            lambda client: [
+                key[len(prefix) :] for key, _ in list_keys(client, self.base.host, prefix)
+            ],
         )
-        try:
-            for count, page in enumerate(pages):
-                assert count < _LIST_PAGES_MAX, "listing bound reached"
-                for entry in page.get("Contents", []):
-                    yield str(entry["Key"])[len(prefix) :]
-        except (ClientError, BotoCoreError) as error:
-            raise RemoteError(f"cannot list {self.base.shown()}: {error}") from None
 
     def _client(self) -> Any:
         return s3_client(self.policy.timeout_s)
 
-    def _error(self, doing: str, name: str, relative: str, error: Exception) -> RemoteError:
-        return RemoteError(f"{doing} {self.cache_url(name).shown(relative)}: {error}")
+
+def list_keys(client: Any, bucket: str, prefix: str) -> list[tuple[str, int]]:
+    """(key, size) of every object under `prefix` (ListObjectsV2, page by page); one
+    attempt, for `s3_request`."""
+    pages = client.get_paginator("list_objects_v2").paginate(
+        Bucket=bucket, Prefix=prefix, PaginationConfig={"PageSize": _LIST_PAGE_KEYS}
+    )
+    found: list[tuple[str, int]] = []
+    for count, page in enumerate(pages):
+        assert count < _LIST_PAGES_MAX, "listing bound reached"
+        found.extend((str(entry["Key"]), int(entry["Size"])) for entry in page.get("Contents", []))
+    return found
+
+
+def get_bytes(policy: RetryPolicy, url: RemoteUrl, relative: str) -> bytes | None:
+    """The object `relative` under `url`, None when there is none (GET, retried as a
+    fetch is)."""
+    try:
+        return s3_request(
+            f"cannot read {url.shown(relative)}",
+            policy,
+            lambda client: bytes(
+                client.get_object(Bucket=url.host, Key=url.key(relative))["Body"].read()
+            ),
+        )
+    except NotFound:
+        return None
+
+
+def put_if_absent(policy: RetryPolicy, url: RemoteUrl, relative: str, body: bytes) -> bool:
+    """Puts `body` as object `relative` under `url` unless one is there (``If-None-Match:
+    *``), retried as a fetch is. True when `body` is the object now: this put made it,
+    or an earlier attempt whose answer was lost did (the object has `body`'s bytes);
+    False when another writer's object was there first (412)."""
+    from botocore.exceptions import ClientError
+
+    attempts = 0
+
+    def put(client: Any) -> bool:
+        nonlocal attempts
+        attempts += 1
+        try:
+            client.put_object(Bucket=url.host, Key=url.key(relative), Body=body, IfNoneMatch="*")
+        except ClientError as error:
+            if status_of(error) == 412:
+                return False
+            raise
+        return True
+
+    if s3_request(f"cannot publish {url.shown(relative)}", policy, put):
+        return True
+    return attempts > 1 and get_bytes(policy, url, relative) == body
 
 
 def _data_files(cache: Path) -> list[str]:
