@@ -28,6 +28,7 @@ from dataset_rt import (
     WriterConfig,
     errors,
 )
+from dataset_rt._core import partitions as partitions_module
 
 QUIET = SMALL_SHARDS
 PYTHON_DIR = Path(dataset_rt.__file__).resolve().parent.parent
@@ -91,15 +92,49 @@ def test_a_retried_partition_replaces_the_earlier_attempt(
     again = dataset_rt.write_partition(inputs(retry), base, "c", partition=1, writer_config=QUIET)
     assert again.attempt != results[1].attempt and again.sample_count == 6
     folder = base / "tmp" / "partitions" / "c"
-    assert [p.name for p in folder.glob("part-000001.*") if p.is_dir()] == [again.path.name]
+    # The earlier attempt stays until the commit (an attempt never removes another).
+    attempts = sorted(p.name for p in folder.glob("part-000001.*") if p.is_dir())
+    assert attempts == sorted([results[1].path.name, again.path.name])
     # A killed attempt of partition 2: a folder with a half-written cache, no pointer.
     killed = folder / "part-000002.killed" / "c" / "shards"
     killed.mkdir(parents=True)
     (killed / "000000.bin").write_bytes(b"half")
     outcome = dataset_rt.commit_partitions(base, "c", 3)
     assert isinstance(outcome, CacheWriteSuccess), outcome
-    assert not killed.exists()
+    assert [p.name for p in folder.iterdir()] == ["committed.json"]
     single = single_write(runtime, tmp_path / "single", "c", first + retry + third)
+    assert_same_cache(runtime, base / "c", single)
+
+
+def test_two_attempts_of_a_partition_at_once_commit_the_one_sealed_last(
+    runtime: DatasetRuntime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Speculative execution: attempt A has written its cache and is about to seal
+    # when attempt B of the same partition writes, seals and returns; then A seals.
+    base = tmp_path / "b"
+    [zero] = write_parts(base, "c", [samples_of(3)])
+    slow, fast = samples_of(4, 10, "a"), samples_of(5, 20, "b")
+    seal = partitions_module._seal
+    others: list[PartitionResult] = []
+    calls: list[int] = []
+
+    def seal_after_the_other(*arguments: object) -> None:
+        calls.append(1)
+        if len(calls) == 1:  # A's seal: B runs whole first (its own seal is the second)
+            others.append(write_partition(fast))
+        seal(*arguments)  # type: ignore[arg-type]
+
+    def write_partition(samples: list[Sample]) -> PartitionResult:
+        return dataset_rt.write_partition(
+            inputs(samples), base, "c", partition=1, writer_config=QUIET
+        )
+
+    monkeypatch.setattr(partitions_module, "_seal", seal_after_the_other)
+    last = write_partition(slow)
+    assert [other.sample_count for other in others] == [5]
+    outcome = dataset_rt.commit_partitions(base, "c", [zero, last])
+    assert isinstance(outcome, CacheWriteSuccess), outcome
+    single = single_write(runtime, tmp_path / "single", "c", samples_of(3) + slow)
     assert_same_cache(runtime, base / "c", single)
 
 

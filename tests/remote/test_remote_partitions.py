@@ -24,6 +24,7 @@ from dataset_rt import (
     WriterConfig,
     errors,
 )
+from dataset_rt._core import remote_partitions
 from fault_proxy import SLOW_DOWN_XML, FaultProxy, reset, status
 from remote_fixtures import BUCKET, direct_client
 
@@ -156,3 +157,38 @@ def test_every_request_of_a_partitioned_build_is_retried_as_a_fetch_is(
     ours = runtime.cached_dataset([f"{base}/c"], reader_config=ORDERED, remote=remote)
     theirs = runtime.cached_dataset([single.path], reader_config=ORDERED)
     assert [bytes(s.data) for s in ours] == [bytes(s.data) for s in theirs]
+
+
+def test_two_attempts_of_a_partition_at_once_at_an_s3_base_commit_the_last_sealed(
+    s3_proxy: FaultProxy,
+    moto_server: tuple[str, int],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Speculative execution: attempt A has uploaded its files and is about to seal
+    # when attempt B of the same partition uploads, seals and returns; then A seals.
+    base = f"s3://{BUCKET}/speculative"
+    remote = RemoteConfig(local_dir=tmp_path / "local", retries=2, timeout_s=5.0)
+    zero = write(base, 0, samples(0, 7), remote)
+    put = remote_partitions._Store.put
+    others: list[PartitionResult] = []
+    seals: list[str] = []
+
+    def put_after_the_other(store: object, key: str, body: bytes) -> None:
+        if key.endswith("/part-000001.json"):
+            seals.append(key)
+            if len(seals) == 1:  # A's seal: B runs whole first (its seal is the second)
+                others.append(write(base, 1, samples(40, 45, "b"), remote))
+        put(store, key, body)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(remote_partitions._Store, "put", put_after_the_other)
+    last = write(base, 1, samples(7, 19, "a"), remote)
+    assert [other.sample_count for other in others] == [5]
+    done = dataset_rt.commit_partitions(base, "c", [zero, last], remote=remote)
+    assert done == CacheUploadSuccess("c", f"{base}/c", "uploaded")
+    ours = DatasetRuntime(num_workers=2).cached_dataset(
+        [f"{base}/c"], reader_config=ORDERED, remote=remote
+    )
+    assert [bytes(s.data) for s in ours] == [
+        data for data, _ in samples(0, 7) + samples(7, 19, "a")
+    ]

@@ -5,10 +5,11 @@ Layout under ``<base>/tmp/partitions/<name>/`` (docs/storage-format.md,
 "Partitions"): each attempt writes an ordinary cache named `name` into its own
 folder ``part-NNNNNN.<attempt>/``; once published there, the attempt is sealed
 by atomically replacing the pointer ``part-NNNNNN.json`` (the attempt, its
-sample count, its manifest's SHA-256), and older attempts of that partition
-are removed. The commit reads the pointers and hands them to the core
-(`drt_partitions_commit`), which verifies and joins the partitions and
-publishes ``<base>/<name>``.
+sample count, its manifest's SHA-256). Other attempts of the partition are
+left alone: one may still be writing, or about to seal (speculative execution);
+the commit, or `discard_partitions`, removes every attempt. The commit reads the
+pointers and hands them to the core (`drt_partitions_commit`), which verifies
+and joins the partitions and publishes ``<base>/<name>``.
 """
 
 from __future__ import annotations
@@ -69,11 +70,13 @@ def write_partition(
     it; `commit_partitions` publishes the cache once every partition is written.
 
     Any process that sees `base` (a shared file system) may write any partition.
-    Writing a partition again (a retried task) replaces the earlier attempt. An
-    empty partition is fine: it adds no samples. `runtime` (None: a temporary one
-    with up to 4 threads) runs the writer; `writer_config` (None: the defaults)
-    sets shards, compression and the format version, which all partitions must
-    share (`num_processes` does not apply: the partition is written here).
+    Writing a partition again (a retried task, or two at once: speculative
+    execution) seals the new attempt in place of the earlier one; the one sealed
+    last is committed, and the commit removes the others. An empty partition is
+    fine: it adds no samples. `runtime` (None: a temporary one with up to 4
+    threads) runs the writer; `writer_config` (None: the defaults) sets shards,
+    compression and the format version, which all partitions must share
+    (`num_processes` does not apply: the partition is written here).
 
     `base` may be an ``s3://bucket/prefix`` URL: the partition is written in the
     staging area of ``remote.local_dir`` (`RemoteConfig`; None: its defaults),
@@ -121,7 +124,6 @@ def write_partition(
         if not isinstance(error, Exception):
             raise
         raise failure(number, name, error) from error
-    _remove_other_attempts(folder, number, attempt_dir.name)
     return PartitionResult(name, number, sample_count, attempt, attempt_dir, digest)
 
 
@@ -247,14 +249,6 @@ def _read_pointer(folder: Path, number: int) -> SealedPart:
     except FileNotFoundError:
         raise _Unsealed(number, folder) from None
     return pointer_part(text, number, str(path))
-
-
-def _remove_other_attempts(folder: Path, number: int, keep: str) -> None:
-    """Remove the attempt folders of partition `number` but `keep` (best effort)."""
-    prefix = part_prefix(number)
-    for entry in folder.iterdir():
-        if entry.name.startswith(prefix) and entry.name != keep and entry.is_dir():
-            shutil.rmtree(entry, ignore_errors=True)
 
 
 def _clean(folder: Path) -> None:

@@ -144,9 +144,8 @@ def write_partition_to_url(
         raise failure(number, name, error) from error
     finally:
         shutil.rmtree(attempt_dir, ignore_errors=True)
-    prefix = f"{store.folder}/{part_prefix(number)}"
-    keep = (f"{prefix}{attempt}/", f"{prefix}json")
-    store.delete(key for key, _ in store.keys(prefix) if not key.startswith(keep))
+    # Other attempts' keys stay until the commit or discard_partitions: one may
+    # still be uploading, or about to seal.
     return PartitionResult(name, number, count, attempt, attempt_dir, digest)
 
 
