@@ -29,6 +29,7 @@ from dataset_rt import (
     errors,
 )
 from dataset_rt._core import partitions as partitions_module
+from dataset_rt._core.partition_attempts import committed_text, pointer_part, published_by_commit
 
 QUIET = SMALL_SHARDS
 PYTHON_DIR = Path(dataset_rt.__file__).resolve().parent.parent
@@ -152,6 +153,37 @@ def test_a_missing_partition_fails_naming_it_and_a_later_commit_succeeds(
     assert dataset_rt.commit_partitions(tmp_path, "c", 3) == CacheWriteSuccess("c", tmp_path / "c")
     single = single_write(runtime, tmp_path / "single", "c", parts[0] + parts[1] + parts[2])
     assert_same_cache(runtime, tmp_path / "c", single)
+
+
+def test_another_build_of_a_published_name_is_refused_not_taken_for_it(
+    runtime: DatasetRuntime, tmp_path: Path
+) -> None:
+    first = [samples_of(3), [], samples_of(2, 3)]
+    results = write_parts(tmp_path, "c", first)
+    folder = tmp_path / "tmp" / "partitions" / "c"
+    pointers = [pointer_part((folder / f"part-{n:06d}.json").read_bytes(), n, "") for n in range(3)]
+    done = dataset_rt.commit_partitions(tmp_path, "c", results)
+    assert done == CacheWriteSuccess("c", tmp_path / "c")
+    # The core's committed.json is the one the package computes (the s3:// commit's).
+    manifest = (tmp_path / "c" / "manifest.json").read_bytes()
+    recorded = (folder / "committed.json").read_bytes()
+    assert recorded == committed_text(manifest, pointers)
+    assert published_by_commit(recorded, manifest, pointers)
+    assert published_by_commit(recorded, manifest, None)
+    # A new build of the name with other samples, committed over it: refused, and
+    # its partitions kept (discard_partitions removes them); the cache unchanged.
+    rebuilt = write_parts(tmp_path, "c", [samples_of(5, 10, "new"), samples_of(1, 20, "new")])
+    refused = dataset_rt.commit_partitions(tmp_path, "c", rebuilt)
+    assert refused == CacheWriteError("c", f"cache path already exists: {tmp_path / 'c'}")
+    assert all(part.path.is_dir() for part in rebuilt)
+    assert not published_by_commit(recorded, manifest, [pointers[0], pointers[1], pointers[0]])
+    single = single_write(runtime, tmp_path / "single", "c", first[0] + first[2])
+    assert_same_cache(runtime, tmp_path / "c", single)
+    # Only some partitions of a new build sealed: refused too.
+    dataset_rt.discard_partitions(tmp_path, "c")
+    write_parts(tmp_path, "c", [samples_of(2, 30, "part")])
+    partial = dataset_rt.commit_partitions(tmp_path, "c", 2)
+    assert partial == CacheWriteError("c", f"cache path already exists: {tmp_path / 'c'}")
 
 
 def test_different_schemas_fail_naming_the_partitions_and_the_column(tmp_path: Path) -> None:

@@ -192,3 +192,28 @@ def test_two_attempts_of_a_partition_at_once_at_an_s3_base_commit_the_last_seale
     assert [bytes(s.data) for s in ours] == [
         data for data, _ in samples(0, 7) + samples(7, 19, "a")
     ]
+
+
+def test_another_build_at_an_s3_base_is_refused_not_taken_for_the_published_one(
+    s3_proxy: FaultProxy, moto_server: tuple[str, int], tmp_path: Path
+) -> None:
+    base = f"s3://{BUCKET}/rebuilt"
+    remote = RemoteConfig(local_dir=tmp_path / "local", retries=2, timeout_s=5.0)
+    first = [write(base, n, rows, remote) for n, rows in enumerate([samples(0, 6), samples(6, 9)])]
+    done = dataset_rt.commit_partitions(base, "c", first, remote=remote)
+    assert done == CacheUploadSuccess("c", f"{base}/c", "uploaded")
+    assert dataset_rt.commit_partitions(base, "c", 2, remote=remote) == CacheUploadSuccess(
+        "c", f"{base}/c", "reused"
+    )
+    # A new build of the name with other samples: refused, its partitions kept.
+    rebuilt = [write(base, n, samples(20, 30 + n, "new"), remote) for n in range(2)]
+    refused = dataset_rt.commit_partitions(base, "c", rebuilt, remote=remote)
+    assert refused == CacheWriteError("c", f"cache path already exists: {base}/c")
+    client = direct_client(*moto_server)
+    staged = client.list_objects_v2(Bucket=BUCKET, Prefix="rebuilt/tmp/partitions/c/part-")
+    pointers = {f"rebuilt/tmp/partitions/c/part-{n:06d}.json" for n in range(2)}
+    assert pointers <= {o["Key"] for o in staged["Contents"]}
+    kept = DatasetRuntime(num_workers=2).cached_dataset(
+        [f"{base}/c"], reader_config=ORDERED, remote=remote
+    )
+    assert [bytes(s.data) for s in kept] == [data for data, _ in samples(0, 9)]

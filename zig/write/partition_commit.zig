@@ -5,8 +5,9 @@
 //! Each partition was written as a complete cache named `<name>` inside its
 //! attempt directory `part-NNNNNN.<attempt>/` by the ordinary writer. The
 //! commit holds the name's writer lock (`staging.zig`), refuses an existing
-//! `<base>/<name>` (unless this commit published it already: `committed.json`
-//! names its manifest's SHA-256), verifies each partition's manifest against
+//! `<base>/<name>` (unless a commit of these partitions published it already:
+//! `committed.json` names its manifest's SHA-256 and the partitions' digest,
+//! committed_record.zig), verifies each partition's manifest against
 //! the SHA-256 its pointer recorded and its index.bin, records.crc32c and
 //! metadata.arrow against their manifest digests (shards are not hashed again:
 //! the writer hashed them as it wrote them; their sizes are checked), requires
@@ -28,6 +29,7 @@ const Diagnostic = @import("../base/diagnostic.zig").Diagnostic;
 const sha256 = @import("../codec/sha256.zig");
 const cache_layout = @import("../format/cache_layout.zig");
 const cache_identity = @import("../format/cache_identity.zig");
+const committed_record = @import("committed_record.zig");
 const manifest = @import("../format/manifest.zig");
 const index_file = @import("../format/index_file.zig");
 const record_checksums = @import("../format/record_checksums.zig");
@@ -63,7 +65,7 @@ pub const Part = struct {
 
 /// What the commit did: published the cache, or found it published by an
 /// earlier commit of the same partitions (its `committed.json` names the
-/// published manifest).
+/// published manifest and these partitions).
 pub const Outcome = enum(u32) { published = 0, already_published = 1 };
 
 /// The most partitions one commit joins.
@@ -83,7 +85,7 @@ pub fn commit(
     defer allocator.free(target_path);
     var staging = Staging.open(allocator, base_path, name, target_path, diagnostic) catch |err| {
         if (err != error.AlreadyExists) return err;
-        if (try publishedByCommit(allocator, base_path, name)) return .already_published;
+        if (try publishedByCommit(allocator, base_path, name, parts)) return .already_published;
         return err;
     };
     var published = false;
@@ -101,7 +103,8 @@ pub fn commit(
     try join.moveShards(diagnostic);
     errdefer join.moveShardsBack();
     try staging.syncDirs(diagnostic);
-    try writeCommitted(&staging, name, manifest_sha256, diagnostic);
+    const parts_sha256 = committed_record.partsDigest(parts);
+    try writeCommitted(&staging, name, manifest_sha256, parts_sha256, diagnostic);
     try staging.publish(diagnostic);
     published = true;
     durable_files.syncDir(staging.base_dir, "the cache directory", diagnostic) catch {};
@@ -660,27 +663,19 @@ const PartReader = struct {
     }
 };
 
-/// The text of `committed.json` for a published manifest's SHA-256.
-fn committedText(buffer: *[committed_bytes]u8, manifest_sha256: [32]u8) []const u8 {
-    return std.fmt.bufPrint(buffer, "{{\"manifest_sha256\": \"{s}\"}}", .{
-        &sha256.hexDigest(manifest_sha256),
-    }) catch unreachable;
-}
-
-const committed_bytes = "{\"manifest_sha256\": \"\"}".len + 2 * sha256.digest_length;
-
 /// Records, before publishing, which manifest this commit publishes: written
 /// to a temporary file, fsynced, renamed to `committed.json`.
 fn writeCommitted(
     staging: *Staging,
     name: []const u8,
     manifest_sha256: [32]u8,
+    parts_sha256: [32]u8,
     diagnostic: *Diagnostic,
 ) Error!void {
     const allocator = staging.allocator;
     const io = system.io();
-    var buffer: [committed_bytes]u8 = undefined;
-    const text = committedText(&buffer, manifest_sha256);
+    var buffer: committed_record.Buffer = undefined;
+    const text = committed_record.text(&buffer, manifest_sha256, parts_sha256);
     const folder = try std.fmt.allocPrint(allocator, "{s}/{s}", .{ partitions_dir, name });
     defer allocator.free(folder);
     var dir = staging.base_dir.createDirPathOpen(io, folder, .{}) catch |err| {
@@ -717,11 +712,14 @@ fn writeCommitted(
 }
 
 /// Whether `<base>/<name>` is the cache a commit of these partitions
-/// published: `committed.json` names the SHA-256 of its manifest.json.
+/// published: `committed.json` names the SHA-256 of its manifest.json and
+/// `parts`' digest (`committed_record.matches`). With `parts` unknown, and for a
+/// `committed.json` of an earlier version (no digest), the manifest decides.
 fn publishedByCommit(
     allocator: std.mem.Allocator,
     base_path: []const u8,
     name: []const u8,
+    parts: []const Part,
 ) error{OutOfMemory}!bool {
     const io = system.io();
     var base_dir = std.Io.Dir.cwd().openDir(io, base_path, .{}) catch return false;
@@ -739,12 +737,12 @@ fn publishedByCommit(
         partitions_dir, name, committed_file,
     });
     defer allocator.free(committed_path);
-    var buffer: [committed_bytes]u8 = undefined;
+    var buffer: committed_record.Buffer = undefined;
     const recorded = base_dir.readFile(io, committed_path, &buffer) catch return false;
-    var expected_buffer: [committed_bytes]u8 = undefined;
-    return std.mem.eql(u8, recorded, committedText(&expected_buffer, sha256.hash(text)));
+    return committed_record.matches(recorded, sha256.hash(text), parts);
 }
 
 test {
     _ = @import("partition_commit_test.zig");
+    _ = @import("committed_record.zig");
 }

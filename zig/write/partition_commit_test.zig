@@ -211,6 +211,31 @@ test "commit refuses different schemas, a foreign cache and a changed attempt, p
     try testing.expect(std.mem.startsWith(u8, diagnostic.message(), "cache path already exists: "));
 }
 
+test "a published name is this commit's only for the partitions it joined" {
+    var base: Base = undefined;
+    try base.init();
+    defer base.deinit();
+    const parts = [_]Part{
+        try base.writePart(0, "a0", 0, 4, "i"),
+        try base.writePart(1, "a0", 4, 7, "i"),
+    };
+    const Outcome = partition_commit.Outcome;
+    var diagnostic: Diagnostic = .{};
+    try testing.expectEqual(Outcome.published, try commit(base.path, &parts, &diagnostic));
+    // Another build of the name (partition 1 written again) is refused.
+    const rebuilt = [_]Part{ parts[0], try base.writePart(1, "b0", 4, 9, "i") };
+    try testing.expectError(error.AlreadyExists, commit(base.path, &rebuilt, &diagnostic));
+    try testing.expect(std.mem.startsWith(u8, diagnostic.message(), "cache path already exists: "));
+    try testing.expect(base.exists("tmp/partitions/c/part-000001.b0/c/manifest.json"));
+    // The same partitions, and partitions not known (the pointers removed after
+    // the commit): published by this commit.
+    try testing.expectEqual(Outcome.already_published, try commit(base.path, &parts, &diagnostic));
+    const empty: Part = .{ .attempt = null, .sample_count = 0, .manifest_sha256 = zero };
+    const unknown: [2]Part = @splat(empty);
+    const again = try commit(base.path, &unknown, &diagnostic);
+    try testing.expectEqual(Outcome.already_published, again);
+}
+
 test "commit refuses bad arguments by name" {
     var base: Base = undefined;
     try base.init();

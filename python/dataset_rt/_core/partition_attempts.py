@@ -66,6 +66,45 @@ def pointer_part(text: bytes, number: int, where: str) -> SealedPart:
     return SealedPart(attempt if count > 0 else None, count, sha)
 
 
+def parts_digest(parts: Iterable[SealedPart]) -> str:
+    """The hex SHA-256 naming the partitions a commit joins, as ``committed.json``'s
+    ``parts_sha256`` records it (docs/storage-format.md, "Partitions"; the core's
+    `partsDigest`): over each partition in order, ``<attempt>\\n<sample_count>\\n
+    <manifest_sha256, hex>\\n``, the attempt empty for a partition of no samples."""
+    digest = hashlib.sha256()
+    for part in parts:
+        fields = (part.attempt or "", str(part.sample_count), part.manifest_sha256.hex())
+        digest.update("".join(f"{field}\n" for field in fields).encode())
+    return digest.hexdigest()
+
+
+def committed_text(manifest: bytes, parts: Iterable[SealedPart]) -> bytes:
+    """``committed.json`` for a published `manifest` and the partitions joined."""
+    manifest_sha256 = hashlib.sha256(manifest).hexdigest()
+    return (
+        f'{{"manifest_sha256": "{manifest_sha256}", "parts_sha256": "{parts_digest(parts)}"}}'
+    ).encode()
+
+
+def published_by_commit(
+    committed: bytes | None, manifest: bytes, parts: list[SealedPart] | None
+) -> bool:
+    """Whether `committed` (``committed.json``) records that a commit of `parts`
+    published `manifest` (the core's rule): with `parts` None (not known: the
+    pointers were removed after a commit), and for a ``committed.json`` of an
+    earlier version (the manifest's digest only), the manifest decides."""
+    if committed is None:
+        return False
+    manifest_sha256 = hashlib.sha256(manifest).hexdigest()
+    if committed == f'{{"manifest_sha256": "{manifest_sha256}"}}'.encode():
+        return True
+    expected = committed_text(manifest, parts or [])
+    if parts is not None:
+        return committed == expected
+    digest_at = len(expected) - 2 - 64
+    return len(committed) == len(expected) and committed[:digest_at] == expected[:digest_at]
+
+
 def failure(number: int, name: str, error: Exception) -> errors.CacheWriteFailedError:
     """The error of partition `number` that `error` stopped (chain it as the cause)."""
     return errors.CacheWriteFailedError(

@@ -149,7 +149,8 @@ def commit_partitions(
     Returns `CacheWriteSuccess`, also when called again after it published, or
     `CacheWriteError` naming the problem: a partition not written (its number),
     partitions whose metadata schemas differ (both numbers and the column), an
-    existing cache at ``base/name`` (``cache path already exists``). Nothing is
+    existing cache at ``base/name`` (``cache path already exists``), also one an
+    earlier build of the name published from other partitions. Nothing is
     published then. Arguments of the wrong type or value raise
     `TypeError`/`ValueError`.
 
@@ -178,14 +179,18 @@ def commit_partitions(
     folder = partitions_folder(local_base, name)
     target = Path(base) / name
     try:
-        sealed = [_read_pointer(folder, number) for number in range(count)]
-    except _Unsealed as unsealed:
-        if not os.path.lexists(target):
-            return CacheWriteError(name, f"partition {unsealed.number} of {count} {unsealed}")
-        # The core tells whether the cache there is the one an earlier commit published.
-        sealed = [SealedPart(None, 0, bytes(32))] * count
+        pointers = [_read_pointer(folder, number) for number in range(count)]
     except errors.InvalidCacheError as error:
         return CacheWriteError(name, str(error))
+    missing = [number for number, part in enumerate(pointers) if part is None]
+    if missing and (len(missing) < count or not os.path.lexists(target)):
+        if os.path.lexists(target):  # another build's partitions, not all written
+            return CacheWriteError(name, f"cache path already exists: {target}")
+        unsealed = f"was not written (no sealed attempt in {folder})"
+        return CacheWriteError(name, f"partition {missing[0]} of {count} {unsealed}")
+    # No pointer at all, and a cache there: the core tells whether a commit
+    # published it (its clean-up removed the pointers); the parts are not known.
+    sealed = [part or SealedPart(None, 0, bytes(32)) for part in pointers]
     try:
         _commit(local_base, name, sealed)
     except errors.DatasetRtError as error:
@@ -220,14 +225,6 @@ def discard_partitions(
     _clean(partitions_folder(os.fspath(base), name))
 
 
-class _Unsealed(Exception):
-    """A partition with no sealed attempt."""
-
-    def __init__(self, number: int, folder: Path) -> None:
-        super().__init__(f"was not written (no sealed attempt in {folder})")
-        self.number = number
-
-
 def _seal(folder: Path, number: int, attempt: str, sample_count: int, digest: str) -> None:
     """Atomically make `attempt` the partition's sealed attempt (temporary file,
     fsync, rename over the pointer, fsync of the folder)."""
@@ -241,13 +238,13 @@ def _seal(folder: Path, number: int, attempt: str, sample_count: int, digest: st
     _sync_dir(folder)
 
 
-def _read_pointer(folder: Path, number: int) -> SealedPart:
-    """The sealed attempt of partition `number`; `_Unsealed` when there is none."""
+def _read_pointer(folder: Path, number: int) -> SealedPart | None:
+    """The sealed attempt of partition `number`; None when there is none."""
     path = folder / f"{part_prefix(number)}json"
     try:
         text = path.read_bytes()
     except FileNotFoundError:
-        raise _Unsealed(number, folder) from None
+        return None
     return pointer_part(text, number, str(path))
 
 

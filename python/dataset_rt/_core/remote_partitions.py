@@ -15,7 +15,6 @@ and puts the manifest last with ``If-None-Match: *``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from collections.abc import Iterable
@@ -28,10 +27,12 @@ from dataset_rt._config import RemoteConfig, WriterConfig
 from dataset_rt._core.partition_attempts import (
     COMMITTED,
     attempt_id,
+    committed_text,
     failure,
     part_prefix,
     pointer_part,
     pointer_text,
+    published_by_commit,
     write_attempt,
 )
 from dataset_rt._core.remote_writing import staging_base, writable_publisher
@@ -155,20 +156,28 @@ def commit_partitions_to_url(
     """`commit_partitions` for an ``s3://`` base (see the module's comment)."""
     store = _Store(url, name, remote)
     shown = store.publisher.cache_url(name).shown()
-    if store.publisher.is_published(name):
-        return _already(store, shown)
-    sealed: list[SealedPart] = []
-    for number in range(count):
-        text = store.get(f"{store.folder}/{part_prefix(number)}json")
-        if text is None:
-            message = f"partition {number} of {count} was not written (no sealed attempt in "
-            return CacheWriteError(name, message + f"s3://{store.bucket}/{store.folder})")
-        sealed.append(pointer_part(text, number, f"s3://{store.bucket}/{store.folder}"))
+    published = store.publisher.is_published(name)
+    where = f"s3://{store.bucket}/{store.folder}"
+    texts = [store.get(f"{store.folder}/{part_prefix(number)}json") for number in range(count)]
+    missing = [number for number, text in enumerate(texts) if text is None]
+    try:
+        pointers = [pointer_part(t, n, where) for n, t in enumerate(texts) if t is not None]
+    except errors.InvalidCacheError as error:
+        return CacheWriteError(name, str(error))
+    if published and len(missing) in (0, count):
+        # All pointers: the partitions to compare; none: removed after a commit.
+        return _already(store, shown, None if missing else pointers)
+    if published:  # another build's partitions, not all written
+        return CacheWriteError(name, f"cache path already exists: {shown}")
+    if missing:
+        unsealed = f"was not written (no sealed attempt in {where})"
+        return CacheWriteError(name, f"partition {missing[0]} of {count} {unsealed}")
+    sealed = pointers
     work = staging_base(remote, url) / "commits" / f"{name}.{attempt_id()}"
     try:
         sources = _stage_locally(store, work, sealed)
         _commit(work, name, sealed)
-        return _upload(store, work / name, sources, shown)
+        return _upload(store, work / name, sources, shown, sealed)
     except errors.DatasetRtError as error:
         return CacheWriteError(name, str(error))
     except Exception as error:  # noqa: BLE001 - botocore's errors: the commit can run again
@@ -177,18 +186,14 @@ def commit_partitions_to_url(
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _already(store: _Store, shown: str) -> CacheWriteResult:
+def _already(store: _Store, shown: str, parts: list[SealedPart] | None) -> CacheWriteResult:
     """A cache published at the name: this build's (its committed.json names its
-    manifest), or another's."""
+    manifest and these partitions, `published_by_commit`), or another's."""
     manifest = store.get(store.publisher.cache_url(store.name).key("manifest.json"))
     committed = store.get(f"{store.folder}/{COMMITTED}")
-    if manifest is not None and committed == _committed_text(manifest):
+    if manifest is not None and published_by_commit(committed, manifest, parts):
         return CacheUploadSuccess(store.name, shown, "reused")
     return CacheWriteError(store.name, f"cache path already exists: {shown}")
-
-
-def _committed_text(manifest: bytes) -> bytes:
-    return f'{{"manifest_sha256": "{hashlib.sha256(manifest).hexdigest()}"}}'.encode()
 
 
 def _stage_locally(store: _Store, work: Path, sealed: list[SealedPart]) -> list[str]:
@@ -227,7 +232,9 @@ def _stage_locally(store: _Store, work: Path, sealed: list[SealedPart]) -> list[
     return sources
 
 
-def _upload(store: _Store, cache: Path, sources: list[str], shown: str) -> CacheWriteResult:
+def _upload(
+    store: _Store, cache: Path, sources: list[str], shown: str, sealed: list[SealedPart]
+) -> CacheWriteResult:
     """The committed cache at the URL: shards copied inside the store, the joined files
     uploaded, committed.json, then the manifest if no writer has published one."""
     cache_url = store.publisher.cache_url(store.name)
@@ -237,7 +244,7 @@ def _upload(store: _Store, cache: Path, sources: list[str], shown: str) -> Cache
         if (cache / file).is_file():
             store.put(cache_url.key(file), (cache / file).read_bytes())
     manifest = (cache / "manifest.json").read_bytes()
-    store.put(f"{store.folder}/{COMMITTED}", _committed_text(manifest))
+    store.put(f"{store.folder}/{COMMITTED}", committed_text(manifest, sealed))
     if not store.put_if_absent(cache_url.key("manifest.json"), manifest):
         return CacheWriteError(store.name, f"cache path already exists: {shown}")
     _discard(store)
