@@ -217,3 +217,24 @@ def test_another_build_at_an_s3_base_is_refused_not_taken_for_the_published_one(
         [f"{base}/c"], reader_config=ORDERED, remote=remote
     )
     assert [bytes(s.data) for s in kept] == [data for data, _ in samples(0, 9)]
+
+
+def test_keys_the_store_did_not_delete_are_deleted_again(
+    s3_proxy: FaultProxy, moto_server: tuple[str, int], tmp_path: Path
+) -> None:
+    # DeleteObjects answers 200 and lists the keys it could not delete.
+    base = f"s3://{BUCKET}/undeleted"
+    remote = RemoteConfig(local_dir=tmp_path / "local", retries=2, timeout_s=5.0)
+    write(base, 0, samples(0, 4), remote)
+    key = "undeleted/tmp/partitions/c/part-000000.json"
+    partial = (
+        b'<?xml version="1.0" encoding="UTF-8"?>\n<DeleteResult><Error><Key>'
+        + key.encode()
+        + b"</Key><Code>InternalError</Code><Message>We encountered an internal error."
+        b"</Message></Error></DeleteResult>"
+    )
+    s3_proxy.script_for("?delete", status(200, partial))
+    dataset_rt.discard_partitions(base, "c", remote=remote)
+    assert sum("?delete" in r for r in s3_proxy.requests) == 2
+    listing = direct_client(*moto_server).list_objects_v2(Bucket=BUCKET, Prefix="undeleted/")
+    assert "Contents" not in listing

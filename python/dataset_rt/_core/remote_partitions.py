@@ -19,6 +19,7 @@ import json
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from dataset_rt import errors
 from dataset_rt._binding.partitions import SealedPart
@@ -44,6 +45,7 @@ from dataset_rt._records import (
     CacheWriteResult,
     PartitionResult,
 )
+from dataset_rt._remote.retry import Refused, Transient
 from dataset_rt._remote.s3 import s3_request
 from dataset_rt._remote.upload import S3Publisher, Transfer, get_bytes, list_keys, put_if_absent
 from dataset_rt._remote.url import RemoteUrl
@@ -108,12 +110,20 @@ class _Store:
             self._delete_objects(batch[start : start + 1000])
 
     def _delete_objects(self, objects: list[dict[str, str]]) -> None:
-        """One DeleteObjects request (at most 1,000 keys)."""
-        s3_request(
-            f"cannot delete under s3://{self.bucket}/{self.folder}",
-            self.policy,
-            lambda client: client.delete_objects(Bucket=self.bucket, Delete={"Objects": objects}),
-        )
+        """One DeleteObjects request (at most 1,000 keys). S3 answers 200 and lists
+        the keys it could not delete: those make the attempt fail, and the retry
+        sends the batch again (deleting a deleted key is no error)."""
+
+        def delete(client: Any) -> None:
+            answer = client.delete_objects(Bucket=self.bucket, Delete={"Objects": objects})
+            failed = answer.get("Errors") or []
+            if failed:
+                first = failed[0]
+                cause = f"{first.get('Code')}: {first.get('Message')} ({first.get('Key')})"
+                error = Refused if first.get("Code") == "AccessDenied" else Transient
+                raise error(f"{len(failed)} key(s) not deleted, the first with {cause}")
+
+        s3_request(f"cannot delete under s3://{self.bucket}/{self.folder}", self.policy, delete)
 
 
 def write_partition_to_url(
