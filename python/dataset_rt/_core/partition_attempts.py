@@ -80,10 +80,13 @@ def parts_digest(parts: Iterable[SealedPart]) -> str:
 
 def committed_text(manifest: bytes, parts: Iterable[SealedPart]) -> bytes:
     """``committed.json`` for a published `manifest` and the partitions joined."""
+    return _committed_prefix(manifest) + f'{parts_digest(parts)}"}}'.encode()
+
+
+def _committed_prefix(manifest: bytes) -> bytes:
+    """``committed.json`` up to the partitions' digest."""
     manifest_sha256 = hashlib.sha256(manifest).hexdigest()
-    return (
-        f'{{"manifest_sha256": "{manifest_sha256}", "parts_sha256": "{parts_digest(parts)}"}}'
-    ).encode()
+    return f'{{"manifest_sha256": "{manifest_sha256}", "parts_sha256": "'.encode()
 
 
 def published_by_commit(
@@ -95,14 +98,28 @@ def published_by_commit(
     earlier version (the manifest's digest only), the manifest decides."""
     if committed is None:
         return False
-    manifest_sha256 = hashlib.sha256(manifest).hexdigest()
-    if committed == f'{{"manifest_sha256": "{manifest_sha256}"}}'.encode():
+    legacy = f'{{"manifest_sha256": "{hashlib.sha256(manifest).hexdigest()}"}}'.encode()
+    if committed == legacy:
         return True
-    expected = committed_text(manifest, parts or [])
     if parts is not None:
-        return committed == expected
-    digest_at = len(expected) - 2 - 64
-    return len(committed) == len(expected) and committed[:digest_at] == expected[:digest_at]
+        return committed == committed_text(manifest, parts)
+    prefix = _committed_prefix(manifest)
+    return committed.startswith(prefix) and len(committed) == len(prefix) + 64 + len(b'"}')
+
+
+def pointers_problem(
+    missing: list[int], count: int, published: bool, shown: str, where: str
+) -> str | None:
+    """Why a commit of `count` partitions stops before the core, given the numbers
+    of those with no pointer (`missing`) and whether a cache is at the name
+    (`shown`): some pointers missing there (another build, not all written), or
+    any missing where none is; None when the commit goes on (every pointer, or
+    none at a published name: removed after the commit that published it)."""
+    if published and 0 < len(missing) < count:
+        return f"cache path already exists: {shown}"
+    if missing and not published:
+        return f"partition {missing[0]} of {count} was not written (no sealed attempt in {where})"
+    return None
 
 
 def failure(number: int, name: str, error: Exception) -> errors.CacheWriteFailedError:

@@ -32,6 +32,7 @@ from dataset_rt._core.partition_attempts import (
     part_prefix,
     pointer_part,
     pointer_text,
+    pointers_problem,
     write_attempt,
 )
 from dataset_rt._core.remote_partitions import (
@@ -183,11 +184,9 @@ def commit_partitions(
     except errors.InvalidCacheError as error:
         return CacheWriteError(name, str(error))
     missing = [number for number, part in enumerate(pointers) if part is None]
-    if missing and (len(missing) < count or not os.path.lexists(target)):
-        if os.path.lexists(target):  # another build's partitions, not all written
-            return CacheWriteError(name, f"cache path already exists: {target}")
-        unsealed = f"was not written (no sealed attempt in {folder})"
-        return CacheWriteError(name, f"partition {missing[0]} of {count} {unsealed}")
+    problem = pointers_problem(missing, count, os.path.lexists(target), str(target), str(folder))
+    if problem is not None:
+        return CacheWriteError(name, problem)
     # No pointer at all, and a cache there: the core tells whether a commit
     # published it (its clean-up removed the pointers); the parts are not known.
     sealed = [part or SealedPart(None, 0, bytes(32)) for part in pointers]

@@ -33,6 +33,7 @@ from dataset_rt._core.partition_attempts import (
     part_prefix,
     pointer_part,
     pointer_text,
+    pointers_problem,
     published_by_commit,
     write_attempt,
 )
@@ -174,14 +175,11 @@ def commit_partitions_to_url(
         pointers = [pointer_part(t, n, where) for n, t in enumerate(texts) if t is not None]
     except errors.InvalidCacheError as error:
         return CacheWriteError(name, str(error))
-    if published and len(missing) in (0, count):
-        # All pointers: the partitions to compare; none: removed after a commit.
+    problem = pointers_problem(missing, count, published, shown, where)
+    if problem is not None:
+        return CacheWriteError(name, problem)
+    if published:  # all pointers: the partitions to compare; none: removed after a commit
         return _already(store, shown, None if missing else pointers)
-    if published:  # another build's partitions, not all written
-        return CacheWriteError(name, f"cache path already exists: {shown}")
-    if missing:
-        unsealed = f"was not written (no sealed attempt in {where})"
-        return CacheWriteError(name, f"partition {missing[0]} of {count} {unsealed}")
     sealed = pointers
     work = staging_base(remote, url) / "commits" / f"{name}.{attempt_id()}"
     try:

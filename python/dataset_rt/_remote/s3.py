@@ -44,8 +44,8 @@ _RETRIED_CODES = {
     "RequestTimeout",
     "ConditionalRequestConflict",
 }
-T = TypeVar("T")
 _RETRIED_STATUSES = {408, 429}
+T = TypeVar("T")
 
 
 class _Clients:
@@ -130,47 +130,44 @@ class S3Transport:
         )
 
     def _attempt(self, key: str, dest: Path) -> None:
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        client = s3_client(self.policy.timeout_s)
-        try:
-            response = client.get_object(Bucket=self.url.host, Key=key)
-        except ClientError as error:
-            raise classify(error) from None
-        except BotoCoreError as error:
-            raise self._connection_failure(error) from None
+        timeout_s = self.policy.timeout_s
+        response = classified(
+            lambda: s3_client(timeout_s).get_object(Bucket=self.url.host, Key=key), timeout_s
+        )
         body = response["Body"]
         try:
-            copy_body(body.read, dest, response.get("ContentLength"))
-        except BotoCoreError as error:
-            raise self._connection_failure(error) from None
+            classified(lambda: copy_body(body.read, dest, response.get("ContentLength")), timeout_s)
         except OSError as error:
             raise Transient(f"connection failed: {error.strerror or error}") from None
         finally:
             body.close()
 
-    def _connection_failure(self, error: Exception) -> Exception:
-        return connection_failure(error, self.policy.timeout_s)
+
+def classified(call: Callable[[], T], timeout_s: float) -> T:
+    """`call()`, one attempt of a request on a client of `timeout_s`, with botocore's
+    errors as the retry policy's: a ClientError classified (`classify`: NotFound,
+    Refused or Transient), a BotoCoreError a connection failure."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        return call()
+    except ClientError as error:
+        raise classify(error) from None
+    except BotoCoreError as error:
+        raise connection_failure(error, timeout_s) from None
 
 
 def s3_request(doing: str, policy: RetryPolicy, call: Callable[[Any], T]) -> T:
     """`call(client)` on this process's client (one request, or a managed transfer),
-    retried as a fetch is: a ClientError is classified (`classify`), a BotoCoreError
-    is a connection failure; `Transient` is retried after a backoff, `Refused` or the
-    last failure is a RemoteError starting with `doing`, and `NotFound` (404) is
-    raised as it is, for the caller to say what a missing key means. `call` must be
-    safe to repeat: the request may have taken effect when its answer was lost."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    def attempt() -> T:
-        try:
-            return call(s3_client(policy.timeout_s))
-        except ClientError as error:
-            raise classify(error) from None
-        except BotoCoreError as error:
-            raise connection_failure(error, policy.timeout_s) from None
-
-    return run_with_retries(doing, policy, attempt)
+    retried as a fetch is (`classified`): `Transient` is retried after a backoff,
+    `Refused` or the last failure is a RemoteError starting with `doing`, and
+    `NotFound` (404) is raised as it is, for the caller to say what a missing key
+    means. `call` must be safe to repeat: the request may have taken effect when its
+    answer was lost."""
+    timeout_s = policy.timeout_s
+    return run_with_retries(
+        doing, policy, lambda: classified(lambda: call(s3_client(timeout_s)), timeout_s)
+    )
 
 
 def connection_failure(error: Exception, timeout_s: float) -> Exception:
