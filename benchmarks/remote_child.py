@@ -15,13 +15,16 @@ Phases:
          from the dataset's creation to the last sample; the system's local copies
          in --dir (a fresh folder: cold; the folder a cold read filled: warm), at
          most --budget-bytes of them where given. Ours with --local-cache reads
-         that folder as a local cache instead (the warm run's reference).
+         that folder as a local cache instead (the warm run's reference). With
+         --positions, only the epoch's first that many samples are read (a budget
+         run whose whole epoch would fetch far more than the harness can wait for).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import os
 import sys
 import time
@@ -159,6 +162,17 @@ def open_litdata(args: argparse.Namespace, shuffle: bool) -> Any:
 OPENERS = {"ours": open_ours, "litdata": open_litdata, "mosaic": open_mosaic}
 
 
+class Prefix:
+    """The first `positions` samples of one pass over `dataset` (iter() called once)."""
+
+    def __init__(self, dataset: Any, positions: int) -> None:
+        self.dataset = dataset
+        self.positions = positions
+
+    def __iter__(self) -> Any:
+        return itertools.islice(iter(self.dataset), self.positions)
+
+
 def import_system(system: str) -> None:
     """Import the system's library and boto3 (every system's S3 client; ours imports
     it at the first s3:// open), so that neither import is timed."""
@@ -187,10 +201,12 @@ def phase_read(args: argparse.Namespace) -> Json:
             raise
         return {"skipped": f"{type(error).__name__}: {error}"}
     open_seconds = time.perf_counter() - start
+    read: Any = dataset if args.positions is None else Prefix(dataset, args.positions)
+    expected = args.count if args.positions is None else args.positions
     if args.system == "ours":
-        result = workload.read_pass(dataset, "ordered", args.count)
+        result = workload.read_pass(read, "ordered", expected)
     else:
-        result = training_peers.read_pass(dataset, args.count)
+        result = training_peers.read_pass(read, expected)
     result["wall_seconds"] = time.perf_counter() - start
     result["open_seconds"] = open_seconds
     result["import_seconds"] = import_seconds
@@ -215,6 +231,9 @@ def main() -> None:
     parser.add_argument("--shard-bytes", type=int, default=8 << 20)
     parser.add_argument("--mode", choices=["ordered", "shuffled"], default="ordered")
     parser.add_argument("--budget-bytes", type=int, default=None)
+    parser.add_argument(
+        "--positions", type=int, default=None, help="read the epoch's first N samples only"
+    )
     parser.add_argument(
         "--no-revalidate", action="store_true", help="ours: RemoteConfig(revalidate=False)"
     )
