@@ -8,6 +8,7 @@ const active_table = @import("stream/active_table.zig");
 const dataset_mix = @import("read/dataset_mix.zig");
 const stream_share = @import("stream/stream_share.zig");
 const stream_state = @import("stream/stream_state.zig");
+const cache_info = @import("table/cache_info.zig");
 const Diagnostic = @import("base/diagnostic.zig").Diagnostic;
 const c_types = @import("c_types.zig");
 const ReaderOptions = c_types.ReaderOptions;
@@ -15,6 +16,7 @@ const StreamPosition = c_types.StreamPosition;
 const StreamState = c_types.StreamState;
 const ShareSpec = c_types.ShareSpec;
 const ShareCounts = c_types.ShareCounts;
+const Buffer = c_types.Buffer;
 const shareOf = c_types.shareOf;
 const algorithm_bytes = c_types.algorithm_bytes;
 
@@ -22,6 +24,7 @@ const c_status = @import("c_status.zig");
 const status_ok = c_status.status_ok;
 const status_invalid_argument = c_status.status_invalid_argument;
 const status_out_of_memory = c_status.status_out_of_memory;
+const status_out_of_range = c_status.status_out_of_range;
 const status_wrong_process = c_status.status_wrong_process;
 const allocator = c_status.allocator;
 const failMessage = c_status.failMessage;
@@ -30,6 +33,7 @@ const nullArgument = c_status.nullArgument;
 const checkProcess = c_status.checkProcess;
 const byteString = c_status.byteString;
 const arrayArgument = c_status.arrayArgument;
+const handOut = c_status.handOut;
 const Runtime = c_status.Runtime;
 
 export fn drt_dataset_open(
@@ -154,6 +158,27 @@ export fn drt_dataset_cache_sha256s(
         out_ptr[index * digest_length ..][0..digest_length].* = cache.manifest_sha256;
     }
     return status_ok;
+}
+
+/// Core-owned JSON describing cache `cache_index` of the dataset from the manifest it
+/// opened, as `drt_cache_info` describes a folder's (for a remote cache: the version
+/// opened, with no request).
+export fn drt_dataset_cache_info(
+    dataset: ?*dataset_module.Dataset,
+    cache_index: u32,
+    out: ?*?*Buffer,
+) i32 {
+    const d = dataset orelse return nullArgument("dataset");
+    if (!checkProcess(d.pool)) return status_wrong_process;
+    const out_ptr = out orelse return nullArgument("out pointer");
+    if (cache_index >= d.caches.len) return failMessage(
+        status_out_of_range,
+        "cache_index is {d}, the dataset has {d} caches",
+        .{ cache_index, d.caches.len },
+    );
+    const text = cache_info.render(allocator, d.caches[cache_index].parsed.manifest) catch
+        return failMessage(status_out_of_memory, "out of memory", .{});
+    return handOut(text, out_ptr);
 }
 
 export fn drt_dataset_position(dataset: ?*dataset_module.Dataset, out: ?*StreamPosition) i32 {

@@ -842,6 +842,41 @@ static int check_cache_info(const char *base_dir) {
     return 0;
 }
 
+/* An open dataset of c_source and c_raw describes each cache exactly as
+ * drt_cache_info describes its folder; an index past the last is out of range. */
+static int check_dataset_cache_info(drt_runtime *runtime, const char *base_dir) {
+    char first[4096], second[4096];
+    snprintf(first, sizeof first, "%s/c_source", base_dir);
+    snprintf(second, sizeof second, "%s/c_raw", base_dir);
+    const char *paths[2] = {first, second};
+    const uint64_t path_lens[2] = {strlen(first), strlen(second)};
+    drt_reader_options options = {.seed = 1, .prefetch_size = 8};
+    drt_dataset *dataset = NULL;
+    if (drt_dataset_open(runtime, paths, path_lens, 2, &options, &dataset) != DRT_OK) return fail("dataset_open");
+    int failed = 0;
+    for (uint32_t i = 0; i < 2 && !failed; i++) {
+        drt_buffer *opened = NULL, *folder = NULL;
+        if (drt_dataset_cache_info(dataset, i, &opened) != DRT_OK) return fail("dataset_cache_info");
+        if (drt_cache_info(paths[i], path_lens[i], &folder) != DRT_OK) return fail("cache_info");
+        if (opened->len != folder->len || memcmp(opened->data, folder->data, folder->len) != 0) {
+            fprintf(stderr, "cache %u described as %.*s, its folder as %.*s\n", i, (int)opened->len,
+                    (const char *)opened->data, (int)folder->len, (const char *)folder->data);
+            failed = 1;
+        }
+        drt_buffer_release(opened);
+        drt_buffer_release(folder);
+    }
+    drt_buffer *past = NULL;
+    if (!failed && (drt_dataset_cache_info(dataset, 2, &past) != DRT_ERR_OUT_OF_RANGE || past != NULL ||
+                    strstr(drt_last_error(), "cache_index is 2, the dataset has 2 caches") == NULL)) {
+        fprintf(stderr, "cache_index 2 of 2 caches: %s\n", drt_last_error());
+        failed = 1;
+    }
+    drt_dataset_destroy(dataset);
+    if (!failed) printf("an open dataset described its two caches as their folders\n");
+    return failed;
+}
+
 /* With at most one shard file open in the process, c_raw (two shards) reads back
  * whole, its payloads in place: each shard is opened when read (and mapped), the
  * other closed to make room. */
@@ -892,6 +927,7 @@ int main(int argc, char **argv) {
     if (rc == 0 && writing) rc = write_cache(runtime, argv[1], "c_raw", DRT_COMPRESSION_NONE, PUSH_BORROWED);
     if (rc == 0) rc = read_cache(runtime, argv[1], "c_raw", 1000);
     if (rc == 0) rc = read_mapped(runtime, argv[1], "c_raw", 1000);
+    if (rc == 0) rc = check_dataset_cache_info(runtime, argv[1]);
     if (rc == 0 && writing) rc = write_cache(runtime, argv[1], "c_columns", DRT_COMPRESSION_NONE, PUSH_COLUMNS);
     if (rc == 0) rc = read_cache(runtime, argv[1], "c_columns", 0);
     if (rc == 0 && writing) rc = write_cache(runtime, argv[1], "c_columns_joined", DRT_COMPRESSION_NONE, PUSH_COLUMNS_JOINED);

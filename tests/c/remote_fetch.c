@@ -141,12 +141,29 @@ static int read_all(drt_runtime *runtime, drt_remote *remote, int32_t *read_stat
 }
 
 /* Pins the version of URL that `remote` holds (opened without a request: revalidate
- * is off), then turns revalidate on; an empty URL is refused. */
+ * is off; described from its manifest), then turns revalidate on; an empty URL is
+ * refused. */
 static int pin_held_version(drt_runtime *runtime, drt_remote *remote) {
     drt_dataset *dataset = NULL;
     if (open_url(runtime, remote, &dataset)) return 1;
     uint8_t digest[32];
     int failed = drt_dataset_cache_sha256s(dataset, digest, 1) != DRT_OK;
+    /* The version opened describes itself without a request (the caller's counts). */
+    drt_buffer *info = NULL;
+    if (!failed && drt_dataset_cache_info(dataset, 0, &info) != DRT_OK) {
+        fprintf(stderr, "dataset_cache_info: %s\n", drt_last_error());
+        failed = 1;
+    }
+    if (!failed) {
+        char text[4096];
+        snprintf(text, sizeof text, "%.*s", (int)info->len, (const char *)info->data);
+        drt_buffer_release(info);
+        const char *expected = "\"source_name\":\"" CACHE_NAME "\",\"sample_count\":300,";
+        if (strstr(text, expected) == NULL) {
+            fprintf(stderr, "dataset_cache_info lacks %s: %s\n", expected, text);
+            failed = 1;
+        }
+    }
     drt_dataset_destroy(dataset);
     if (!failed && drt_remote_pin_version(remote, URL, 0, digest) != DRT_ERR_INVALID_ARGUMENT) {
         fprintf(stderr, "pin_version of an empty URL was not refused\n");

@@ -72,6 +72,26 @@ def test_info_head_get_metadata_and_verify_read_an_s3_cache_as_its_local_copy(
     assert checked["bytes"] == local_info["shard_bytes"]
 
 
+def test_info_describes_the_version_it_opened_and_verify_fetches_the_manifest_twice(
+    runtime: DatasetRuntime, tmp_path: Path, moto_server: tuple[str, int], s3_proxy: FaultProxy
+) -> None:
+    """`info` describes the manifest its open fetched (one GET; it fetched it again
+    before); `verify` fetches it to size the scrub and once in the scrub (three before)."""
+    url = publish(runtime, write(runtime, tmp_path / "local", "c"), f"s3://{BUCKET}/once", tmp_path)
+    copies = ("--local-dir", tmp_path / "copies")
+
+    def manifest_gets() -> int:
+        return sum(r.startswith("GET ") and "manifest.json" in r for r in s3_proxy.requests)
+
+    before = manifest_gets()
+    [info] = invoke_json("info", url, *copies)
+    assert info["samples"] == 40 and manifest_gets() - before == 1
+    before = manifest_gets()
+    verified = invoke_json("verify", url, "--no-progress", *copies)
+    assert verified["ok"] is True and verified["caches"][0]["bytes"] == info["shard_bytes"]
+    assert manifest_gets() - before == 2
+
+
 def test_ls_lists_the_caches_under_an_s3_prefix(
     runtime: DatasetRuntime, tmp_path: Path, moto_server: tuple[str, int], s3_proxy: FaultProxy
 ) -> None:

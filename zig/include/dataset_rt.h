@@ -533,6 +533,11 @@ int32_t drt_dataset_cache_sha256s(drt_dataset *dataset, uint8_t *out, uint32_t c
 /* The cache_id of each cache, in the order of drt_dataset_open's paths;
  * cache_count must be the dataset's (ABI 4). */
 int32_t drt_dataset_cache_ids(drt_dataset *dataset, uint64_t *out, uint32_t cache_count);
+/* Describes cache cache_index (in the order of drt_dataset_open's paths) from the
+ * manifest the dataset opened, in a core-owned buffer holding the JSON object
+ * drt_cache_info gives for a folder; for a remote cache, the version opened,
+ * with no request. DRT_ERR_OUT_OF_RANGE past the last cache (ABI 4). */
+int32_t drt_dataset_cache_info(drt_dataset *dataset, uint32_t cache_index, drt_buffer **out);
 /* Where the next iterator starts. */
 int32_t drt_dataset_position(drt_dataset *dataset, drt_stream_position *out);
 /* Where the next iterator starts, with the fingerprint (the table digest costs

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import atexit
 import ctypes
-import json
 import os
 import platform
 import sys
@@ -24,7 +23,6 @@ from ctypes import (
     c_uint64,
     c_void_p,
 )
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -426,6 +424,7 @@ _SIGNATURES: dict[str, tuple[list[Any], Any]] = {
     ),
     "drt_dataset_cache_sha256s": ([_Handle, c_void_p, c_uint32], c_int32),
     "drt_dataset_cache_ids": ([_Handle, c_void_p, c_uint32], c_int32),
+    "drt_dataset_cache_info": ([_Handle, c_uint32, POINTER(POINTER(Buffer))], c_int32),
     "drt_dataset_position": ([_Handle, POINTER(StreamPosition)], c_int32),
     "drt_dataset_state": ([_Handle, POINTER(StreamState)], c_int32),
     "drt_dataset_take_state": ([_Handle, POINTER(StreamState)], c_int32),
@@ -670,48 +669,6 @@ def cache_published(path: os.PathLike[str] | str) -> bool:
     published = c_uint32()
     check(lib.drt_cache_published(encoded, len(encoded), ctypes.byref(published)))
     return bool(published.value)
-
-
-@dataclass(frozen=True)
-class CacheInfo:
-    """A cache described by the core from its manifest alone (``drt_cache_info``)."""
-
-    format_version: int
-    cache_id: int | None
-    """The cache_id a format 3 manifest persists; None in format 2."""
-    source_name: str
-    samples: int
-    shards: int
-    shard_bytes: int
-    """The shard files' total size."""
-    payload_bytes_uncompressed: int
-    compression: tuple[tuple[str, float], ...]
-    """Each (algo, ratio) of the shards once, by algo, then ratio."""
-    record_checksums: bool
-    """Whether the cache lists records.crc32c."""
-    schema: tuple[tuple[str, str], ...]
-    """(name, kind) of each stored metadata column, in name order."""
-
-
-def cache_info(path: os.PathLike[str] | str) -> CacheInfo:
-    """The core's description of the cache at `path`, from its manifest.json
-    (checked as opening checks it; no other file is read). A folder without a
-    manifest, or an invalid one, raises `errors.InvalidCacheError`."""
-    encoded = os.fsencode(path)
-    text = take_buffer(lib.drt_cache_info, encoded, len(encoded))
-    info = json.loads(text.decode("utf-8", "surrogatepass"))
-    return CacheInfo(
-        format_version=info["format_version"],
-        cache_id=info["cache_id"],
-        source_name=info["source_name"],
-        samples=info["sample_count"],
-        shards=info["shard_count"],
-        shard_bytes=info["shard_bytes"],
-        payload_bytes_uncompressed=info["payload_bytes_uncompressed"],
-        compression=tuple((c["algo"], c["ratio"]) for c in info["compression"]),
-        record_checksums=info["record_checksums"],
-        schema=tuple((f["name"], f["kind"]) for f in info["metadata_schema"]),
-    )
 
 
 def take_buffer(function: object, *arguments: object) -> bytes:

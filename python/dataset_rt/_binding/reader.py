@@ -18,6 +18,7 @@ from typing import Any, cast
 from dataset_rt import errors
 from dataset_rt._binding import native as _native
 from dataset_rt._binding import stream_state as _stream_state
+from dataset_rt._binding.cache_info import CacheInfo, parse_cache_info
 from dataset_rt._binding.fork_safe_lock import ForkSafeLock
 from dataset_rt._binding.metadata_row import MetadataRow
 from dataset_rt._binding.native import RuntimeHandle
@@ -140,6 +141,12 @@ class DatasetHandle:
             entry = (address, memoryview(array).cast("B").toreadonly())
             self.mapped_views[mapping] = entry
         return entry
+
+    def cache_info(self, index: int) -> CacheInfo:
+        """The core's description of cache `index` from the manifest this dataset opened
+        (for a URL: the version read, with no request)."""
+        text = _native.take_buffer(_native.lib.drt_dataset_cache_info, self.value, index)
+        return parse_cache_info(text)
 
     @property
     def single_cache_id(self) -> int | None:

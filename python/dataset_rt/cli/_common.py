@@ -22,6 +22,7 @@ from dataset_rt import (
     RemoteConfig,
 )
 from dataset_rt._binding import native as _native
+from dataset_rt._binding.cache_info import CacheInfo, cache_info
 from dataset_rt._remote import RetryPolicy, is_remote, parse_remote_url, transport_for
 
 # What the library raises for a bad cache or a failed operation (docs/api.md, "Errors"):
@@ -229,11 +230,11 @@ def _open(
     )
 
 
-def _described(cache: str | Path, remote: RemoteConfig) -> _native.CacheInfo:
+def _described(cache: str | Path, remote: RemoteConfig) -> CacheInfo:
     """The core's description of a cache from its manifest alone; a URL's manifest is
     fetched (into a scratch folder of `remote`'s local directory) for it."""
     if not is_remote(cache):
-        return _native.cache_info(Path(cache))
+        return cache_info(Path(cache))
     local_dir = remote.resolved_local_dir()
     local_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="manifest-", dir=local_dir) as scratch:
@@ -241,7 +242,7 @@ def _described(cache: str | Path, remote: RemoteConfig) -> _native.CacheInfo:
         transport = transport_for(str(cache), RetryPolicy.from_config(remote))
         if not transport.fetch("manifest.json", manifest):
             raise ValueError(f"{cache} is not a cache: it has no manifest.json")
-        return _native.cache_info(Path(scratch))
+        return cache_info(Path(scratch))
 
 
 def _is_cache(path: Path) -> bool:
@@ -252,12 +253,12 @@ def _is_cache(path: Path) -> bool:
         return False
 
 
-def _compression(info: _native.CacheInfo) -> list[dict[str, Any]]:
+def _compression(info: CacheInfo) -> list[dict[str, Any]]:
     """The shards' compression settings, each once, as the JSON output lists them."""
     return [{"algo": algo, "ratio": ratio} for algo, ratio in info.compression]
 
 
-def _format_of(info: _native.CacheInfo | None) -> dict[str, Any]:
+def _format_of(info: CacheInfo | None) -> dict[str, Any]:
     """The cache's format version and the cache_id its manifest persists (None in
     format 2, where a cache's id is its position among the caches read)."""
     if info is None:

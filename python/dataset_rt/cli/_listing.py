@@ -14,6 +14,7 @@ from dataset_rt import (
     RemoteConfig,
 )
 from dataset_rt._binding import native as _native
+from dataset_rt._binding.cache_info import CacheInfo, cache_info
 from dataset_rt._remote import RetryPolicy, is_remote, parse_remote_url
 from dataset_rt._remote.upload import S3Publisher, Transfer
 from dataset_rt.cli._common import (
@@ -109,7 +110,7 @@ def _base_listing(base: Path) -> dict[str, Any]:
             )
             continue
         try:
-            summary = _native.cache_info(entry)
+            summary = cache_info(entry)
         except _PROBLEMS as error:
             other.append(
                 {
@@ -281,21 +282,21 @@ def _ls_local(base: Path, json_output: bool) -> None:
 
 
 def _cache_info(runtime: DatasetRuntime, location: str, remote: RemoteConfig) -> dict[str, Any]:
+    """What `info` reports of the cache (or base) at `location`: the cache opened (and
+    so checked), then described from the manifest it opened (a URL: the version read)."""
     if is_remote(location):
-        _open(runtime, location, remote=remote)
-        return _described_info(location, _described(location, remote), None)
+        opened = _open(runtime, location, remote=remote)
+        return _described_info(location, opened._handle.cache_info(0), None)
     cache = Path(location)
     if not _is_cache(cache):
         if _is_base(cache):
             return {"path": str(cache), "base": True, **_base_listing(cache)}
         raise ValueError(f"{cache} is not a cache: it has no manifest.json, and holds no cache")
-    _open(runtime, cache)
-    return _described_info(str(cache), _native.cache_info(cache), _directory_bytes(cache))
+    opened = _open(runtime, cache)
+    return _described_info(str(cache), opened._handle.cache_info(0), _directory_bytes(cache))
 
 
-def _described_info(
-    path: str, summary: _native.CacheInfo, bytes_on_disk: int | None
-) -> dict[str, Any]:
+def _described_info(path: str, summary: CacheInfo, bytes_on_disk: int | None) -> dict[str, Any]:
     """What `info` reports of a cache (`bytes_on_disk` None: a remote cache)."""
     return {
         "path": path,

@@ -23,7 +23,7 @@ from dataset_rt import (
     RemoteConfig,
     verify,
 )
-from dataset_rt._binding import native as _native
+from dataset_rt._binding.cache_info import CacheInfo
 from dataset_rt._remote import is_remote
 from dataset_rt.cli._common import (
     _EXIT_PROBLEM,
@@ -67,7 +67,9 @@ def verify_command(
     Exits with 1 when any cache has a problem.
     """
     remote = _remote_config(local_dir)
-    sizes = [_size(cache, remote) for cache in caches]
+    # Described once, before the scrub: a URL's manifest is fetched here and by verify.
+    infos = [_readable_info(cache, remote) for cache in caches]
+    sizes = [_size(cache, info) for cache, info in zip(caches, infos, strict=True)]
     reports = []
     columns = _progress_columns()
     # A bar only on a terminal: in a pipe or a log it would be noise.
@@ -102,12 +104,12 @@ def verify_command(
         {
             "path": str(report.path),
             "ok": report.ok,
-            **_format_of(_readable_info(report.path, remote)),
+            **_format_of(info),
             "bytes": size,
             "problems_total": report.problems_total,
             "problems": [problem._asdict() for problem in report.problems],
         }
-        for report, size in zip(reports, sizes, strict=True)
+        for report, info, size in zip(reports, infos, sizes, strict=True)
     ]
     ok = all(report.ok for report in reports)
     if json_output:
@@ -131,7 +133,7 @@ def _progress_columns() -> tuple[ProgressColumn, ...]:
     )
 
 
-def _readable_info(cache: str | Path, remote: RemoteConfig) -> _native.CacheInfo | None:
+def _readable_info(cache: str | Path, remote: RemoteConfig) -> CacheInfo | None:
     """The core's description of a cache, or None when its manifest is unreadable
     (verify reports why)."""
     try:
@@ -140,12 +142,11 @@ def _readable_info(cache: str | Path, remote: RemoteConfig) -> _native.CacheInfo
         return None
 
 
-def _size(cache: str, remote: RemoteConfig) -> int:
+def _size(cache: str, info: CacheInfo | None) -> int:
     """The bytes the progress bar counts for a cache: a folder's files, a URL's shards
-    (0 when its manifest cannot be read: verify reports why)."""
+    (`info`'s; 0 when its manifest cannot be read: verify reports why)."""
     if not is_remote(cache):
         return _directory_bytes(Path(cache))
-    info = _readable_info(cache, remote)
     return 0 if info is None else info.shard_bytes
 
 

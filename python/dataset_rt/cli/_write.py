@@ -35,6 +35,7 @@ from dataset_rt import (
     WriterConfig,
 )
 from dataset_rt._binding import native as _native
+from dataset_rt._binding.cache_info import cache_info
 from dataset_rt.cli._common import (
     _OVERWRITE_SUFFIX,
     _PROBLEMS,
@@ -300,7 +301,7 @@ def _write(
         _fail(failure)
     seconds = time.perf_counter() - started
     try:
-        samples = _native.cache_info(path).samples
+        samples = cache_info(path).samples
     except _PROBLEMS as error:
         _fail(f"wrote {path}, but cannot read its manifest.json: {_error_message(error)}")
     written = {
