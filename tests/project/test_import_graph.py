@@ -76,9 +76,11 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
     assert cycle_in({"a": {"b"}, "b": set()}) is None
 
 
-# The native boundary: the library and its signatures, the functions over shard
-# files, the read path's handle owners, the remote fetch hook, the write path's.
+# The native boundary: the library and its signatures, a cache's description, the
+# functions over shard files, the partitions' commit, the read path's handle owners,
+# the remote fetch hook, the write path's.
 BOUNDARY = [
+    "_binding.cache_info",
     "_binding.native",
     "_binding.open_shards",
     "_binding.partitions",
