@@ -131,6 +131,9 @@ pub const FetchAhead = struct {
     /// With a budget, the most distinct remote shards the samples read ahead
     /// of the consumer may need (`withinShardWindow`); null without one.
     window_shards: ?usize,
+    /// With a budget, whether the window holds every remote shard of the plan:
+    /// chunks then read across shards as without a budget (`runEnd`).
+    holds_every_shard: bool = false,
     threads: [threads_max]std.Thread = undefined,
     /// Under `mutex`.
     thread_count: u32 = 0,
@@ -169,6 +172,10 @@ pub const FetchAhead = struct {
             .lookahead = lookahead,
             .window_shards = windowShards(plan, remote),
         };
+        ahead.holds_every_shard = if (ahead.window_shards) |window|
+            window >= remoteShardCount(plan)
+        else
+            false;
         try remote.addFuture(&ahead.future);
         // A plan within one window is scanned whole by `cover`, which starts
         // a thread when it queues a shard; so is every plan when nothing is
@@ -193,6 +200,15 @@ pub const FetchAhead = struct {
             for (cache.shards.byteLens()) |byte_len| largest = @max(largest, byte_len);
         }
         return @intCast(@max(1, budget_bytes / largest -| 1));
+    }
+
+    /// The remote shards of the plan's caches.
+    fn remoteShardCount(plan: *const Plan) u64 {
+        var count: u64 = 0;
+        for (plan.caches) |cache| {
+            if (cache.shards.remoteHook() != null) count += cache.shards.count();
+        }
+        return count;
     }
 
     /// Whether the planned indexes from the consumer's up to `end` read at
@@ -230,9 +246,11 @@ pub const FetchAhead = struct {
     /// index `index` starts or is in: a chunk read under a budget reads one
     /// shard, so that the shards it read first are not kept (as needed by
     /// the positions it has read) while it fetches the next. Null without a
-    /// budget, or where no run is noted.
+    /// budget, with one that holds every shard of the plan (no read has to
+    /// wait for room: a shuffled chunk reads many shards, not one sample),
+    /// or where no run is noted.
     pub fn runEnd(ahead: *FetchAhead, index: u64) ?u64 {
-        if (ahead.window_shards == null) return null;
+        if (ahead.window_shards == null or ahead.holds_every_shard) return null;
         const io = system.io();
         ahead.mutex.lockUncancelable(io);
         defer ahead.mutex.unlock(io);

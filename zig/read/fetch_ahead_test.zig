@@ -148,6 +148,19 @@ const Setup = struct {
     }
 };
 
+test "a chunk reads several shards only under a budget that holds them all" {
+    // 96 samples, 24 shards of 4, shuffled: nearly every run is one sample.
+    // Room for every shard: chunks of up to prefetch_size samples from many.
+    const roomy = try budgetRead(true, 26);
+    try testing.expect(roomy.batches <= 48);
+    try testing.expect(roomy.widest > 1);
+    try testing.expectEqual(@as(u64, 24), roomy.fetched);
+    // Room for all but one: a chunk reads one run of one shard.
+    const tight = try budgetRead(true, 24);
+    try testing.expectEqual(@as(usize, 1), tight.widest);
+    try testing.expect(tight.batches >= 80);
+}
+
 /// Reads `iterator` to its end, checking every payload against the written
 /// cache; returns the shards in the order the stream first reads them.
 fn drainFirstUses(setup: *const Setup, iterator: *Iterator, first_uses: []u64) ![]const u64 {
@@ -372,9 +385,13 @@ fn beladyFetches(accesses: []const u64, sizes: []const u64, budget: u64) u64 {
     return fetches;
 }
 
-/// Reads one epoch under a budget of `budget_shards` of the largest shard;
-/// the shard fetches it made, and Belady's minimum for its stream.
-fn budgetRead(shuffle: bool, budget_shards: u64) !struct { fetched: u64, minimum: u64 } {
+/// What one epoch read under a budget did: its shard fetches, Belady's minimum
+/// for its stream, the batches it handed out and the most distinct shards one
+/// batch read.
+const BudgetRead = struct { fetched: u64, minimum: u64, batches: u64, widest: usize };
+
+/// Reads one epoch under a budget of `budget_shards` of the largest shard.
+fn budgetRead(shuffle: bool, budget_shards: u64) !BudgetRead {
     var setup: Setup = undefined;
     try setup.initWith(2, 3, .{ .sample_count = 96, .records_per_shard = 4, .payload_bytes = 64 });
     defer setup.deinit();
@@ -393,19 +410,34 @@ fn budgetRead(shuffle: bool, budget_shards: u64) !struct { fetched: u64, minimum
     defer iterator.destroy();
     var accesses: [96]u64 = undefined;
     var count: usize = 0;
+    var batches: u64 = 0;
+    var widest: usize = 0;
     while (try iterator.next(&diagnostic)) |batch| {
         defer read_pipeline.Pipeline.releaseBatch(testing.allocator, batch);
+        const first = count;
         for (batch.sample_ids.items) |sample_id| {
             accesses[count] = sample_id / setup.written.spec.records_per_shard;
             count += 1;
         }
+        batches += 1;
+        widest = @max(widest, distinctCount(accesses[first..count]));
     }
     try testing.expectEqual(accesses.len, count);
     const shard_count = setup.shardCount();
     return .{
         .fetched = setup.remote.stats().shards_fetched,
         .minimum = beladyFetches(&accesses, sizes[0..shard_count], budget),
+        .batches = batches,
+        .widest = widest,
     };
+}
+
+fn distinctCount(values: []const u64) usize {
+    var count: usize = 0;
+    for (values, 0..) |value, at| {
+        if (std.mem.indexOfScalar(u64, values[0..at], value) == null) count += 1;
+    }
+    return count;
 }
 
 test "under a budget, an ordered read fetches each shard once" {

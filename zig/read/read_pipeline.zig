@@ -10,9 +10,10 @@
 //! several small chunks read in parallel. `next` hands out chunks strictly in
 //! planned order, whatever order the workers finish in, and only then submits
 //! more: a consumer that stops calling `next` stops all reading, so memory
-//! stays bounded by `prefetch_size` samples. Under a remote byte budget, a
-//! chunk reads one run of one shard and the reads ahead stay within the
-//! shards the budget holds (`FetchAhead.runEnd`, `withinShardWindow`).
+//! stays bounded by `prefetch_size` samples. Under a remote byte budget that
+//! does not hold every shard, a chunk reads one run of one shard and the
+//! reads ahead stay within the shards the budget holds (`FetchAhead.runEnd`,
+//! `withinShardWindow`).
 const std = @import("std");
 const assert = std.debug.assert;
 const system = @import("../base/system.zig");
