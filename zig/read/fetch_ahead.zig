@@ -246,9 +246,9 @@ pub const FetchAhead = struct {
     /// index `index` starts or is in: a chunk read under a budget reads one
     /// shard, so that the shards it read first are not kept (as needed by
     /// the positions it has read) while it fetches the next. Null without a
-    /// budget, with one that holds every shard of the plan (no read has to
-    /// wait for room: a shuffled chunk reads many shards, not one sample),
-    /// or where no run is noted.
+    /// budget, with one that holds every shard of the plan (its reads never
+    /// delete one another's shards to make room: a shuffled chunk reads many
+    /// shards, not one sample), or where no run is noted.
     pub fn runEnd(ahead: *FetchAhead, index: u64) ?u64 {
         if (ahead.window_shards == null or ahead.holds_every_shard) return null;
         const io = system.io();
